@@ -1,0 +1,33 @@
+"""Exceptions and warnings raised by scalebo.
+
+Three outcomes, as in SciPy and the Open-Athena scaling-law package:
+
+* bad input raises :class:`RunTableError` (a ``ValueError``) that names the file, the row and
+  the column, and says what was expected;
+* a fit with no usable estimate raises :class:`FitError`;
+* anything else returns a result with a ``status`` and a ``message``.
+"""
+
+
+class ScaleboError(Exception):
+    """Base class of every scalebo exception."""
+
+
+class RunTableError(ScaleboError, ValueError):
+    """A run table is malformed: the message names the source, row(s) and column."""
+
+
+class FitError(ScaleboError, RuntimeError):
+    """No start of a fit produced a finite estimate."""
+
+
+class SearchError(ScaleboError, ValueError):
+    """A search request cannot be served (off-grid run, spent budget, no candidate)."""
+
+
+class NumericalWarning(UserWarning):
+    """A numerical fallback was used (jitter added to a Cholesky, clipped values, …)."""
+
+
+class ExcludedRunsWarning(UserWarning):
+    """Some runs were excluded from a table (non-finite or diverged loss); the count is given."""
