@@ -1,0 +1,309 @@
+"""Registry and loaders of the public run tables (StepLaw, OELLM-English, Epoch, Porian).
+
+Each loader reads one file of a *data directory* laid out as ``<data_dir>/<folder>/<file>``
+(the folder's ``SOURCE.md`` documents provenance, columns and counts) and returns a validated
+:class:`~scalebo.runs.RunTable`. Loaders only read CSV: nothing is unpickled.
+
+The data directory is an explicit argument or the ``SCALEBO_DATA_DIR`` environment variable.
+Register more loaders with :func:`register_dataset`::
+
+    register_dataset("mine", lambda root, **kw: load_runs(root / "mine" / "runs.csv"), "...")
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from scalebo.errors import RunTableError
+from scalebo.runs import ExclusionReason, RunTable, load_runs, read_table
+
+__all__ = [
+    "DATASETS",
+    "DATA_DIR_ENV",
+    "DatasetSpec",
+    "data_dir",
+    "list_datasets",
+    "load_dataset",
+    "register_dataset",
+    "round_significant",
+]
+
+DATA_DIR_ENV = "SCALEBO_DATA_DIR"
+
+#: A loader takes the resolved data directory and keyword options and returns a RunTable.
+Loader = Callable[..., RunTable]
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A registered dataset.
+
+    Attributes:
+        name: Registry key (e.g. ``"steplaw"``).
+        loader: ``loader(data_dir: Path, **kwargs) -> RunTable``.
+        description: One line for listings (what the runs are, counts).
+    """
+
+    name: str
+    loader: Loader
+    description: str
+
+
+#: Registered datasets by name. Add entries with :func:`register_dataset`.
+DATASETS: dict[str, DatasetSpec] = {}
+
+
+def register_dataset(
+    name: str, loader: Loader, description: str, *, overwrite: bool = False
+) -> DatasetSpec:
+    """Register ``loader`` under ``name`` and return its spec.
+
+    Raises:
+        ValueError: if ``name`` is taken and ``overwrite`` is false.
+    """
+    if name in DATASETS and not overwrite:
+        raise ValueError(
+            f"dataset {name!r} is already registered; pass overwrite=True to replace it."
+        )
+    spec = DatasetSpec(name=name, loader=loader, description=description)
+    DATASETS[name] = spec
+    return spec
+
+
+def list_datasets() -> list[str]:
+    """Names of the registered datasets, sorted."""
+    return sorted(DATASETS)
+
+
+def data_dir(path: str | Path | None = None) -> Path:
+    """Resolve the data directory: ``path`` if given, else ``$SCALEBO_DATA_DIR``.
+
+    Raises:
+        FileNotFoundError: if neither is set, or the directory does not exist.
+    """
+    if path is None:
+        value = os.environ.get(DATA_DIR_ENV)
+        if not value:
+            raise FileNotFoundError(
+                "no data directory given: pass data_dir=... (CLI: --data-dir) or set "
+                f"{DATA_DIR_ENV} to the folder holding steplaw/, oellm_english/, ..."
+            )
+        path, origin = value, f"{DATA_DIR_ENV}={value}"
+    else:
+        origin = f"data_dir={path}"
+    resolved = Path(path).expanduser()
+    if not resolved.is_dir():
+        raise FileNotFoundError(f"{origin}: not a directory.")
+    return resolved
+
+
+def load_dataset(name: str, data_dir: str | Path | None = None, **kwargs: object) -> RunTable:
+    """Load the registered dataset ``name`` from ``data_dir`` (or ``$SCALEBO_DATA_DIR``).
+
+    Keyword arguments go to the dataset's loader (see each ``load_*`` function).
+
+    Raises:
+        ValueError: unknown name (the message lists the registered ones).
+        FileNotFoundError: no data directory, or the dataset's file is missing.
+    """
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}; registered: {list_datasets()}.")
+    root = _resolve_dir(data_dir)
+    return DATASETS[name].loader(root, **kwargs)
+
+
+def _resolve_dir(path: str | Path | None) -> Path:
+    return data_dir(path)
+
+
+def _file(root: Path, folder: str, filename: str) -> Path:
+    path = Path(root) / folder / filename
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{path}: not found; expected the public data directory layout "
+            f"<data_dir>/{folder}/{filename} (see {folder}/SOURCE.md)."
+        )
+    return path
+
+
+def round_significant(values: np.ndarray | Sequence[float], digits: int = 3) -> np.ndarray:
+    """Round to ``digits`` significant digits, half away from zero, on the decimal spelling.
+
+    Rounds the shortest decimal representation (``repr``) rather than the binary value, so
+    ``0.01105`` becomes ``0.0111`` exactly as a person reading the file would round it.
+
+    Args:
+        values: Finite numbers, any shape.
+        digits: Significant digits kept (≥ 1).
+
+    Returns:
+        float64 array of the same shape.
+    """
+    array = np.asarray(values, dtype=np.float64)
+    if not np.isfinite(array).all():
+        raise ValueError("round_significant: values must be finite.")
+    rounded = {}
+    for value in np.unique(array):
+        if value == 0:
+            rounded[value] = 0.0
+            continue
+        exact = Decimal(repr(float(value)))
+        quantum = Decimal(1).scaleb(exact.adjusted() - digits + 1)
+        rounded[value] = float(exact.quantize(quantum, rounding=ROUND_HALF_UP))
+    return np.vectorize(rounded.__getitem__, otypes=[np.float64])(array) if array.size else array
+
+
+# --------------------------------------------------------------------------- loaders
+
+
+def load_steplaw(
+    root: Path, *, diverged_above: float | None = None, lr_digits: int = 3
+) -> RunTable:
+    """StepLaw dense grid (``steplaw/dense_lr_bs_loss.csv``): 1911 runs, 17 (N, D) cells.
+
+    ``loss`` is the file's ``smooth loss`` (nats, smoothed final training loss; the raw one is
+    kept as ``raw_loss``). Hyperparameters: ``lr`` rounded to ``lr_digits`` significant digits
+    (the file spells one lr two ways, e.g. 0.000345 / 0.0003453; the raw value is kept as
+    ``lr_raw``; 3 digits give the paper's 14 values) and ``bs`` (sequences of 2048 tokens).
+    Architecture columns (h, ffnh, numh, numl), ``ti`` and ``D/N`` are metadata. Diverged runs
+    (181 have loss > 4) are real, costly runs of the grid and are kept unless
+    ``diverged_above`` is given.
+    """
+    path = _file(root, "steplaw", "dense_lr_bs_loss.csv")
+    frame = read_table(path)
+    frame = frame.rename(columns={"loss": "raw_loss", "smooth loss": "loss", "lr": "lr_raw"})
+    frame.insert(frame.columns.get_loc("lr_raw"), "lr",
+                 round_significant(frame["lr_raw"].to_numpy(), lr_digits))
+    return load_runs(frame, hyperparameters=("lr", "bs"), run_id="exp_name",
+                     diverged_above=diverged_above, source_name=str(path))
+
+
+def load_oellm_english(root: Path, *, diverged_above: float | None = None) -> RunTable:
+    """OELLM-English dense grid (``oellm_english/loss_all_exps_post_annealing.csv``).
+
+    909 runs, 51 (N, D) cells, no repeated configuration. ``loss``: validation loss after
+    learning-rate annealing (nats). Hyperparameters: ``lr`` and ``bs`` (= the file's
+    ``gbsz``, sequences of 4096 tokens). ``run_id`` is the file's ``job_name``.
+    """
+    path = _file(root, "oellm_english", "loss_all_exps_post_annealing.csv")
+    frame = read_table(path)
+    frame = frame.rename(columns={"gbsz": "bs"})
+    return load_runs(frame, hyperparameters=("lr", "bs"), run_id="job_name",
+                     diverged_above=diverged_above, source_name=str(path))
+
+
+def load_epoch_chinchilla(root: Path, *, drop_highest_loss: int = 0) -> RunTable:
+    """Epoch AI's digitized Chinchilla runs (``epoch_chinchilla/svg_extracted_data.csv``).
+
+    245 runs; ``N`` = ``Model Size`` (parameters), ``C`` = ``Training FLOP``, ``D = C/(6N)``
+    tokens, ``loss`` in nats. No hyperparameters.
+
+    Args:
+        drop_highest_loss: Remove this many highest-loss runs (ties: the earlier row is
+            removed first); they go to ``excluded`` with reason ``dropped``. The reference fit of
+            DESIGN.md uses 5 (Besiroglu et al. 2024).
+    """
+    path = _file(root, "epoch_chinchilla", "svg_extracted_data.csv")
+    frame = read_table(path)
+    frame = frame.rename(columns={"Model Size": "N", "Training FLOP": "C"})
+    n = pd.to_numeric(frame["N"], errors="coerce").to_numpy(dtype=np.float64)
+    c = pd.to_numeric(frame["C"], errors="coerce").to_numpy(dtype=np.float64)
+    frame.insert(frame.columns.get_loc("N") + 1, "D", c / (6.0 * n))
+    table = load_runs(frame, hyperparameters=(), source_name=str(path))
+    if not 0 <= drop_highest_loss < len(table):
+        raise ValueError(
+            f"drop_highest_loss must be in [0, {len(table) - 1}], got {drop_highest_loss}."
+        )
+    if drop_highest_loss == 0:
+        return table
+    order = np.argsort(-table.loss, kind="stable")[:drop_highest_loss]
+    drop = table.frame.index[order]
+    dropped = table.frame.loc[drop].assign(reason=ExclusionReason.DROPPED.value)
+    excluded = pd.concat([table.excluded, dropped]) if len(table.excluded) else dropped
+    return RunTable(
+        frame=table.frame.drop(index=drop),
+        hyperparameters=table.hyperparameters,
+        source=table.source,
+        n_excluded=len(excluded),
+        excluded=excluded,
+        config_columns=table.config_columns,
+    )
+
+
+#: Filters of :func:`load_porian_isoflop`, in the order they form the ``config`` label.
+PORIAN_FILTERS: tuple[str, ...] = (
+    "dataset", "hparams", "warmup", "decay", "param_count", "loss_type"
+)
+
+
+def load_porian_isoflop(
+    root: Path,
+    *,
+    dataset: str | Sequence[str] | None = None,
+    hparams: str | Sequence[str] | None = None,
+    warmup: str | Sequence[str] | None = None,
+    decay: str | Sequence[str] | None = None,
+    param_count: str | Sequence[str] | None = None,
+    loss_type: str | Sequence[str] | None = None,
+) -> RunTable:
+    """Porian et al. 2024 isoFLOP points (``porian_isoflop_summary/porian_isoflop_points.csv``).
+
+    1745 points of 15 analysis configurations; each filter keeps rows whose column equals the
+    value (or one of the values); ``None`` keeps all. ``D`` = ``D_tokens`` (tokens; ``6·N·D``
+    equals ``flops_budget``), ``loss`` in nats; ``flops_budget`` and ``config_index`` are kept.
+    A ``config`` column (``"dataset/hparams/warmup/decay/param_count/loss_type"``) names each
+    configuration and, being a config column, keeps points of different configurations from
+    counting as repeats. No hyperparameters (tuned lr/bs are not recorded).
+
+    Raises:
+        RunTableError: a filter value that does not occur (the message lists the valid ones),
+            or filters that select nothing.
+    """
+    path = _file(root, "porian_isoflop_summary", "porian_isoflop_points.csv")
+    frame = read_table(path)
+    chosen = {"dataset": dataset, "hparams": hparams, "warmup": warmup, "decay": decay,
+              "param_count": param_count, "loss_type": loss_type}
+    keep = np.ones(len(frame), dtype=bool)
+    for column, wanted in chosen.items():
+        if wanted is None:
+            continue
+        values = [wanted] if isinstance(wanted, str) else list(wanted)
+        available = sorted(frame[column].astype(str).unique())
+        unknown = [v for v in values if v not in available]
+        if unknown:
+            raise RunTableError(
+                f"porian_isoflop: {column}={unknown} does not occur; available: {available}."
+            )
+        keep &= frame[column].isin(values).to_numpy()
+    if not keep.any():
+        raise RunTableError(f"porian_isoflop: the filters {chosen} select no configuration.")
+    frame = frame.loc[keep].reset_index(drop=True)
+    frame = frame.rename(columns={"D_tokens": "D"})
+    frame["config"] = frame[list(PORIAN_FILTERS)].astype(str).agg("/".join, axis=1)
+    return load_runs(frame, hyperparameters=(), config_columns=("config",),
+                     source_name=str(path))
+
+
+register_dataset(
+    "steplaw", load_steplaw,
+    "StepLaw dense lr×bs grid: 1911 runs, 5 N, 15 D, 17 (N,D) cells, 14 lr × 13 bs.",
+)
+register_dataset(
+    "oellm_english", load_oellm_english,
+    "OELLM-English dense grid (post-annealing val loss): 909 runs, 51 (N,D) cells, 5 lr × 7 bs.",
+)
+register_dataset(
+    "epoch_chinchilla", load_epoch_chinchilla,
+    "Epoch AI digitized Chinchilla runs: 245 (N, C, loss) points; no hyperparameters.",
+)
+register_dataset(
+    "porian_isoflop", load_porian_isoflop,
+    "Porian et al. 2024 isoFLOP points: 15 configurations × ≤12 budgets (filterable).",
+)
