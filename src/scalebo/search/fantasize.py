@@ -1,0 +1,186 @@
+"""Fantasization: fill the unobserved part of the grid with surrogate predictions.
+
+In scalebo, *fantasization* means: after the search has spent its budget, a surrogate fitted
+on **all** observations predicts the loss of the configurations that were not trained; the
+observed losses plus these predictions form the table that the frontier and the law fit use.
+(This is not BoTorch's ``fantasize``, which samples fake observations at pending points to
+condition a model during batch acquisition.)
+
+Two estimators:
+
+* ``"mean"`` — one row per configuration: the observed loss where observed, else the
+  posterior mean (as published). The minimum of posterior means over a cell is biased
+  upward when the acquisition concentrated its runs: the unobserved configurations' means
+  regress toward the average, while the true cell best is a minimum.
+* ``"cell_best"`` — one row per (N, D) cell: the expected minimum loss of the cell,
+  ``E[min_x f(x)]`` over joint posterior samples of the cell's unobserved configurations
+  (``sample_joint``), with observed configurations fixed at their observed values. The row
+  carries the hyperparameters of the configuration most often the minimizer (``p_best`` is
+  that frequency). Any frontier (per-cell best, envelope, convex hull) applies unchanged.
+
+Scope: ``"window"`` (default) keeps configurations costing ≤ ``cap`` FLOPs (the search's
+final window; default the largest cell cost with an observation), ``"grid"`` every
+acquirable configuration. Held-out cells are never included. Observed configurations are
+always included.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+
+from scalebo.errors import SearchError
+from scalebo.search.grid import Grid
+from scalebo.search.window import COST_RTOL
+
+
+def _check_obs(grid: Grid, observed_idx: Any, y_obs: Any) -> tuple[np.ndarray, np.ndarray]:
+    idx = np.asarray(observed_idx, dtype=np.int64).ravel()
+    y = np.asarray(y_obs, dtype=np.float64).ravel()
+    if idx.shape != y.shape:
+        raise SearchError(
+            f"observed_idx and y_obs must have one entry each per run, got {idx.size} and "
+            f"{y.size}."
+        )
+    if idx.size == 0:
+        raise SearchError("Fantasization needs at least one observation to fit the surrogate.")
+    if np.any((idx < 0) | (idx >= grid.n_configs)) or np.unique(idx).size != idx.size:
+        raise SearchError(
+            f"observed_idx must hold distinct grid rows in 0..{grid.n_configs - 1}; "
+            "average repeated runs upstream."
+        )
+    if not np.all(np.isfinite(y)):
+        raise SearchError("Observed losses must be finite; got NaN or inf.")
+    return idx, y
+
+
+def _scope_mask(
+    grid: Grid, observed: np.ndarray, scope: str, cap: float | None
+) -> np.ndarray:
+    if scope == "grid":
+        keep = np.ones(grid.n_configs, dtype=bool)
+    elif scope == "window":
+        if cap is None:
+            cap = float(grid.config_cell_cost[observed].max())
+        keep = grid.cost <= cap * (1 + COST_RTOL)
+    else:
+        raise SearchError(f"scope must be 'window' or 'grid', got {scope!r}.")
+    return (keep | observed) & ~grid.held_out
+
+
+def fantasize(
+    grid: Grid,
+    observed_idx: np.ndarray,
+    y_obs: np.ndarray,
+    surrogate: Any,
+    *,
+    scope: Literal["window", "grid"] = "window",
+    cap: float | None = None,
+    estimator: Literal["mean", "cell_best"] = "mean",
+    n_samples: int = 256,
+    rng: np.random.Generator | int | None = None,
+) -> pd.DataFrame:
+    """Observed losses plus surrogate predictions for the unobserved configurations.
+
+    The surrogate is fitted here on standardized observed losses (``fit(X, y)`` on
+    :meth:`Grid.encode` inputs) and its predictions are mapped back to nats.
+
+    Args:
+        grid: The grid.
+        observed_idx: Grid rows observed, shape ``(n_obs,)``, distinct.
+        y_obs: Their losses in nats, shape ``(n_obs,)``.
+        surrogate: ``fit``/``predict``; ``sample_joint(X, n_samples, rng)`` for
+            ``"cell_best"`` (without it, independent normal samples from ``predict`` are used,
+            which ignore correlations within a cell).
+        scope: ``"window"`` (cost ≤ ``cap``) or ``"grid"``.
+        cap: Window cap in FLOPs; default the largest cell cost with an observation.
+        estimator: ``"mean"`` or ``"cell_best"`` (see the module docstring).
+        n_samples: Joint posterior samples per cell for ``"cell_best"``.
+        rng: Seed or generator for the samples.
+
+    Returns:
+        ``"mean"``: one row per configuration in scope, columns of :attr:`Grid.configs`
+        (N, D, C, axes) plus ``loss`` (nats), ``observed`` (bool) and ``grid_index``.
+        ``"cell_best"``: one row per (N, D) cell in scope, the same columns (axes of the most
+        frequent minimizer) plus ``p_best``.
+    """
+    if estimator not in ("mean", "cell_best"):
+        raise SearchError(f"estimator must be 'mean' or 'cell_best', got {estimator!r}.")
+    if n_samples < 1:
+        raise SearchError(f"n_samples must be >= 1, got {n_samples}.")
+    idx, y = _check_obs(grid, observed_idx, y_obs)
+    observed = np.zeros(grid.n_configs, dtype=bool)
+    observed[idx] = True
+    keep = _scope_mask(grid, observed, scope, cap)
+
+    mu = float(y.mean())
+    sd = float(y.std()) if y.size > 1 else 1.0
+    sd = sd if sd > 0 else 1.0
+    X = grid.encode()
+    surrogate.fit(X[idx], (y - mu) / sd)
+
+    loss = np.full(grid.n_configs, np.nan)
+    loss[idx] = y
+    rows = np.flatnonzero(keep)
+    if estimator == "mean":
+        todo = rows[~observed[rows]]
+        if todo.size:
+            mean, _ = surrogate.predict(X[todo])
+            loss[todo] = np.asarray(mean, dtype=np.float64) * sd + mu
+        _require_finite(loss[rows])
+        out = grid.configs.iloc[rows].copy()
+        out["loss"] = loss[rows]
+        out["observed"] = observed[rows]
+        out["grid_index"] = rows
+        return out.reset_index(drop=True)
+
+    gen = np.random.default_rng(rng)
+    records = []
+    for cell in np.unique(grid.cell_ids[rows]):
+        members = rows[grid.cell_ids[rows] == cell]
+        obs_m = members[observed[members]]
+        new_m = members[~observed[members]]
+        # Columns: observed members (constant), then sampled ones; (n_samples, n_members)
+        draws = np.empty((n_samples, members.size))
+        draws[:, : obs_m.size] = loss[obs_m]
+        if new_m.size:
+            draws[:, obs_m.size :] = _sample(surrogate, X[new_m], n_samples, gen) * sd + mu
+        _require_finite(draws)
+        order = np.concatenate([obs_m, new_m])
+        winners = np.bincount(draws.argmin(axis=1), minlength=members.size)
+        rep = int(order[winners.argmax()])
+        rec = grid.configs.iloc[rep].to_dict()
+        rec.update(
+            loss=float(draws.min(axis=1).mean()),
+            observed=bool(observed[rep]),
+            grid_index=rep,
+            p_best=float(winners.max() / n_samples),
+        )
+        records.append(rec)
+    return pd.DataFrame.from_records(records)
+
+
+def _sample(surrogate: Any, X: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Posterior samples at ``X`` ``(m, d)`` in standardized units, shape ``(n, m)``."""
+    if hasattr(surrogate, "sample_joint"):
+        s = np.asarray(surrogate.sample_joint(X, n, rng), dtype=np.float64)
+        if s.shape != (n, X.shape[0]):
+            raise SearchError(
+                f"sample_joint returned shape {s.shape}, expected ({n}, {X.shape[0]})."
+            )
+        return s
+    mean, std = surrogate.predict(X)
+    mean = np.asarray(mean, dtype=np.float64)
+    std = np.asarray(std, dtype=np.float64)
+    return mean[None, :] + std[None, :] * rng.standard_normal((n, X.shape[0]))
+
+
+def _require_finite(values: np.ndarray) -> None:
+    if not np.all(np.isfinite(values)):
+        raise SearchError(
+            "The surrogate predicted non-finite losses; check its fit (it was given "
+            "standardized, finite losses)."
+        )
+

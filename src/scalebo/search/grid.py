@@ -1,0 +1,385 @@
+"""The candidate grid ``G = N × D × Λ``: configurations, their cost in FLOPs, held-out cells.
+
+Notations (shapes):
+
+* ``n_cfg`` — number of configurations in the grid (rows of :attr:`Grid.configs`);
+* ``n_cell`` — number of distinct ``(N, D)`` cells;
+* ``d = 2 + len(axes)`` — columns of the surrogate input ``X`` (``N``, ``D``, then the axes).
+
+Costs are training compute in FLOPs, ``6·N·D`` in float64 (``6·N·D`` overflows int64 for
+``N ≈ 1e9``, ``D ≈ 1e11``) unless the source table carries a compute column ``C``. The cost
+of a cell is the largest cost of its configurations, so that a cap at a cell's level admits
+every configuration of that cell.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scalebo.errors import SearchError
+
+#: Relative tolerance used by :meth:`Grid.index_of` to match numeric values to grid values.
+INDEX_RTOL = 1e-6
+#: Columns that are never hyperparameter axes when a grid is built from a run table.
+_RESERVED = ("run_id", "N", "D", "C", "loss")
+
+
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = np.array(a, copy=True)
+    a.flags.writeable = False
+    return a
+
+
+def _is_numeric(series: pd.Series) -> bool:
+    return pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+
+
+@dataclass(frozen=True, eq=False)
+class Grid:
+    """A finite set of candidate training configurations with costs and held-out cells.
+
+    Build it with :meth:`from_frame`, :meth:`from_axes` or :meth:`from_yaml` rather than
+    directly.
+
+    Attributes:
+        configs: One row per configuration, index ``0..n_cfg-1``; columns ``N`` (parameters),
+            ``D`` (tokens), ``C`` (FLOPs, equal to :attr:`cost`) and then the axis columns.
+        axes: Names of the hyperparameter axes (columns of ``configs`` besides N, D, C).
+        cost: Training compute of each configuration in FLOPs, shape ``(n_cfg,)``, float64.
+        held_out: Shape ``(n_cfg,)`` bool; True for configurations in the ``n_held_out_cells``
+            largest-compute ``(N, D)`` cells. They are never acquired.
+        cell_ids: Shape ``(n_cfg,)`` int; the ``(N, D)`` cell of each configuration. Cells are
+            numbered by increasing cell cost (ties by N, then D), so ``0`` is the cheapest.
+        n_held_out_cells: How many of the largest-compute cells are held out.
+    """
+
+    configs: pd.DataFrame
+    axes: tuple[str, ...]
+    cost: np.ndarray
+    held_out: np.ndarray
+    cell_ids: np.ndarray
+    n_held_out_cells: int = field(default=2)
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def _build(
+        cls, configs: pd.DataFrame, axes: Sequence[str], cost: np.ndarray, n_held_out_cells: int
+    ) -> Grid:
+        axes = tuple(axes)
+        if n_held_out_cells < 0:
+            raise SearchError(
+                f"n_held_out_cells must be >= 0, got {n_held_out_cells}; pass 0 to hold out "
+                "no cell."
+            )
+        if len(configs) == 0:
+            raise SearchError("A grid needs at least one configuration, got an empty table.")
+        for col in ("N", "D"):
+            values = configs[col].to_numpy(dtype=np.float64)
+            if not np.all(np.isfinite(values) & (values > 0)):
+                bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))[:5].tolist()
+                raise SearchError(
+                    f"Column {col!r} must be finite and > 0; rows {bad} are not. Drop or fix "
+                    "them before building the grid."
+                )
+        cost = np.asarray(cost, dtype=np.float64)
+        if not np.all(np.isfinite(cost) & (cost > 0)):
+            bad = np.flatnonzero(~(np.isfinite(cost) & (cost > 0)))[:5].tolist()
+            raise SearchError(f"Costs must be finite and > 0 FLOPs; rows {bad} are not.")
+        configs = configs.reset_index(drop=True).copy()
+        configs["N"] = configs["N"].to_numpy(dtype=np.float64)
+        configs["D"] = configs["D"].to_numpy(dtype=np.float64)
+        configs["C"] = cost
+        configs = configs[["N", "D", "C", *axes]]
+
+        # Cells: (N, D) pairs, numbered by increasing cell cost (max over the cell's configs).
+        nd = configs[["N", "D"]]
+        cell_table = nd.assign(_cost=cost).groupby(["N", "D"], sort=True)["_cost"].max()
+        cell_table = cell_table.reset_index().sort_values(["_cost", "N", "D"], kind="stable")
+        cell_table["_cell"] = np.arange(len(cell_table))
+        merged = nd.merge(cell_table, on=["N", "D"], how="left")
+        cell_ids = merged["_cell"].to_numpy(dtype=np.int64)
+        n_cell = len(cell_table)
+        held_cells = np.arange(n_cell)[n_cell - min(n_held_out_cells, n_cell) :]
+        if len(held_cells) == n_cell:
+            raise SearchError(
+                f"Holding out {n_held_out_cells} cells leaves no candidate: the grid has only "
+                f"{n_cell} (N, D) cells. Use a smaller n_held_out_cells."
+            )
+        held_out = np.isin(cell_ids, held_cells)
+        return cls(
+            configs=configs,
+            axes=axes,
+            cost=_readonly(cost),
+            held_out=_readonly(held_out),
+            cell_ids=_readonly(cell_ids),
+            n_held_out_cells=int(n_held_out_cells),
+        )
+
+    @classmethod
+    def from_frame(
+        cls, frame: Any, axes: Sequence[str] | None = None, *, n_held_out_cells: int = 2
+    ) -> Grid:
+        """Grid of the configurations present in a run table.
+
+        Args:
+            frame: A DataFrame with columns ``N``, ``D`` (optionally ``C`` in FLOPs) and the
+                axes, or an object with ``.frame`` (e.g. a ``RunTable``).
+            axes: Hyperparameter columns. Default: ``frame.hyperparameters`` when present,
+                else every column except run_id, N, D, C and loss.
+            n_held_out_cells: Number of largest-compute (N, D) cells held out (default 2).
+
+        Raises:
+            SearchError: a column is missing, or a configuration appears more than once
+                (average repeated runs upstream, e.g. ``groupby(configs).loss.mean()``).
+        """
+        if axes is None:
+            axes = getattr(frame, "hyperparameters", None)
+        df = frame.frame if hasattr(frame, "frame") else frame
+        if not isinstance(df, pd.DataFrame):
+            raise SearchError(f"Expected a DataFrame or a RunTable, got {type(frame).__name__}.")
+        if axes is None:
+            axes = [c for c in df.columns if c not in _RESERVED]
+        axes = tuple(axes)
+        missing = [c for c in ("N", "D", *axes) if c not in df.columns]
+        if missing:
+            raise SearchError(
+                f"Columns {missing} are missing from the table (has {list(df.columns)}); "
+                "pass the right axes or rename the columns."
+            )
+        key = ["N", "D", *axes]
+        dup = df.duplicated(subset=key, keep=False).to_numpy()
+        if dup.any():
+            rows = np.flatnonzero(dup)[:5].tolist()
+            raise SearchError(
+                f"{int(dup.sum())} rows repeat a configuration of {key} (first rows {rows}). "
+                "A grid needs unique configurations: average repeated runs upstream."
+            )
+        configs = df[key].copy()
+        if "C" in df.columns:
+            cost = df["C"].to_numpy(dtype=np.float64)
+        else:
+            cost = 6.0 * df["N"].to_numpy(dtype=np.float64) * df["D"].to_numpy(dtype=np.float64)
+        return cls._build(configs, axes, cost, n_held_out_cells)
+
+    @classmethod
+    def from_axes(
+        cls, axes: Mapping[str, Sequence[Any]], *, n_held_out_cells: int = 2
+    ) -> Grid:
+        """Cartesian product grid, e.g. ``{"N": [...], "D": [...], "lr": [...], "bs": [...]}``.
+
+        ``N`` and ``D`` are required keys; the other keys become the hyperparameter axes, in
+        the mapping's order. Lists of strings are categorical axes. Cost is ``6·N·D`` FLOPs.
+        """
+        for col in ("N", "D"):
+            if col not in axes:
+                raise SearchError(
+                    f"Axis {col!r} is required, got axes {list(axes)}; add e.g. {col}: [1e8, 1e9]."
+                )
+        names = ["N", "D", *[k for k in axes if k not in ("N", "D")]]
+        for name in names:
+            if len(axes[name]) == 0:
+                raise SearchError(f"Axis {name!r} has no values; give at least one.")
+        rows = list(itertools.product(*[list(axes[k]) for k in names]))
+        configs = pd.DataFrame(rows, columns=names)
+        cost = 6.0 * configs["N"].to_numpy(dtype=np.float64) * configs["D"].to_numpy(np.float64)
+        return cls._build(configs, names[2:], cost, n_held_out_cells)
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> Grid:
+        """Grid from YAML: ``axes: {N: [...], D: [...], lr: [...]}``, optional ``held_out_cells``.
+
+        Numbers in YAML such as ``1e9`` are read as strings by some loaders; numeric-looking
+        strings are converted to float, other strings make a categorical axis.
+        """
+        import yaml
+
+        path = Path(path)
+        with path.open() as fh:
+            spec = yaml.safe_load(fh)
+        if not isinstance(spec, dict) or not isinstance(spec.get("axes"), dict):
+            raise SearchError(
+                f"{path}: expected a mapping with an 'axes' mapping, e.g. "
+                "'axes: {N: [1e8], D: [1e9], lr: [1e-3]}'."
+            )
+        axes = {str(k): [_yaml_value(v) for v in vals] for k, vals in spec["axes"].items()}
+        n_held = int(spec.get("held_out_cells", 2))
+        try:
+            return cls.from_axes(axes, n_held_out_cells=n_held)
+        except SearchError as err:
+            raise SearchError(f"{path}: {err}") from err
+
+    # ------------------------------------------------------------------ derived values
+    def __len__(self) -> int:
+        return len(self.configs)
+
+    @property
+    def n_configs(self) -> int:
+        """Number of configurations ``n_cfg``."""
+        return len(self.configs)
+
+    @cached_property
+    def cell_cost(self) -> np.ndarray:
+        """Cost of each cell in FLOPs (max over its configurations), shape ``(n_cell,)``."""
+        out = np.zeros(int(self.cell_ids.max()) + 1)
+        np.maximum.at(out, self.cell_ids, self.cost)
+        return _readonly(out)
+
+    @cached_property
+    def config_cell_cost(self) -> np.ndarray:
+        """Cost of the cell of each configuration in FLOPs, shape ``(n_cfg,)``."""
+        return _readonly(self.cell_cost[self.cell_ids])
+
+    @cached_property
+    def compute_levels(self) -> np.ndarray:
+        """Sorted unique cell costs (FLOPs) of the cells that can be acquired (not held out)."""
+        return _readonly(np.unique(self.cell_cost[np.unique(self.cell_ids[~self.held_out])]))
+
+    @cached_property
+    def all_compute_levels(self) -> np.ndarray:
+        """Sorted unique cell costs (FLOPs), held-out cells included."""
+        return _readonly(np.unique(self.cell_cost))
+
+    @property
+    def C_total(self) -> float:
+        """Σ cost over the grid **excluding held-out cells**, in FLOPs.
+
+        DESIGN.md defines ``C_total = Σ_{x∈G} cost(x)``; held-out configurations can never be
+        acquired, so budgets (fractions of ``C_total``) are taken over what can be bought.
+        The sum over every configuration is :attr:`C_total_all`.
+        """
+        return float(self.cost[~self.held_out].sum())
+
+    @property
+    def C_total_all(self) -> float:
+        """Σ cost over every configuration of the grid, held-out cells included, in FLOPs."""
+        return float(self.cost.sum())
+
+    @cached_property
+    def categorical_axes(self) -> tuple[str, ...]:
+        """Axes whose values are not numeric (encoded as integer codes)."""
+        return tuple(a for a in self.axes if not _is_numeric(self.configs[a]))
+
+    @property
+    def input_columns(self) -> tuple[str, ...]:
+        """Names of the columns of :meth:`encode`'s output: ``("N", "D", *axes)``."""
+        return ("N", "D", *self.axes)
+
+    @property
+    def categorical_columns(self) -> tuple[int, ...]:
+        """Column positions in :meth:`encode`'s output that hold categorical integer codes."""
+        cats = set(self.categorical_axes)
+        return tuple(i for i, c in enumerate(self.input_columns) if c in cats)
+
+    @cached_property
+    def _encoders(self) -> dict[str, tuple[str, Any, Any]]:
+        enc: dict[str, tuple[str, Any, Any]] = {}
+        for col in self.input_columns:
+            s = self.configs[col]
+            if col in self.categorical_axes:
+                cats = sorted(pd.unique(s.astype(str)))
+                enc[col] = ("cat", {c: i for i, c in enumerate(cats)}, None)
+                continue
+            v = s.to_numpy(dtype=np.float64)
+            kind = "log" if np.all(v > 0) else "lin"
+            t = np.log(v) if kind == "log" else v
+            enc[col] = (kind, float(t.min()), float(t.max()))
+        return enc
+
+    def encode(self, configs: pd.DataFrame | None = None) -> np.ndarray:
+        """Surrogate inputs ``X``, shape ``(n, d)`` float64, columns :attr:`input_columns`.
+
+        Positive numeric columns (N, D, numeric hyperparameters) are log-transformed, then
+        scaled to ``[0, 1]`` over the grid's range (a column with one value maps to 0);
+        numeric axes with non-positive values are scaled linearly. Categorical axes are integer
+        codes ``0..k-1`` (sorted category names), see :attr:`categorical_columns`.
+
+        Args:
+            configs: Rows to encode (default: the whole grid). Values outside the grid's range
+                map outside ``[0, 1]``; unknown categories raise SearchError.
+        """
+        if configs is None:
+            configs = self.configs
+        X = np.empty((len(configs), len(self.input_columns)), dtype=np.float64)
+        for j, col in enumerate(self.input_columns):
+            kind, a, b = self._encoders[col]
+            if kind == "cat":
+                labels = configs[col].astype(str).to_numpy()
+                unknown = sorted({x for x in labels if x not in a})
+                if unknown:
+                    raise SearchError(
+                        f"Column {col!r} has categories {unknown[:5]} not in the grid "
+                        f"(known: {sorted(a)})."
+                    )
+                X[:, j] = [a[x] for x in labels]
+                continue
+            v = configs[col].to_numpy(dtype=np.float64)
+            t = np.log(v) if kind == "log" else v
+            X[:, j] = (t - a) / (b - a) if b > a else 0.0
+        return X
+
+    def index_of(self, frame: pd.DataFrame) -> np.ndarray:
+        """Grid row of each row of ``frame`` (runs → configurations), shape ``(len(frame),)``.
+
+        Numeric columns (N, D, numeric axes) match a grid value within a relative tolerance
+        of :data:`INDEX_RTOL`; categorical axes match exactly (as strings).
+
+        Raises:
+            SearchError: a column is missing or some rows are not on the grid (names them).
+        """
+        frame = frame.frame if hasattr(frame, "frame") else frame
+        missing = [c for c in self.input_columns if c not in frame.columns]
+        if missing:
+            raise SearchError(
+                f"Columns {missing} are missing (need {list(self.input_columns)}); rename them."
+            )
+        n = len(frame)
+        codes = np.zeros((n, len(self.input_columns)), dtype=np.int64)
+        grid_codes = np.zeros((self.n_configs, len(self.input_columns)), dtype=np.int64)
+        off = np.zeros(n, dtype=bool)
+        for j, col in enumerate(self.input_columns):
+            if col in self.categorical_axes:
+                gvals = self.configs[col].astype(str).to_numpy()
+                uniq, grid_codes[:, j] = np.unique(gvals, return_inverse=True)
+                lookup = {u: i for i, u in enumerate(uniq)}
+                fv = frame[col].astype(str).to_numpy()
+                codes[:, j] = [lookup.get(x, -1) for x in fv]
+            else:
+                uniq, grid_codes[:, j] = np.unique(
+                    self.configs[col].to_numpy(np.float64), return_inverse=True
+                )
+                fv = frame[col].to_numpy(dtype=np.float64)
+                close = np.abs(fv[:, None] - uniq[None, :]) <= INDEX_RTOL * np.maximum(
+                    np.abs(fv[:, None]), np.abs(uniq[None, :])
+                )
+                codes[:, j] = np.where(close.any(axis=1), close.argmax(axis=1), -1)
+            off |= codes[:, j] < 0
+        table = {tuple(r): i for i, r in enumerate(grid_codes.tolist())}
+        out = np.full(n, -1, dtype=np.int64)
+        for i in np.flatnonzero(~off):
+            out[i] = table.get(tuple(codes[i].tolist()), -1)
+        bad = np.flatnonzero(out < 0)
+        if bad.size:
+            labels = frame.index[bad[:5]].tolist()
+            example = frame.iloc[bad[0]][list(self.input_columns)].to_dict()
+            raise SearchError(
+                f"{bad.size} of {n} rows are not on the grid (index labels {labels}; first: "
+                f"{example}). Add their values to the grid axes or drop those runs."
+            )
+        return out
+
+
+def _yaml_value(v: Any) -> Any:
+    if isinstance(v, str):
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    return v

@@ -1,0 +1,396 @@
+"""The search loop: ask which configurations to train next, tell their losses.
+
+One step of :meth:`SearchLoop.ask`:
+
+1. while the seeded initial design (``n_initial`` random configurations from the cheapest
+   compute level(s), identical for every strategy given the seed) is not exhausted, return
+   its next configuration; it ignores the window cap but not the budget;
+2. otherwise standardize the observed losses, fit the surrogate (warm start after the first
+   fit when ``fit`` accepts ``warm_start``), treat pending configurations as observed at the
+   posterior mean (kriging believer), and return the admissible configuration (see
+   :func:`~scalebo.search.window.admissible_mask`) that maximizes the acquisition score.
+
+For ``q > 1`` each pick is in turn treated as observed at its predicted mean before the next
+one is chosen (``surrogate.condition_on`` when available, else a refit on augmented data).
+Budget accounting counts pending runs as committed: a configuration is admissible only if
+its cost fits ``budget − spent − pending``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from scalebo.errors import SearchError
+from scalebo.search.acquisition import Acquisition, frontier_incumbent, score
+from scalebo.search.grid import Grid
+from scalebo.search.window import WindowSchedule, admissible_mask, make_schedule
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """One configuration handed out by :meth:`SearchLoop.ask`.
+
+    Attributes:
+        order: 0-based position in the order of asking.
+        index: Grid row.
+        cost: Its cost in FLOPs.
+        cumulative_cost: Compute committed (observed + pending) after this pick, FLOPs.
+        cap: Effective window cap in FLOPs when it was picked (``inf`` for no cap).
+        predicted_mean: Surrogate posterior mean of the loss (nats); None when no surrogate
+            was used (initial design or random pick).
+        predicted_std: Posterior standard deviation (nats); None likewise.
+        acquisition_value: Score maximized (logEI, logPI or −LCB in standardized units); None
+            likewise.
+    """
+
+    order: int
+    index: int
+    cost: float
+    cumulative_cost: float
+    cap: float
+    predicted_mean: float | None
+    predicted_std: float | None
+    acquisition_value: float | None
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """A configuration to train, with why it was chosen (for the CLI and reports).
+
+    Attributes mirror :class:`TraceEntry`; ``config`` maps grid columns (N, D, C, axes) to
+    values and ``reason`` is a one-line human explanation.
+    """
+
+    index: int
+    config: dict[str, Any]
+    predicted_mean: float | None
+    predicted_std: float | None
+    cost: float
+    cap: float
+    acquisition_value: float | None
+    reason: str
+
+
+def initial_design(
+    grid: Grid, n_initial: int, budget: float, rng: np.random.Generator | int | None = None
+) -> np.ndarray:
+    """``n_initial`` distinct random grid rows from the cheapest compute level(s), ``(n,)``.
+
+    Levels are taken from the cheapest up until they hold at least ``n_initial`` acquirable
+    configurations costing ≤ ``budget`` FLOPs; fewer rows are returned if the grid has fewer.
+    """
+    if n_initial < 0:
+        raise SearchError(f"n_initial must be >= 0, got {n_initial}.")
+    rng = np.random.default_rng(rng)
+    ok = ~grid.held_out & (grid.cost <= budget)
+    pool = np.flatnonzero(ok & (grid.config_cell_cost <= grid.compute_levels[0]))
+    for level in grid.compute_levels[1:]:
+        if pool.size >= n_initial:
+            break
+        pool = np.flatnonzero(ok & (grid.config_cell_cost <= level))
+    n = min(n_initial, pool.size)
+    return rng.choice(pool, size=n, replace=False) if n else np.zeros(0, dtype=np.int64)
+
+
+def _accepts(fn: Any, name: str) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+class SearchLoop:
+    """Budgeted Bayesian optimization over a finite grid, ask/tell style.
+
+    Args:
+        grid: Candidate configurations.
+        budget_fraction: Budget as a fraction of :attr:`Grid.C_total` (e.g. 0.05).
+        surrogate: Object with ``fit(X, y) -> self`` and ``predict(X) -> (mean, std)`` on
+            :meth:`Grid.encode` inputs ``(n, d)``; optional ``condition_on(X, y)``.
+        acquisition: ``"ei"`` (default), ``"pi"`` or ``"lcb"``.
+        incumbent: ``"frontier"`` (default; best loss in the candidate's cell, see
+            :func:`frontier_incumbent`) or ``"global"`` (best loss overall).
+        schedule: Window schedule name or object (default ``"sweep"``).
+        n_initial: Size of the initial design.
+        kappa: LCB exploration weight.
+        rng: Seed or generator; the initial design is drawn first, from it.
+    """
+
+    def __init__(
+        self,
+        grid: Grid,
+        budget_fraction: float,
+        surrogate: Any,
+        *,
+        acquisition: Acquisition | str = Acquisition.EI,
+        incumbent: str = "frontier",
+        schedule: str | WindowSchedule = "sweep",
+        n_initial: int = 5,
+        kappa: float = 2.0,
+        rng: np.random.Generator | int | None = None,
+    ) -> None:
+        if not (np.isfinite(budget_fraction) and budget_fraction > 0):
+            raise SearchError(
+                f"budget_fraction must be a finite fraction of C_total > 0, got {budget_fraction}."
+            )
+        if incumbent not in ("frontier", "global"):
+            raise SearchError(f"incumbent must be 'frontier' or 'global', got {incumbent!r}.")
+        if not (hasattr(surrogate, "fit") and hasattr(surrogate, "predict")):
+            raise SearchError(
+                f"The surrogate must have fit(X, y) and predict(X); got {type(surrogate).__name__}."
+            )
+        self.grid = grid
+        self.budget = float(budget_fraction) * grid.C_total
+        self.surrogate = surrogate
+        self.acquisition = Acquisition(str(acquisition).lower())
+        self.incumbent = incumbent
+        self.schedule = make_schedule(schedule)
+        self.kappa = float(kappa)
+        self._rng = np.random.default_rng(rng)
+        self._initial = [int(i) for i in initial_design(grid, n_initial, self.budget, self._rng)]
+        self._X = grid.encode()
+        self._obs_idx: list[int] = []
+        self._obs_y: list[float] = []
+        self._observed = np.zeros(grid.n_configs, dtype=bool)
+        self._pending = np.zeros(grid.n_configs, dtype=bool)
+        self._trace: list[TraceEntry] = []
+        self._reasons: list[str] = []
+        self._n_fits = 0
+        self._warm = _accepts(surrogate.fit, "warm_start")
+
+    # ------------------------------------------------------------------ state
+    @property
+    def spent(self) -> float:
+        """Compute of the observed (told) runs, FLOPs."""
+        return float(self.grid.cost[self._observed].sum())
+
+    @property
+    def committed(self) -> float:
+        """Compute of observed plus pending runs, FLOPs."""
+        return float(self.grid.cost[self._observed | self._pending].sum())
+
+    @property
+    def remaining(self) -> float:
+        """Budget not yet committed, FLOPs (``budget − committed``; negative if overrun)."""
+        return self.budget - self.committed
+
+    @property
+    def done(self) -> bool:
+        """True when no configuration is admissible within the remaining budget."""
+        return not self._affordable().any()
+
+    def _affordable(self) -> np.ndarray:
+        """Admissible configurations ignoring the window cap, ``(n_cfg,)`` bool."""
+        c = self.committed
+        return admissible_mask(self.grid, self._observed, self._pending, c, self.budget, np.inf)[0]
+
+    @property
+    def observed_indices(self) -> np.ndarray:
+        """Grid rows of the observations in the order told, shape ``(n_obs,)``."""
+        return np.array(self._obs_idx, dtype=np.int64)
+
+    @property
+    def observed_losses(self) -> np.ndarray:
+        """Observed losses (nats) aligned with :attr:`observed_indices`, ``(n_obs,)``."""
+        return np.array(self._obs_y, dtype=np.float64)
+
+    @property
+    def pending_indices(self) -> np.ndarray:
+        """Grid rows asked or marked pending and not yet told, ``(n_pending,)``."""
+        return np.flatnonzero(self._pending)
+
+    @property
+    def trace(self) -> list[TraceEntry]:
+        """Every configuration handed out, in order (a copy)."""
+        return list(self._trace)
+
+    def current_cap(self) -> float:
+        """The effective window cap (FLOPs) for the current state (risen if need be)."""
+        return self._window(self.committed)[0]
+
+    # ------------------------------------------------------------------ tell side
+    def _indices(self, idx: int | Iterable[int]) -> np.ndarray:
+        arr = np.atleast_1d(np.asarray(idx))
+        if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
+            raise SearchError(f"Expected grid row indices (integers), got {idx!r}.")
+        bad = arr[(arr < 0) | (arr >= self.grid.n_configs)]
+        if bad.size:
+            raise SearchError(
+                f"Indices {bad[:5].tolist()} are outside the grid (0..{self.grid.n_configs - 1})."
+            )
+        if np.unique(arr).size != arr.size:
+            raise SearchError(f"Indices repeat within one call: {arr.tolist()}.")
+        held = arr[self.grid.held_out[arr]]
+        if held.size:
+            raise SearchError(
+                f"Indices {held[:5].tolist()} are in held-out cells, which are never acquired."
+            )
+        return arr.astype(np.int64)
+
+    def tell(self, idx: int | Iterable[int], loss: float | Iterable[float]) -> None:
+        """Record observed losses (nats) at grid rows; clears them from pending.
+
+        Raises:
+            SearchError: an index is off-grid, held out, repeated or already observed, or a
+                loss is not finite (record a diverged run as a large finite loss or leave it
+                out).
+        """
+        arr = self._indices(idx)
+        y = np.atleast_1d(np.asarray(loss, dtype=np.float64))
+        if y.shape != arr.shape:
+            raise SearchError(f"Got {arr.size} indices but {y.size} losses; pass one per index.")
+        if not np.all(np.isfinite(y)):
+            raise SearchError(f"Losses must be finite, got {y.tolist()} for rows {arr.tolist()}.")
+        dup = arr[self._observed[arr]]
+        if dup.size:
+            raise SearchError(
+                f"Rows {dup.tolist()} are already observed; average repeated runs upstream."
+            )
+        self._observed[arr] = True
+        self._pending[arr] = False
+        self._obs_idx.extend(arr.tolist())
+        self._obs_y.extend(y.tolist())
+
+    def mark_pending(self, idx: int | Iterable[int]) -> None:
+        """Declare configurations as running (cost committed, believed at the mean)."""
+        arr = self._indices(idx)
+        taken = arr[self._observed[arr] | self._pending[arr]]
+        if taken.size:
+            raise SearchError(f"Rows {taken.tolist()} are already observed or pending.")
+        self._pending[arr] = True
+
+    def cancel(self, idx: int | Iterable[int]) -> None:
+        """Forget pending configurations (e.g. a crashed run); their cost is released."""
+        arr = self._indices(idx)
+        self._pending[arr] = False
+
+    # ------------------------------------------------------------------ ask side
+    def _fit(self, X: np.ndarray, y: np.ndarray) -> None:
+        if self._warm and self._n_fits > 0:
+            self.surrogate.fit(X, y, warm_start=True)
+        else:
+            self.surrogate.fit(X, y)
+        self._n_fits += 1
+
+    def _standardized(self) -> tuple[np.ndarray, float, float]:
+        y = self.observed_losses
+        mu = float(y.mean())
+        sd = float(y.std()) if y.size > 1 else 1.0
+        sd = sd if sd > 0 else 1.0
+        return (y - mu) / sd, mu, sd
+
+    def _record(
+        self, idx: int, cap: float, pred: tuple[float, float, float] | None, reason: str
+    ) -> None:
+        self._pending[idx] = True
+        mean, std, acq = pred if pred is not None else (None, None, None)
+        cost = float(self.grid.cost[idx])
+        entry = TraceEntry(len(self._trace), int(idx), cost, self.committed, cap, mean, std, acq)
+        self._trace.append(entry)
+        self._reasons.append(reason)
+
+    def ask(self, q: int = 1) -> list[int]:
+        """Up to ``q`` distinct admissible grid rows to train next; they become pending.
+
+        Returns fewer than ``q`` rows (possibly none) only when nothing else is admissible
+        within the budget, i.e. when :attr:`done` becomes True.
+        """
+        if q < 1:
+            raise SearchError(f"q must be >= 1, got {q}.")
+        picks: list[int] = []
+        model = None
+        believed: dict[int, float] = {}
+        y_std, mu, sd = self._standardized() if self._obs_y else (np.zeros(0), 0.0, 1.0)
+        while len(picks) < q:
+            adm_any = self._affordable()
+            if not adm_any.any():
+                break
+            initial = next((i for i in self._initial if adm_any[i]), None)
+            if initial is not None:
+                self._initial.remove(initial)
+                self._record(initial, np.inf, None, "initial design: random configuration "
+                             "from the cheapest compute level(s)")
+                picks.append(initial)
+                continue
+            cap, mask = self._window(self.committed)
+            cand = np.flatnonzero(mask)
+            if not self._obs_y:
+                pick = int(self._rng.choice(cand))
+                self._record(pick, cap, None, "random: no observation yet to fit a surrogate")
+                picks.append(pick)
+                continue
+            if model is None:
+                self._fit(self._X[self._obs_idx], y_std)
+                model = self.surrogate
+            new = [int(i) for i in np.flatnonzero(self._pending) if i not in believed]
+            if new:
+                m_new, _ = model.predict(self._X[new])
+                model = self._believe(model, new, np.asarray(m_new, dtype=np.float64),
+                                      believed, y_std)
+            mean, std = (np.asarray(a, dtype=np.float64) for a in model.predict(self._X[cand]))
+            s, inc = self._score(cand, mean, std, y_std, believed)
+            top = np.flatnonzero(s == s.max())
+            j = int(top[0] if top.size == 1 else self._rng.choice(top))
+            pick = int(cand[j])
+            reason = (
+                f"max {self.acquisition.value} score {s[j]:.4g} over {cand.size} admissible "
+                f"configurations under cap {cap:.3g} FLOPs ({self.incumbent} incumbent "
+                f"{inc[j] * sd + mu:.4g} nats)"
+            )
+            self._record(pick, cap, (mean[j] * sd + mu, std[j] * sd, float(s[j])), reason)
+            picks.append(pick)
+        return picks
+
+    def _window(self, committed: float) -> tuple[float, np.ndarray]:
+        cap = self.schedule.cap(committed, self.budget, self.grid, self._observed | self._pending)
+        adm = admissible_mask(self.grid, self._observed, self._pending, committed, self.budget, cap)
+        return adm.cap, adm.mask
+
+    def _believe(
+        self, model: Any, new: list[int], values: np.ndarray, believed: dict, y_std: np.ndarray
+    ) -> Any:
+        """Kriging believer: condition the model on ``new`` rows observed at ``values``."""
+        believed.update(zip(new, values.tolist(), strict=True))
+        if hasattr(model, "condition_on"):
+            return model.condition_on(self._X[new], values)
+        rows = self._obs_idx + list(believed)
+        y = np.concatenate([y_std, np.fromiter(believed.values(), dtype=np.float64)])
+        self._fit(self._X[rows], y)
+        return self.surrogate
+
+    def _score(
+        self,
+        cand: np.ndarray,
+        mean: np.ndarray,
+        std: np.ndarray,
+        y_std: np.ndarray,
+        believed: dict[int, float],
+    ) -> tuple[np.ndarray, np.ndarray]:
+        idx = np.array(self._obs_idx + list(believed), dtype=np.int64)
+        y = np.concatenate([y_std, np.fromiter(believed.values(), dtype=np.float64)])
+        if self.incumbent == "global":
+            inc = np.full(cand.shape, y.min())
+        else:
+            inc = frontier_incumbent(self.grid, idx, y, cand)
+        return score(self.acquisition, mean, std, inc, kappa=self.kappa), inc
+
+    def suggest(self, q: int = 1) -> list[Suggestion]:
+        """Like :meth:`ask`, but each row comes with its configuration and a reason."""
+        start = len(self._trace)
+        self.ask(q)
+        out = []
+        for entry, reason in zip(self._trace[start:], self._reasons[start:], strict=True):
+            config = self.grid.configs.iloc[entry.index].to_dict()
+            out.append(
+                Suggestion(
+                    entry.index, config, entry.predicted_mean, entry.predicted_std,
+                    entry.cost, entry.cap, entry.acquisition_value, reason,
+                )
+            )
+        return out

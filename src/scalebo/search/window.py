@@ -1,0 +1,213 @@
+"""Compute windows ("compute slicing"): which configurations may be started now.
+
+A window schedule returns a cap in FLOPs; candidates must cost no more than the cap, so that
+hyperparameter structure is learnt on cheap runs before expensive ones are started. With
+``c_min`` and ``c_max`` the smallest and largest compute levels of the acquirable grid
+(:attr:`Grid.compute_levels`), and ``u = spent / budget``:
+
+* ``full`` — no cap (``inf``);
+* ``sweep`` — ``log cap = (1 − u)·log c_min + u·log c_max``: the cap sweeps the grid's
+  compute range log-linearly as the budget is consumed;
+* ``spent`` — ``cap = max(c_min, γ·spent)``: never start a run costing more than γ times all
+  runs so far;
+* ``coverage`` — start at the cheapest level and admit the next level once every (N, D) cell
+  inside the window has at least ``m`` observations (or all its configurations observed).
+
+:func:`admissible_mask` combines a cap with the hard constraints (not observed, not pending,
+not held out, within the remaining budget). When nothing admissible fits under the cap but
+something admissible exists above it, the cap rises to the next compute level that admits a
+configuration, so that a search loop never stalls.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import NamedTuple, Protocol, runtime_checkable
+
+import numpy as np
+
+from scalebo.errors import SearchError
+from scalebo.search.grid import Grid
+
+#: Relative slack when comparing costs with a cap or the remaining budget, so that values
+#: recomputed through ``exp(log(...))`` or summed in another order still compare equal.
+COST_RTOL = 1e-9
+
+
+@runtime_checkable
+class WindowSchedule(Protocol):
+    """A rule giving the compute cap (FLOPs) from the state of a search."""
+
+    def cap(self, spent: float, budget: float, grid: Grid, observed_mask: np.ndarray) -> float:
+        """Cap in FLOPs given ``spent`` and ``budget`` (FLOPs) and observed configs ``(n_cfg,)``."""
+        ...
+
+
+def _check_budget(spent: float, budget: float) -> None:
+    if not (np.isfinite(budget) and budget > 0):
+        raise SearchError(f"budget must be a finite number of FLOPs > 0, got {budget}.")
+    if not (np.isfinite(spent) and spent >= 0):
+        raise SearchError(f"spent must be a finite number of FLOPs >= 0, got {spent}.")
+
+
+@dataclass(frozen=True)
+class FullSchedule:
+    """No window: every affordable configuration is a candidate (cap = ``inf``)."""
+
+    def cap(self, spent: float, budget: float, grid: Grid, observed_mask: np.ndarray) -> float:
+        _check_budget(spent, budget)
+        return math.inf
+
+
+@dataclass(frozen=True)
+class SweepSchedule:
+    """``log cap = (1 − u)·log c_min + u·log c_max`` with ``u = min(spent / budget, 1)``."""
+
+    def cap(self, spent: float, budget: float, grid: Grid, observed_mask: np.ndarray) -> float:
+        _check_budget(spent, budget)
+        u = min(spent / budget, 1.0)
+        lo, hi = np.log(grid.compute_levels[0]), np.log(grid.compute_levels[-1])
+        return float(np.exp((1.0 - u) * lo + u * hi))
+
+
+@dataclass(frozen=True)
+class SpentSchedule:
+    """``cap = max(c_min, γ·spent)`` (FLOPs).
+
+    Attributes:
+        gamma: Multiple of the compute spent so far that one new run may cost (γ > 0).
+    """
+
+    gamma: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (np.isfinite(self.gamma) and self.gamma > 0):
+            raise SearchError(f"gamma must be finite and > 0, got {self.gamma}.")
+
+    def cap(self, spent: float, budget: float, grid: Grid, observed_mask: np.ndarray) -> float:
+        _check_budget(spent, budget)
+        return float(max(grid.compute_levels[0], self.gamma * spent))
+
+
+@dataclass(frozen=True)
+class CoverageSchedule:
+    """Admit the next compute level once every cell inside the window is covered.
+
+    A cell (not held out) is covered when it has at least ``min(m, n_configs_in_cell)``
+    observed configurations. The window starts at the cheapest level and moves up one level
+    at a time while all cells at or below the current cap are covered.
+
+    Attributes:
+        m: Observations needed per cell (m >= 1).
+    """
+
+    m: int = 1
+
+    def __post_init__(self) -> None:
+        if self.m < 1:
+            raise SearchError(f"m must be >= 1 observation per cell, got {self.m}.")
+
+    def cap(self, spent: float, budget: float, grid: Grid, observed_mask: np.ndarray) -> float:
+        _check_budget(spent, budget)
+        observed_mask = _mask(observed_mask, grid, "observed_mask")
+        n_cell = grid.cell_cost.size
+        size = np.bincount(grid.cell_ids, minlength=n_cell)
+        seen = np.bincount(grid.cell_ids[observed_mask], minlength=n_cell)
+        covered = seen >= np.minimum(self.m, size)
+        acquirable = np.bincount(grid.cell_ids[~grid.held_out], minlength=n_cell) > 0
+        levels = grid.compute_levels
+        for k, level in enumerate(levels):
+            inside = acquirable & (grid.cell_cost <= level * (1 + COST_RTOL))
+            if k == len(levels) - 1 or not np.all(covered[inside]):
+                return float(level)
+        raise AssertionError("unreachable: the loop returns at the last level")
+
+
+_SCHEDULES = {
+    "full": FullSchedule,
+    "sweep": SweepSchedule,
+    "spent": SpentSchedule,
+    "coverage": CoverageSchedule,
+}
+
+
+def make_schedule(name: str | WindowSchedule = "sweep", **kwargs: float) -> WindowSchedule:
+    """Schedule by name: ``"full"``, ``"sweep"`` (default), ``"spent"`` (``gamma=``) or
+    ``"coverage"`` (``m=``). A schedule object is returned unchanged."""
+    if not isinstance(name, str):
+        if isinstance(name, WindowSchedule):
+            return name
+        raise SearchError(f"Expected a schedule name or object, got {type(name).__name__}.")
+    try:
+        cls = _SCHEDULES[name.lower()]
+    except KeyError as err:
+        raise SearchError(
+            f"Unknown window schedule {name!r}; expected one of {sorted(_SCHEDULES)}."
+        ) from err
+    return cls(**kwargs)
+
+
+class AdmissibleSet(NamedTuple):
+    """Result of :func:`admissible_mask`.
+
+    Attributes:
+        mask: Shape ``(n_cfg,)`` bool, the configurations that may be started now.
+        cap: The effective cap in FLOPs (the schedule's cap, or the level it rose to).
+    """
+
+    mask: np.ndarray
+    cap: float
+
+
+def _mask(m: np.ndarray | None, grid: Grid, name: str) -> np.ndarray:
+    if m is None:
+        return np.zeros(grid.n_configs, dtype=bool)
+    m = np.asarray(m)
+    if m.dtype != bool or m.shape != (grid.n_configs,):
+        raise SearchError(
+            f"{name} must be a bool array of shape ({grid.n_configs},), got dtype {m.dtype} "
+            f"and shape {m.shape}."
+        )
+    return m
+
+
+def admissible_mask(
+    grid: Grid,
+    observed_mask: np.ndarray | None,
+    pending_mask: np.ndarray | None,
+    spent: float,
+    budget: float,
+    cap: float,
+) -> AdmissibleSet:
+    """Configurations that may be started: not observed, not pending, not held out, with
+    ``cost ≤ budget − spent`` and ``cost ≤ cap`` (FLOPs, relative slack :data:`COST_RTOL`).
+
+    If the cap excludes every otherwise admissible configuration, it rises to the smallest
+    compute level that admits one (never stall). An empty mask means nothing fits the budget.
+
+    Args:
+        grid: The grid.
+        observed_mask: Shape ``(n_cfg,)`` bool, configurations already observed.
+        pending_mask: Shape ``(n_cfg,)`` bool, configurations running (cost committed).
+        spent: Compute spent or committed in FLOPs (observed + pending).
+        budget: Total budget in FLOPs.
+        cap: The schedule's cap in FLOPs.
+    """
+    _check_budget(spent, budget)
+    if np.isnan(cap) or cap <= 0:
+        raise SearchError(f"cap must be > 0 FLOPs (inf for no cap), got {cap}.")
+    observed_mask = _mask(observed_mask, grid, "observed_mask")
+    pending_mask = _mask(pending_mask, grid, "pending_mask")
+    remaining = budget - spent
+    base = ~observed_mask & ~pending_mask & ~grid.held_out
+    base &= grid.cost <= remaining + COST_RTOL * budget
+    inside = base & (grid.cost <= cap * (1 + COST_RTOL))
+    if inside.any() or not base.any():
+        return AdmissibleSet(inside, float(cap))
+    cheapest = grid.cost[base].min()
+    levels = grid.compute_levels
+    k = int(np.searchsorted(levels, cheapest * (1 - COST_RTOL), side="left"))
+    new_cap = float(levels[min(k, levels.size - 1)])
+    new_cap = max(new_cap, float(cheapest))
+    return AdmissibleSet(base & (grid.cost <= new_cap * (1 + COST_RTOL)), new_cap)
