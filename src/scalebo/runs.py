@@ -223,11 +223,11 @@ def read_table(path: str | Path) -> pd.DataFrame:
         if suffix in (".parquet", ".pq"):
             return pd.read_parquet(path)
         if suffix in (".jsonl", ".ndjson"):
-            return pd.read_json(path, lines=True, convert_dates=False)
+            return pd.read_json(path, lines=True, dtype=False)
         try:
-            return pd.read_json(path, orient="records", convert_dates=False)
+            return pd.read_json(path, orient="records", dtype=False)
         except ValueError:
-            return pd.read_json(path, lines=True, convert_dates=False)
+            return pd.read_json(path, lines=True, dtype=False)
     except (ValueError, OSError, ImportError) as exc:
         raise RunTableError(f"{path}: could not be read as {suffix[1:]}: {exc}") from exc
 

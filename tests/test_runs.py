@@ -1,0 +1,235 @@
+"""Run tables: formats, mapping, validation messages, exclusions, repeats, FLOPs."""
+
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.errors import ExcludedRunsWarning, RunTableError
+from scalebo.runs import (
+    ExclusionReason,
+    RunTable,
+    compute_flops,
+    load_runs,
+    parse_mapping,
+)
+
+
+def _frame():
+    return pd.DataFrame(
+        {
+            "params": [10**9, 10**9, 2 * 10**9, 2 * 10**9],
+            "tokens": [10**11, 10**11, 2 * 10**11, 2 * 10**11],
+            "lr": [1e-3, 2e-3, 1e-3, 2e-3],
+            "width": [1024, 1024, 2048, 2048],
+            "seed": [1, 2, 3, 4],
+            "val_loss": [2.5, 2.4, 2.2, 2.3],
+            "loss_se": [0.01, 0.02, 0.0, 0.0],
+        }
+    )
+
+
+MAP = {"N": "params", "D": "tokens", "loss": "val_loss"}
+
+
+def test_compute_flops_float64_no_int64_overflow():
+    n = np.array([10**9, 7 * 10**9], dtype=np.int64)
+    d = np.array([10**11, 3 * 10**11], dtype=np.int64)
+    flops = compute_flops(n, d)
+    assert flops.dtype == np.float64
+    # 6e20 and 1.26e22 exceed int64's 9.2e18: an integer product would wrap around
+    np.testing.assert_array_equal(flops, [6e20, 1.26e22])
+
+
+def test_load_dataframe_canonical_schema():
+    table = load_runs(_frame(), mapping=MAP)
+    assert isinstance(table, RunTable) and len(table) == 4
+    assert table.frame.columns[:6].tolist() == ["run_id", "N", "D", "C", "loss", "lr"]
+    for column in ("N", "D", "C", "loss", "lr"):
+        assert table.frame[column].dtype == np.float64
+    np.testing.assert_array_equal(table.C, [6e20, 6e20, 2.4e21, 2.4e21])
+    np.testing.assert_array_equal(table.loss, [2.5, 2.4, 2.2, 2.3])
+    assert table.frame["run_id"].tolist() == ["row1", "row2", "row3", "row4"]
+    assert table.n_excluded == 0 and len(table.excluded) == 0
+    assert table.source == "<DataFrame>"
+    assert table.hyperparameter_array.shape == (4, 1)
+
+
+def test_default_hyperparameters_skip_bookkeeping_and_cell_constants():
+    # width is fixed per (N, D) cell, seed is bookkeeping, loss_se names a loss: only lr varies
+    assert load_runs(_frame(), mapping=MAP).hyperparameters == ("lr",)
+
+
+def test_given_compute_column_is_kept():
+    frame = _frame().assign(flops=[1.0, 2.0, 3.0, 4.0])
+    table = load_runs(frame, mapping={**MAP, "C": "flops"})
+    np.testing.assert_array_equal(table.C, [1.0, 2.0, 3.0, 4.0])
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet", ".pq", ".jsonl", ".ndjson", ".json"])
+def test_file_formats_give_the_same_table(tmp_path, suffix):
+    frame = _frame()
+    path = tmp_path / f"runs{suffix}"
+    if suffix == ".csv":
+        frame.to_csv(path, index=False)
+    elif suffix in (".parquet", ".pq"):
+        frame.to_parquet(path)
+    elif suffix == ".json":
+        path.write_text(json.dumps(frame.to_dict(orient="records")))
+    else:
+        frame.to_json(path, orient="records", lines=True)
+    table = load_runs(path, mapping=MAP)
+    reference = load_runs(frame, mapping=MAP)
+    assert table.source == str(path)
+    pd.testing.assert_frame_equal(
+        table.frame[["N", "D", "C", "loss", "lr"]], reference.frame[["N", "D", "C", "loss", "lr"]]
+    )
+
+
+def test_json_lines_in_a_json_file(tmp_path):
+    path = tmp_path / "runs.json"
+    _frame().to_json(path, orient="records", lines=True)
+    assert len(load_runs(path, mapping=MAP)) == 4
+
+
+def test_unsupported_suffix_and_missing_file(tmp_path):
+    with pytest.raises(RunTableError, match=r"unsupported file type '\.xlsx'"):
+        load_runs(tmp_path / "runs.xlsx")
+    with pytest.raises(RunTableError, match="no such file"):
+        load_runs(tmp_path / "absent.csv")
+
+
+def test_parse_mapping():
+    assert parse_mapping("N=params, D=tokens,loss=smooth loss") == {
+        "N": "params",
+        "D": "tokens",
+        "loss": "smooth loss",
+    }
+    with pytest.raises(RunTableError, match="not of the form"):
+        parse_mapping("N:params")
+    with pytest.raises(RunTableError, match="'size' is not a canonical column"):
+        parse_mapping("size=params")
+    with pytest.raises(RunTableError, match="mapped twice"):
+        parse_mapping("N=a,N=b")
+
+
+def test_mapping_keeps_displaced_column():
+    frame = _frame().rename(columns={"params": "N"}).assign(loss=9.0)
+    table = load_runs(frame, mapping={"D": "tokens", "loss": "val_loss"})
+    np.testing.assert_array_equal(table.loss, [2.5, 2.4, 2.2, 2.3])
+    assert (table.frame["loss_unmapped"] == 9.0).all()
+
+
+def test_missing_required_column_lists_columns_and_suggests_map():
+    with pytest.raises(RunTableError) as info:
+        load_runs(_frame(), mapping={"N": "params"})
+    message = str(info.value)
+    assert "['D', 'loss']" in message and "'tokens'" in message and "--map D=<column>" in message
+
+
+def test_mapping_to_absent_column():
+    with pytest.raises(RunTableError, match="'nope'.*not found"):
+        load_runs(_frame(), mapping={**MAP, "N": "nope"})
+
+
+def test_non_numeric_value_names_value_row_and_column(tmp_path):
+    path = tmp_path / "runs.csv"
+    frame = _frame().astype({"tokens": object})
+    frame.loc[2, "tokens"] = "2e11x"
+    frame.to_csv(path, index=False)
+    with pytest.raises(RunTableError) as info:
+        load_runs(path, mapping=MAP)
+    message = str(info.value)
+    assert str(path) in message and "'D'" in message and "'2e11x'" in message
+    assert "row 3" in message
+
+
+def test_nonpositive_size_is_an_error():
+    frame = _frame()
+    frame.loc[1, "params"] = 0
+    expected = r"'N' \(parameters\), row 2: expected a finite value > 0"
+    with pytest.raises(RunTableError, match=expected):
+        load_runs(frame, mapping=MAP)
+
+
+def test_nonpositive_loss_is_an_error():
+    frame = _frame()
+    frame.loc[3, "val_loss"] = -1.0
+    with pytest.raises(RunTableError, match="row 4"):
+        load_runs(frame, mapping=MAP)
+
+
+def test_non_finite_and_diverged_losses_are_excluded_with_a_warning():
+    frame = _frame()
+    frame.loc[0, "val_loss"] = np.nan
+    frame.loc[1, "val_loss"] = np.inf
+    frame.loc[2, "val_loss"] = 7.0
+    with pytest.warns(ExcludedRunsWarning, match=r"excluded 3 of 4 runs: 2 non-finite.*1 diverged"):
+        table = load_runs(frame, mapping=MAP, diverged_above=4.0)
+    assert len(table) == 1 and table.n_excluded == 3
+    assert table.frame.index.tolist() == [3]  # the source position survives
+    assert table.excluded["reason"].tolist() == [
+        ExclusionReason.NON_FINITE,
+        ExclusionReason.NON_FINITE,
+        ExclusionReason.DIVERGED,
+    ]
+
+
+def test_all_runs_excluded_is_an_error():
+    frame = _frame().assign(val_loss=np.nan)
+    with pytest.raises(RunTableError, match="nothing is left"):
+        load_runs(frame, mapping=MAP)
+
+
+def test_repeated_configuration_names_both_rows():
+    frame = pd.concat([_frame(), _frame().iloc[[2]]], ignore_index=True)
+    with pytest.raises(RunTableError, match=r"rows 3 and 5 repeat the configuration"):
+        load_runs(frame, mapping=MAP, hyperparameters=["lr"])
+
+
+def test_repeats_averaged_with_mean():
+    extra = _frame().iloc[[2, 2]].assign(val_loss=[2.4, 2.6])
+    frame = pd.concat([_frame(), extra], ignore_index=True)
+    with pytest.warns(UserWarning, match="6 runs merged into 4"):
+        table = load_runs(frame, mapping=MAP, hyperparameters=["lr"], duplicates="mean")
+    assert table.frame["n_repeats"].tolist() == [1, 1, 3, 1]
+    np.testing.assert_allclose(table.loss, [2.5, 2.4, (2.2 + 2.4 + 2.6) / 3, 2.3], rtol=1e-15)
+    assert table.frame.index.tolist() == [0, 1, 2, 3]
+
+
+def test_config_columns_take_part_in_the_repeat_check():
+    frame = pd.concat([_frame().assign(setup="a"), _frame().assign(setup="b")], ignore_index=True)
+    with pytest.raises(RunTableError, match="repeat"):
+        load_runs(frame, mapping=MAP, hyperparameters=["lr"])
+    table = load_runs(frame, mapping=MAP, hyperparameters=["lr"], config_columns=["setup"])
+    assert len(table) == 8 and table.config_columns == ("setup",)
+
+
+def test_missing_hyperparameter_value_is_an_error():
+    frame = _frame()
+    frame.loc[1, "lr"] = np.nan
+    with pytest.raises(RunTableError, match="'lr', row 2: missing"):
+        load_runs(frame, mapping=MAP, hyperparameters=["lr"])
+
+
+def test_run_ids_from_column_must_be_unique():
+    table = load_runs(_frame().assign(name=["a", "b", "c", "d"]), mapping=MAP, run_id="name")
+    assert table.frame["run_id"].tolist() == ["a", "b", "c", "d"]
+    with pytest.raises(RunTableError, match="'a' appears on rows 1, 4"):
+        load_runs(_frame().assign(name=["a", "b", "c", "a"]), mapping=MAP, run_id="name")
+
+
+def test_with_frame_keeps_fields_and_checks_columns():
+    table = load_runs(_frame(), mapping=MAP)
+    subset = table.with_frame(table.frame.iloc[:2])
+    assert len(subset) == 2 and subset.hyperparameters == table.hyperparameters
+    with pytest.raises(RunTableError, match="lacks column"):
+        table.with_frame(table.frame.drop(columns=["lr"]))
+
+
+def test_no_warning_on_a_clean_table():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_runs(_frame(), mapping=MAP)
