@@ -1,0 +1,448 @@
+"""Covariance kernels for the in-house Gaussian process, with analytic gradients.
+
+Every kernel is an immutable object whose hyperparameters live in log space (``theta``,
+``bounds``), as in scikit-learn. A kernel is unit-amplitude: the signal variance (amplitude)
+and the noise variance are hyperparameters of :class:`scalebo.search.gp.GaussianProcess`.
+
+Notations
+---------
+- ``X``: encoded inputs, shape ``(n, n_dims)``; numeric columns in [0, 1] (log of positive
+  axes, scaled), categorical columns hold integer codes (stored as float64).
+- ``X2``: second set of inputs, shape ``(m, n_dims)``.
+- ``K``: kernel matrix ``k(X, X2)``, shape ``(n, m)``.
+- ``theta``: log hyperparameters, shape ``(n_params,)``; ``bounds``: ``(n_params, 2)``.
+- ``dK``: ``∂K(X, X)/∂theta``, shape ``(n, n, n_params)``.
+- ``W``: a symmetric weight matrix, shape ``(n, n)``; ``contract(W)[p] = Σ_ij W_ij dK_ijp``,
+  the only form in which the GP needs gradients (``0.5·tr((ααᵀ − K⁻¹)·∂K/∂θ_p)``, Rasmussen &
+  Williams 2006, eq. 5.9). It costs ``O(n²·n_dims)`` and never forms ``dK``.
+- Stationary ARD kernels: ``r² = Σ_j (x_j − x'_j)² / ℓ_j²`` and ``k = φ(r²)``, so that
+  ``∂k/∂log ℓ_j = −2·φ'(r²)·(x_j − x'_j)²/ℓ_j²``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+from scipy.spatial.distance import cdist, pdist, squareform
+
+Contractor = Callable[[np.ndarray], np.ndarray]
+
+DEFAULT_LENGTH_SCALE_BOUNDS = (1e-2, 1e2)
+DEFAULT_WEIGHT_BOUNDS = (1e-3, 1e3)
+
+
+def _columns(X: np.ndarray, active_dims: tuple[int, ...] | None) -> np.ndarray:
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must have shape (n, n_dims); got an array of shape {X.shape}")
+    return X if active_dims is None else X[:, list(active_dims)]
+
+
+class Kernel:
+    """Base class: subclasses define ``theta``, ``bounds``, ``with_theta`` and the private
+    ``_eval``, ``_eval_and_contractor`` and ``_eval_and_gradient`` methods."""
+
+    @property
+    def theta(self) -> np.ndarray:  # (n_params,)
+        raise NotImplementedError
+
+    @property
+    def bounds(self) -> np.ndarray:  # (n_params, 2)
+        raise NotImplementedError
+
+    @property
+    def n_params(self) -> int:
+        return int(self.theta.shape[0])
+
+    def with_theta(self, theta: np.ndarray) -> Kernel:
+        """A copy with log hyperparameters ``theta`` of shape ``(n_params,)``."""
+        raise NotImplementedError
+
+    def __call__(self, X: np.ndarray, X2: np.ndarray | None = None) -> np.ndarray:
+        """Kernel matrix ``k(X, X2)`` of shape ``(n, m)`` (``X2 = X`` when omitted)."""
+        return self._eval(X, X if X2 is None else X2)
+
+    def diag(self, X: np.ndarray) -> np.ndarray:
+        """``k(x, x)`` for each row, shape ``(n,)``; 1 for every kernel here but Additive."""
+        return np.ones(np.asarray(X).shape[0])
+
+    def gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(K, dK)``: ``K(X, X)`` of shape ``(n, n)`` and its gradient with respect to
+        ``theta``, shape ``(n, n, n_params)``. Memory ``O(n²·n_params)``: for tests and small
+        problems; the GP uses :meth:`value_and_contractor`."""
+        return self._eval_and_gradient(X)
+
+    def value_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
+        """``(K, contract)`` where ``contract(W) = Σ_ij W_ij ∂K_ij/∂theta``, shape
+        ``(n_params,)``, for a symmetric ``W`` of shape ``(n, n)``."""
+        return self._eval_and_contractor(X)
+
+    # --- to implement ---
+    def _eval(self, X: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _eval_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
+        raise NotImplementedError
+
+    def _eval_and_gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, eq=False)
+class _Stationary(Kernel):
+    """``k = φ(r²)`` with ``r² = Σ_j d_j(x, x') / ℓ_j^power`` on the active columns.
+
+    For numeric kernels ``d_j = (x_j − x'_j)²`` and ``power = 2``; for the categorical kernel
+    ``d_j = [x_j ≠ x'_j]`` and ``power = 1``.
+    """
+
+    length_scale: tuple[float, ...]
+    active_dims: tuple[int, ...] | None = None
+    length_scale_bounds: tuple[float, float] = DEFAULT_LENGTH_SCALE_BOUNDS
+
+    _power = 2.0
+
+    def __post_init__(self) -> None:
+        ls = np.atleast_1d(np.asarray(self.length_scale, dtype=np.float64))
+        if ls.ndim != 1 or not np.all(np.isfinite(ls)) or np.any(ls <= 0):
+            raise ValueError(f"length_scale must be positive and finite; got {self.length_scale}")
+        object.__setattr__(self, "length_scale", tuple(float(v) for v in ls))
+        if self.active_dims is not None:
+            object.__setattr__(self, "active_dims", tuple(int(c) for c in self.active_dims))
+            if len(self.active_dims) != len(ls):
+                raise ValueError(
+                    f"{len(ls)} length scales for {len(self.active_dims)} active columns"
+                )
+
+    @property
+    def theta(self) -> np.ndarray:
+        return np.log(np.asarray(self.length_scale))
+
+    @property
+    def bounds(self) -> np.ndarray:
+        return np.tile(np.log(np.asarray(self.length_scale_bounds, dtype=np.float64)),
+                       (len(self.length_scale), 1))
+
+    def with_theta(self, theta: np.ndarray) -> Kernel:
+        theta = np.asarray(theta, dtype=np.float64)
+        p = len(self.length_scale)
+        if theta.shape != (p,):
+            raise ValueError(f"theta must have shape ({p},); got {theta.shape}")
+        return replace(self, length_scale=tuple(np.exp(theta)))
+
+    # φ(u) and -2 φ'(u)·(scale of d_j) are what subclasses define.
+    def _phi(self, u: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def _phi_and_g(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(φ(u), G)`` with ``G = −power·φ'(u)`` so that ``∂k/∂log ℓ_j = G·d_j/ℓ_j^power``."""
+        raise NotImplementedError
+
+    def _scaled(self, X: np.ndarray) -> np.ndarray:
+        return _columns(X, self.active_dims) / np.asarray(self.length_scale)
+
+    def _u(self, X: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        A, B = self._scaled(X), self._scaled(X2)
+        self._check_dims(A, B)
+        return cdist(A, B, "sqeuclidean")
+
+    def _check_dims(self, A: np.ndarray, B: np.ndarray) -> None:
+        n_ls = len(self.length_scale)
+        if A.shape[1] != n_ls or B.shape[1] != n_ls:
+            raise ValueError(
+                f"{type(self).__name__} has {n_ls} length scales but X has "
+                f"{A.shape[1]} active columns; pass active_dims or one length scale per column"
+            )
+
+    def _eval(self, X: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        return self._phi(self._u(X, X2))
+
+    def _d_stack(self, X: np.ndarray) -> np.ndarray:  # (n_active, n, n)
+        Xa = _columns(X, self.active_dims)
+        return (Xa.T[:, :, None] - Xa.T[:, None, :]) ** 2
+
+    def _eval_and_gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        K, G = self._phi_and_g(self._u(X, X))
+        scale = np.asarray(self.length_scale) ** self._power
+        dK = G[:, :, None] * np.moveaxis(self._d_stack(X), 0, -1) / scale
+        return K, dK
+
+    def _u_condensed(self, X: np.ndarray) -> np.ndarray:  # (n(n-1)/2,), pdist order
+        A = self._scaled(X)
+        self._check_dims(A, A)
+        return pdist(A, "sqeuclidean")
+
+    def _symmetric_phi_and_g(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``φ`` and ``G`` on ``(X, X)``, evaluated on the upper triangle only (half the
+        ``exp`` calls), shape ``(n, n)`` each."""
+        k, g = self._phi_and_g(self._u_condensed(X))
+        k0, g0 = self._phi_and_g(np.zeros(1))
+        K, G = squareform(k, checks=False), squareform(g, checks=False)
+        np.fill_diagonal(K, k0[0])
+        np.fill_diagonal(G, g0[0])
+        return K, G
+
+    def _eval_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
+        K, G = self._symmetric_phi_and_g(X)
+        Xa = _columns(X, self.active_dims)
+        scale = np.asarray(self.length_scale) ** self._power
+
+        def contract(W: np.ndarray) -> np.ndarray:
+            # Σ_ij M_ij (x_i − x_j)² = Σ_i x_i²(r_i + c_i) − 2·xᵀMx, with M = W∘G: O(n²·d),
+            # one matrix product, no (n, n, d) array.
+            M = W * G
+            MX = M @ Xa
+            rc = M.sum(axis=1) + M.sum(axis=0)
+            return (Xa**2 * rc[:, None]).sum(axis=0) - 2.0 * (Xa * MX).sum(axis=0)
+
+        return K, lambda W: contract(W) / scale
+
+
+@dataclass(frozen=True, eq=False)
+class Matern52(_Stationary):
+    """Matérn-5/2 with ARD: ``k = (1 + √5 r + 5r²/3)·exp(−√5 r)`` (R&W 2006, eq. 4.17)."""
+
+    def _phi(self, u: np.ndarray) -> np.ndarray:
+        s = np.sqrt(5.0 * u)
+        return (1.0 + s + s * s / 3.0) * np.exp(-s)
+
+    def _phi_and_g(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        s = np.sqrt(5.0 * u)
+        e = np.exp(-s)
+        # ∂k/∂(r²) = −(5/6)(1 + s)e^{−s}, so G = −2·∂k/∂(r²) = (5/3)(1 + s)e^{−s}
+        return (1.0 + s + s * s / 3.0) * e, (5.0 / 3.0) * (1.0 + s) * e
+
+
+@dataclass(frozen=True, eq=False)
+class RBF(_Stationary):
+    """Squared exponential with ARD: ``k = exp(−r²/2)`` (R&W 2006, eq. 4.9)."""
+
+    def _phi(self, u: np.ndarray) -> np.ndarray:
+        return np.exp(-0.5 * u)
+
+    def _phi_and_g(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k = np.exp(-0.5 * u)
+        return k, k
+
+
+@dataclass(frozen=True, eq=False)
+class Categorical(_Stationary):
+    """Exchangeable (overlap) kernel on integer codes: ``k = exp(−Σ_j [x_j ≠ x'_j] / ℓ_j)``.
+
+    Every pair of distinct levels of a column is equally correlated, ``exp(−1/ℓ_j)``; a large
+    ``ℓ_j`` makes the column irrelevant.
+    """
+
+    _power = 1.0
+
+    def _u(self, X: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        A, B = _columns(X, self.active_dims), _columns(X2, self.active_dims)
+        self._check_dims(A, B)
+        w = 1.0 / np.asarray(self.length_scale)
+        u = np.zeros((A.shape[0], B.shape[0]))
+        for j in range(A.shape[1]):
+            u += w[j] * (A[:, j, None] != B[None, :, j])
+        return u
+
+    def _phi(self, u: np.ndarray) -> np.ndarray:
+        return np.exp(-u)
+
+    def _phi_and_g(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k = np.exp(-u)
+        return k, k
+
+    def _d_stack(self, X: np.ndarray) -> np.ndarray:
+        Xa = _columns(X, self.active_dims)
+        return (Xa.T[:, :, None] != Xa.T[:, None, :]).astype(np.float64)
+
+    def _u_condensed(self, X: np.ndarray) -> np.ndarray:
+        A = _columns(X, self.active_dims)
+        self._check_dims(A, A)
+        w = 1.0 / np.asarray(self.length_scale)
+        return sum(w[j] * pdist(A[:, j:j + 1], "hamming") for j in range(A.shape[1]))
+
+    def _eval_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
+        K, _ = self._symmetric_phi_and_g(X)
+        Xa = _columns(X, self.active_dims)
+        scale = np.asarray(self.length_scale)
+
+        def contract(W: np.ndarray) -> np.ndarray:
+            M = W * K
+            out = np.empty(Xa.shape[1])
+            for j in range(Xa.shape[1]):
+                # Σ_ij M_ij [x_i ≠ x_j] = ΣM − Σ_c 1_cᵀ M 1_c over the levels c of column j
+                _, codes = np.unique(Xa[:, j], return_inverse=True)
+                E = np.zeros((Xa.shape[0], codes.max() + 1))
+                E[np.arange(Xa.shape[0]), codes] = 1.0
+                out[j] = M.sum() - np.einsum("ic,ic->", E, M @ E)
+            return out / scale
+
+        return K, contract
+
+
+@dataclass(frozen=True, eq=False)
+class Additive(Kernel):
+    """``k = k_1 + Σ_{g≥2} w_g·k_g``: a sum of kernels, each on its own group of columns.
+
+    The first term has weight 1 so that the GP amplitude stays identifiable;
+    ``theta = [θ(k_1), …, θ(k_G), log w_2, …, log w_G]``.
+    """
+
+    kernels: tuple[Kernel, ...]
+    weights: tuple[float, ...] = ()
+    weight_bounds: tuple[float, float] = DEFAULT_WEIGHT_BOUNDS
+
+    def __post_init__(self) -> None:
+        if len(self.kernels) == 0:
+            raise ValueError("Additive needs at least one kernel")
+        object.__setattr__(self, "kernels", tuple(self.kernels))
+        w = self.weights or (1.0,) * (len(self.kernels) - 1)
+        if len(w) != len(self.kernels) - 1 or any(not v > 0 for v in w):
+            raise ValueError(f"need {len(self.kernels) - 1} positive weights; got {w}")
+        object.__setattr__(self, "weights", tuple(float(v) for v in w))
+
+    @property
+    def _w(self) -> np.ndarray:
+        return np.concatenate([[1.0], self.weights])
+
+    @property
+    def theta(self) -> np.ndarray:
+        return np.concatenate([k.theta for k in self.kernels] + [np.log(self.weights)])
+
+    @property
+    def bounds(self) -> np.ndarray:
+        wb = np.tile(np.log(np.asarray(self.weight_bounds, dtype=np.float64)),
+                     (len(self.weights), 1))
+        return np.vstack([k.bounds for k in self.kernels] + [wb])
+
+    def with_theta(self, theta: np.ndarray) -> Kernel:
+        theta = np.asarray(theta, dtype=np.float64)
+        if theta.shape != (self.n_params,):
+            raise ValueError(f"theta must have shape ({self.n_params},); got {theta.shape}")
+        parts, start = [], 0
+        for k in self.kernels:
+            parts.append(k.with_theta(theta[start:start + k.n_params]))
+            start += k.n_params
+        return replace(self, kernels=tuple(parts), weights=tuple(np.exp(theta[start:])))
+
+    def diag(self, X: np.ndarray) -> np.ndarray:
+        return sum(w * k.diag(X) for w, k in zip(self._w, self.kernels, strict=True))
+
+    def _eval(self, X: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        return sum(w * k._eval(X, X2) for w, k in zip(self._w, self.kernels, strict=True))
+
+    def _eval_and_gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        Ks, grads = zip(*(k._eval_and_gradient(X) for k in self.kernels), strict=True)
+        w = self._w
+        K = sum(wg * Kg for wg, Kg in zip(w, Ks, strict=True))
+        dK = [wg * dg for wg, dg in zip(w, grads, strict=True)]
+        dK += [w[g] * Ks[g][:, :, None] for g in range(1, len(w))]
+        return K, np.concatenate(dK, axis=2)
+
+    def _eval_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
+        Ks, contractors = zip(*(k._eval_and_contractor(X) for k in self.kernels), strict=True)
+        w = self._w
+        K = sum(wg * Kg for wg, Kg in zip(w, Ks, strict=True))
+
+        def contract(W: np.ndarray) -> np.ndarray:
+            parts = [wg * c(W) for wg, c in zip(w, contractors, strict=True)]
+            parts.append(np.array([w[g] * np.sum(W * Ks[g]) for g in range(1, len(w))]))
+            return np.concatenate(parts)
+
+        return K, contract
+
+
+@dataclass(frozen=True, eq=False)
+class Mixed(Kernel):
+    """Product ``k = k_num(x_num, x'_num) · k_cat(x_cat, x'_cat)`` of a numeric kernel on the
+    numeric columns and a :class:`Categorical` kernel on the categorical columns
+    (``theta = [θ(k_num), θ(k_cat)]``)."""
+
+    numeric: Kernel
+    categorical: Kernel
+
+    @property
+    def theta(self) -> np.ndarray:
+        return np.concatenate([self.numeric.theta, self.categorical.theta])
+
+    @property
+    def bounds(self) -> np.ndarray:
+        return np.vstack([self.numeric.bounds, self.categorical.bounds])
+
+    def with_theta(self, theta: np.ndarray) -> Kernel:
+        theta = np.asarray(theta, dtype=np.float64)
+        if theta.shape != (self.n_params,):
+            raise ValueError(f"theta must have shape ({self.n_params},); got {theta.shape}")
+        p = self.numeric.n_params
+        return replace(self, numeric=self.numeric.with_theta(theta[:p]),
+                       categorical=self.categorical.with_theta(theta[p:]))
+
+    def diag(self, X: np.ndarray) -> np.ndarray:
+        return self.numeric.diag(X) * self.categorical.diag(X)
+
+    def _eval(self, X: np.ndarray, X2: np.ndarray) -> np.ndarray:
+        return self.numeric._eval(X, X2) * self.categorical._eval(X, X2)
+
+    def _eval_and_gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        K1, d1 = self.numeric._eval_and_gradient(X)
+        K2, d2 = self.categorical._eval_and_gradient(X)
+        return K1 * K2, np.concatenate([d1 * K2[..., None], d2 * K1[..., None]], axis=2)
+
+    def _eval_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
+        K1, c1 = self.numeric._eval_and_contractor(X)
+        K2, c2 = self.categorical._eval_and_contractor(X)
+        return K1 * K2, lambda W: np.concatenate([c1(W * K2), c2(W * K1)])
+
+
+KERNEL_NAMES = ("matern52", "rbf", "additive", "mixed")
+
+
+def make_kernel(
+    name: str,
+    dims: int,
+    *,
+    categorical: Sequence[int] = (),
+    length_scale: float = 0.5,
+    groups: Sequence[Sequence[int]] | None = None,
+) -> Kernel:
+    """Build a unit-amplitude kernel for ``dims`` encoded input columns.
+
+    Args:
+        name: ``"matern52"`` (Matérn-5/2 ARD, the default of the GP), ``"rbf"`` (RBF ARD),
+            ``"additive"`` (a sum of Matérn-5/2 kernels, one per group of numeric columns; each
+            numeric column its own group unless ``groups`` is given) or ``"mixed"``
+            (Matérn-5/2 on the numeric columns × :class:`Categorical` on ``categorical``).
+        dims: number of columns of the encoded ``X``.
+        categorical: indices of the columns holding integer codes. For every name, those
+            columns get a :class:`Categorical` factor (a numeric kernel on codes is
+            meaningless), so ``"matern52"`` with categorical columns equals ``"mixed"``.
+        length_scale: initial length scale of every numeric column (encoded units, [0, 1]);
+            categorical length scales start at 1.
+        groups: column groups of ``"additive"``.
+    """
+    if name not in KERNEL_NAMES:
+        raise ValueError(f"unknown kernel {name!r}; expected one of {', '.join(KERNEL_NAMES)}")
+    dims = int(dims)
+    cat = tuple(sorted({int(c) for c in categorical}))
+    if any(c < 0 or c >= dims for c in cat):
+        raise ValueError(f"categorical columns {cat} out of range for {dims} columns")
+    num = tuple(c for c in range(dims) if c not in cat)
+    if not num and not cat:
+        raise ValueError("dims must be at least 1")
+
+    numeric: Kernel | None = None
+    if num:
+        if name == "additive":
+            groups_ = [tuple(g) for g in groups] if groups is not None else [(c,) for c in num]
+            numeric = Additive(tuple(Matern52((length_scale,) * len(g), active_dims=g)
+                                     for g in groups_))
+        else:
+            cls = RBF if name == "rbf" else Matern52
+            numeric = cls((length_scale,) * len(num), active_dims=num)
+    if not cat:
+        assert numeric is not None
+        return numeric
+    cat_kernel = Categorical((1.0,) * len(cat), active_dims=cat)
+    return cat_kernel if numeric is None else Mixed(numeric, cat_kernel)
