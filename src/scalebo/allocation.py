@@ -1,0 +1,196 @@
+"""Compute-optimal allocation: Chinchilla approaches 1, 2 and 3.
+
+Conventions: compute ``C`` in FLOPs with ``C = 6·N·D``; ``N`` parameters; ``D`` tokens; loss in
+nats. Allocation laws are power laws ``N*(C) = G_N · C^a`` and ``D*(C) = G_D · C^b`` fitted by
+ordinary least squares in log–log space (natural logs).
+
+* Approach 1 (Hoffmann et al. 2022, §3.1): for each compute level take the run on the
+  best-loss frontier, then regress ``log N`` and ``log D`` on ``log C`` over those runs.
+* Approach 2 (§3.2): for each isoFLOP budget fit a parabola of loss in ``log N``; its vertex
+  is ``N*(C)``, ``D*(C) = C / (6 N*)``; then regress as in approach 1.
+* Approach 3 (§3.3): fit ``L(N, D) = E + A/N^α + B/D^β`` and minimize it under ``6ND = C``:
+  ``N* = G (C/6)^{β/(α+β)}``, ``D* = G^{-1} (C/6)^{α/(α+β)}``, ``G = (αA / (βB))^{1/(α+β)}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from scalebo.errors import FitError
+from scalebo.fit import FitResult
+from scalebo.laws import PowerLawSum
+
+
+@dataclass(frozen=True)
+class PowerFit:
+    """``y = coef · x^exponent`` fitted in log–log space by least squares.
+
+    Attributes:
+        coef: multiplicative coefficient (units of y per unit x^exponent).
+        exponent: power.
+        r2: coefficient of determination in log space.
+        n: points used.
+    """
+
+    coef: float
+    exponent: float
+    r2: float
+    n: int
+
+    def __call__(self, x: np.ndarray | float) -> np.ndarray:
+        return self.coef * np.asarray(x, dtype=np.float64) ** self.exponent
+
+
+def fit_power(x: np.ndarray, y: np.ndarray) -> PowerFit:
+    """Least-squares line through ``(log x, log y)``; needs ≥ 2 distinct positive x."""
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if x.size < 2 or np.unique(x).size < 2:
+        raise FitError(f"a power-law fit needs ≥ 2 distinct x values, got {np.unique(x).size}")
+    if np.any(~(x > 0)) or np.any(~(y > 0)):
+        raise FitError("a power-law fit needs positive x and y")
+    lx, ly = np.log(x), np.log(y)
+    slope, intercept = np.polyfit(lx, ly, 1)
+    resid = ly - (intercept + slope * lx)
+    ss_tot = float(np.sum((ly - ly.mean()) ** 2))
+    r2 = 1.0 - float(np.sum(resid**2)) / ss_tot if ss_tot > 0 else 1.0
+    return PowerFit(coef=float(np.exp(intercept)), exponent=float(slope), r2=r2, n=x.size)
+
+
+@dataclass(frozen=True)
+class AllocationLaw:
+    """Compute-optimal allocation ``N*(C)``, ``D*(C)`` (C in FLOPs).
+
+    Attributes:
+        n_opt: power fit of the optimal parameter count against C.
+        d_opt: power fit of the optimal token count against C.
+        method: ``"approach1"``, ``"approach2"`` or ``"approach3"``.
+        points: the (C, N*, D*) points the fits were made on (empty for approach 3).
+    """
+
+    n_opt: PowerFit
+    d_opt: PowerFit
+    method: str
+    points: pd.DataFrame
+
+    def at(self, C: float | np.ndarray) -> dict[str, np.ndarray | float]:
+        """N*, D* and tokens per parameter at compute ``C`` (FLOPs)."""
+        N = self.n_opt(C)
+        D = self.d_opt(C)
+        return {"C": C, "N_opt": N, "D_opt": D, "tokens_per_param": D / N}
+
+
+def approach1(frontier: pd.DataFrame) -> AllocationLaw:
+    """Approach 1 on frontier runs (columns ``C``, ``N``, ``D``; one row per compute level)."""
+    for col in ("C", "N", "D"):
+        if col not in frontier.columns:
+            raise ValueError(f"approach 1 needs column {col!r}; got {list(frontier.columns)}")
+    pts = frontier[["C", "N", "D"]].astype(float).sort_values("C").reset_index(drop=True)
+    return AllocationLaw(
+        n_opt=fit_power(pts["C"], pts["N"]),
+        d_opt=fit_power(pts["C"], pts["D"]),
+        method="approach1",
+        points=pts.rename(columns={"N": "N_opt", "D": "D_opt"}),
+    )
+
+
+def isoflop_minimum(N: np.ndarray, loss: np.ndarray) -> tuple[float, float, bool]:
+    """Vertex of the parabola ``loss = a (log N)² + b log N + c``.
+
+    Returns ``(N*, loss at N*, inside)`` where ``inside`` says whether the vertex lies within
+    the sampled range of N (an extrapolated vertex is less trustworthy).
+    """
+    lN = np.log(np.asarray(N, dtype=np.float64))
+    a, b, c = np.polyfit(lN, np.asarray(loss, dtype=np.float64), 2)
+    if not a > 0:
+        raise FitError("isoFLOP parabola opens downwards: no minimum in log N")
+    x = -b / (2 * a)
+    return float(np.exp(x)), float(a * x * x + b * x + c), bool(lN.min() <= x <= lN.max())
+
+
+def approach2(
+    runs: pd.DataFrame, *, budget: str = "flops_budget", min_points: int = 3
+) -> AllocationLaw:
+    """Approach 2 from isoFLOP runs: columns ``N``, ``loss`` and a budget column (FLOPs).
+
+    Budgets with fewer than ``min_points`` models or a parabola without a minimum are skipped
+    and listed in ``points`` with ``used = False`` (never silently dropped).
+    """
+    for col in ("N", "loss", budget):
+        if col not in runs.columns:
+            raise ValueError(f"approach 2 needs column {col!r}; got {list(runs.columns)}")
+    rows = []
+    for C, grp in runs.groupby(budget, sort=True):
+        rec = {"C": float(C), "n_models": len(grp), "used": False, "reason": ""}
+        if grp["N"].nunique() < min_points:
+            rec["reason"] = f"only {grp['N'].nunique()} distinct N (< {min_points})"
+        else:
+            try:
+                n_star, l_star, inside = isoflop_minimum(grp["N"], grp["loss"])
+                rec.update(N_opt=n_star, D_opt=float(C) / (6 * n_star), loss_opt=l_star,
+                           vertex_inside=inside, used=True)
+            except FitError as exc:
+                rec["reason"] = str(exc)
+        rows.append(rec)
+    pts = pd.DataFrame(rows)
+    used = pts[pts["used"]]
+    if len(used) < 2:
+        raise FitError(f"approach 2 needs ≥ 2 usable isoFLOP budgets, got {len(used)}")
+    return AllocationLaw(
+        n_opt=fit_power(used["C"], used["N_opt"]),
+        d_opt=fit_power(used["C"], used["D_opt"]),
+        method="approach2",
+        points=pts,
+    )
+
+
+def _chinchilla_terms(fit: FitResult) -> tuple[float, float, float, float, float]:
+    law = fit.law
+    if not isinstance(law, PowerLawSum) or law.variables != ("N", "D"):
+        raise ValueError(f"approach 3 needs a law in (N, D); got {law.name!r} {law.variables}")
+    p = law.natural(fit.x)
+    (tn, td) = law.terms
+    return p["E"], p[tn.coef], p[tn.exponent], p[td.coef], p[td.exponent]
+
+
+def approach3(fit: FitResult) -> AllocationLaw:
+    """Approach 3: the closed-form optimum of a fitted ``L(N, D)`` under ``C = 6ND``."""
+    _, A, alpha, B, beta = _chinchilla_terms(fit)
+    if not (alpha > 0 and beta > 0):
+        raise FitError(f"approach 3 needs positive exponents, got alpha={alpha}, beta={beta}")
+    G = (alpha * A / (beta * B)) ** (1.0 / (alpha + beta))
+    a = beta / (alpha + beta)
+    b = alpha / (alpha + beta)
+    # N* = G (C/6)^a = (G 6^-a) C^a ; D* = G^-1 (C/6)^b.
+    n_opt = PowerFit(coef=G * 6.0 ** (-a), exponent=a, r2=1.0, n=0)
+    d_opt = PowerFit(coef=6.0 ** (-b) / G, exponent=b, r2=1.0, n=0)
+    return AllocationLaw(n_opt=n_opt, d_opt=d_opt, method="approach3", points=pd.DataFrame())
+
+
+@dataclass(frozen=True)
+class ComputeOptimal:
+    """The compute-optimal point of a fitted ``L(N, D)`` at compute ``C`` (FLOPs)."""
+
+    C: float
+    N_opt: float
+    D_opt: float
+    tokens_per_param: float
+    loss: float
+
+
+def compute_optimal(fit: FitResult, C: float) -> ComputeOptimal:
+    """N*, D*, D*/N* and the predicted loss at compute ``C`` (FLOPs) for a fitted L(N, D)."""
+    alloc = approach3(fit).at(C)
+    N, D = float(alloc["N_opt"]), float(alloc["D_opt"])
+    loss = float(fit.predict(np.array([[N, D]]))[0])
+    return ComputeOptimal(C=float(C), N_opt=N, D_opt=D, tokens_per_param=D / N, loss=loss)
+
+
+def compute_law_from_chinchilla(fit: FitResult, C: np.ndarray) -> np.ndarray:
+    """Loss along the compute-optimal path, ``L(N*(C), D*(C))``, for an array of C (FLOPs)."""
+    alloc = approach3(fit).at(np.asarray(C, dtype=np.float64))
+    X = np.column_stack([np.atleast_1d(alloc["N_opt"]), np.atleast_1d(alloc["D_opt"])])
+    return fit.predict(X)
