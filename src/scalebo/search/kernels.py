@@ -141,12 +141,12 @@ class _Stationary(Kernel):
         raise NotImplementedError
 
     def _scaled(self, X: np.ndarray) -> np.ndarray:
-        return _columns(X, self.active_dims) / np.asarray(self.length_scale)
+        A = _columns(X, self.active_dims)
+        self._check_dims(A, A)
+        return A / np.asarray(self.length_scale)
 
     def _u(self, X: np.ndarray, X2: np.ndarray) -> np.ndarray:
-        A, B = self._scaled(X), self._scaled(X2)
-        self._check_dims(A, B)
-        return cdist(A, B, "sqeuclidean")
+        return cdist(self._scaled(X), self._scaled(X2), "sqeuclidean")
 
     def _check_dims(self, A: np.ndarray, B: np.ndarray) -> None:
         n_ls = len(self.length_scale)
@@ -170,9 +170,7 @@ class _Stationary(Kernel):
         return K, dK
 
     def _u_condensed(self, X: np.ndarray) -> np.ndarray:  # (n(n-1)/2,), pdist order
-        A = self._scaled(X)
-        self._check_dims(A, A)
-        return pdist(A, "sqeuclidean")
+        return pdist(self._scaled(X), "sqeuclidean")
 
     def _symmetric_phi_and_g(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``φ`` and ``G`` on ``(X, X)``, evaluated on the upper triangle only (half the
