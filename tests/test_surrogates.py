@@ -1,0 +1,111 @@
+"""Surrogate adapters: protocol, GP adapter delegation, random order, bagged trees."""
+
+import numpy as np
+import pytest
+
+from scalebo.search.gp import GaussianProcess
+from scalebo.search.surrogates import (
+    GPSurrogate,
+    RandomSurrogate,
+    Surrogate,
+    TreeEnsembleSurrogate,
+    make_surrogate,
+)
+
+
+def _data(n: int = 60, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 3))
+    y = 2.0 + np.exp(-2 * X[:, 0]) + 0.3 * (X[:, 1] - 0.5) ** 2 + 0.01 * rng.standard_normal(n)
+    return X, y
+
+
+def test_make_surrogate_registry():
+    assert isinstance(make_surrogate("gp"), GPSurrogate)
+    assert isinstance(make_surrogate("random", rng=1), RandomSurrogate)
+    assert isinstance(make_surrogate("trees", n_bags=2), TreeEnsembleSurrogate)
+    for s in (GPSurrogate(), RandomSurrogate(), TreeEnsembleSurrogate()):
+        assert isinstance(s, Surrogate)
+    with pytest.raises(ValueError, match="unknown surrogate 'svm'"):
+        make_surrogate("svm")
+
+
+def test_gp_surrogate_equals_the_gp_it_wraps():
+    X, y = _data()
+    s = GPSurrogate(rng=0).fit(X, y)
+    gp = GaussianProcess(rng=0).fit(X, y)
+    Xs = np.random.default_rng(1).random((15, 3))
+    m, sd = s.predict(Xs)
+    gm, gsd = gp.predict(Xs)
+    np.testing.assert_array_equal(m, gm)
+    np.testing.assert_array_equal(sd, gsd)
+    assert s.sample_joint(Xs, 4, rng=0).shape == (4, 15)
+
+
+def test_gp_surrogate_warm_start_schedule_and_condition_on():
+    X, y = _data()
+    s = GPSurrogate(rng=0, restart_every=3)
+    starts = []
+    for k in range(50, 56):
+        s.fit(X[:k], y[:k], warm_start=True)
+        starts.append(s.gp_.fit_result_.n_starts)
+    assert starts == [3, 1, 1, 3, 1, 1]
+    cond = s.condition_on(X[55:], y[55:])
+    assert cond.gp_.X_train_.shape[0] == 60 and s.gp_.X_train_.shape[0] == 55
+    np.testing.assert_array_equal(cond.gp_.theta_, s.gp_.theta_)
+    # conditioning on a believed value at x shrinks the std there
+    x = np.random.default_rng(3).random((1, 3))
+    m, sd = s.predict(x)
+    _, sd2 = s.condition_on(x, m).predict(x)
+    assert sd2[0] < sd[0]
+
+
+def test_random_surrogate_gives_a_seeded_uniformly_random_order():
+    X, y = _data(10)
+    Xs = np.zeros((8, 3))
+    a = RandomSurrogate(rng=5).fit(X, y)
+    b = RandomSurrogate(rng=5).fit(X, y)
+    m1, s1 = a.predict(Xs)
+    np.testing.assert_array_equal(m1, b.predict(Xs)[0])  # reproducible from the seed
+    assert not np.array_equal(m1, a.predict(Xs)[0])  # fresh scores on every call
+    np.testing.assert_allclose(s1, np.std(y))
+    # the first-ranked candidate is uniform over the 8 positions
+    firsts = [np.argmin(a.predict(Xs)[0]) for _ in range(4000)]
+    counts = np.bincount(firsts, minlength=8)
+    assert np.all(np.abs(counts - 500) < 5 * np.sqrt(4000 * (1 / 8) * (7 / 8)))
+    assert a.sample_joint(Xs, 3, rng=0).shape == (3, 8)
+
+
+def test_tree_surrogate_fits_mean_and_has_uncertainty():
+    pytest.importorskip("xgboost")
+    X, y = _data(200)
+    s = TreeEnsembleSurrogate(n_bags=6, n_estimators=60, rng=0).fit(X, y)
+    Xs, ys = _data(100, seed=9)
+    m, sd = s.predict(Xs)
+    assert m.shape == sd.shape == (100,) and np.all(sd > 0)
+    # better than predicting the mean, by a margin
+    assert np.mean((m - ys) ** 2) < 0.2 * np.var(ys)
+    m2, sd2 = TreeEnsembleSurrogate(n_bags=6, n_estimators=60, rng=0).fit(X, y).predict(Xs)
+    np.testing.assert_array_equal(m, m2)  # seeded
+    np.testing.assert_array_equal(sd, sd2)
+    # whole-bag samples: each row is one bag's prediction, so their mean over bags is m
+    S = s.sample_joint(Xs, 5, rng=0)
+    assert S.shape == (5, 100)
+    assert all(any(np.allclose(row, b) for b in s._bag_predictions(Xs)) for row in S)
+    np.testing.assert_allclose(s._bag_predictions(Xs).mean(0), m, rtol=1e-12)
+
+
+def test_tree_surrogate_without_xgboost_says_how_to_install(monkeypatch):
+    import importlib
+
+    real = importlib.import_module
+
+    def fake(name, *a, **k):
+        if name == "xgboost":
+            raise ImportError("No module named 'xgboost'")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(importlib, "import_module", fake)
+    X, y = _data(10)
+    with pytest.raises(ImportError, match=r"pip install 'scalebo\[trees\]'"):
+        TreeEnsembleSurrogate().fit(X, y)
