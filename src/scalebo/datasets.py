@@ -307,3 +307,134 @@ register_dataset(
     "porian_isoflop", load_porian_isoflop,
     "Porian et al. 2024 isoFLOP points: 15 configurations × ≤12 budgets (filterable).",
 )
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+#: Gemstones files (``gemstones/wandb_dfs/wandb_df_for_fitting_<variant>.jsonl``) by variant,
+#: with the phase of their losses (see gemstones/SOURCE.md).
+GEMSTONES_VARIANTS: dict[str, str] = {
+    "hot": "stable",
+    "hot_477": "stable",
+    "hot_100b+": "stable",
+    "hot_100b+_477": "stable",
+    "hot_100b+_512x": "stable",
+    "hot_120b+_only": "stable",
+    "hot_120b+_only_477": "stable",
+    "cool_begin": "cooldown-start",
+    "cool_end": "cooldown-end",
+    "lr_ablation_hot": "stable",
+    "lr_ablation_hot_477": "stable",
+}
+#: Other validation sets of Gemstones (``gemstones/benchmarks/``): 22 models × 35 checkpoints.
+GEMSTONES_VALIDATION: dict[str, str | None] = {
+    "main": None,
+    "fineweb_edu": "fineweb_edu_losses_combined.jsonl",
+    "dclm": "fineweb_dclm_losses_combined.jsonl",
+}
+GEMSTONES_MAPPING = {"N": "params_active_precise", "D": "tokens", "loss": "final_loss"}
+
+
+def load_gemstones(root: Path, *, variant: str = "hot", validation: str = "main") -> RunTable:
+    """Gemstones checkpoints (McLeish et al. 2025) as a checkpoint table.
+
+    One row per (model, checkpoint): ``N`` = ``params_active_precise`` (parameters, embeddings
+    included), ``D`` = ``tokens``, ``C = 6·N·D`` FLOPs up to the checkpoint, ``loss`` =
+    ``final_loss`` (nats); ``run`` = ``run_name``, ``phase`` (``stable``, or
+    ``cooldown-start`` / ``cooldown-end`` for ``cool_begin`` / ``cool_end``); ``width``,
+    ``depth``, ``step``, ``num_nodes``, ``seconds_per_step`` are kept (for GPU-hours).
+    See :mod:`scalebo.checkpoints`.
+
+    Args:
+        variant: A key of :data:`GEMSTONES_VARIANTS` (``hot`` = 220 checkpoints, 22 models,
+            every ~10B tokens to 100B).
+        validation: ``main`` (the training run's validation loss), ``fineweb_edu`` or
+            ``dclm``: the loss on another validation set, from ``gemstones/benchmarks/``,
+            matched on (width, depth, step). Those files hold the checkpoints every 2385
+            steps up to 350B tokens, so only variants whose checkpoints all occur there
+            (``hot``, ``hot_100b+``, ``hot_100b+_512x``, ``hot_120b+_only``) are available.
+
+    Raises:
+        ValueError: unknown variant or validation set.
+        RunTableError: a validation set that lacks some of the variant's checkpoints.
+    """
+    from scalebo.checkpoints import checkpoint_table
+
+    if variant not in GEMSTONES_VARIANTS:
+        raise ValueError(f"gemstones: unknown variant {variant!r}; expected one of "
+                         f"{list(GEMSTONES_VARIANTS)}.")
+    if validation not in GEMSTONES_VALIDATION:
+        raise ValueError(f"gemstones: unknown validation set {validation!r}; expected one of "
+                         f"{list(GEMSTONES_VALIDATION)}.")
+    path = _file(root, "gemstones/wandb_dfs", f"wandb_df_for_fitting_{variant}.jsonl")
+    frame = read_table(path)
+    name = str(path)
+    other = GEMSTONES_VALIDATION[validation]
+    if other is not None:
+        bench_path = _file(root, "gemstones/benchmarks", other)
+        keys = ["width", "depth", "step"]
+        bench = read_table(bench_path).loc[:, [*keys, "final_loss"]]
+        merged = frame.drop(columns="final_loss").merge(bench, on=keys, how="left")
+        missing = int(merged["final_loss"].isna().sum())
+        if missing:
+            raise RunTableError(
+                f"{bench_path}: {missing} of {len(frame)} checkpoints of variant {variant!r} "
+                f"have no {validation} loss (that file holds checkpoints every 2385 steps); "
+                "use variant 'hot' or 'hot_100b+'."
+            )
+        frame, name = merged, f"{path} with {validation} losses from {bench_path}"
+    return checkpoint_table(frame, run="run_name", mapping=GEMSTONES_MAPPING,
+                            phase=GEMSTONES_VARIANTS[variant], source_name=name)
+
+
+def _gadre_val_name(path: str) -> str:
+    parts = str(path).split("/")
+    for anchor in ("val_tok_mult", "eval_data"):
+        if anchor in parts and parts.index(anchor) + 1 < len(parts):
+            return parts[parts.index(anchor) + 1]
+    return str(path)
+
+
+def load_gadre_overtraining(
+    root: Path, *, val_set: str | None = "c4_val", dataset: str | None = None
+) -> RunTable:
+    """Gadre et al. 2024 over-training runs (``gadre_overtraining/gadre_models_losses.csv``).
+
+    104 models × 8 validation sets. ``N`` = ``params`` (with embeddings), ``D`` = ``tokens``,
+    ``loss`` in nats on the validation set ``val_set`` (a short name: ``c4_val``,
+    ``openlm``, ``paloma_c4_en``, ``paloma_falcon-refinedweb``, ``paloma_redpajama``,
+    ``paloma_ptb``, ``paloma_dolma_100_programing_languages``, ``de-en``; ``None`` keeps all
+    eight). ``run_id`` = ``name`` (+ ``@val_set``). ``dataset`` (training corpus ``c4_original``,
+    ``rpj``, ``rw_original``) filters the runs; it and ``val_set`` are config columns. No
+    hyperparameters (lr and batch size were fixed per size).
+
+    Raises:
+        RunTableError: a val_set or dataset that does not occur (the message lists them).
+    """
+    path = _file(root, "gadre_overtraining", "gadre_models_losses.csv")
+    frame = read_table(path)
+    frame["val_set"] = frame["val_data"].map(_gadre_val_name).astype("str")
+    for column, wanted in (("val_set", val_set), ("dataset", dataset)):
+        if wanted is None:
+            continue
+        available = sorted(frame[column].astype(str).unique())
+        if wanted not in available:
+            raise RunTableError(
+                f"gadre_overtraining: {column}={wanted!r} does not occur; available: "
+                f"{available}."
+            )
+        frame = frame.loc[frame[column] == wanted].reset_index(drop=True)
+    frame["run_id"] = frame["name"].astype(str) + "@" + frame["val_set"].astype(str)
+    return load_runs(frame, mapping={"N": "params", "D": "tokens"}, hyperparameters=(),
+                     config_columns=("dataset", "val_set"), source_name=str(path))
+
+
+register_dataset(
+    "gemstones", load_gemstones,
+    "Gemstones checkpoints: 22 models × checkpoints (variant: hot, hot_477, cool_end, "
+    "lr_ablation_hot, …; validation: main, fineweb_edu, dclm).",
+)
+register_dataset(
+    "gadre_overtraining", load_gadre_overtraining,
+    "Gadre et al. 2024 over-training runs: 104 models × 8 validation sets (val_set filter).",
+)

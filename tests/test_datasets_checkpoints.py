@@ -1,0 +1,60 @@
+"""Gemstones and Gadre loaders against the counts in their SOURCE.md."""
+
+import numpy as np
+import pytest
+
+from scalebo.checkpoints import every_kth
+from scalebo.datasets import GEMSTONES_VARIANTS, load_dataset
+from scalebo.errors import RunTableError
+
+COUNTS = {"hot": (220, 22), "hot_477": (1100, 22), "hot_100b+": (770, 22),
+          "cool_begin": (199, 20), "cool_end": (199, 20), "lr_ablation_hot": (200, 20)}
+
+
+def test_gemstones_variants(data_dir):
+    for variant, (rows, models) in COUNTS.items():
+        table = load_dataset("gemstones", data_dir, variant=variant)
+        assert len(table) == rows and table.frame["run"].nunique() == models, variant
+        np.testing.assert_allclose(table.C, 6 * table.N * table.D)
+    hot = load_dataset("gemstones", data_dir).frame
+    assert hot["N"].min() == pytest.approx(48.4e6, rel=1e-2)
+    assert hot["N"].max() == pytest.approx(2.01e9, rel=1e-2)
+    assert set(hot["phase"]) == {"stable"}
+    assert set(load_dataset("gemstones", data_dir, variant="cool_end").frame["phase"]) == {
+        "cooldown-end"
+    }
+    assert {"width", "depth", "step", "num_nodes", "seconds_per_step"} <= set(hot.columns)
+    assert set(GEMSTONES_VARIANTS) >= set(COUNTS)
+
+
+def test_gemstones_every_fifth_dense_checkpoint_is_the_hot_table(data_dir):
+    hot = load_dataset("gemstones", data_dir, variant="hot").frame
+    dense = every_kth(load_dataset("gemstones", data_dir, variant="hot_477"), 5).frame
+    merged = hot.merge(dense, on=["run", "step"], suffixes=("", "_dense"))
+    assert len(dense) == len(hot) == len(merged) == 220
+    np.testing.assert_array_equal(merged["loss"], merged["loss_dense"])
+
+
+def test_gemstones_validation_sets(data_dir):
+    main = load_dataset("gemstones", data_dir).frame
+    for name in ("fineweb_edu", "dclm"):
+        other = load_dataset("gemstones", data_dir, validation=name).frame
+        assert len(other) == 220
+        np.testing.assert_array_equal(other["N"].to_numpy(), main["N"].to_numpy())
+        assert not np.allclose(other["loss"], main["loss"])
+    with pytest.raises(RunTableError, match="no fineweb_edu loss"):
+        load_dataset("gemstones", data_dir, variant="hot_477", validation="fineweb_edu")
+    with pytest.raises(ValueError, match="unknown variant"):
+        load_dataset("gemstones", data_dir, variant="warm")
+
+
+def test_gadre_overtraining(data_dir):
+    c4 = load_dataset("gadre_overtraining", data_dir)
+    assert len(c4) == 104 and set(c4.frame["val_set"]) == {"c4_val"}
+    assert c4.frame["N"].nunique() == 6
+    everything = load_dataset("gadre_overtraining", data_dir, val_set=None)
+    assert len(everything) == 832 and everything.frame["val_set"].nunique() == 8
+    rpj = load_dataset("gadre_overtraining", data_dir, dataset="rpj")
+    assert set(rpj.frame["dataset"]) == {"rpj"} and len(rpj) < 104
+    with pytest.raises(RunTableError, match="available"):
+        load_dataset("gadre_overtraining", data_dir, val_set="nope")
