@@ -1,0 +1,281 @@
+"""Options and output helpers shared by the subcommands.
+
+Input: every command that reads runs takes one positional ``RUNS`` argument, either a file
+(CSV, TSV, Parquet or JSON lines; format by suffix) or ``dataset:NAME`` for a registered public
+dataset read from ``--data-dir`` / ``$SCALEBO_DATA_DIR``. :func:`add_input_arguments` declares
+it with ``--map``, ``--duplicates``, ``--diverged-above``, ``--hyperparameters``,
+``--data-dir`` and ``--dataset-option``; :func:`load_input` turns the parsed options into a
+validated :class:`~scalebo.runs.RunTable`.
+
+Output: data go to stdout (``--format table|json|csv``), logs and progress to stderr
+(:func:`log`, silenced by the root ``--quiet``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from scalebo.errors import RunTableError
+from scalebo.runs import RunTable, load_runs, parse_mapping
+
+__all__ = [
+    "DATASET_PREFIX",
+    "FORMATS",
+    "INPUT_HELP",
+    "add_format_argument",
+    "add_input_arguments",
+    "format_number",
+    "format_table",
+    "jsonable",
+    "load_input",
+    "log",
+    "set_quiet",
+    "write_csv",
+    "write_json",
+]
+
+DATASET_PREFIX = "dataset:"
+FORMATS = ("table", "json", "csv")
+
+#: Shared description of the input, reused in ``--help`` texts (argparse keeps line breaks
+#: with ``RawDescriptionHelpFormatter``).
+INPUT_HELP = """\
+input (RUNS):
+  a table with one row per finished training run, as CSV (.csv), TSV (.tsv),
+  Parquet (.parquet, .pq) or JSON lines (.jsonl, .ndjson, .json), with columns
+    N     model size in parameters
+    D     training tokens
+    loss  final loss in nats
+    C     training compute in FLOPs (optional; default 6*N*D)
+    run_id (optional) and hyperparameter columns (e.g. lr, bs)
+  Other names are mapped with --map, e.g. --map N=params,D=tokens,loss=val_loss.
+  Runs with NaN/inf loss (or loss above --diverged-above) are excluded and counted.
+  Repeated configurations are an error unless --duplicates mean averages them.
+  Or dataset:NAME for a public dataset (steplaw, oellm_english, epoch_chinchilla,
+  porian_isoflop) read from --data-dir or $SCALEBO_DATA_DIR.
+"""
+
+_quiet = False
+
+
+def set_quiet(quiet: bool) -> None:
+    """Silence (or restore) :func:`log` messages; warnings and errors are always shown."""
+    global _quiet
+    _quiet = bool(quiet)
+
+
+def is_quiet() -> bool:
+    """Whether progress and log lines are silenced."""
+    return _quiet
+
+
+def log(message: str) -> None:
+    """Write a progress or log line to stderr (unless ``--quiet``)."""
+    if not _quiet:
+        print(message, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------- input
+
+
+def _key_value(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), yaml.safe_load(value)
+
+
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare ``RUNS`` and the options that control how runs are loaded."""
+    parser.add_argument(
+        "runs", metavar="RUNS",
+        help="run table (CSV/TSV/Parquet/JSON lines) or dataset:NAME (see 'input' below)",
+    )
+    group = parser.add_argument_group("loading runs")
+    group.add_argument(
+        "--map", metavar="CANON=COL,...", default=None,
+        help="map canonical columns (run_id, N, D, C, loss) to the table's names, "
+             "e.g. N=params,D=tokens",
+    )
+    group.add_argument(
+        "--duplicates", choices=("error", "mean"), default="error",
+        help="repeated configurations (same N, D and hyperparameters): fail (default) or "
+             "average their losses",
+    )
+    group.add_argument(
+        "--diverged-above", metavar="NATS", type=float, default=None,
+        help="exclude runs whose loss is above this many nats (diverged)",
+    )
+    group.add_argument(
+        "--hyperparameters", metavar="COL,...", default=None,
+        help="hyperparameter columns (comma-separated; '' for none); default: numeric "
+             "columns that vary inside an (N, D) cell",
+    )
+    group.add_argument(
+        "--data-dir", metavar="DIR", default=None,
+        help="folder of the public datasets for dataset:NAME (default $SCALEBO_DATA_DIR)",
+    )
+    group.add_argument(
+        "--dataset-option", metavar="KEY=VALUE", type=_key_value, action="append",
+        default=[],
+        help="keyword option of a dataset loader, e.g. drop_highest_loss=5 "
+             "(repeatable; values parsed as YAML scalars)",
+    )
+
+
+def _split_names(text: str | None) -> tuple[str, ...] | None:
+    if text is None:
+        return None
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def load_input(args: argparse.Namespace) -> RunTable:
+    """Load ``args.runs`` with the loading options declared by :func:`add_input_arguments`.
+
+    For ``dataset:NAME`` the dataset's own loader is used (``--dataset-option`` passed to it);
+    ``--diverged-above`` and ``--duplicates mean`` are then applied to its table, and
+    ``--map`` / ``--hyperparameters`` are rejected (a dataset's columns are fixed).
+
+    Raises:
+        RunTableError: malformed table or options (names file, row and column).
+        FileNotFoundError: missing data directory or dataset file.
+        ValueError: unknown dataset name.
+    """
+    source: str = args.runs
+    options = dict(getattr(args, "dataset_option", None) or [])
+    hyperparameters = _split_names(args.hyperparameters)
+    if not source.startswith(DATASET_PREFIX):
+        if options:
+            raise RunTableError("--dataset-option only applies to RUNS of the form dataset:NAME")
+        return load_runs(
+            Path(source),
+            mapping=parse_mapping(args.map) if args.map else None,
+            hyperparameters=hyperparameters,
+            duplicates=args.duplicates,
+            diverged_above=args.diverged_above,
+        )
+    from scalebo.datasets import load_dataset
+
+    name = source[len(DATASET_PREFIX):]
+    if args.map or hyperparameters is not None:
+        raise RunTableError(
+            f"{source}: --map and --hyperparameters apply to files, not to a registered "
+            "dataset, whose columns are fixed"
+        )
+    table = load_dataset(name, data_dir=args.data_dir, **options)
+    if args.diverged_above is None and args.duplicates == "error":
+        return table
+    reloaded = load_runs(
+        table.frame.drop(columns=["n_repeats"], errors="ignore"),
+        hyperparameters=table.hyperparameters,
+        duplicates=args.duplicates,
+        diverged_above=args.diverged_above,
+        config_columns=table.config_columns,
+        source_name=table.source,
+    )
+    if table.n_excluded == 0:
+        return reloaded
+    excluded = pd.concat([table.excluded, reloaded.excluded]) if reloaded.n_excluded else (
+        table.excluded
+    )
+    return RunTable(
+        frame=reloaded.frame,
+        hyperparameters=reloaded.hyperparameters,
+        source=reloaded.source,
+        n_excluded=len(excluded),
+        excluded=excluded,
+        config_columns=reloaded.config_columns,
+    )
+
+
+# --------------------------------------------------------------------------- output
+
+
+def add_format_argument(parser: argparse.ArgumentParser, default: str = "table") -> None:
+    """Declare ``--format {table,json,csv}`` (what goes to stdout)."""
+    parser.add_argument(
+        "--format", choices=FORMATS, default=default,
+        help=f"what to print on stdout: a readable table, JSON or CSV (default {default})",
+    )
+
+
+def jsonable(value: Any) -> Any:
+    """Convert numpy scalars/arrays, tuples, paths and enums to JSON types; NaN/inf → None."""
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [jsonable(v) for v in value.tolist()]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, str):
+        return value
+    return str(value)
+
+
+def write_json(data: Any, stream: TextIO | None = None) -> None:
+    """Write ``data`` as indented, strict JSON (no NaN) to ``stream`` (default stdout)."""
+    stream = sys.stdout if stream is None else stream
+    json.dump(jsonable(data), stream, indent=2, allow_nan=False)
+    stream.write("\n")
+
+
+def write_csv(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], stream: TextIO | None = None
+) -> None:
+    """Write ``rows`` as CSV with a header of ``columns`` (missing values empty)."""
+    stream = sys.stdout if stream is None else stream
+    writer = csv.writer(stream, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow(["" if jsonable(row.get(c)) is None else jsonable(row.get(c))
+                         for c in columns])
+
+
+def format_number(value: Any, digits: int = 5) -> str:
+    """Compact text of a number (``digits`` significant digits), ``-`` for missing."""
+    if value is None:
+        return "-"
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        return "-" if math.isnan(value) else f"{value:.{digits}g}"
+    return str(value)
+
+
+def format_table(
+    rows: Iterable[Mapping[str, Any]],
+    columns: Sequence[str],
+    headers: Sequence[str] | None = None,
+    *,
+    indent: str = "  ",
+) -> str:
+    """Left-aligned text table of ``rows`` (numbers through :func:`format_number`)."""
+    headers = list(columns if headers is None else headers)
+    cells = [[format_number(row.get(c)) for c in columns] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
+              for i, h in enumerate(headers)]
+    out = io.StringIO()
+    for line in [headers, *cells]:
+        out.write(indent + "  ".join(t.ljust(w) for t, w in zip(line, widths, strict=True))
+                  .rstrip() + "\n")
+    return out.getvalue()

@@ -1,0 +1,131 @@
+"""The ``scalebo`` command: an argparse root and a registry of subcommands.
+
+Each subcommand is a module of :mod:`scalebo.cli` exposing
+
+* ``NAME`` — the subcommand's name (``str``);
+* ``HELP`` — one line for ``scalebo --help``;
+* ``DESCRIPTION`` (optional) — longer text for ``scalebo NAME --help``;
+* ``add_arguments(parser)`` — declares its options on an ``argparse.ArgumentParser``;
+* ``run(args) -> int`` — does the work and returns the exit code.
+
+**Adding a subcommand is a one-line change**: write ``src/scalebo/cli/<name>.py`` with the
+attributes above and add ``"<name>",`` on its own line to :data:`COMMAND_MODULES`.
+
+Conventions (as in Optuna's CLI): data go to stdout, logs / progress / warnings to stderr.
+Exit codes: 0 success; 1 a fit (or search) that produced no usable estimate
+(:class:`~scalebo.errors.FitError`) or did not converge; 2 bad input or usage
+(:class:`~scalebo.errors.RunTableError`, ``ValueError``, ``FileNotFoundError``,
+:class:`~scalebo.errors.SearchError`, argparse errors); 130 interrupted. Library errors are
+printed as one ``error: ...`` line, without a traceback (``SCALEBO_DEBUG=1`` re-raises them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import warnings
+from collections.abc import Sequence
+from types import ModuleType
+
+from scalebo import __version__
+from scalebo.cli.common import set_quiet
+from scalebo.errors import FitError, RunTableError, SearchError
+
+#: Subcommand modules of :mod:`scalebo.cli`, in ``--help`` order. One line per command.
+COMMAND_MODULES: tuple[str, ...] = (
+    "fit",
+)
+
+EXIT_OK = 0
+EXIT_FIT_ERROR = 1
+EXIT_INPUT_ERROR = 2
+EXIT_INTERRUPTED = 130
+
+DESCRIPTION = """\
+scalebo: fit LLM scaling laws robustly and choose which training runs to do.
+
+units:
+  N     model size in parameters
+  D     training tokens
+  C     training compute in FLOPs (6*N*D unless the table has a C column)
+  loss  cross-entropy in nats (laws are fitted on natural-log residuals)
+"""
+
+EPILOG = """\
+input files: CSV, TSV, Parquet or JSON lines with columns N, D, loss (and optionally C,
+run_id, hyperparameters); map other names with --map N=params,D=tokens. Public datasets:
+dataset:NAME with --data-dir or $SCALEBO_DATA_DIR. Run 'scalebo COMMAND --help' for details.
+exit codes: 0 ok, 1 fit failed or did not converge, 2 bad input or usage.
+"""
+
+
+def _commands() -> list[ModuleType]:
+    return [importlib.import_module(f"scalebo.cli.{name}") for name in COMMAND_MODULES]
+
+
+#: The loaded subcommand modules (see the module docstring for their interface).
+COMMANDS: list[ModuleType] = _commands()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The root parser with one subparser per module of :data:`COMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog="scalebo",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"scalebo {__version__}")
+    parser.add_argument(
+        "-q", "--quiet", action="store_true",
+        help="no progress or log lines on stderr (warnings and errors are still shown)",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    for module in COMMANDS:
+        cmd = sub.add_parser(
+            module.NAME,
+            help=module.HELP,
+            description=getattr(module, "DESCRIPTION", module.HELP),
+            epilog=getattr(module, "EPILOG", None),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        module.add_arguments(cmd)
+        cmd.set_defaults(_run=module.run)
+    return parser
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    print(f"warning: {message}", file=sys.stderr, flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand, return its exit code."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, usage errors
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_INPUT_ERROR
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return EXIT_INPUT_ERROR
+    set_quiet(args.quiet)
+    debug = bool(os.environ.get("SCALEBO_DEBUG"))
+    with warnings.catch_warnings():
+        warnings.showwarning = _show_warning
+        try:
+            return int(args._run(args))
+        except KeyboardInterrupt:
+            print("error: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        except FitError as exc:
+            if debug:
+                raise
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_FIT_ERROR
+        except (RunTableError, SearchError, ValueError, FileNotFoundError) as exc:
+            if debug:
+                raise
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_INPUT_ERROR

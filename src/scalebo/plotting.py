@@ -1,0 +1,172 @@
+"""Figures of fitted scaling laws (matplotlib, imported lazily, Agg backend by default).
+
+:func:`plot_fit` draws loss (nats) against training compute (FLOPs) on log–log axes: every run
+(light), the fitted points (highlighted), the fitted law — ``L(C)`` for the compute law, the
+compute-optimal path ``L(N*(C), D*(C))`` for laws in ``N`` and ``D`` — solid over the observed
+compute range and dashed where it extrapolates, its bootstrap percentile band, and the
+predictions at the requested compute budgets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+from scalebo.fit import FitResult
+from scalebo.laws import PowerLawSum
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from matplotlib.figure import Figure
+
+    from scalebo.uncertainty import BootstrapResult
+
+__all__ = ["law_curve", "plot_fit"]
+
+_CURVE_POINTS = 200
+
+
+def _pyplot():
+    """Import pyplot lazily, selecting the non-interactive Agg backend unless one is set."""
+    import matplotlib
+
+    if "matplotlib.pyplot" not in __import__("sys").modules:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def law_curve(fit: FitResult, compute: np.ndarray) -> np.ndarray:
+    """The fitted loss (nats) as a function of compute (FLOPs), shape ``compute.shape``.
+
+    ``L(C)`` for a law in ``C``; for a sum of power laws in ``(N, D)`` the loss along the
+    compute-optimal path with ``C = 6·N·D`` (approach 3).
+
+    Raises:
+        ValueError: a law in other variables (no loss-vs-compute curve).
+    """
+    compute = np.asarray(compute, dtype=np.float64)
+    variables = tuple(fit.law.variables)
+    if variables == ("C",):
+        return fit.predict(compute.reshape(-1, 1)).reshape(compute.shape)
+    if isinstance(fit.law, PowerLawSum) and variables == ("N", "D"):
+        from scalebo.allocation import compute_law_from_chinchilla
+
+        return compute_law_from_chinchilla(fit, compute.ravel()).reshape(compute.shape)
+    raise ValueError(
+        f"no loss-vs-compute curve for law {fit.law.name!r} with variables {list(variables)}; "
+        "plot_fit supports laws in C or in (N, D)"
+    )
+
+
+def _band(
+    fit: FitResult, boot: BootstrapResult, compute: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Percentile band of :func:`law_curve` over the bootstrap replicates."""
+    if tuple(fit.law.variables) == ("C",):
+        lo, hi = boot.predict_interval(compute.reshape(-1, 1))
+        return np.asarray(lo), np.asarray(hi)
+    curves = []
+    for sample in boot.samples:
+        with np.errstate(all="ignore"):
+            try:
+                curves.append(law_curve(replace(fit, x=sample), compute))
+            except (ValueError, ArithmeticError, RuntimeError):
+                continue
+    values = np.array(curves) if curves else np.full((1, compute.size), np.nan)
+    tail = 100 * (1 - boot.confidence_level) / 2
+    lo, hi = np.nanpercentile(values, [tail, 100 - tail], axis=0)
+    return lo, hi
+
+
+def plot_fit(
+    runs: pd.DataFrame,
+    frontier: pd.DataFrame,
+    fit: FitResult,
+    *,
+    bootstrap: BootstrapResult | None = None,
+    predict_at: Sequence[float] = (),
+    path: str | Path | None = None,
+    compute: str = "C",
+    loss: str = "loss",
+    title: str | None = None,
+) -> Figure:
+    """Log–log plot of loss (nats) vs compute (FLOPs) with the fitted law.
+
+    Args:
+        runs: every run, columns ``compute`` (FLOPs) and ``loss`` (nats); drawn light.
+        frontier: the runs the law was fitted on (same columns); highlighted.
+        fit: a fitted law in ``C`` or in ``(N, D)`` (see :func:`law_curve`).
+        bootstrap: replicates of ``fit``; their percentile band is shaded.
+        predict_at: compute budgets (FLOPs) to mark with the predicted loss (and interval).
+        path: if given, the figure is saved there (format from the suffix).
+        compute, loss: column names.
+        title: figure title (default: the law's name and the number of fitted runs).
+
+    Returns:
+        The matplotlib ``Figure`` (not closed when ``path`` is None; closed after saving).
+
+    Raises:
+        ValueError: a law without a loss-vs-compute curve, or missing columns.
+    """
+    for name, df in (("runs", runs), ("frontier", frontier)):
+        missing = [c for c in (compute, loss) if c not in df.columns]
+        if missing:
+            raise ValueError(f"plot_fit: {name} lacks column(s) {missing}")
+    c_runs = runs[compute].to_numpy(dtype=np.float64)
+    c_fit = frontier[compute].to_numpy(dtype=np.float64)
+    targets = np.asarray(predict_at, dtype=np.float64).ravel()
+    lo_c = float(np.min(c_fit)) if c_fit.size else float(np.min(c_runs))
+    hi_data = float(np.max(c_fit)) if c_fit.size else float(np.max(c_runs))
+    hi_c = max(hi_data, float(np.max(targets))) if targets.size else hi_data
+    grid_in = np.geomspace(lo_c, hi_data, _CURVE_POINTS) if hi_data > lo_c else np.array([lo_c])
+    grid_out = np.geomspace(hi_data, hi_c, _CURVE_POINTS) if hi_c > hi_data else np.empty(0)
+    law_curve(fit, grid_in[:1])  # fail early (ValueError) before any figure is made
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7.0, 4.8), layout="constrained")
+    ax.scatter(c_runs, runs[loss], s=10, color="0.75", alpha=0.6, label=f"runs ({len(runs)})",
+               zorder=1)
+    ax.scatter(c_fit, frontier[loss], s=26, color="tab:blue", edgecolor="black",
+               linewidth=0.4, label=f"fitted runs ({len(frontier)})", zorder=3)
+    curve_name = "fit L(C)" if tuple(fit.law.variables) == ("C",) else "fit L(N*(C), D*(C))"
+    ax.plot(grid_in, law_curve(fit, grid_in), color="tab:red", lw=1.8, label=curve_name,
+            zorder=4)
+    if grid_out.size:
+        ax.plot(grid_out, law_curve(fit, grid_out), color="tab:red", lw=1.8, ls="--",
+                label="extrapolation", zorder=4)
+    if bootstrap is not None and len(bootstrap.samples):
+        grid = np.concatenate([grid_in, grid_out[1:]]) if grid_out.size else grid_in
+        lo, hi = _band(fit, bootstrap, grid)
+        ax.fill_between(grid, lo, hi, color="tab:red", alpha=0.18, lw=0,
+                        label=f"{100 * bootstrap.confidence_level:g}% bootstrap band", zorder=2)
+    if targets.size:
+        pred = law_curve(fit, targets)
+        if bootstrap is not None and len(bootstrap.samples):
+            lo, hi = _band(fit, bootstrap, targets)
+            yerr = np.vstack([pred - lo, hi - pred]).clip(min=0)
+        else:
+            yerr = None
+        ax.errorbar(targets, pred, yerr=yerr, fmt="*", ms=12, color="tab:orange",
+                    mec="black", mew=0.5, capsize=3, label="prediction", zorder=5)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("training compute C (FLOPs)")
+    ax.set_ylabel(f"{loss} (nats)" if loss == "loss" else loss)
+    ax.set_title(title or f"{fit.law.name} law, {fit.status} ({len(frontier)} runs)")
+    from matplotlib.ticker import FuncFormatter
+
+    plain = FuncFormatter(lambda value, _pos: f"{value:g}")
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(plain)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=8, loc="best")
+    if path is not None:
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+    return fig
