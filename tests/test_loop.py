@@ -215,3 +215,20 @@ def test_constructor_validation(grid):
         SearchLoop(grid, 0.1, TableStub(grid, np.zeros(24)), incumbent="local")
     with pytest.raises(SearchError, match="fit"):
         SearchLoop(grid, 0.1, object())
+
+
+def test_frontier_incumbent_favours_the_costlier_cell_where_global_does_not():
+    # Two acquirable cells: A = rows 0-2 (6e15 FLOPs), B = rows 3-5 (1.2e16 FLOPs).
+    g = Grid.from_axes({"N": [1e6, 2e6, 4e6, 8e6], "D": [1e9], "lr": [1e-3, 3e-3, 1e-2]})
+    # Observed A: 1.0, B: 3.0 nats → standardized −1, +1. Stub predicts 0.0 in A, 0.5 in B
+    # (standardized), std 0.1. Global incumbent −1: z_A = −10 > z_B = −15 → a row of A.
+    # Frontier incumbents −1 (A) and +1 (B): z_A = −10 < z_B = +5 → a row of B.
+    means = np.r_[np.zeros(3), np.full(3, 0.5), np.zeros(6)]
+    picks = {}
+    for incumbent in ("global", "frontier"):
+        loop = SearchLoop(g, 1.0, TableStub(g, means, std=0.1), incumbent=incumbent,
+                          schedule="full", n_initial=0, rng=0)
+        loop.tell([0, 3], [1.0, 3.0])
+        picks[incumbent] = loop.ask()[0]
+    assert picks["global"] in (1, 2)
+    assert picks["frontier"] in (4, 5)

@@ -29,7 +29,7 @@ from scalebo.errors import SearchError
 #: Relative tolerance used by :meth:`Grid.index_of` to match numeric values to grid values.
 INDEX_RTOL = 1e-6
 #: Columns that are never hyperparameter axes when a grid is built from a run table.
-_RESERVED = ("run_id", "N", "D", "C", "loss")
+_RESERVED = ("run_id", "N", "D", "C", "loss", "n_repeats")
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -132,16 +132,17 @@ class Grid:
         Args:
             frame: A DataFrame with columns ``N``, ``D`` (optionally ``C`` in FLOPs) and the
                 axes, or an object with ``.frame`` (e.g. a ``RunTable``).
-            axes: Hyperparameter columns. Default: ``frame.hyperparameters`` when present,
-                else every column except run_id, N, D, C and loss.
+            axes: Hyperparameter columns. Default: ``frame.hyperparameters`` plus
+                ``frame.config_columns`` for a RunTable, else every column except run_id,
+                N, D, C, loss and n_repeats.
             n_held_out_cells: Number of largest-compute (N, D) cells held out (default 2).
 
         Raises:
             SearchError: a column is missing, or a configuration appears more than once
                 (average repeated runs upstream, e.g. ``groupby(configs).loss.mean()``).
         """
-        if axes is None:
-            axes = getattr(frame, "hyperparameters", None)
+        if axes is None and hasattr(frame, "hyperparameters"):
+            axes = (*frame.hyperparameters, *getattr(frame, "config_columns", ()))
         df = frame.frame if hasattr(frame, "frame") else frame
         if not isinstance(df, pd.DataFrame):
             raise SearchError(f"Expected a DataFrame or a RunTable, got {type(frame).__name__}.")
