@@ -11,7 +11,8 @@ One step of :meth:`SearchLoop.ask`:
    :func:`~scalebo.search.window.admissible_mask`) that maximizes the acquisition score.
 
 For ``q > 1`` each pick is in turn treated as observed at its predicted mean before the next
-one is chosen (``surrogate.condition_on`` when available, else a refit on augmented data).
+one is chosen (``surrogate.condition_on`` when available, else a refit on augmented data);
+believed values also count toward the incumbents.
 Budget accounting counts pending runs as committed: a configuration is admissible only if
 its cost fits ``budget − spent − pending``.
 """
@@ -334,6 +335,9 @@ class SearchLoop:
                 model = self._believe(model, new, np.asarray(m_new, dtype=np.float64),
                                       believed, y_std)
             mean, std = (np.asarray(a, dtype=np.float64) for a in model.predict(self._X[cand]))
+            if mean.shape != cand.shape or std.shape != cand.shape:
+                raise SearchError(f"predict returned shapes {mean.shape}, {std.shape}; "
+                                  f"expected ({cand.size},) for both.")
             s, inc = self._score(cand, mean, std, y_std, believed)
             top = np.flatnonzero(s == s.max())
             j = int(top[0] if top.size == 1 else self._rng.choice(top))
