@@ -5,7 +5,8 @@ import pytest
 
 from scalebo.errors import SearchError
 from scalebo.search.grid import Grid
-from scalebo.search.loop import SearchLoop, Suggestion, initial_design
+from scalebo.search.loop import SearchLoop, Suggestion
+from scalebo.search.window import initial_design
 
 
 class TableStub:
@@ -211,6 +212,8 @@ def test_suggest_explains(grid):
 def test_constructor_validation(grid):
     with pytest.raises(SearchError, match="budget_fraction"):
         SearchLoop(grid, 0.0, TableStub(grid, np.zeros(24)))
+    with pytest.raises(SearchError, match="Unknown acquisition"):
+        SearchLoop(grid, 0.1, TableStub(grid, np.zeros(24)), acquisition="ucb")
     with pytest.raises(SearchError, match="incumbent"):
         SearchLoop(grid, 0.1, TableStub(grid, np.zeros(24)), incumbent="local")
     with pytest.raises(SearchError, match="fit"):

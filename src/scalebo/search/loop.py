@@ -29,7 +29,12 @@ import numpy as np
 from scalebo.errors import SearchError
 from scalebo.search.acquisition import Acquisition, frontier_incumbent, score
 from scalebo.search.grid import Grid
-from scalebo.search.window import WindowSchedule, admissible_mask, make_schedule
+from scalebo.search.window import (
+    WindowSchedule,
+    admissible_mask,
+    initial_design,
+    make_schedule,
+)
 
 
 @dataclass(frozen=True)
@@ -75,27 +80,6 @@ class Suggestion:
     cap: float
     acquisition_value: float | None
     reason: str
-
-
-def initial_design(
-    grid: Grid, n_initial: int, budget: float, rng: np.random.Generator | int | None = None
-) -> np.ndarray:
-    """``n_initial`` distinct random grid rows from the cheapest compute level(s), ``(n,)``.
-
-    Levels are taken from the cheapest up until they hold at least ``n_initial`` acquirable
-    configurations costing ≤ ``budget`` FLOPs; fewer rows are returned if the grid has fewer.
-    """
-    if n_initial < 0:
-        raise SearchError(f"n_initial must be >= 0, got {n_initial}.")
-    rng = np.random.default_rng(rng)
-    ok = ~grid.held_out & (grid.cost <= budget)
-    pool = np.flatnonzero(ok & (grid.config_cell_cost <= grid.compute_levels[0]))
-    for level in grid.compute_levels[1:]:
-        if pool.size >= n_initial:
-            break
-        pool = np.flatnonzero(ok & (grid.config_cell_cost <= level))
-    n = min(n_initial, pool.size)
-    return rng.choice(pool, size=n, replace=False) if n else np.zeros(0, dtype=np.int64)
 
 
 def _accepts(fn: Any, name: str) -> bool:
@@ -149,7 +133,12 @@ class SearchLoop:
         self.grid = grid
         self.budget = float(budget_fraction) * grid.C_total
         self.surrogate = surrogate
-        self.acquisition = Acquisition(str(acquisition).lower())
+        try:
+            self.acquisition = Acquisition(str(acquisition).lower())
+        except ValueError as err:
+            raise SearchError(
+                f"Unknown acquisition {acquisition!r}; expected 'ei', 'pi' or 'lcb'."
+            ) from err
         self.incumbent = incumbent
         self.schedule = make_schedule(schedule)
         self.kappa = float(kappa)

@@ -17,6 +17,9 @@ hyperparameter structure is learnt on cheap runs before expensive ones are start
 not held out, within the remaining budget). When nothing admissible fits under the cap but
 something admissible exists above it, the cap rises to the next compute level that admits a
 configuration, so that a search loop never stalls.
+
+:func:`initial_design` draws the seeded starting runs from the cheapest compute level(s);
+it does not depend on the schedule, so every strategy starts from the same runs.
 """
 
 from __future__ import annotations
@@ -211,3 +214,24 @@ def admissible_mask(
     new_cap = float(levels[min(k, levels.size - 1)])
     new_cap = max(new_cap, float(cheapest))
     return AdmissibleSet(base & (grid.cost <= new_cap * (1 + COST_RTOL)), new_cap)
+
+
+def initial_design(
+    grid: Grid, n_initial: int, budget: float, rng: np.random.Generator | int | None = None
+) -> np.ndarray:
+    """``n_initial`` distinct random grid rows from the cheapest compute level(s), ``(n,)``.
+
+    Levels are taken from the cheapest up until they hold at least ``n_initial`` acquirable
+    configurations costing ≤ ``budget`` FLOPs; fewer rows are returned if the grid has fewer.
+    """
+    if n_initial < 0:
+        raise SearchError(f"n_initial must be >= 0, got {n_initial}.")
+    rng = np.random.default_rng(rng)
+    ok = ~grid.held_out & (grid.cost <= budget)
+    pool = np.flatnonzero(ok & (grid.config_cell_cost <= grid.compute_levels[0]))
+    for level in grid.compute_levels[1:]:
+        if pool.size >= n_initial:
+            break
+        pool = np.flatnonzero(ok & (grid.config_cell_cost <= level))
+    n = min(n_initial, pool.size)
+    return rng.choice(pool, size=n, replace=False) if n else np.zeros(0, dtype=np.int64)
