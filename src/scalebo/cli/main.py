@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=getattr(module, "EPILOG", None),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+        cmd.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+                         help="no progress or log lines on stderr")
         module.add_arguments(cmd)
         cmd.set_defaults(_run=module.run)
     return parser

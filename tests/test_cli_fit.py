@@ -1,0 +1,246 @@
+"""``scalebo fit`` run as a subprocess on synthetic tables drawn from known laws.
+
+Each test writes a CSV to ``tmp_path`` from a noise-free law, runs ``python -m scalebo.cli``
+and parses its JSON (or CSV) output, as Optuna's ``tests/test_cli.py`` does.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.cli import main as cli_main
+
+# L(C) = E + A·C^(−alpha), C in FLOPs.
+COMPUTE_TRUTH = {"E": 1.8, "A": 600.0, "alpha": 0.15}
+# L(N, D) = E + A/N^alpha + B/D^beta (Hoffmann et al.'s published values).
+CHINCHILLA_TRUTH = {"E": 1.69, "A": 406.4, "alpha": 0.34, "B": 410.7, "beta": 0.28}
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "MPLBACKEND": "Agg", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "scalebo.cli", *args],
+        capture_output=True, text=True, env=full_env, timeout=120,
+    )
+
+
+def compute_law(C: np.ndarray) -> np.ndarray:
+    t = COMPUTE_TRUTH
+    return t["E"] + t["A"] * C ** (-t["alpha"])
+
+
+def chinchilla_law(N: np.ndarray, D: np.ndarray) -> np.ndarray:
+    t = CHINCHILLA_TRUTH
+    return t["E"] + t["A"] / N ** t["alpha"] + t["B"] / D ** t["beta"]
+
+
+def chinchilla_optimum(C: float) -> tuple[float, float]:
+    """Closed-form N*, D* of the true law under C = 6ND (Hoffmann et al. 2022, eq. 4)."""
+    t = CHINCHILLA_TRUTH
+    a, b = t["alpha"], t["beta"]
+    G = (a * t["A"] / (b * t["B"])) ** (1 / (a + b))
+    return G * (C / 6) ** (b / (a + b)), (C / 6) ** (a / (a + b)) / G
+
+
+@pytest.fixture
+def compute_csv(tmp_path: Path) -> Path:
+    """12 compute levels × 5 model sizes; at each level one run lies on L(C), the others
+    above it (a detuned size), so the envelope is exactly the 12 on-law runs. C is given
+    explicitly: 6·N·(C/(6N)) would differ from C in the last bit and break the ties."""
+    rows = []
+    for k, C in enumerate(np.geomspace(1e18, 1e22, 12)):
+        for j, offset in enumerate((0.0, -1.0, -0.5, 0.5, 1.0)):
+            N = 1e8 * 10 ** (k / 4 + offset)
+            loss = compute_law(C) + 0.02 * offset**2
+            rows.append({"run_id": f"c{k}n{j}", "params": N, "D": C / (6 * N), "C": C,
+                         "loss": loss})
+    path = tmp_path / "compute.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+@pytest.fixture
+def chinchilla_csv(tmp_path: Path) -> Path:
+    """5 × 5 (N, D) cells, two learning rates each; the tuned one lies on L(N, D)."""
+    rows = []
+    for N in np.geomspace(5e7, 5e9, 5):
+        for D in np.geomspace(1e9, 1e11, 5):
+            for lr, penalty in ((1e-3, 0.0), (1e-2, 0.07)):
+                rows.append({"N": N, "D": D, "lr": lr, "loss": chinchilla_law(N, D) + penalty})
+    path = tmp_path / "chinchilla.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    return path
+
+
+def assert_params_close(params: dict[str, float], truth: dict[str, float], rel: float) -> None:
+    for name, value in truth.items():
+        assert params[name] == pytest.approx(value, rel=rel), name
+
+
+def test_help_explains_units_and_formats() -> None:
+    root = run_cli("--help")
+    assert root.returncode == 0
+    for word in ("FLOPs", "parameters", "tokens", "nats", "fit", "--map"):
+        assert word in root.stdout
+    sub = run_cli("fit", "--help")
+    assert sub.returncode == 0
+    for word in ("FLOPs", "nats", "Parquet", "JSON lines", "--map", "6*N*D", "dataset:NAME"):
+        assert word in sub.stdout
+
+
+def test_registry_modules_expose_the_command_interface() -> None:
+    from scalebo.cli.main import COMMAND_MODULES, COMMANDS, build_parser
+
+    names = [m.NAME for m in COMMANDS]
+    assert names == list(COMMAND_MODULES)
+    for module in COMMANDS:
+        assert isinstance(module.HELP, str) and module.HELP
+        assert callable(module.add_arguments) and callable(module.run)
+    parser = build_parser()
+    assert parser.parse_args(["fit", "x.csv"]).command == "fit"
+    assert cli_main(["--version"]) == 0
+    assert cli_main([]) == 2
+
+
+def test_compute_law_recovered_on_envelope(compute_csv: Path) -> None:
+    proc = run_cli("fit", str(compute_csv), "--map", "N=params", "--bootstrap", "40",
+                   "--predict", "1e24", "--predict", "1e26", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["law"]["name"] == "compute"
+    assert out["frontier"] == "envelope"
+    assert out["runs"] == {"loaded": 60, "used": 12, "excluded": 0, "excluded_by_reason": {}}
+    assert sorted(p["run_id"] for p in out["points"]) == sorted(f"c{k}n0" for k in range(12))
+    assert out["fit"]["status"] == "converged"
+    assert_params_close(out["fit"]["params"], COMPUTE_TRUTH, rel=1e-5)
+    boot = out["bootstrap"]
+    assert boot["n_resamples"] == 40 and boot["seed"] == 0
+    for name, value in COMPUTE_TRUTH.items():
+        lo, hi = boot["intervals"][name]
+        assert lo <= hi
+        assert lo == pytest.approx(value, rel=1e-4) and hi == pytest.approx(value, rel=1e-4)
+    preds = out["predictions"]
+    assert [p["C"] for p in preds] == [1e24, 1e26]
+    for p in preds:
+        assert p["loss"] == pytest.approx(compute_law(p["C"]), rel=1e-6)
+        assert p["loss_interval"][0] == pytest.approx(p["loss"], rel=1e-4)
+        assert "N_opt" not in p
+    assert "fitting compute" in proc.stderr  # progress goes to stderr, data to stdout
+
+
+def test_all_runs_frontier_is_biased_upwards(compute_csv: Path) -> None:
+    proc = run_cli("fit", str(compute_csv), "--map", "N=params", "--frontier", "all",
+                   "--format", "json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["runs"]["used"] == 60
+    assert proc.stderr == ""
+    # Detuned runs lie above the law, so fitting all of them cannot recover it exactly.
+    assert abs(out["fit"]["params"]["E"] - COMPUTE_TRUTH["E"]) > 1e-3
+
+
+def test_chinchilla_recovered_with_plot_json_and_allocation(
+    chinchilla_csv: Path, tmp_path: Path
+) -> None:
+    plot, report = tmp_path / "fit.png", tmp_path / "fit.json"
+    proc = run_cli("fit", str(chinchilla_csv), "--law", "chinchilla", "--bootstrap", "10",
+                   "--predict", "1e23", "--plot", str(plot), "--json", str(report),
+                   "--hyperparameters", "lr")
+    assert proc.returncode == 0, proc.stderr
+    assert "L(N, D) = E + A/N^alpha + B/D^beta" in proc.stdout
+    assert "N*" in proc.stdout and "D*/N*" in proc.stdout
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    out = json.loads(report.read_text())
+    assert out["frontier"] == "cell"
+    assert out["runs"]["used"] == 25
+    assert_params_close(out["fit"]["params"], CHINCHILLA_TRUTH, rel=1e-4)
+    (pred,) = out["predictions"]
+    n_opt, d_opt = chinchilla_optimum(1e23)
+    assert pred["N_opt"] == pytest.approx(n_opt, rel=1e-3)
+    assert pred["D_opt"] == pytest.approx(d_opt, rel=1e-3)
+    assert pred["tokens_per_param"] == pytest.approx(d_opt / n_opt, rel=2e-3)
+    assert pred["loss"] == pytest.approx(chinchilla_law(n_opt, d_opt), rel=1e-6)
+    lo, hi = pred["N_opt_interval"]
+    assert lo == pytest.approx(n_opt, rel=1e-2) and hi == pytest.approx(n_opt, rel=1e-2)
+
+
+def test_missing_column_is_named_and_map_fixes_it(compute_csv: Path) -> None:
+    proc = run_cli("fit", str(compute_csv))
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert proc.stderr.startswith("error: ") and "['N']" in proc.stderr
+    assert "--map" in proc.stderr and "Traceback" not in proc.stderr
+    fixed = run_cli("fit", str(compute_csv), "--map", "N=params", "--format", "csv")
+    assert fixed.returncode == 0, fixed.stderr
+    rows = list(csv.DictReader(io.StringIO(fixed.stdout)))
+    assert [r["name"] for r in rows] == ["E", "A", "alpha"]
+    assert float(rows[2]["estimate"]) == pytest.approx(COMPUTE_TRUTH["alpha"], rel=1e-5)
+    assert rows[0]["lower"] == ""  # no bootstrap, no interval
+
+
+def test_bad_inputs_exit_2_in_process(
+    tmp_path: Path, compute_csv: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Same code path as the subprocess, without paying the interpreter start-up three times.
+    assert cli_main(["fit", str(compute_csv), "--map", "N=params", "--law", "kaplan"]) == 2
+    assert "error: unknown law 'kaplan'" in capsys.readouterr().err
+    assert cli_main(["fit", str(tmp_path / "nope.csv")]) == 2
+    assert "no such file" in capsys.readouterr().err
+    assert cli_main(["fit", str(compute_csv), "--predict", "-1"]) == 2
+    assert "positive" in capsys.readouterr().err
+    assert cli_main(["fit", str(compute_csv), "--map", "N=params", "--law", "gadre",
+                     "--predict", "1e24"]) == 2
+    assert "--predict needs a law in C or in (N, D)" in capsys.readouterr().err
+    assert cli_main(["fit", "dataset:nope", "--data-dir", str(tmp_path)]) == 2
+    assert "unknown dataset 'nope'" in capsys.readouterr().err
+
+
+def test_diverged_and_repeated_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    C = np.geomspace(1e18, 1e21, 8)
+    frame = pd.DataFrame({"N": 1e8 * np.arange(1, 9), "loss": compute_law(C)})
+    frame["D"] = C / (6 * frame["N"])
+    extra = pd.DataFrame({"N": [1e8, 2e8, 3e8], "D": frame["D"][:3].to_numpy(),
+                          "loss": [frame["loss"][0], np.nan, 9.0]})
+    path = tmp_path / "runs.csv"
+    pd.concat([frame, extra]).to_csv(path, index=False)
+    assert cli_main(["fit", str(path), "--quiet"]) == 2
+    assert "error:" in capsys.readouterr().err
+    proc = run_cli("fit", str(path), "--duplicates", "mean", "--diverged-above", "4",
+                   "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["runs"]["excluded_by_reason"] == {"non_finite": 1, "diverged": 1}
+    assert out["runs"]["loaded"] == 8
+    assert out["warnings"] and "warning:" in proc.stderr
+    assert_params_close(out["fit"]["params"], COMPUTE_TRUTH, rel=1e-4)
+
+
+def test_too_few_runs_is_a_fit_error(tmp_path: Path) -> None:
+    path = tmp_path / "two.csv"
+    pd.DataFrame({"N": [1e8, 2e8], "D": [1e9, 2e9], "loss": [3.0, 2.9]}).to_csv(path, index=False)
+    proc = run_cli("fit", str(path))
+    assert proc.returncode == 1
+    assert "3 parameters" in proc.stderr and "2 runs" in proc.stderr
+
+
+def test_epoch_chinchilla_reference_fit(data_dir: Path) -> None:
+    proc = run_cli("fit", "dataset:epoch_chinchilla", "--dataset-option", "drop_highest_loss=5",
+                   "--law", "chinchilla", "--format", "json", "--data-dir", str(data_dir))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["runs"]["used"] == 240
+    assert out["runs"]["excluded_by_reason"] == {"dropped": 5}
+    reference = {"A": 477.84, "B": 2143.86, "E": 1.8172, "alpha": 0.34731, "beta": 0.36718}
+    assert_params_close(out["fit"]["params"], reference, rel=1e-3)
+    assert out["fit"]["objective"] == pytest.approx(1.0183e-3, rel=1e-3)
+    assert out["fit"]["n_starts"] == 4500
