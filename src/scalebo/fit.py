@@ -173,7 +173,7 @@ def make_objective(law: Law, Z: np.ndarray, log_y: np.ndarray, delta: float, wei
 
 #: Screening tolerances for every start, then polishing tolerances for the best ones.
 SCREEN_TOL = {"gtol": 1e-5, "ftol": 1e7 * np.finfo(float).eps, "ftol_floor": 1.0}
-POLISH_TOL = {"gtol": 1e-12, "ftol": 1e-15, "ftol_floor": 1e-300}
+POLISH_TOL = {"gtol": 1e-10, "ftol": 1e-12, "ftol_floor": 1e-300}
 N_POLISH = 64
 
 

@@ -130,6 +130,7 @@ class PowerLawSum(Law):
     log_coef_bounds: tuple[float, float] = (-30.0, 80.0)
     log_E_bounds: tuple[float, float] = (-10.0, 5.0)
     start_values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    term_starts: tuple[float, ...] = (0.01, 0.1, 1.0, 10.0)
 
     @property
     def variables(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -234,7 +235,8 @@ class PowerLawSum(Law):
 
         Unlisted parameters default to: ``log_E`` ∈ {−1, −0.5, …, 1}; exponents
         ∈ {0, 0.5, …, 2}; each ``log A_i`` chosen so that the term is worth
-        {0.01, 0.1, 1, 10} (output units) at the median of the data for each start exponent
+        ``term_starts`` = {0.01, 0.1, 1, 10} (output units) at the median of the data for each
+        start exponent
         — a data-aware default that works whatever the unit of ``X_i`` (FLOPs ~1e20 or
         width ~1e3). Without data, Hoffmann's {0, 5, …, 25}.
         """
@@ -251,13 +253,16 @@ class PowerLawSum(Law):
             elif Z is None:
                 per_param.append(HOFFMANN_LOG_COEF_STARTS)
             else:
-                per_param.append((np.log(0.01), np.log(0.1), 0.0, np.log(10.0)))
+                per_param.append(tuple(np.log(self.term_starts)))
                 data_aware[j] = (j - 1) // 2
         grid = np.array(list(itertools.product(*per_param)), dtype=np.float64)
         if data_aware and Z is not None:
             med = np.median(Z, axis=0)
             for j, i in data_aware.items():
                 grid[:, j] += grid[:, j + 1] * med[i]  # log A = log(term) + α · log X_med
+            # Starts pushed outside the bounds would all collapse onto the bound: drop them.
+            inside = np.all((grid >= self.lower) & (grid <= self.upper), axis=1)
+            grid = grid[inside]
         return np.clip(grid, self.lower, self.upper)
 
     def natural(self, theta: np.ndarray) -> dict[str, float]:
@@ -412,6 +417,7 @@ WIDTH_DEPTH = PowerLawSum(
      PowerTerm("D", "G", "gamma")),
     start_values={"log_E": (-1.0, 0.0, 1.0), "alpha": (0.0, 0.5, 1.0),
                   "beta": (0.0, 0.5, 1.0), "gamma": (0.0, 0.5, 1.0)},
+    term_starts=(0.1, 1.0),
 )
 
 GADRE = GadreDownstreamLaw()

@@ -128,7 +128,6 @@ def minimize_batched(
     y_hist = np.zeros((n_starts, m, p))
     rho = np.zeros((n_starts, m))
     count = np.zeros(n_starts, dtype=int)
-    head = np.zeros(n_starts, dtype=int)
 
     bad = ~np.isfinite(f) | ~np.all(np.isfinite(g), axis=1)
     status[bad] = StartStatus.NON_FINITE
@@ -144,15 +143,9 @@ def minimize_batched(
             break
         xa, fa, ga = x[rows], f[rows], g[rows]
         free = ~(((xa <= lower) & (ga > 0)) | ((xa >= upper) & (ga < 0)))
-        # Per-start memory lives in a ring buffer; heads differ, so roll each to slot order.
-        ha = head[rows]
+        # Histories are kept ordered oldest → newest, the newest in the last slot.
         ca = count[rows]
-        idx = (ha[:, None] + np.arange(m)[None, :]) % m  # oldest..newest when full
-        sa = np.take_along_axis(s_hist[rows], idx[:, :, None], axis=1)
-        ya = np.take_along_axis(y_hist[rows], idx[:, :, None], axis=1)
-        ra = np.take_along_axis(rho[rows], idx, axis=1)
-        # After rolling, newest is slot m-1 and entries older than `count` are at the front.
-        d = -_two_loop(ga * free, sa, ya, ra, ca)
+        d = -_two_loop(ga * free, s_hist[rows], y_hist[rows], rho[rows], ca)
         d *= free
         slope = np.einsum("sp,sp->s", d, ga)
         restart = ~(slope < 0)
@@ -202,11 +195,12 @@ def minimize_batched(
             yy = np.einsum("sp,sp->s", yv, yv)
             keep = sy > 1e-10 * yy
             kr = ok_rows[keep]
-            slot = head[kr]
-            s_hist[kr, slot] = s[keep]
-            y_hist[kr, slot] = yv[keep]
-            rho[kr, slot] = 1.0 / sy[keep]
-            head[kr] = (head[kr] + 1) % m
+            s_hist[kr, :-1] = s_hist[kr, 1:]
+            y_hist[kr, :-1] = y_hist[kr, 1:]
+            rho[kr, :-1] = rho[kr, 1:]
+            s_hist[kr, -1] = s[keep]
+            y_hist[kr, -1] = yv[keep]
+            rho[kr, -1] = 1.0 / sy[keep]
             count[kr] = np.minimum(count[kr] + 1, m)
 
             f_old = fa[accepted]

@@ -1,0 +1,95 @@
+"""Approaches 1/2/3 against closed forms, brute force, and Porian et al.'s isoFLOP data."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import minimize_scalar
+
+from scalebo.allocation import (
+    approach1,
+    approach2,
+    approach3,
+    compute_law_from_chinchilla,
+    compute_optimal,
+    fit_power,
+    isoflop_minimum,
+)
+from scalebo.errors import FitError
+from scalebo.fit import FitResult, FitStatus
+from scalebo.laws import CHINCHILLA
+
+HOFFMANN = {"E": 1.69, "A": 406.4, "alpha": 0.34, "B": 410.7, "beta": 0.28}
+
+
+def _fit_of(params) -> FitResult:
+    x = CHINCHILLA.from_natural(params)
+    return FitResult(law=CHINCHILLA, x=x, fun=0.0, status=FitStatus.CONVERGED, message="",
+                     nit=0, n_starts=1, n_converged=1, n_agree=1, huber_delta=1e-3, n_obs=0,
+                     converged_x=x[None], converged_fun=np.zeros(1))
+
+
+@pytest.mark.parametrize("C", [1e21, 5.76e23, 1e26])
+def test_approach3_closed_form_equals_brute_force(C):
+    fit = _fit_of(HOFFMANN)
+    opt = compute_optimal(fit, C)
+
+    def loss_at(logN):
+        N = np.exp(logN)
+        return fit.predict(np.array([[N, C / (6 * N)]]))[0]
+
+    ref = minimize_scalar(loss_at, bounds=(np.log(1e6), np.log(1e15)), method="bounded",
+                          options={"xatol": 1e-10})
+    assert opt.N_opt == pytest.approx(np.exp(ref.x), rel=1e-6)
+    assert opt.D_opt * opt.N_opt * 6 == pytest.approx(C, rel=1e-12)
+    assert opt.loss == pytest.approx(ref.fun, rel=1e-12)
+    # Hoffmann's exponents: a = beta/(alpha+beta) = 0.4516
+    assert approach3(fit).n_opt.exponent == pytest.approx(0.28 / 0.62)
+    assert compute_law_from_chinchilla(fit, np.array([C]))[0] == pytest.approx(opt.loss)
+
+
+def test_approach1_recovers_planted_allocation():
+    C = np.geomspace(1e18, 1e22, 9)
+    N = 0.1 * C**0.5
+    frontier = pd.DataFrame({"C": C, "N": N, "D": C / (6 * N)})
+    law = approach1(frontier)
+    assert law.n_opt.exponent == pytest.approx(0.5, abs=1e-12)
+    assert law.d_opt.exponent == pytest.approx(0.5, abs=1e-12)
+    assert law.at(1e24)["tokens_per_param"] == pytest.approx(1e24 / (6 * 0.01 * 1e24))
+
+
+def test_isoflop_vertex_and_approach2_on_parabolas():
+    rows = []
+    for C in np.geomspace(1e17, 1e20, 6):
+        n_star = 0.05 * C**0.5
+        for N in n_star * np.geomspace(0.2, 5, 7):
+            rows.append({"flops_budget": C, "N": N, "loss": 3 + 0.1 * np.log(N / n_star) ** 2})
+    law = approach2(pd.DataFrame(rows))
+    assert law.n_opt.exponent == pytest.approx(0.5, abs=1e-9)
+    assert law.n_opt.coef == pytest.approx(0.05, rel=1e-6)
+    n_star, l_star, inside = isoflop_minimum(np.array([1.0, 10.0, 100.0]),
+                                             np.array([2.0, 1.0, 2.0]))
+    assert (n_star, l_star, inside) == (pytest.approx(10.0), pytest.approx(1.0), True)
+
+
+def test_approach2_reports_skipped_budgets_and_errors():
+    df = pd.DataFrame({"flops_budget": [1.0, 1.0, 2.0, 2.0, 2.0, 4.0, 4.0, 4.0],
+                       "N": [1, 2, 1, 2, 4, 1, 2, 4], "loss": [3, 2, 3, 2, 3, 3, 2.5, 3]})
+    law = approach2(df)
+    skipped = law.points[~law.points["used"]]
+    assert skipped["C"].tolist() == [1.0] and "distinct N" in skipped["reason"].iloc[0]
+    with pytest.raises(FitError):
+        fit_power([1.0, 1.0], [2.0, 3.0])
+
+
+def test_approach2_on_porian_tuned_isoflops(data_dir):
+    """Porian et al. (2024): with tuned hyperparameters and no warmup/decay artefacts, the
+    compute-optimal N grows as C^a with a ≈ 0.5 (Chinchilla-like)."""
+    from scalebo.datasets import load_dataset
+
+    table = load_dataset("porian_isoflop", data_dir=data_dir, dataset="rw", hparams="tuned",
+                         warmup="short", decay="const", param_count="standard",
+                         loss_type="val")
+    law = approach2(table.frame)
+    assert law.points["used"].all()
+    assert 0.45 < law.n_opt.exponent < 0.58
+    assert law.n_opt.exponent + law.d_opt.exponent == pytest.approx(1.0)

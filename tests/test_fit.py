@@ -1,0 +1,143 @@
+"""The robust multi-start estimator: exact recovery, published numbers, statuses, and the
+vectorized optimizer against SciPy's L-BFGS-B run start by start."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import minimize
+
+from scalebo.errors import FitError
+from scalebo.fit import FitStatus, fit_frame, fit_law, huber, make_objective, objective
+from scalebo.laws import CHINCHILLA, COMPUTE_LAW, GADRE, WIDTH_DEPTH, PowerLawSum, PowerTerm
+from scalebo.optim import StartStatus, minimize_batched
+
+HOFFMANN = {"E": 1.69, "A": 406.4, "alpha": 0.34, "B": 410.7, "beta": 0.28}
+
+
+def _chinchilla_grid():
+    N = np.geomspace(5e7, 5e9, 7)
+    D = np.geomspace(1e9, 3e11, 7)
+    NN, DD = np.meshgrid(N, D)
+    return np.column_stack([NN.ravel(), DD.ravel()])
+
+
+def _rel(a: dict, b: dict) -> dict:
+    return {k: abs(a[k] - b[k]) / abs(b[k]) for k in b}
+
+
+def test_noise_free_chinchilla_recovered_to_1e_6():
+    X = _chinchilla_grid()
+    y = CHINCHILLA.predict(CHINCHILLA.from_natural(HOFFMANN), X)
+    fit = fit_law(CHINCHILLA, X, y)
+    assert fit.status == FitStatus.CONVERGED
+    assert max(_rel(fit.params, HOFFMANN).values()) < 1e-6
+    assert fit.fun < 1e-15
+    assert fit.n_agree >= 1 and fit.n_converged <= fit.n_starts == 4500
+
+
+def test_noise_free_compute_law_recovered_with_data_aware_starts():
+    C = np.geomspace(1e18, 1e22, 15)
+    truth = {"E": 1.8, "A": 180.0, "alpha": 0.11}
+    y = COMPUTE_LAW.predict(COMPUTE_LAW.from_natural(truth), C)
+    fit = fit_law(COMPUTE_LAW, C, y)
+    assert fit.success
+    assert max(_rel(fit.params, truth).values()) < 1e-6
+
+
+def test_noise_free_width_depth_law_recovered():
+    rng = np.random.default_rng(3)
+    X = np.column_stack([
+        rng.choice([256, 512, 1024, 2048, 3072], 120).astype(float),
+        rng.choice([4, 8, 16, 32, 64], 120).astype(float),
+        10 ** rng.uniform(9.5, 11.5, 120),
+    ])
+    truth = {"E": 1.9, "A": 30.0, "alpha": 0.5, "B": 1.2, "beta": 0.6, "G": 300.0,
+             "gamma": 0.3}
+    y = WIDTH_DEPTH.predict(WIDTH_DEPTH.from_natural(truth), X)
+    fit = fit_law(WIDTH_DEPTH, X, y)
+    assert max(_rel(fit.params, truth).values()) < 1e-6
+
+
+def test_downstream_gadre_law_recovered():
+    L = np.linspace(2.2, 4.0, 30)
+    truth = {"epsilon": 0.9, "k": 2.5, "gamma": 0.7}
+    err = GADRE.predict(GADRE.from_natural(truth), L)
+    fit = fit_law(GADRE, L, err)
+    assert max(_rel(fit.params, truth).values()) < 1e-6
+
+
+def test_objective_is_summed_huber_of_log_residuals_by_hand():
+    C = np.array([1e20, 1e21])
+    theta = COMPUTE_LAW.from_natural({"E": 2.0, "A": 100.0, "alpha": 0.1})
+    pred = 2.0 + 100.0 * C**-0.1
+    y = pred * np.exp([0.0005, -0.01])  # one residual inside δ, one outside
+    r = np.log(pred) - np.log(y)
+    by_hand = 0.5 * r[0] ** 2 + 1e-3 * (abs(r[1]) - 0.5e-3)
+    assert objective(COMPUTE_LAW, theta, C, y) == pytest.approx(by_hand, rel=1e-10)
+    assert huber(np.array([2.0]), 1.0)[0] == 1.5
+
+
+def test_bound_hit_is_reported():
+    law = PowerLawSum("bounded", (PowerTerm("C", "A", "alpha"),), log_E_bounds=(0.5, 3.0))
+    C = np.geomspace(1e18, 1e22, 12)
+    y = COMPUTE_LAW.predict(COMPUTE_LAW.from_natural({"E": 1.0, "A": 50, "alpha": 0.1}), C)
+    fit = fit_law(law, C, y)
+    assert fit.status == FitStatus.BOUND_HIT
+    assert "log_E" in fit.message
+    assert fit.params["E"] == pytest.approx(np.exp(0.5))
+
+
+def test_iteration_limit_is_a_status_not_an_exception():
+    X = _chinchilla_grid()
+    y = CHINCHILLA.predict(CHINCHILLA.from_natural(HOFFMANN), X)
+    fit = fit_law(CHINCHILLA, X, y, starts=CHINCHILLA.start_grid()[:50], max_iter=2)
+    assert fit.status == FitStatus.MAX_ITER
+    assert np.isfinite(fit.fun)
+
+
+def test_too_few_points_and_bad_targets_raise():
+    with pytest.raises(FitError, match="only 2 observations"):
+        fit_law(CHINCHILLA, [[1e8, 1e9], [2e8, 1e9]], [3.0, 2.9])
+    with pytest.raises(ValueError, match="positive"):
+        fit_law(COMPUTE_LAW, [1e20, 1e21, 1e22, 1e23], [3.0, -1.0, 2.5, 2.4])
+
+
+def test_fit_frame_names_missing_columns():
+    with pytest.raises(ValueError, match=r"\['D'\]"):
+        fit_frame(CHINCHILLA, pd.DataFrame({"N": [1.0], "loss": [2.0]}))
+
+
+def test_batched_optimizer_matches_scipy_start_by_start():
+    """Fast path == slow path: each start's optimum equals scipy's L-BFGS-B (analytic grad)."""
+    rng = np.random.default_rng(0)
+    X = _chinchilla_grid()
+    y = CHINCHILLA.predict(CHINCHILLA.from_natural(HOFFMANN), X) * np.exp(
+        rng.normal(0, 0.01, len(X)))
+    Z = CHINCHILLA.prepare(X)
+    fg = make_objective(CHINCHILLA, Z, np.log(y), 1e-3)
+    starts = np.array([[0.5, 6.0, 0.3, 6.0, 0.3], [0.0, 5.0, 0.5, 5.0, 0.5],
+                       [1.0, 8.0, 0.4, 7.0, 0.3], [0.3, 4.0, 0.2, 9.0, 0.4]])
+    ours = minimize_batched(fg, starts, CHINCHILLA.lower, CHINCHILLA.upper,
+                            gtol=1e-12, ftol=1e-15)
+    assert np.all(ours.status == StartStatus.CONVERGED)
+    for s, x0 in enumerate(starts):
+        ref = minimize(lambda t: tuple(v[0] for v in fg(t[None, :], np.array([0]))), x0,
+                       jac=True, method="L-BFGS-B",
+                       bounds=list(zip(CHINCHILLA.lower, CHINCHILLA.upper, strict=True)),
+                       options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 10000})
+        assert ours.fun[s] <= ref.fun * (1 + 1e-9)
+        np.testing.assert_allclose(ours.x[s], ref.x, rtol=1e-4, atol=1e-6)
+
+
+def test_epoch_chinchilla_reference_fit(data_dir):
+    """Besiroglu et al. (2024) replication: 4,500 starts, δ = 1e-3, summed Huber."""
+    df = pd.read_csv(data_dir / "epoch_chinchilla" / "svg_extracted_data.csv")
+    df = df.sort_values("loss").iloc[:-5]  # drop the 5 highest-loss points
+    N = df["Model Size"].to_numpy(float)
+    D = df["Training FLOP"].to_numpy(float) / (6 * N)
+    fit = fit_law(CHINCHILLA, np.column_stack([N, D]), df["loss"].to_numpy(float))
+    published = {"A": 477.84, "B": 2143.86, "E": 1.8172, "alpha": 0.34731, "beta": 0.36718}
+    assert fit.n_starts == 4500
+    assert fit.status == FitStatus.CONVERGED
+    assert max(_rel(fit.params, published).values()) < 1e-3
+    assert fit.fun == pytest.approx(1.0183e-3, rel=1e-3)
