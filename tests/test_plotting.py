@@ -1,0 +1,118 @@
+"""plot_fit on small fits of known laws: what is drawn, where, and how it is saved."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from matplotlib.collections import PolyCollection  # noqa: E402
+
+from scalebo.fit import fit_law  # noqa: E402
+from scalebo.laws import get_law  # noqa: E402
+from scalebo.plotting import law_curve, plot_fit  # noqa: E402
+from scalebo.uncertainty import bootstrap_fit  # noqa: E402
+
+TRUTH_C = {"E": 1.8, "A": 600.0, "alpha": 0.15}
+TRUTH_ND = {"E": 1.69, "A": 406.4, "alpha": 0.34, "B": 410.7, "beta": 0.28}
+
+
+@pytest.fixture(scope="module")
+def compute_fit():
+    rng = np.random.default_rng(0)
+    C = np.geomspace(1e18, 1e21, 10)
+    loss = (TRUTH_C["E"] + TRUTH_C["A"] * C ** -TRUTH_C["alpha"]) * np.exp(
+        rng.normal(0, 0.002, C.size))
+    frame = pd.DataFrame({"C": C, "loss": loss})
+    runs = pd.concat([frame, frame.assign(loss=frame["loss"] + 0.1)], ignore_index=True)
+    fit = fit_law(get_law("compute"), C[:, None], loss)
+    boot = bootstrap_fit(fit, C[:, None], loss, n_resamples=30, rng=1)
+    return runs, frame, fit, boot
+
+
+@pytest.fixture(scope="module")
+def chinchilla_fit():
+    law = get_law("chinchilla")
+    N, D = (g.ravel() for g in np.meshgrid(np.geomspace(1e8, 1e10, 4), np.geomspace(1e9, 1e11, 4)))
+    loss = TRUTH_ND["E"] + TRUTH_ND["A"] / N ** TRUTH_ND["alpha"] + TRUTH_ND["B"] / D ** TRUTH_ND[
+        "beta"]
+    X = np.column_stack([N, D])
+    # A few starts near the truth keep this fast; the full 4,500-start grid is tested elsewhere.
+    start = law.from_natural(TRUTH_ND)
+    starts = start + np.array([[0.0] * 5, [0.3, 0.5, 0.05, -0.5, 0.05]])
+    fit = fit_law(law, X, loss, starts=starts)
+    frame = pd.DataFrame({"N": N, "D": D, "C": 6 * N * D, "loss": loss})
+    return frame, fit
+
+
+def _lines(ax):
+    return {line.get_label(): line for line in ax.get_lines()}
+
+
+def test_compute_plot_elements_and_file(compute_fit, tmp_path: Path) -> None:
+    runs, frame, fit, boot = compute_fit
+    path = tmp_path / "fit.png"
+    fig = plot_fit(runs, frame, fit, bootstrap=boot, predict_at=[1e23], path=path)
+    assert path.read_bytes()[:4] == b"\x89PNG"
+    (ax,) = fig.axes
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    assert "FLOPs" in ax.get_xlabel() and "nats" in ax.get_ylabel()
+    lines = _lines(ax)
+    solid, dashed = lines["fit L(C)"], lines["extrapolation"]
+    # The solid curve spans the fitted compute range; the dashed one continues to 1e23 FLOPs.
+    assert solid.get_xdata()[0] == pytest.approx(1e18) and solid.get_xdata()[-1] == 1e21
+    assert dashed.get_linestyle() == "--" and dashed.get_xdata()[-1] == pytest.approx(1e23)
+    x = np.asarray(solid.get_xdata())
+    np.testing.assert_allclose(solid.get_ydata(), fit.predict(x[:, None]), rtol=1e-12)
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(bands) == 1 and "bootstrap" in bands[0].get_label()
+    # The band brackets the fitted curve.
+    verts = bands[0].get_paths()[0].vertices
+    at_1e23 = verts[np.isclose(verts[:, 0], 1e23, rtol=1e-9), 1]
+    pred = fit.predict(np.array([[1e23]]))[0]
+    assert at_1e23.min() <= pred <= at_1e23.max()
+    # All runs light, fitted runs highlighted: two scatter collections with those counts.
+    counts = sorted(len(c.get_offsets()) for c in ax.collections
+                    if not isinstance(c, PolyCollection) and len(c.get_offsets()) > 1)
+    assert counts == [10, 20]
+    assert not plt.fignum_exists(fig.number)  # closed after saving
+
+
+def test_no_extrapolation_without_predictions(compute_fit) -> None:
+    runs, frame, fit, _ = compute_fit
+    fig = plot_fit(runs, frame, fit)
+    (ax,) = fig.axes
+    assert "extrapolation" not in _lines(ax)
+    assert not any(isinstance(c, PolyCollection) for c in ax.collections)
+    plt.close(fig)
+
+
+def test_chinchilla_curve_is_the_compute_optimal_path(chinchilla_fit, tmp_path: Path) -> None:
+    frame, fit = chinchilla_fit
+    fig = plot_fit(frame, frame, fit, predict_at=[1e24], path=tmp_path / "c.svg")
+    assert (tmp_path / "c.svg").read_text().lstrip().startswith("<?xml")
+    line = _lines(fig.axes[0])["fit L(N*(C), D*(C))"]
+    C = np.asarray(line.get_xdata())
+    t = TRUTH_ND
+    a, b = t["alpha"], t["beta"]
+    G = (a * t["A"] / (b * t["B"])) ** (1 / (a + b))
+    N, D = G * (C / 6) ** (b / (a + b)), (C / 6) ** (a / (a + b)) / G
+    expected = t["E"] + t["A"] / N**a + t["B"] / D**b
+    np.testing.assert_allclose(line.get_ydata(), expected, rtol=1e-6)
+
+
+def test_laws_without_a_compute_curve_are_rejected(compute_fit) -> None:
+    _, frame, fit, _ = compute_fit
+    gadre = replace(fit, law=get_law("gadre"))
+    with pytest.raises(ValueError, match="C or in \\(N, D\\)"):
+        plot_fit(frame, frame, gadre)
+    with pytest.raises(ValueError, match="lacks column"):
+        plot_fit(frame.drop(columns="C"), frame, fit)
+    assert law_curve(fit, np.array([1e20])).shape == (1,)
