@@ -235,3 +235,22 @@ def test_frontier_incumbent_favours_the_costlier_cell_where_global_does_not():
         picks[incumbent] = loop.ask()[0]
     assert picks["global"] in (1, 2)
     assert picks["frontier"] in (4, 5)
+
+
+def test_refit_every_conditions_between_refits(grid):
+    stub = ConditionStub(grid, np.arange(24, dtype=float))
+    loop = SearchLoop(grid, 1.0, stub, schedule="full", n_initial=2, refit_every=3, rng=0)
+    loop.tell(loop.ask(2), [2.0, 4.0])  # y scale at the first fit: mean 3, SD 1
+    told = []
+    for k in range(4):
+        i = loop.ask()[0]
+        loop.tell(i, 5.0 + k)
+        told.append(i)
+    # Asks 1-3 use the fit from ask 1, conditioned on every observation since that fit with
+    # the frozen scale ((5 − 3)/1 = 2, (6 − 3)/1 = 3); ask 4 refits on all five observations.
+    assert len(stub.fits) == 2
+    assert [c[0].tolist() for c in stub.conditioned] == [[told[0]], told[:2]]
+    assert [c[1].tolist() for c in stub.conditioned] == [[2.0], [2.0, 3.0]]
+    assert len(stub.fits[1][0]) == 5
+    with pytest.raises(SearchError, match="refit_every"):
+        SearchLoop(grid, 1.0, stub, refit_every=0)

@@ -29,12 +29,7 @@ import numpy as np
 from scalebo.errors import SearchError
 from scalebo.search.acquisition import Acquisition, frontier_incumbent, score
 from scalebo.search.grid import Grid
-from scalebo.search.window import (
-    WindowSchedule,
-    admissible_mask,
-    initial_design,
-    make_schedule,
-)
+from scalebo.search.window import WindowSchedule, admissible_mask, initial_design, make_schedule
 
 
 @dataclass(frozen=True)
@@ -83,10 +78,8 @@ class Suggestion:
 
 
 def _accepts(fn: Any, name: str) -> bool:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
+    """Whether ``fn`` takes a keyword argument ``name`` (explicitly or via ``**kwargs``)."""
+    params = inspect.signature(fn).parameters
     return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
@@ -104,6 +97,9 @@ class SearchLoop:
         schedule: Window schedule name or object (default ``"sweep"``).
         n_initial: Size of the initial design.
         kappa: LCB exploration weight.
+        refit_every: Refit the surrogate (hyperparameters included) every this many asks;
+            in between, a surrogate with ``condition_on`` is conditioned on the new
+            observations with the last hyperparameters and y scaling (default 1: always).
         rng: Seed or generator; the initial design is drawn first, from it.
     """
 
@@ -118,6 +114,7 @@ class SearchLoop:
         schedule: str | WindowSchedule = "sweep",
         n_initial: int = 5,
         kappa: float = 2.0,
+        refit_every: int = 1,
         rng: np.random.Generator | int | None = None,
     ) -> None:
         if not (np.isfinite(budget_fraction) and budget_fraction > 0):
@@ -153,6 +150,11 @@ class SearchLoop:
         self._reasons: list[str] = []
         self._n_fits = 0
         self._warm = _accepts(surrogate.fit, "warm_start")
+        if refit_every < 1:
+            raise SearchError(f"refit_every must be >= 1 ask, got {refit_every}.")
+        self.refit_every = int(refit_every)
+        self._base: tuple[Any, int, float, float] | None = None  # model, n_obs, mu, sd
+        self._since_fit = 0
 
     # ------------------------------------------------------------------ state
     @property
@@ -239,9 +241,7 @@ class SearchLoop:
             raise SearchError(f"Losses must be finite, got {y.tolist()} for rows {arr.tolist()}.")
         dup = arr[self._observed[arr]]
         if dup.size:
-            raise SearchError(
-                f"Rows {dup.tolist()} are already observed; average repeated runs upstream."
-            )
+            raise SearchError(f"Rows {dup.tolist()} are already observed; average repeats first.")
         self._observed[arr] = True
         self._pending[arr] = False
         self._obs_idx.extend(arr.tolist())
@@ -268,16 +268,24 @@ class SearchLoop:
             self.surrogate.fit(X, y)
         self._n_fits += 1
 
-    def _standardized(self) -> tuple[np.ndarray, float, float]:
-        y = self.observed_losses
-        mu = float(y.mean())
-        sd = float(y.std()) if y.size > 1 else 1.0
+    def _posterior(self) -> tuple[Any, np.ndarray, float, float]:
+        """Surrogate on the observations, standardized y ``(n_obs,)``, and the y scale."""
+        y, n = self.observed_losses, len(self._obs_y)
+        base = self._base
+        if base and self._since_fit < self.refit_every and hasattr(base[0], "condition_on"):
+            model, n0, mu, sd = base
+            y_std = (y - mu) / sd
+            if n > n0:
+                model = model.condition_on(self._X[self._obs_idx[n0:]], y_std[n0:])
+            self._since_fit += 1
+            return model, y_std, mu, sd
+        mu, sd = float(y.mean()), float(y.std()) if n > 1 else 1.0
         sd = sd if sd > 0 else 1.0
-        return (y - mu) / sd, mu, sd
+        self._fit(self._X[self._obs_idx], (y - mu) / sd)
+        self._base, self._since_fit = (self.surrogate, n, mu, sd), 1
+        return self.surrogate, (y - mu) / sd, mu, sd
 
-    def _record(
-        self, idx: int, cap: float, pred: tuple[float, float, float] | None, reason: str
-    ) -> None:
+    def _record(self, idx: int, cap: float, pred: tuple | None, reason: str) -> None:
         self._pending[idx] = True
         mean, std, acq = pred if pred is not None else (None, None, None)
         cost = float(self.grid.cost[idx])
@@ -296,7 +304,7 @@ class SearchLoop:
         picks: list[int] = []
         model = None
         believed: dict[int, float] = {}
-        y_std, mu, sd = self._standardized() if self._obs_y else (np.zeros(0), 0.0, 1.0)
+        y_std, mu, sd = np.zeros(0), 0.0, 1.0
         while len(picks) < q:
             adm_any = self._affordable()
             if not adm_any.any():
@@ -316,8 +324,7 @@ class SearchLoop:
                 picks.append(pick)
                 continue
             if model is None:
-                self._fit(self._X[self._obs_idx], y_std)
-                model = self.surrogate
+                model, y_std, mu, sd = self._posterior()
             new = [int(i) for i in np.flatnonzero(self._pending) if i not in believed]
             if new:
                 m_new, _ = model.predict(self._X[new])
