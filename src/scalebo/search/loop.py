@@ -343,7 +343,8 @@ class SearchLoop:
                 f"configurations under cap {cap:.3g} FLOPs ({self.incumbent} incumbent "
                 f"{inc[j] * sd + mu:.4g} nats)"
             )
-            self._record(pick, cap, (mean[j] * sd + mu, std[j] * sd, float(s[j])), reason)
+            pred = (float(mean[j] * sd + mu), float(std[j] * sd), float(s[j]))
+            self._record(pick, cap, pred, reason)
             picks.append(pick)
         return picks
 
