@@ -1,0 +1,480 @@
+"""The benchmark sweep: a YAML config → cells → one JSON record per cell.
+
+A **cell** is one ``(dataset, method, seed, budget)`` combination. Its result is a pure
+function of the cell (the dataset source and options, the method's parameters, the seed and
+the budget fraction), so a cell is identified by a stable hash of those inputs
+(:attr:`Cell.key`) and its record is written to ``OUT/<key>.json``. Records are written
+atomically (temporary file in the same directory, then :func:`os.replace`), so a sweep
+killed at any moment leaves only complete records; a rerun skips the cells whose record
+already holds ``status: "ok"`` (failed cells are retried), so nothing is lost or duplicated.
+
+Execution (:func:`run_sweep`): the pending cells become **tasks**. A task is one cell, or —
+for methods whose search does not depend on the total budget (see :func:`replay_is_budget_free`)
+— all pending budgets of one ``(dataset, method, seed)``, run as a single replay to the largest
+budget that records metrics at each smaller one (``record_budgets``). Each task runs in a
+worker with one BLAS thread (threadpoolctl), returns its records to the main process, which
+writes them as they arrive and advances a tqdm bar (stderr) over cells. Workers are local
+(joblib, loky backend, ``n_jobs``) or a Dask cluster (``dask_scheduler``; ``dask.distributed``
+is imported lazily). A task that raises produces one ``status: "error"`` record per cell with
+the exception's type and message; failures are summarized at the end ("N cells failed out of
+M", grouped by message) and never stop the sweep.
+
+Config file (YAML)::
+
+    name: main_comparison
+    seeds: 10                      # 0..9; or a list [0, 1, 2]
+    budgets: [0.01, 0.05, 0.10, 0.25]   # fractions of C_total ("1%" also accepted)
+    datasets:                      # label → options for bench.problems.load_problem
+      steplaw: {}
+      my_grid: {source: /path/to/runs.csv, heldout_k: 2}
+    method_defaults: {surrogate: gp, kernel: matern52, acquisition: ei}
+    methods:                       # label → bench.replay.MethodConfig fields
+      full: {strategy: full, fantasize: false}
+      window+fantasize: {strategy: window, fantasize: true}
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+import traceback
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scalebo.bench.records import (
+    Cell,
+    DatasetSpec,
+    MethodSpec,
+    _freeze,
+    _thaw,
+    is_finished,
+    jsonable,
+    make_record,
+    record_path,
+    write_json,
+    write_record,
+)
+
+__all__ = [
+    "Cell",
+    "DatasetSpec",
+    "MethodSpec",
+    "SweepConfig",
+    "SweepSummary",
+    "Task",
+    "execute_task",
+    "make_tasks",
+    "replay_cell",
+    "replay_group",
+    "replay_is_budget_free",
+    "run_sweep",
+]
+
+CellFn = Callable[["Cell"], Mapping[str, Any]]
+GroupFn = Callable[[Sequence["Cell"]], Sequence[Mapping[str, Any]]]
+
+
+def _parse_budget(value: Any) -> float:
+    if isinstance(value, str) and value.strip().endswith("%"):
+        out = float(value.strip()[:-1]) / 100.0
+    else:
+        out = float(value)
+    if not (math.isfinite(out) and 0 < out <= 1):
+        raise ValueError(f"budgets must be fractions of C_total in (0, 1] or 'x%', got {value!r}.")
+    return out
+
+
+def _parse_seeds(value: Any) -> tuple[int, ...]:
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 1:
+            raise ValueError(f"seeds: a count must be >= 1, got {value}.")
+        return tuple(range(value))
+    if isinstance(value, list | tuple) and value:
+        return tuple(int(s) for s in value)
+    raise ValueError(f"seeds must be a count (int) or a non-empty list of ints, got {value!r}.")
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A parsed sweep configuration (see the module docstring for the YAML layout).
+
+    Attributes:
+        name: Sweep name.
+        datasets: Datasets, in config order.
+        methods: Methods, in config order.
+        seeds: Seeds (ints).
+        budgets: Budget fractions of C_total, ascending.
+    """
+
+    name: str
+    datasets: tuple[DatasetSpec, ...]
+    methods: tuple[MethodSpec, ...]
+    seeds: tuple[int, ...]
+    budgets: tuple[float, ...]
+
+    @classmethod
+    def from_dict(cls, raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepConfig:
+        """Validate a config mapping; raises ``ValueError`` naming the offending key."""
+        if not isinstance(raw, Mapping):
+            raise ValueError(f"a sweep config must be a mapping, got {type(raw).__name__}.")
+        unknown = set(raw) - {"name", "datasets", "methods", "method_defaults", "seeds",
+                              "budgets", "description"}
+        if unknown:
+            raise ValueError(f"unknown sweep config keys: {sorted(unknown)}.")
+        for key in ("datasets", "methods", "seeds", "budgets"):
+            if key not in raw:
+                raise ValueError(f"sweep config is missing '{key}'.")
+        ds_raw = raw["datasets"]
+        if isinstance(ds_raw, list):
+            ds_raw = {str(n): {} for n in ds_raw}
+        if not isinstance(ds_raw, Mapping) or not ds_raw:
+            raise ValueError("'datasets' must be a non-empty mapping (label → options) or list.")
+        datasets = []
+        for name, opts in ds_raw.items():
+            opts = dict(opts or {})
+            source = str(opts.pop("source", name))
+            datasets.append(DatasetSpec(str(name), source, _freeze(opts)))
+        defaults = dict(raw.get("method_defaults") or {})
+        m_raw = raw["methods"]
+        if not isinstance(m_raw, Mapping) or not m_raw:
+            raise ValueError("'methods' must be a non-empty mapping (label → MethodConfig fields).")
+        methods = tuple(
+            MethodSpec(str(name), _freeze({**defaults, **dict(params or {})}))
+            for name, params in m_raw.items()
+        )
+        budgets = tuple(sorted({_parse_budget(b) for b in raw["budgets"]}))
+        if not budgets:
+            raise ValueError("'budgets' must not be empty.")
+        return cls(str(raw.get("name", default_name)), tuple(datasets), methods,
+                   _parse_seeds(raw["seeds"]), budgets)
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike[str]) -> SweepConfig:
+        """Read a YAML config file."""
+        path = Path(path)
+        with path.open() as fh:
+            raw = yaml.safe_load(fh)
+        try:
+            return cls.from_dict(raw, default_name=path.stem)
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
+
+    def with_seeds(self, seeds: Iterable[int]) -> SweepConfig:
+        """A copy restricted to other seeds (e.g. a quick subset of a big sweep)."""
+        return SweepConfig(self.name, self.datasets, self.methods, tuple(seeds), self.budgets)
+
+    def cells(self) -> list[Cell]:
+        """All cells, ordered dataset → method → seed → budget."""
+        return [Cell(d, m, s, b) for d in self.datasets for m in self.methods
+                for s in self.seeds for b in self.budgets]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (written to ``OUT/sweep_<name>.json``)."""
+        return {"name": self.name, "datasets": [d.to_dict() for d in self.datasets],
+                "methods": [m.to_dict() for m in self.methods], "seeds": list(self.seeds),
+                "budgets": list(self.budgets)}
+
+
+# --------------------------------------------------------------------------- tasks
+
+@dataclass(frozen=True)
+class Task:
+    """Cells computed together: one cell, or several budgets of one (dataset, method, seed)."""
+
+    cells: tuple[Cell, ...]
+
+    @property
+    def cost_hint(self) -> float:
+        """Largest budget of the task (fraction of C_total), used to start big tasks first."""
+        return max(c.budget for c in self.cells)
+
+
+def execute_task(task: Task, cell_fn: CellFn, group_fn: GroupFn | None = None) -> list[dict]:
+    """Run one task with one BLAS thread and return one record per cell (never raises).
+
+    Args:
+        task: The cells.
+        cell_fn: ``cell_fn(cell) -> dict`` result of one cell (JSON-ready).
+        group_fn: ``group_fn(cells) -> [dict, ...]`` results of several budgets of one
+            (dataset, method, seed) in one computation, in the order of ``cells``; required
+            when the task holds more than one cell.
+
+    Returns:
+        Records (see ``docs/records.md``); on an exception every cell gets an error record
+        with ``error = {"type", "message", "traceback"}``.
+    """
+    from threadpoolctl import threadpool_limits
+
+    t0 = time.perf_counter()
+    n = len(task.cells)
+    try:
+        with threadpool_limits(limits=1):
+            if n == 1:
+                results = [cell_fn(task.cells[0])]
+            else:
+                if group_fn is None:
+                    raise ValueError("a task of several cells needs a group_fn")
+                results = list(group_fn(task.cells))
+                if len(results) != n:
+                    raise ValueError(f"group_fn returned {len(results)} results for {n} cells")
+    except Exception as exc:  # recorded, summarized, never fatal
+        err = {"type": type(exc).__name__, "message": str(exc) or type(exc).__name__,
+               "traceback": traceback.format_exc(limit=20)}
+        secs = (time.perf_counter() - t0) / n
+        return [make_record(c, "error", None, err, secs, n) for c in task.cells]
+    secs = (time.perf_counter() - t0) / n
+    return [make_record(c, "ok", jsonable(r), None, secs, n)
+            for c, r in zip(task.cells, results, strict=True)]
+
+
+def make_tasks(cells: Sequence[Cell], *, budget_free: Callable[[MethodSpec], bool] | None = None,
+               grouping: bool = True) -> list[Task]:
+    """Group ``cells`` into tasks, largest budgets first.
+
+    Cells of one ``(dataset, method, seed)`` share a task when ``grouping`` is on and
+    ``budget_free(method)`` says the method's search does not depend on the total budget.
+    """
+    budget_free = budget_free or (lambda _m: False)
+    groups: dict[tuple, list[Cell]] = {}
+    singles: list[Task] = []
+    for cell in cells:
+        if grouping and budget_free(cell.method):
+            groups.setdefault((cell.dataset, cell.method, cell.seed), []).append(cell)
+        else:
+            singles.append(Task((cell,)))
+    tasks = singles + [Task(tuple(sorted(g, key=lambda c: c.budget))) for g in groups.values()]
+    return sorted(tasks, key=lambda t: -t.cost_hint)  # stable: config order within a budget
+
+
+# --------------------------------------------------------------------------- replay adapter
+
+def _problem(spec: DatasetSpec, data_dir: str | None) -> Any:
+    """``load_problem(source, **options)`` (cached per worker process by ``load_problem``)."""
+    from scalebo.bench.problems import load_problem
+
+    kwargs = dict(_thaw(spec.options) or {})
+    if data_dir is not None:
+        kwargs.setdefault("data_dir", data_dir)
+    return load_problem(spec.source, **kwargs)
+
+
+def replay_cell(cell: Cell, *, data_dir: str | None = None) -> dict[str, Any]:
+    """Default cell function: ``replay(problem, MethodConfig(**params), budget, seed)`` dict."""
+    from scalebo.bench.replay import MethodConfig, replay
+
+    method = MethodConfig(**cell.method.as_kwargs())
+    return replay(_problem(cell.dataset, data_dir), method, cell.budget, cell.seed).to_dict()
+
+
+def replay_group(cells: Sequence[Cell], *, data_dir: str | None = None) -> list[dict[str, Any]]:
+    """Several budgets of one (dataset, method, seed) from one replay to the largest budget.
+
+    Only valid for budget-free methods (:func:`replay_is_budget_free`); each returned dict is
+    the replay record restricted to one budget (``ReplayRecord.at_budget``).
+    """
+    from scalebo.bench.replay import MethodConfig, replay
+
+    first = cells[0]
+    method = MethodConfig(**first.method.as_kwargs())
+    budgets = tuple(c.budget for c in cells)
+    rec = replay(_problem(first.dataset, data_dir), method, max(budgets), first.seed,
+                 record_budgets=budgets)
+    return [rec.at_budget(b).to_dict() for b in budgets]
+
+
+def replay_is_budget_free(method: MethodSpec) -> bool:
+    """Whether a replay of ``method`` to a large budget passes through its smaller budgets.
+
+    Delegates to ``bench.replay.budget_free(MethodConfig)`` when it exists; False otherwise.
+    """
+    try:
+        from scalebo.bench import replay as replay_mod
+    except ImportError:
+        return False
+    fn = getattr(replay_mod, "budget_free", None)
+    if fn is None:
+        return False
+    return bool(fn(replay_mod.MethodConfig(**method.as_kwargs())))
+
+
+# --------------------------------------------------------------------------- runner
+
+@dataclass(frozen=True)
+class SweepSummary:
+    """What a :func:`run_sweep` call did.
+
+    Attributes:
+        total: Cells in the config.
+        skipped: Cells with a finished record before the call (not recomputed).
+        ran: Cells computed by this call (ok + failed).
+        failed: Cells of this call that ended in an error record.
+        failures: Failed-cell counts by ``"Type: message"``, most common first.
+        seconds: Wall time of the call, seconds.
+        n_tasks: Tasks executed (grouped budgets count once).
+        out_dir: Record directory.
+    """
+
+    total: int
+    skipped: int
+    ran: int
+    failed: int
+    failures: tuple[tuple[str, int], ...]
+    seconds: float
+    n_tasks: int
+    out_dir: str
+    paths: tuple[str, ...] = field(default=(), repr=False)
+
+    @property
+    def cells_per_second(self) -> float:
+        """Cells computed per second of wall time (0 when nothing ran)."""
+        return self.ran / self.seconds if self.ran and self.seconds > 0 else 0.0
+
+    def describe(self) -> str:
+        """A few human-readable lines (the CLI prints them on stderr)."""
+        lines = [f"{self.ran} cells run ({self.n_tasks} tasks), {self.skipped} already done, "
+                 f"{self.total} in total; {self.seconds:.1f} s, "
+                 f"{self.cells_per_second:.2f} cells/s; records in {self.out_dir}"]
+        if self.failed:
+            lines.append(f"{self.failed} cells failed out of {self.ran}. Errors by message:")
+            lines += [f"  {n} × {msg}" for msg, n in self.failures]
+        return "\n".join(lines)
+
+
+def _iter_joblib(tasks: Sequence[Task], run: Callable[[Task], list[dict]], n_jobs: int
+                 ) -> Iterator[list[dict]]:
+    from joblib import Parallel, delayed
+
+    # loky workers also get one BLAS thread from the env (set before numpy is imported there).
+    env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield from Parallel(n_jobs=n_jobs, backend="loky", return_as="generator_unordered")(
+            delayed(run)(t) for t in tasks)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _dask_client(address: str) -> Any:
+    try:
+        from dask.distributed import Client
+    except ImportError as exc:
+        raise ImportError(
+            "--dask-scheduler needs dask.distributed: pip install 'scalebo[dask]' "
+            f"(import failed: {exc})") from exc
+    return Client(address)
+
+
+def _iter_dask(tasks: Sequence[Task], run: Callable[[Task], list[dict]], address: Any
+               ) -> Iterator[list[dict]]:
+    """Submit tasks to a Dask scheduler (address string or an existing ``Client``)."""
+    from dask.distributed import as_completed
+
+    own = isinstance(address, str)
+    client = _dask_client(address) if own else address
+    try:
+        futures = {client.submit(run, t, pure=False): t for t in tasks}
+        for fut in as_completed(futures):
+            try:
+                yield fut.result()
+            except Exception as exc:  # worker lost, unpicklable result, …
+                err = {"type": type(exc).__name__, "message": str(exc) or type(exc).__name__,
+                       "traceback": ""}
+                t = futures[fut]
+                yield [make_record(c, "error", None, err, float("nan"), len(t.cells))
+                       for c in t.cells]
+    finally:
+        if own:
+            client.close()
+
+
+def run_sweep(
+    config: SweepConfig,
+    out_dir: str | os.PathLike[str],
+    *,
+    cell_fn: CellFn | None = None,
+    group_fn: GroupFn | None = None,
+    budget_free: Callable[[MethodSpec], bool] | None = None,
+    n_jobs: int | None = 1,
+    dask_scheduler: Any = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    limit: int | None = None,
+) -> SweepSummary:
+    """Run every unfinished cell of ``config`` and write its record to ``out_dir``.
+
+    Args:
+        config: The sweep.
+        out_dir: Record directory (created); also receives ``sweep_<name>.json``.
+        cell_fn: ``cell_fn(cell) -> dict``; default :func:`replay_cell`. Must be picklable
+            (a module-level function or ``functools.partial``) for ``n_jobs > 1`` or Dask.
+        group_fn: ``group_fn(cells) -> [dict]`` for budget-free methods; default
+            :func:`replay_group` when ``cell_fn`` is the default, else no grouping.
+        budget_free: Predicate on a method; default :func:`replay_is_budget_free` with the
+            default functions, else grouping only when ``group_fn`` is given and this is.
+        n_jobs: Local workers (joblib/loky); None or 1 runs in this process, -1 all cores.
+        dask_scheduler: Dask scheduler address (``"tcp://host:8786"``) or a ``Client``;
+            overrides ``n_jobs``.
+        data_dir: Dataset directory for ``load_problem`` (default ``$SCALEBO_DATA_DIR``);
+            not part of the cell identity.
+        progress: Show a tqdm bar on stderr (cells done / total, rate, ETA).
+        limit: Run at most this many tasks (to split a sweep or simulate an interruption).
+
+    Returns:
+        A :class:`SweepSummary`. Never raises for a failing cell.
+    """
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / f"sweep_{config.name}.json", config.to_dict())
+    if cell_fn is None:
+        dd = str(data_dir) if data_dir is not None else None
+        cell_fn = partial(replay_cell, data_dir=dd)
+        group_fn = group_fn or partial(replay_group, data_dir=dd)
+        budget_free = budget_free or replay_is_budget_free
+    cells = config.cells()
+    if len({c.key for c in cells}) != len(cells):
+        raise ValueError("the config has duplicate cells (same dataset, method params, seed, "
+                         "budget and labels)")
+    pending = [c for c in cells if not is_finished(record_path(out, c))]
+    tasks = make_tasks(pending, budget_free=budget_free if group_fn else None,
+                       grouping=group_fn is not None)
+    if limit is not None:
+        tasks = tasks[: max(0, int(limit))]
+    run = partial(execute_task, cell_fn=cell_fn, group_fn=group_fn)
+    n_cells = sum(len(t.cells) for t in tasks)
+    if dask_scheduler is not None:
+        stream = _iter_dask(tasks, run, dask_scheduler)
+    elif n_jobs in (None, 1) or len(tasks) <= 1:
+        stream = (run(t) for t in tasks)
+    else:
+        stream = _iter_joblib(tasks, run, int(n_jobs))
+    from tqdm import tqdm
+
+    failures: Counter[str] = Counter()
+    paths: list[str] = []
+    with tqdm(total=n_cells, desc=f"sweep {config.name}", unit="cell", file=sys.stderr,
+              disable=not progress, dynamic_ncols=True) as bar:
+        for records in stream:
+            for rec in records:
+                paths.append(str(write_record(out, rec)))
+                if rec["status"] != "ok":
+                    failures[f"{rec['error']['type']}: {rec['error']['message']}"] += 1
+            bar.update(len(records))
+    return SweepSummary(
+        total=len(cells), skipped=len(cells) - len(pending), ran=n_cells,
+        failed=sum(failures.values()), failures=tuple(failures.most_common()),
+        seconds=time.perf_counter() - t0, n_tasks=len(tasks), out_dir=str(out),
+        paths=tuple(paths))

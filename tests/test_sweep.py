@@ -1,0 +1,190 @@
+"""Sweep runner: config parsing, stable cell keys, atomic records, resume, grouping, failures.
+
+The runner is exercised with stub cell functions (pure functions of the cell) so that these
+tests are fast and independent of the replay implementation.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from scalebo.bench.records import TIMING_FIELDS, Cell, is_finished, load_records, record_path
+from scalebo.bench.sweep import SweepConfig, make_tasks, run_sweep
+
+CONFIG = {
+    "name": "t",
+    "seeds": 3,
+    "budgets": ["1%", 0.05, 0.25],
+    "datasets": {"toy": {}, "toy2": {"source": "toy", "scale": 2.0}},
+    "method_defaults": {"acquisition": "ei"},
+    "methods": {"full": {"strategy": "full"}, "window": {"strategy": "window"}},
+}
+
+
+def stub_cell(cell: Cell) -> dict:
+    """A pure, deterministic result from the cell's inputs only."""
+    scale = dict(cell.dataset.options).get("scale", 1.0)
+    err = scale * (1 + cell.seed) / (cell.budget * 100) * (0.5 if "window" in cell.method.name
+                                                           else 1.0)
+    return {"metrics": {"observed": {"extrapolation_rel_pct": {"1e+25": 2 * err}},
+                        "fantasized": {"extrapolation_rel_pct": {"1e+25": err}}},
+            "run": {"compute_fraction": cell.budget * 0.99, "n_runs": int(cell.budget * 1000)}}
+
+
+def stub_group(cells) -> list[dict]:
+    return [stub_cell(c) for c in cells]
+
+
+def failing_cell(cell: Cell) -> dict:
+    if cell.seed == 1:
+        raise RuntimeError("oracle exploded")
+    if cell.budget == 0.25:
+        raise ValueError(f"no candidate at budget {cell.budget}")
+    return stub_cell(cell)
+
+
+def _contents(out: Path) -> dict[str, dict]:
+    recs = {}
+    for p in sorted(out.glob("*.json")):
+        rec = json.loads(p.read_text())
+        if rec.get("schema") == "scalebo.bench.record":
+            recs[p.name] = {k: v for k, v in rec.items() if k not in TIMING_FIELDS}
+    return recs
+
+
+def test_config_parsing_and_cells(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(textwrap.dedent("""\
+        seeds: [0, 7]
+        budgets: [0.25, "5%"]
+        datasets: [steplaw]
+        method_defaults: {surrogate: gp, kernel: matern52}
+        methods:
+          window: {strategy: window, kernel: rbf}
+    """))
+    cfg = SweepConfig.from_yaml(path)
+    assert cfg.name == "c" and cfg.seeds == (0, 7) and cfg.budgets == (0.05, 0.25)
+    assert cfg.datasets[0].source == "steplaw"
+    assert cfg.methods[0].as_kwargs() == {"strategy": "window", "surrogate": "gp",
+                                          "kernel": "rbf"}
+    assert len(cfg.cells()) == 4
+    with pytest.raises(ValueError, match="missing 'budgets'"):
+        SweepConfig.from_dict({"seeds": 1, "datasets": ["a"], "methods": {"m": {}}})
+    with pytest.raises(ValueError, match=r"fractions of C_total"):
+        SweepConfig.from_dict({**CONFIG, "budgets": [5]})
+    with pytest.raises(ValueError, match="unknown sweep config keys"):
+        SweepConfig.from_dict({**CONFIG, "seed": 1})
+
+
+def test_cell_key_is_stable_and_sensitive():
+    cfg = SweepConfig.from_dict(CONFIG)
+    again = SweepConfig.from_dict(dict(reversed(list(CONFIG.items()))))
+    assert [c.key for c in cfg.cells()] == [c.key for c in again.cells()]
+    keys = {c.key for c in cfg.cells()}
+    assert len(keys) == 2 * 2 * 3 * 3
+    other = SweepConfig.from_dict({**CONFIG, "method_defaults": {"acquisition": "pi"}})
+    assert keys.isdisjoint({c.key for c in other.cells()})
+    # A hard-coded key guards against accidental changes of the hashed identity.
+    first = cfg.cells()[0]
+    assert (first.dataset.name, first.method.name, first.seed, first.budget) == (
+        "toy", "full", 0, 0.01)
+    assert len(first.key) == 20 and all(ch in "0123456789abcdef" for ch in first.key)
+
+
+def test_run_writes_one_atomic_record_per_cell(tmp_path):
+    cfg = SweepConfig.from_dict(CONFIG)
+    summary = run_sweep(cfg, tmp_path, cell_fn=stub_cell, progress=False)
+    assert summary.total == summary.ran == 36 and summary.failed == 0 and summary.skipped == 0
+    assert not list(tmp_path.glob(".*.tmp"))
+    for cell in cfg.cells():
+        rec = json.loads(record_path(tmp_path, cell).read_text())
+        assert rec["status"] == "ok" and rec["key"] == cell.key
+        assert rec["cell"]["seed"] == cell.seed and rec["cell"]["budget"] == cell.budget
+        assert rec["result"] == stub_cell(cell)
+    assert (tmp_path / "sweep_t.json").exists()
+    # A rerun does nothing.
+    again = run_sweep(cfg, tmp_path, cell_fn=stub_cell, progress=False)
+    assert again.ran == 0 and again.skipped == 36
+
+
+def test_interrupted_sweep_resumes_to_identical_records(tmp_path):
+    cfg = SweepConfig.from_dict(CONFIG)
+    full, resumed = tmp_path / "full", tmp_path / "resumed"
+    run_sweep(cfg, full, cell_fn=stub_cell, progress=False)
+    # "Killed" sweeps: a subset config, then a limit on tasks, then the whole config.
+    run_sweep(cfg.with_seeds([1]), resumed, cell_fn=stub_cell, progress=False)
+    part = run_sweep(cfg, resumed, cell_fn=stub_cell, progress=False, limit=5)
+    assert part.skipped == 12 and part.ran == 5
+    # A torn temporary file left by a killed writer is ignored.
+    (resumed / ".deadbeef.123.abcd.tmp").write_text('{"schema": "scalebo.bench.rec')
+    rest = run_sweep(cfg, resumed, cell_fn=stub_cell, progress=False)
+    assert rest.skipped == 17 and rest.ran == 19
+    assert _contents(full) == _contents(resumed)
+
+
+def test_grouped_budgets_write_one_record_per_cell(tmp_path):
+    cfg = SweepConfig.from_dict(CONFIG)
+    calls = []
+
+    def group(cells):
+        calls.append(len(cells))
+        return stub_group(cells)
+
+    free = lambda m: m.name == "full"  # noqa: E731
+    tasks = make_tasks(cfg.cells(), budget_free=free)
+    assert sorted(len(t.cells) for t in tasks) == [1] * 18 + [3] * 6
+    assert [t.cost_hint for t in tasks] == sorted((t.cost_hint for t in tasks), reverse=True)
+    summary = run_sweep(cfg, tmp_path / "g", cell_fn=stub_cell, group_fn=group, budget_free=free,
+                        progress=False)
+    assert summary.n_tasks == 24 and summary.ran == 36 and calls == [3] * 6
+    run_sweep(cfg, tmp_path / "s", cell_fn=stub_cell, progress=False)
+    assert _contents(tmp_path / "g") == _contents(tmp_path / "s")
+
+
+def test_failures_are_recorded_summarized_and_retried(tmp_path):
+    cfg = SweepConfig.from_dict(CONFIG)
+    summary = run_sweep(cfg, tmp_path, cell_fn=failing_cell, progress=False)
+    assert summary.ran == 36 and summary.failed == 12 + 8
+    assert dict(summary.failures) == {"RuntimeError: oracle exploded": 12,
+                                      "ValueError: no candidate at budget 0.25": 8}
+    assert "20 cells failed out of 36" in summary.describe()
+    bad = next(c for c in cfg.cells() if c.seed == 1)
+    rec = json.loads(record_path(tmp_path, bad).read_text())
+    assert rec["status"] == "error" and rec["result"] is None
+    assert rec["error"]["type"] == "RuntimeError" and "oracle exploded" in rec["error"]["traceback"]
+    assert not is_finished(record_path(tmp_path, bad))
+    # Failed cells are retried on the next run; finished ones are not.
+    again = run_sweep(cfg, tmp_path, cell_fn=stub_cell, progress=False)
+    assert again.skipped == 16 and again.ran == 20 and again.failed == 0
+    frame = load_records(tmp_path)
+    assert set(frame["status"]) == {"ok"} and frame["key"].nunique() == 36
+
+
+def test_joblib_workers_match_serial(tmp_path):
+    cfg = SweepConfig.from_dict({**CONFIG, "seeds": 2})
+    run_sweep(cfg, tmp_path / "serial", cell_fn=stub_cell, progress=False)
+    summary = run_sweep(cfg, tmp_path / "par", cell_fn=partial(stub_cell), n_jobs=2,
+                        progress=False)
+    assert summary.ran == 24 and summary.failed == 0
+    assert _contents(tmp_path / "serial") == _contents(tmp_path / "par")
+
+
+def test_blas_is_limited_to_one_thread_inside_a_cell(tmp_path):
+    cfg = SweepConfig.from_dict({**CONFIG, "seeds": 1, "budgets": [0.1],
+                                 "datasets": ["toy"], "methods": {"m": {}}})
+    run_sweep(cfg, tmp_path, cell_fn=blas_threads, progress=False)
+    rec = json.loads(record_path(tmp_path, cfg.cells()[0]).read_text())
+    assert rec["result"]["run"]["max_blas_threads"] == 1
+
+
+def blas_threads(cell: Cell) -> dict:
+    import numpy  # noqa: F401  (loads the BLAS library)
+    from threadpoolctl import threadpool_info
+
+    info = [p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"]
+    return {"run": {"max_blas_threads": max(info, default=1)}}
