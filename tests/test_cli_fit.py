@@ -112,6 +112,19 @@ def test_registry_modules_expose_the_command_interface() -> None:
     assert cli_main([]) == 2
 
 
+def test_help_does_not_load_the_numerical_stack() -> None:
+    code = ("import sys; from scalebo.cli.main import build_parser; build_parser().format_help();"
+            " print(sorted(m for m in ('numpy', 'pandas', 'scipy') if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
+    from scalebo.cli.fit import DEFAULT_HUBER_DELTA
+    from scalebo.fit import DEFAULT_HUBER_DELTA as LIBRARY_DELTA
+
+    assert DEFAULT_HUBER_DELTA == LIBRARY_DELTA
+
+
 def test_compute_law_recovered_on_envelope(compute_csv: Path) -> None:
     proc = run_cli("fit", str(compute_csv), "--map", "N=params", "--bootstrap", "40",
                    "--predict", "1e24", "--predict", "1e26", "--format", "json")

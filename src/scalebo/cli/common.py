@@ -21,14 +21,15 @@ import math
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
-
-import numpy as np
-import pandas as pd
-import yaml
+from typing import TYPE_CHECKING, Any, TextIO
 
 from scalebo.errors import RunTableError
-from scalebo.runs import RunTable, load_runs, parse_mapping
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from scalebo.runs import RunTable
+
+# numpy, pandas, PyYAML and the library are imported inside the functions that need them, so
+# that ``scalebo --help`` and usage errors answer without loading them (as Optuna's CLI does).
 
 __all__ = [
     "DATASET_PREFIX",
@@ -91,6 +92,8 @@ def log(message: str) -> None:
 
 
 def _key_value(text: str) -> tuple[str, Any]:
+    import yaml
+
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
@@ -153,6 +156,10 @@ def load_input(args: argparse.Namespace) -> RunTable:
         FileNotFoundError: missing data directory or dataset file.
         ValueError: unknown dataset name.
     """
+    import pandas as pd
+
+    from scalebo.runs import RunTable, load_runs, parse_mapping
+
     source: str = args.runs
     options = dict(getattr(args, "dataset_option", None) or [])
     hyperparameters = _split_names(args.hyperparameters)
@@ -213,6 +220,8 @@ def add_format_argument(parser: argparse.ArgumentParser, default: str = "table")
 
 def jsonable(value: Any) -> Any:
     """Convert numpy scalars/arrays, tuples, paths and enums to JSON types; NaN/inf → None."""
+    import numpy as np
+
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
@@ -252,6 +261,8 @@ def write_csv(
 
 def format_number(value: Any, digits: int = 5) -> str:
     """Compact text of a number (``digits`` significant digits), ``-`` for missing."""
+    import numpy as np
+
     if value is None:
         return "-"
     if isinstance(value, (int, np.integer)) and not isinstance(value, bool):

@@ -20,17 +20,14 @@ Default points (``--frontier``):
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
-
-import numpy as np
-import pandas as pd
+from typing import TYPE_CHECKING, Any
 
 from scalebo import __version__
-from scalebo.allocation import ComputeOptimal, compute_optimal
 from scalebo.cli.common import (
     INPUT_HELP,
     add_format_argument,
@@ -44,10 +41,19 @@ from scalebo.cli.common import (
     write_json,
 )
 from scalebo.errors import FitError
-from scalebo.fit import DEFAULT_HUBER_DELTA, FitResult, FitStatus, fit_law
-from scalebo.frontier import frontier
-from scalebo.laws import GadreDownstreamLaw, Law, PowerLawSum, SigmoidDownstreamLaw, get_law
-from scalebo.uncertainty import BootstrapResult
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    import numpy as np
+    import pandas as pd
+
+    from scalebo.allocation import ComputeOptimal
+    from scalebo.fit import FitResult
+    from scalebo.laws import Law
+    from scalebo.runs import RunTable
+    from scalebo.uncertainty import BootstrapResult
+
+# The numerical library (numpy, pandas, scipy) is imported inside the functions that use it,
+# so that ``scalebo --help`` does not load it.
 
 NAME = "fit"
 HELP = "fit a scaling law (compute, chinchilla, ...) with bootstrap intervals and predictions"
@@ -84,6 +90,8 @@ failed or did not converge within the iteration limit, 2 bad input.
 """
 
 FRONTIERS = ("envelope", "hull", "cell", "all")
+#: Same value as :data:`scalebo.fit.DEFAULT_HUBER_DELTA` (a test checks it).
+DEFAULT_HUBER_DELTA = 1e-3
 UNITS = {"C": "FLOPs", "N": "parameters", "D": "tokens", "loss": "nats"}
 CSV_COLUMNS = ("kind", "name", "C", "estimate", "lower", "upper")
 
@@ -93,7 +101,7 @@ def _positive_float(text: str) -> float:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (np.isfinite(value) and value > 0):
+    if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
     return value
 
@@ -143,6 +151,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def law_formula(law: Law) -> str:
     """The law as a readable formula (ASCII-friendly Unicode)."""
+    from scalebo.laws import GadreDownstreamLaw, PowerLawSum, SigmoidDownstreamLaw
+
     if isinstance(law, PowerLawSum):
         args = ", ".join(t.variable for t in law.terms)
         terms = " + ".join(f"{t.coef}/{t.variable}^{t.exponent}" for t in law.terms)
@@ -156,6 +166,8 @@ def law_formula(law: Law) -> str:
 
 def prediction_kind(law: Law) -> str | None:
     """``"compute"`` for L(C), ``"allocation"`` for L(N, D) sums of power laws, else None."""
+    from scalebo.laws import PowerLawSum
+
     if tuple(law.variables) == ("C",):
         return "compute"
     if isinstance(law, PowerLawSum) and tuple(law.variables) == ("N", "D"):
@@ -171,6 +183,8 @@ def default_frontier(law: Law) -> str:
 
 def select_points(frame: pd.DataFrame, method: str, law: Law, target: str) -> pd.DataFrame:
     """Rows of ``frame`` to fit: a frontier of (C, target) or of cells, or all rows."""
+    from scalebo.frontier import frontier
+
     needed = [*law.variables, target]
     missing = [c for c in needed if c not in frame.columns]
     if missing:
@@ -201,6 +215,8 @@ def _collect(fn: Callable[[], Any], sink: list[str]) -> Any:
 
 
 def _percentile(values: np.ndarray, level: float) -> list[float] | None:
+    import numpy as np
+
     values = np.asarray(values, dtype=np.float64)
     values = values[np.isfinite(values)]
     if values.size == 0:
@@ -210,6 +226,8 @@ def _percentile(values: np.ndarray, level: float) -> list[float] | None:
 
 
 def _safe_optimal(fit: FitResult, C: float) -> ComputeOptimal | None:
+    from scalebo.allocation import compute_optimal
+
     try:
         return compute_optimal(fit, C)
     except (FitError, ValueError, FloatingPointError):
@@ -224,6 +242,10 @@ def predictions(
     For laws in N and D: the compute-optimal N* (parameters), D* (tokens), D*/N* and the
     loss along that path (Hoffmann et al. 2022, approach 3), each with its interval.
     """
+    import numpy as np
+
+    from scalebo.allocation import compute_optimal
+
     kind = prediction_kind(fit.law)
     if kind is None:
         raise ValueError(
@@ -275,7 +297,7 @@ def build_result(
     law: Law,
     method: str,
     target: str,
-    table,
+    table: RunTable,
     points: pd.DataFrame,
     fit: FitResult,
     boot: BootstrapResult | None,
@@ -398,6 +420,11 @@ def _bootstrap(fit: FitResult, X: np.ndarray, y: np.ndarray, args) -> BootstrapR
 
 def run(args: argparse.Namespace) -> int:
     """Run ``scalebo fit`` (see the module docstring); returns the exit code."""
+    import numpy as np
+
+    from scalebo.fit import FitStatus, fit_law
+    from scalebo.laws import get_law
+
     law = get_law(args.law)
     kind = prediction_kind(law)
     if args.bootstrap < 0:

@@ -9,7 +9,9 @@ Each subcommand is a module of :mod:`scalebo.cli` exposing
 * ``run(args) -> int`` — does the work and returns the exit code.
 
 **Adding a subcommand is a one-line change**: write ``src/scalebo/cli/<name>.py`` with the
-attributes above and add ``"<name>",`` on its own line to :data:`COMMAND_MODULES`.
+attributes above and add ``"<name>",`` on its own line to :data:`COMMAND_MODULES`. Import
+numpy, pandas and the library inside ``run`` (or the helpers it calls), not at module level,
+so that ``scalebo --help`` stays instant whatever the number of commands.
 
 Conventions (as in Optuna's CLI): data go to stdout, logs / progress / warnings to stderr.
 Exit codes: 0 success; 1 a fit (or search) that produced no usable estimate
@@ -36,6 +38,7 @@ from scalebo.errors import FitError, RunTableError, SearchError
 #: Subcommand modules of :mod:`scalebo.cli`, in ``--help`` order. One line per command.
 COMMAND_MODULES: tuple[str, ...] = (
     "fit",
+    "fragility",
 )
 
 EXIT_OK = 0
