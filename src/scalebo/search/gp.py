@@ -15,7 +15,8 @@ Notations
 - ``lml = −½ y_stdᵀα − Σ log L_ii − (n/2) log 2π`` (R&W 2006, Alg. 2.1), and
   ``∂lml/∂θ_p = ½ tr((ααᵀ − K⁻¹) ∂K/∂θ_p)`` (eq. 5.9): one Cholesky (n³/3 flops), one
   inverse from it (``dpotri``, 2n³/3) and ``O(n²·n_dims)`` for all gradients, with no
-  ``(n, n, n_params)`` array.
+  ``(n, n, n_params)`` array. The amplitude and noise terms need only ``yᵀα``, ``|α|²`` and
+  ``tr K⁻¹``.
 - ``K_* = σ²k(X, X_*)``, shape ``(n, m)``; ``V = L⁻¹K_*``; posterior mean ``K_*ᵀα``, latent
   covariance ``σ²k(X_*, X_*) − VᵀV``; both rescaled to nats by ``ȳ`` and ``s_y``.
 """
@@ -38,6 +39,7 @@ from scalebo.errors import NumericalWarning
 from scalebo.search.kernels import Kernel, make_kernel
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
+_LOOSE_FTOL = 1e-7  # relative reduction of −lml at which a non-final start stops
 
 
 @dataclass(frozen=True)
@@ -134,15 +136,20 @@ def _cholesky(A: np.ndarray, *, warn: bool, what: str = "K") -> tuple[np.ndarray
                                 " (non-finite entries?)")
 
 
-def _inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
-    """``(LLᵀ)⁻¹`` of shape (n, n) from its lower factor ``L`` (LAPACK ``dpotri``)."""
-    # dpotri writes the lower triangle only; the upper one stays as in L, zero (clean=1).
-    inv, info = lapack.dpotri(L, lower=1)
+def _half_inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
+    """Lower-triangular ``P`` (n, n) with ``Σ_ij P_ij A_ij = tr(K⁻¹A)`` for every symmetric
+    ``A``, where ``K = LLᵀ``: twice the strict lower triangle of ``K⁻¹`` plus its diagonal.
+
+    LAPACK ``dpotri`` writes only the lower triangle (the upper one stays zero, as ``L`` was
+    cleaned), so this skips the transposed copy a full symmetric ``K⁻¹`` would need. ``L``
+    is overwritten when Fortran-ordered (as ``dpotrf`` returns it).
+    """
+    inv, info = lapack.dpotri(L, lower=1, overwrite_c=1)  # L is consumed
     if info != 0:
         raise np.linalg.LinAlgError(f"dpotri failed with info={info}")
-    out = inv + inv.T
-    out.flat[:: L.shape[0] + 1] *= 0.5
-    return out
+    inv *= 2.0
+    inv.flat[:: L.shape[0] + 1] *= 0.5
+    return inv
 
 
 class GaussianProcess:
@@ -245,6 +252,7 @@ class GaussianProcess:
             if not warm and self.n_restarts > 0:
                 starts += self._screened_restarts(bounds)
             theta, self.fit_result_ = self._optimize(starts, bounds, warm)
+        self._ws = None  # release the optimizer's buffers
         self._set_state(theta, warn=True)
         if np.isnan(self.fit_result_.log_marginal_likelihood):
             r = self.fit_result_
@@ -254,8 +262,9 @@ class GaussianProcess:
         return self
 
     def _screened_restarts(self, bounds: np.ndarray) -> list[np.ndarray]:
-        """The ``n_restarts`` best (by LML, value only: one Cholesky each) of
-        ``n_screen × n_restarts`` uniform draws in the central 60 % of the log bounds.
+        """The ``n_restarts`` best (by LML, value only: one Cholesky each, on a random subset
+        of at most 256 rows) of ``n_screen × n_restarts`` uniform draws in the central 60 % of
+        the log bounds.
 
         NOTE: screening is what keeps restarts cheap: an unscreened uniform start (e.g. high
         noise, short length scales) can take 3× the L-BFGS-B evaluations of a good one.
@@ -266,10 +275,14 @@ class GaussianProcess:
         cands = gen.uniform(lo, hi, size=(self.n_restarts * max(self.n_screen, 1), len(lo)))
         if self.n_screen <= 1:
             return list(cands)
+        # ranking only: on at most 256 rows, so screening costs little next to one fit
+        n = self.X_train_.shape[0]
+        rows = np.sort(gen.choice(n, 256, replace=False)) if n > 256 else slice(None)
+        Xs, ys = self.X_train_[rows], self.y_train_[rows]
         scores = np.full(len(cands), -np.inf)
         for i, c in enumerate(cands):
             try:
-                val = self._lml(c, eval_gradient=False, warn=False)
+                val = self._lml(c, eval_gradient=False, warn=False, data=(Xs, ys))
             except np.linalg.LinAlgError:
                 continue
             if self.prior is not None:
@@ -292,17 +305,28 @@ class GaussianProcess:
                 lml, grad = lml + lp, grad + gp
             return -lml, -grad
 
-        best, nit, nfev = None, 0, 0
-        for x0 in starts:
+        def run(x0: np.ndarray, options: dict) -> Any:
+            nonlocal nit, nfev
             try:
                 res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
-                               options={"maxiter": self.max_iter})
+                               options={"maxiter": self.max_iter, **options})
             except (np.linalg.LinAlgError, ValueError, FloatingPointError):
-                continue
+                return None
             nit, nfev = nit + int(res.nit), nfev + int(res.nfev)
-            if np.isfinite(res.fun) and np.all(np.isfinite(res.x)):
-                if best is None or res.fun < best.fun:
-                    best = res
+            return res if np.isfinite(res.fun) and np.all(np.isfinite(res.x)) else None
+
+        # NOTE: with several starts, each runs to a loose tolerance and only the winner is
+        # polished at L-BFGS-B's default one: the tail of a run that loses is wasted work.
+        loose = {"ftol": _LOOSE_FTOL} if len(starts) > 1 else {}
+        best, nit, nfev = None, 0, 0
+        for x0 in starts:
+            res = run(x0, loose)
+            if res is not None and (best is None or res.fun < best.fun):
+                best = res
+        if best is not None and loose:
+            polished = run(best.x, {})
+            if polished is not None and polished.fun <= best.fun:
+                best = polished
         if best is None:
             theta0 = starts[0]
             warnings.warn(f"GP hyperparameter fit failed from all {len(starts)} starts: using "
@@ -318,29 +342,53 @@ class GaussianProcess:
         return float(np.exp(theta[0])), self._base_kernel.with_theta(theta[1:-1]), \
             float(np.exp(theta[-1]))
 
-    def _lml(self, theta: np.ndarray, *, eval_gradient: bool,
-             warn: bool) -> float | tuple[float, np.ndarray]:
-        """Log marginal likelihood of the standardized training data at ``theta``."""
+    def _lml(self, theta: np.ndarray, *, eval_gradient: bool, warn: bool,
+             data: tuple[np.ndarray, np.ndarray] | None = None
+             ) -> float | tuple[float, np.ndarray]:
+        """Log marginal likelihood of the standardized training data (or of ``data``) at
+        ``theta``."""
         self.n_lml_evals_ += 1
-        X, y = self.X_train_, self.y_train_
+        X, y = (self.X_train_, self.y_train_) if data is None else data
         n = X.shape[0]
         amp, kern, noise = self._split(np.asarray(theta, dtype=np.float64))
         if eval_gradient:
             R, contract = kern.value_and_contractor(X)
         else:
-            R = kern(X)
-        K = amp * R
-        K.flat[:: n + 1] += noise
-        L, _ = _cholesky(K, warn=warn)
+            R = kern.gram(X)
+        if eval_gradient:
+            # NOTE: reused n × n buffers: fresh ones were measured to cost more in page faults
+            # than the Cholesky itself (n = 500). Kb is symmetric, so Kb.T is K in Fortran
+            # order and dpotrf factorizes it in place.
+            Kb, Wb = self._workspace(n)
+            np.multiply(R, amp, out=Kb)
+            Kb.flat[:: n + 1] += noise
+            L, info = lapack.dpotrf(Kb.T, lower=1, clean=1, overwrite_a=1)
+            jitter = 0.0
+        if not eval_gradient or info != 0:
+            K = amp * R
+            K.flat[:: n + 1] += noise
+            L, jitter = _cholesky(K, warn=warn)
         alpha = cho_solve((L, True), y, check_finite=False)
         lml = -0.5 * float(y @ alpha) - float(np.log(np.diag(L)).sum()) - 0.5 * n * _LOG_2PI
         if not eval_gradient:
             return lml
-        W = np.outer(alpha, alpha)
-        W -= _inverse_from_cholesky(L)  # W = ααᵀ − K⁻¹
-        grad = np.concatenate([[0.5 * amp * float(np.sum(W * R))], 0.5 * amp * contract(W),
-                               [0.5 * noise * float(np.trace(W))]])
+        P = _half_inverse_from_cholesky(L)
+        tr_kinv, a2, ya = float(np.trace(P)), float(alpha @ alpha), float(y @ alpha)
+        W = np.multiply.outer(alpha, alpha, out=Wb)
+        W -= P  # contracts with symmetric matrices as ααᵀ − K⁻¹ does
+        # amplitude, with K = σ²R + s²I (s² = noise + jitter): σ²·Σ W∘R = σ²αᵀRα − σ²tr(K⁻¹R)
+        # = (yᵀα − s²|α|²) − (n − s²·tr K⁻¹), no n² pass; noise: ½σ_n²·tr(W).
+        s2 = noise + jitter
+        g_amp = 0.5 * (ya - s2 * a2 - n + s2 * tr_kinv)
+        grad = np.concatenate([[g_amp], 0.5 * amp * contract(W),
+                               [0.5 * noise * (a2 - tr_kinv)]])
         return lml, grad
+
+    def _workspace(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        ws = getattr(self, "_ws", None)
+        if ws is None or ws[0].shape[0] != n:
+            ws = self._ws = (np.empty((n, n)), np.empty((n, n)))
+        return ws
 
     def _set_state(self, theta: np.ndarray, *, warn: bool) -> None:
         self.theta_ = np.array(theta, dtype=np.float64)

@@ -12,7 +12,8 @@ Notations
 - ``K``: kernel matrix ``k(X, X2)``, shape ``(n, m)``.
 - ``theta``: log hyperparameters, shape ``(n_params,)``; ``bounds``: ``(n_params, 2)``.
 - ``dK``: ``∂K(X, X)/∂theta``, shape ``(n, n, n_params)``.
-- ``W``: a symmetric weight matrix, shape ``(n, n)``; ``contract(W)[p] = Σ_ij W_ij dK_ijp``,
+- ``W``: a weight matrix, shape ``(n, n)``, overwritten (scratch) by
+  ``contract(W)[p] = Σ_ij W_ij dK_ijp``,
   the only form in which the GP needs gradients (``0.5·tr((ααᵀ − K⁻¹)·∂K/∂θ_p)``, Rasmussen &
   Williams 2006, eq. 5.9). It costs ``O(n²·n_dims)`` and never forms ``dK``.
 - Stationary ARD kernels: ``r² = Σ_j (x_j − x'_j)² / ℓ_j²`` and ``k = φ(r²)``, so that
@@ -68,6 +69,10 @@ class Kernel:
         """``k(x, x)`` for each row, shape ``(n,)``; 1 for every kernel here but Additive."""
         return np.ones(np.asarray(X).shape[0])
 
+    def gram(self, X: np.ndarray) -> np.ndarray:
+        """``K(X, X)``, shape ``(n, n)``, exploiting symmetry where it pays."""
+        return self._eval(X, X)
+
     def gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``(K, dK)``: ``K(X, X)`` of shape ``(n, n)`` and its gradient with respect to
         ``theta``, shape ``(n, n, n_params)``. Memory ``O(n²·n_params)``: for tests and small
@@ -76,7 +81,8 @@ class Kernel:
 
     def value_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
         """``(K, contract)`` where ``contract(W) = Σ_ij W_ij ∂K_ij/∂theta``, shape
-        ``(n_params,)``, for a symmetric ``W`` of shape ``(n, n)``."""
+        ``(n_params,)``, for any ``W`` of shape ``(n, n)`` (not necessarily symmetric), which
+        it overwrites: a fresh n × n array per call would cost page faults."""
         return self._eval_and_contractor(X)
 
     # --- to implement ---
@@ -132,7 +138,7 @@ class _Stationary(Kernel):
             raise ValueError(f"theta must have shape ({p},); got {theta.shape}")
         return replace(self, length_scale=tuple(np.exp(theta)))
 
-    # φ(u) and -2 φ'(u)·(scale of d_j) are what subclasses define.
+    # φ(u) and G are what subclasses define; both may overwrite u (always a fresh array).
     def _phi(self, u: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
@@ -172,6 +178,11 @@ class _Stationary(Kernel):
     def _u_condensed(self, X: np.ndarray) -> np.ndarray:  # (n(n-1)/2,), pdist order
         return pdist(self._scaled(X), "sqeuclidean")
 
+    def gram(self, X: np.ndarray) -> np.ndarray:
+        K = squareform(self._phi(self._u_condensed(X)), checks=False)
+        np.fill_diagonal(K, self._phi(np.zeros(1))[0])
+        return K
+
     def _symmetric_phi_and_g(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``φ`` and ``G`` on ``(X, X)``, evaluated on the upper triangle only (half the
         ``exp`` calls), shape ``(n, n)`` each."""
@@ -190,7 +201,7 @@ class _Stationary(Kernel):
         def contract(W: np.ndarray) -> np.ndarray:
             # Σ_ij M_ij (x_i − x_j)² = Σ_i x_i²(r_i + c_i) − 2·xᵀMx, with M = W∘G: O(n²·d),
             # one matrix product, no (n, n, d) array.
-            M = W * G
+            M = np.multiply(W, G, out=W)
             MX = M @ Xa
             rc = M.sum(axis=1) + M.sum(axis=0)
             return (Xa**2 * rc[:, None]).sum(axis=0) - 2.0 * (Xa * MX).sum(axis=0)
@@ -203,14 +214,25 @@ class Matern52(_Stationary):
     """Matérn-5/2 with ARD: ``k = (1 + √5 r + 5r²/3)·exp(−√5 r)`` (R&W 2006, eq. 4.17)."""
 
     def _phi(self, u: np.ndarray) -> np.ndarray:
-        s = np.sqrt(5.0 * u)
-        return (1.0 + s + s * s / 3.0) * np.exp(-s)
+        return self._phi_and_g(u)[0]
 
     def _phi_and_g(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        s = np.sqrt(5.0 * u)
-        e = np.exp(-s)
+        # In place (u is consumed): fresh large temporaries cost page faults, which were
+        # measured to dominate this function.
+        s = np.multiply(u, 5.0, out=u)
+        np.sqrt(s, out=s)  # s = √5·r
+        e = np.negative(s)
+        np.exp(e, out=e)
+        k = s * (1.0 / 3.0)
+        k += 1.0
+        k *= s
+        k += 1.0
+        k *= e  # (1 + s + s²/3)·e^{−s}
         # ∂k/∂(r²) = −(5/6)(1 + s)e^{−s}, so G = −2·∂k/∂(r²) = (5/3)(1 + s)e^{−s}
-        return (1.0 + s + s * s / 3.0) * e, (5.0 / 3.0) * (1.0 + s) * e
+        s += 1.0
+        s *= e
+        s *= 5.0 / 3.0
+        return k, s
 
 
 @dataclass(frozen=True, eq=False)
@@ -218,10 +240,11 @@ class RBF(_Stationary):
     """Squared exponential with ARD: ``k = exp(−r²/2)`` (R&W 2006, eq. 4.9)."""
 
     def _phi(self, u: np.ndarray) -> np.ndarray:
-        return np.exp(-0.5 * u)
+        u *= -0.5
+        return np.exp(u, out=u)
 
     def _phi_and_g(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        k = np.exp(-0.5 * u)
+        k = self._phi(u)
         return k, k
 
 
@@ -245,10 +268,11 @@ class Categorical(_Stationary):
         return u
 
     def _phi(self, u: np.ndarray) -> np.ndarray:
-        return np.exp(-u)
+        np.negative(u, out=u)
+        return np.exp(u, out=u)
 
     def _phi_and_g(self, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        k = np.exp(-u)
+        k = self._phi(u)
         return k, k
 
     def _d_stack(self, X: np.ndarray) -> np.ndarray:
@@ -267,7 +291,7 @@ class Categorical(_Stationary):
         scale = np.asarray(self.length_scale)
 
         def contract(W: np.ndarray) -> np.ndarray:
-            M = W * K
+            M = np.multiply(W, K, out=W)
             out = np.empty(Xa.shape[1])
             for j in range(Xa.shape[1]):
                 # Σ_ij M_ij [x_i ≠ x_j] = ΣM − Σ_c 1_cᵀ M 1_c over the levels c of column j
@@ -331,6 +355,9 @@ class Additive(Kernel):
     def _eval(self, X: np.ndarray, X2: np.ndarray) -> np.ndarray:
         return sum(w * k._eval(X, X2) for w, k in zip(self._w, self.kernels, strict=True))
 
+    def gram(self, X: np.ndarray) -> np.ndarray:
+        return sum(w * k.gram(X) for w, k in zip(self._w, self.kernels, strict=True))
+
     def _eval_and_gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         Ks, grads = zip(*(k._eval_and_gradient(X) for k in self.kernels), strict=True)
         w = self._w
@@ -345,9 +372,11 @@ class Additive(Kernel):
         K = sum(wg * Kg for wg, Kg in zip(w, Ks, strict=True))
 
         def contract(W: np.ndarray) -> np.ndarray:
-            parts = [wg * c(W) for wg, c in zip(w, contractors, strict=True)]
-            parts.append(np.array([w[g] * np.sum(W * Ks[g]) for g in range(1, len(w))]))
-            return np.concatenate(parts)
+            tail = np.array([w[g] * np.vdot(W, Ks[g]) for g in range(1, len(w))])
+            last = len(w) - 1  # every contractor but the last gets a copy: W is scratch
+            parts = [wg * c(W if g == last else W.copy())
+                     for g, (wg, c) in enumerate(zip(w, contractors, strict=True))]
+            return np.concatenate(parts + [tail])
 
         return K, contract
 
@@ -383,6 +412,9 @@ class Mixed(Kernel):
     def _eval(self, X: np.ndarray, X2: np.ndarray) -> np.ndarray:
         return self.numeric._eval(X, X2) * self.categorical._eval(X, X2)
 
+    def gram(self, X: np.ndarray) -> np.ndarray:
+        return self.numeric.gram(X) * self.categorical.gram(X)
+
     def _eval_and_gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         K1, d1 = self.numeric._eval_and_gradient(X)
         K2, d2 = self.categorical._eval_and_gradient(X)
@@ -391,7 +423,11 @@ class Mixed(Kernel):
     def _eval_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
         K1, c1 = self.numeric._eval_and_contractor(X)
         K2, c2 = self.categorical._eval_and_contractor(X)
-        return K1 * K2, lambda W: np.concatenate([c1(W * K2), c2(W * K1)])
+        def contract(W: np.ndarray) -> np.ndarray:
+            g2 = c2(W * K1)
+            return np.concatenate([c1(np.multiply(W, K2, out=W)), g2])
+
+        return K1 * K2, contract
 
 
 KERNEL_NAMES = ("matern52", "rbf", "additive", "mixed")
