@@ -10,10 +10,12 @@ mean and std on 2,000 candidates, and compute expected improvement (closed form,
 - (c) scikit-learn: ``GaussianProcessRegressor(ConstantKernel * Matern(ARD, nu=2.5) +
   WhiteKernel, normalize_y=True, n_restarts_optimizer=2, alpha=0)``, same bounds.
 
-Run: ``python benchmarks/bo_step.py [--repeats 5] [--blas-threads 1|none]``. By default BLAS
-is capped at one thread for the whole process, so both libraries run under the same setting
-(scalebo caps its own BLAS calls at one thread anyway; ``none`` leaves scikit-learn at the
-BLAS default, which on a loaded 2-core machine made it several times slower).
+Run: ``python benchmarks/bo_step.py [--repeats 5] [--blas-threads 1|none]``. Wall and CPU
+times are both reported (medians): on a shared machine CPU time is the steadier measure. By
+default BLAS is capped at one thread for the whole process, so both libraries run under the
+same setting (scalebo caps its own BLAS calls at one thread anyway; ``none`` leaves
+scikit-learn at the BLAS default, which on a loaded 2-core machine made it several times
+slower).
 """
 
 from __future__ import annotations
@@ -54,35 +56,45 @@ def expected_improvement(mean: np.ndarray, std: np.ndarray, best: float) -> np.n
     return (best - mean) * norm.cdf(z) + std * norm.pdf(z)
 
 
-def step_scalebo(X: np.ndarray, y: np.ndarray, Xc: np.ndarray, seed: int) -> tuple[float, float]:
-    t0 = time.perf_counter()
+Timing = tuple[float, float, float]  # wall s, CPU s, LML
+
+
+def _clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def _since(t0: tuple[float, float], lml: float) -> Timing:
+    return time.perf_counter() - t0[0], time.process_time() - t0[1], lml
+
+
+def step_scalebo(X: np.ndarray, y: np.ndarray, Xc: np.ndarray, seed: int) -> Timing:
+    t0 = _clock()
     gp = GaussianProcess(n_restarts=2, amplitude_bounds=AMP_BOUNDS, noise_bounds=NOISE_BOUNDS,
                          rng=seed).fit(X, y)
     mean, std = gp.predict(Xc)
     ei = expected_improvement(mean, std, float(y.min()))
     assert np.all(np.isfinite(ei))
-    return time.perf_counter() - t0, gp.log_marginal_likelihood_value_
+    return _since(t0, gp.log_marginal_likelihood_value_)
 
 
-def step_scalebo_warm(X: np.ndarray, y: np.ndarray, Xc: np.ndarray,
-                      seed: int) -> tuple[float, float]:
+def step_scalebo_warm(X: np.ndarray, y: np.ndarray, Xc: np.ndarray, seed: int) -> Timing:
     gp = GaussianProcess(n_restarts=2, amplitude_bounds=AMP_BOUNDS, noise_bounds=NOISE_BOUNDS,
                          rng=seed).fit(X[:-1], y[:-1])
-    t0 = time.perf_counter()
+    t0 = _clock()
     gp.fit(X, y, warm_start=True)
     mean, std = gp.predict(Xc)
     ei = expected_improvement(mean, std, float(y.min()))
     assert np.all(np.isfinite(ei))
-    return time.perf_counter() - t0, gp.log_marginal_likelihood_value_
+    return _since(t0, gp.log_marginal_likelihood_value_)
 
 
-def step_sklearn(X: np.ndarray, y: np.ndarray, Xc: np.ndarray, seed: int) -> tuple[float, float]:
+def step_sklearn(X: np.ndarray, y: np.ndarray, Xc: np.ndarray, seed: int) -> Timing:
     from sklearn.gaussian_process import GaussianProcessRegressor
     from sklearn.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
 
     kernel = (ConstantKernel(1.0, AMP_BOUNDS) * Matern([0.5] * X.shape[1], LS_BOUNDS, nu=2.5)
               + WhiteKernel(1e-2, NOISE_BOUNDS))
-    t0 = time.perf_counter()
+    t0 = _clock()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ConvergenceWarning at bounds
         gp = GaussianProcessRegressor(kernel, alpha=0.0, normalize_y=True,
@@ -90,7 +102,7 @@ def step_sklearn(X: np.ndarray, y: np.ndarray, Xc: np.ndarray, seed: int) -> tup
         mean, std = gp.predict(Xc, return_std=True)
     ei = expected_improvement(mean, std, float(y.min()))
     assert np.all(np.isfinite(ei))
-    return time.perf_counter() - t0, float(gp.log_marginal_likelihood_value_)
+    return _since(t0, float(gp.log_marginal_likelihood_value_))
 
 
 def main() -> None:
@@ -108,23 +120,28 @@ def main() -> None:
     X, y, Xc = synthetic()
     cases = {"scalebo full": step_scalebo, "scalebo warm": step_scalebo_warm,
              "scikit-learn": step_sklearn}
-    times: dict[str, list[float]] = {k: [] for k in cases}
+    wall: dict[str, list[float]] = {k: [] for k in cases}
+    cpu: dict[str, list[float]] = {k: [] for k in cases}
     lmls: dict[str, list[float]] = {k: [] for k in cases}
     with limit:
         for rep in range(args.repeats):
             for name, fn in cases.items():  # interleaved: machine noise hits all alike
-                t, lml = fn(X, y, Xc, rep)
-                times[name].append(t)
+                w, c, lml = fn(X, y, Xc, rep)
+                wall[name].append(w)
+                cpu[name].append(c)
                 lmls[name].append(lml)
-                print(f"repeat {rep}: {name:13s} {t:7.3f} s  LML {lml:.4f}", flush=True)
-    med = {k: statistics.median(v) for k, v in times.items()}
+                print(f"repeat {rep}: {name:13s} wall {w:7.3f} s  CPU {c:7.3f} s  LML {lml:.4f}",
+                      flush=True)
     print(f"\nBO step: {N_OBS} obs, d={N_DIMS}, {N_CAND} candidates, {args.repeats} repeats, "
           f"BLAS threads: {args.blas_threads}")
-    for name in cases:
-        print(f"  {name:13s} median {med[name]:7.3f} s   best LML {max(lmls[name]):.4f}")
-    print(f"  ratio scikit-learn / scalebo full: {med['scikit-learn'] / med['scalebo full']:.1f}x")
-    print(f"  ratio scikit-learn / scalebo warm: {med['scikit-learn'] / med['scalebo warm']:.1f}x")
-
+    for label, table in (("wall", wall), ("CPU", cpu)):
+        med = {k: statistics.median(v) for k, v in table.items()}
+        for name in cases:
+            print(f"  {label:4s} {name:13s} median {med[name]:7.3f} s   "
+                  f"best LML {max(lmls[name]):.4f}")
+        for name in ("scalebo full", "scalebo warm"):
+            print(f"  {label:4s} ratio scikit-learn / {name}: "
+                  f"{med['scikit-learn'] / med[name]:.1f}x")
 
 if __name__ == "__main__":
     main()

@@ -42,8 +42,8 @@ def _columns(X: np.ndarray, active_dims: tuple[int, ...] | None) -> np.ndarray:
 
 
 class Kernel:
-    """Base class: subclasses define ``theta``, ``bounds``, ``with_theta`` and the private
-    ``_eval``, ``_eval_and_contractor`` and ``_eval_and_gradient`` methods."""
+    """Base class: subclasses define ``theta``, ``bounds``, ``with_theta``, ``_eval``,
+    ``gradient`` and ``value_and_contractor``."""
 
     @property
     def theta(self) -> np.ndarray:  # (n_params,)
@@ -77,22 +77,15 @@ class Kernel:
         """``(K, dK)``: ``K(X, X)`` of shape ``(n, n)`` and its gradient with respect to
         ``theta``, shape ``(n, n, n_params)``. Memory ``O(n²·n_params)``: for tests and small
         problems; the GP uses :meth:`value_and_contractor`."""
-        return self._eval_and_gradient(X)
+        raise NotImplementedError
 
     def value_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
         """``(K, contract)`` where ``contract(W) = Σ_ij W_ij ∂K_ij/∂theta``, shape
         ``(n_params,)``, for any ``W`` of shape ``(n, n)`` (not necessarily symmetric), which
         it overwrites: a fresh n × n array per call would cost page faults."""
-        return self._eval_and_contractor(X)
+        raise NotImplementedError
 
-    # --- to implement ---
     def _eval(self, X: np.ndarray, X2: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def _eval_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
-        raise NotImplementedError
-
-    def _eval_and_gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
 
 
@@ -169,7 +162,7 @@ class _Stationary(Kernel):
         Xa = _columns(X, self.active_dims)
         return (Xa.T[:, :, None] - Xa.T[:, None, :]) ** 2
 
-    def _eval_and_gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         K, G = self._phi_and_g(self._u(X, X))
         scale = np.asarray(self.length_scale) ** self._power
         dK = G[:, :, None] * np.moveaxis(self._d_stack(X), 0, -1) / scale
@@ -193,7 +186,7 @@ class _Stationary(Kernel):
         np.fill_diagonal(G, g0[0])
         return K, G
 
-    def _eval_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
+    def value_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
         K, G = self._symmetric_phi_and_g(X)
         Xa = _columns(X, self.active_dims)
         scale = np.asarray(self.length_scale) ** self._power
@@ -285,7 +278,7 @@ class Categorical(_Stationary):
         w = 1.0 / np.asarray(self.length_scale)
         return sum(w[j] * pdist(A[:, j:j + 1], "hamming") for j in range(A.shape[1]))
 
-    def _eval_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
+    def value_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
         K, _ = self._symmetric_phi_and_g(X)
         Xa = _columns(X, self.active_dims)
         scale = np.asarray(self.length_scale)
@@ -358,16 +351,16 @@ class Additive(Kernel):
     def gram(self, X: np.ndarray) -> np.ndarray:
         return sum(w * k.gram(X) for w, k in zip(self._w, self.kernels, strict=True))
 
-    def _eval_and_gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        Ks, grads = zip(*(k._eval_and_gradient(X) for k in self.kernels), strict=True)
+    def gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        Ks, grads = zip(*(k.gradient(X) for k in self.kernels), strict=True)
         w = self._w
         K = sum(wg * Kg for wg, Kg in zip(w, Ks, strict=True))
         dK = [wg * dg for wg, dg in zip(w, grads, strict=True)]
         dK += [w[g] * Ks[g][:, :, None] for g in range(1, len(w))]
         return K, np.concatenate(dK, axis=2)
 
-    def _eval_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
-        Ks, contractors = zip(*(k._eval_and_contractor(X) for k in self.kernels), strict=True)
+    def value_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
+        Ks, contractors = zip(*(k.value_and_contractor(X) for k in self.kernels), strict=True)
         w = self._w
         K = sum(wg * Kg for wg, Kg in zip(w, Ks, strict=True))
 
@@ -415,14 +408,14 @@ class Mixed(Kernel):
     def gram(self, X: np.ndarray) -> np.ndarray:
         return self.numeric.gram(X) * self.categorical.gram(X)
 
-    def _eval_and_gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        K1, d1 = self.numeric._eval_and_gradient(X)
-        K2, d2 = self.categorical._eval_and_gradient(X)
+    def gradient(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        K1, d1 = self.numeric.gradient(X)
+        K2, d2 = self.categorical.gradient(X)
         return K1 * K2, np.concatenate([d1 * K2[..., None], d2 * K1[..., None]], axis=2)
 
-    def _eval_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
-        K1, c1 = self.numeric._eval_and_contractor(X)
-        K2, c2 = self.categorical._eval_and_contractor(X)
+    def value_and_contractor(self, X: np.ndarray) -> tuple[np.ndarray, Contractor]:
+        K1, c1 = self.numeric.value_and_contractor(X)
+        K2, c2 = self.categorical.value_and_contractor(X)
         def contract(W: np.ndarray) -> np.ndarray:
             g2 = c2(W * K1)
             return np.concatenate([c1(np.multiply(W, K2, out=W)), g2])
