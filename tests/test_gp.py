@@ -246,3 +246,15 @@ def test_mixed_kernel_learns_categorical_effect():
     Xt = np.column_stack([np.full(3, 0.5), [0.0, 1.0, 2.0]])
     mean, _ = gp.predict(Xt)
     np.testing.assert_allclose(mean, np.sin(1.5) + np.array([0.0, 1.0, -1.0]), atol=0.05)
+
+
+def test_additive_kernel_fit_recovers_an_additive_function():
+    rng = np.random.default_rng(1)
+    X = rng.random((80, 2))
+    y = np.sin(5 * X[:, 0]) + (X[:, 1] - 0.5) ** 2 + 0.01 * rng.standard_normal(80)
+    gp = GaussianProcess("additive", rng=0).fit(X, y)
+    Xt = rng.random((20, 2))
+    mean, std = gp.predict(Xt)
+    truth = np.sin(5 * Xt[:, 0]) + (Xt[:, 1] - 0.5) ** 2
+    assert np.sqrt(np.mean((mean - truth) ** 2)) < 0.05
+    assert np.all(np.abs(mean - truth) < 5 * std + 0.03)

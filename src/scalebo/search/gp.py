@@ -28,7 +28,7 @@ import copy
 import functools
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -134,6 +134,11 @@ def _cholesky(A: np.ndarray, *, warn: bool, what: str = "K") -> tuple[np.ndarray
             return L, jitter
     raise np.linalg.LinAlgError(f"{what} is not positive definite even with jitter {jitter:.3g}"
                                 " (non-finite entries?)")
+
+
+def _lml_value(L: np.ndarray, alpha: np.ndarray, y: np.ndarray) -> float:
+    """``−½ yᵀα − Σ log L_ii − (n/2) log 2π`` (R&W 2006, Alg. 2.1, line 8)."""
+    return -0.5 * float(y @ alpha) - float(np.log(np.diag(L)).sum()) - 0.5 * len(y) * _LOG_2PI
 
 
 def _half_inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
@@ -255,10 +260,8 @@ class GaussianProcess:
         self._ws = None  # release the optimizer's buffers
         self._set_state(theta, warn=True)
         if np.isnan(self.fit_result_.log_marginal_likelihood):
-            r = self.fit_result_
-            self.fit_result_ = HyperparameterFit(theta, self.log_marginal_likelihood_value_,
-                                                 r.nit, r.nfev, r.n_starts, r.success, r.status,
-                                                 r.message, r.warm_start)
+            self.fit_result_ = replace(self.fit_result_, theta=theta,
+                                       log_marginal_likelihood=self.log_marginal_likelihood_value_)
         return self
 
     def _screened_restarts(self, bounds: np.ndarray) -> list[np.ndarray]:
@@ -353,9 +356,6 @@ class GaussianProcess:
         amp, kern, noise = self._split(np.asarray(theta, dtype=np.float64))
         if eval_gradient:
             R, contract = kern.value_and_contractor(X)
-        else:
-            R = kern.gram(X)
-        if eval_gradient:
             # NOTE: reused n × n buffers: fresh ones were measured to cost more in page faults
             # than the Cholesky itself (n = 500). Kb is symmetric, so Kb.T is K in Fortran
             # order and dpotrf factorizes it in place.
@@ -364,12 +364,14 @@ class GaussianProcess:
             Kb.flat[:: n + 1] += noise
             L, info = lapack.dpotrf(Kb.T, lower=1, clean=1, overwrite_a=1)
             jitter = 0.0
+        else:
+            R = kern.gram(X)
         if not eval_gradient or info != 0:
             K = amp * R
             K.flat[:: n + 1] += noise
             L, jitter = _cholesky(K, warn=warn)
         alpha = cho_solve((L, True), y, check_finite=False)
-        lml = -0.5 * float(y @ alpha) - float(np.log(np.diag(L)).sum()) - 0.5 * n * _LOG_2PI
+        lml = _lml_value(L, alpha, y)
         if not eval_gradient:
             return lml
         P = _half_inverse_from_cholesky(L)
@@ -398,9 +400,7 @@ class GaussianProcess:
         K.flat[:: n + 1] += self.noise_
         self.L_, self.jitter_ = _cholesky(K, warn=warn)
         self.alpha_ = cho_solve((self.L_, True), self.y_train_, check_finite=False)
-        self.log_marginal_likelihood_value_ = (
-            -0.5 * float(self.y_train_ @ self.alpha_) - float(np.log(np.diag(self.L_)).sum())
-            - 0.5 * n * _LOG_2PI)
+        self.log_marginal_likelihood_value_ = _lml_value(self.L_, self.alpha_, self.y_train_)
 
     @_with_blas_limit
     def log_marginal_likelihood(self, theta: np.ndarray | None = None,
@@ -411,7 +411,10 @@ class GaussianProcess:
         if theta is None and not eval_gradient:
             return self.log_marginal_likelihood_value_
         theta = self.theta_ if theta is None else np.asarray(theta, dtype=np.float64)
-        return self._lml(theta, eval_gradient=eval_gradient, warn=True)
+        try:
+            return self._lml(theta, eval_gradient=eval_gradient, warn=True)
+        finally:
+            self._ws = None
 
     # -------------------------------------------------------------- prediction
     @_with_blas_limit
@@ -489,9 +492,7 @@ class GaussianProcess:
         new.y_train_ = np.concatenate([self.y_train_, (yn - self.y_mean_) / self.y_std_])
         new.L_ = L
         new.alpha_ = cho_solve((L, True), new.y_train_, check_finite=False)
-        new.log_marginal_likelihood_value_ = (
-            -0.5 * float(new.y_train_ @ new.alpha_) - float(np.log(np.diag(L)).sum())
-            - 0.5 * (n + k) * _LOG_2PI)
+        new.log_marginal_likelihood_value_ = _lml_value(L, new.alpha_, new.y_train_)
         return new
 
     # -------------------------------------------------------------- validation
