@@ -231,8 +231,15 @@ def execute_task(task: Task, cell_fn: CellFn, group_fn: GroupFn | None = None) -
         secs = (time.perf_counter() - t0) / n
         return [make_record(c, "error", None, err, secs, n) for c in task.cells]
     secs = (time.perf_counter() - t0) / n
-    return [make_record(c, "ok", jsonable(r), None, secs, n)
-            for c, r in zip(task.cells, results, strict=True)]
+    records = []
+    for c, r in zip(task.cells, results, strict=True):
+        r = dict(r)
+        timings = r.pop("timings", None)  # varies between identical runs: not a result
+        rec = make_record(c, "ok", jsonable(r), None, secs, n)
+        if timings is not None:
+            rec["timing"]["task"] = jsonable(timings)
+        records.append(rec)
+    return records
 
 
 def make_tasks(cells: Sequence[Cell], *, budget_free: Callable[[MethodSpec], bool] | None = None,
@@ -266,43 +273,42 @@ def _problem(spec: DatasetSpec, data_dir: str | None) -> Any:
     return load_problem(spec.source, **kwargs)
 
 
+def _cell_result(rec: Any, budget: float) -> dict[str, Any]:
+    """The part of a ``ReplayRecord`` that belongs to one budget (no trace: a grouped run
+    only holds the trace of its largest budget), plus the replay's timings."""
+    return {"dataset": rec.dataset, "method": rec.method.to_dict(),
+            "method_label": rec.method.label(), "seed": rec.seed, "budget": float(budget),
+            "metrics": rec.at(budget).to_dict(), "timings": dict(rec.timings)}
+
+
 def replay_cell(cell: Cell, *, data_dir: str | None = None) -> dict[str, Any]:
-    """Default cell function: ``replay(problem, MethodConfig(**params), budget, seed)`` dict."""
+    """Default cell function: ``replay(problem, MethodConfig(**params), budget, seed)``."""
     from scalebo.bench.replay import MethodConfig, replay
 
     method = MethodConfig(**cell.method.as_kwargs())
-    return replay(_problem(cell.dataset, data_dir), method, cell.budget, cell.seed).to_dict()
+    rec = replay(_problem(cell.dataset, data_dir), method, cell.budget, cell.seed)
+    return _cell_result(rec, cell.budget)
 
 
 def replay_group(cells: Sequence[Cell], *, data_dir: str | None = None) -> list[dict[str, Any]]:
-    """Several budgets of one (dataset, method, seed) from one replay to the largest budget.
-
-    Only valid for budget-free methods (:func:`replay_is_budget_free`); each returned dict is
-    the replay record restricted to one budget (``ReplayRecord.at_budget``).
-    """
+    """Several budgets of one (dataset, method, seed) from one replay to the largest budget
+    with ``record_budgets`` (equal to separate replays for budget-free methods)."""
     from scalebo.bench.replay import MethodConfig, replay
 
     first = cells[0]
     method = MethodConfig(**first.method.as_kwargs())
-    budgets = tuple(c.budget for c in cells)
+    budgets = [c.budget for c in cells]
     rec = replay(_problem(first.dataset, data_dir), method, max(budgets), first.seed,
                  record_budgets=budgets)
-    return [rec.at_budget(b).to_dict() for b in budgets]
+    return [_cell_result(rec, b) for b in budgets]
 
 
 def replay_is_budget_free(method: MethodSpec) -> bool:
-    """Whether a replay of ``method`` to a large budget passes through its smaller budgets.
+    """``MethodConfig.budget_independent``: ``full`` and the ``spent`` / ``coverage`` window
+    schedules make the same choices whatever the total budget; ``sweep`` does not."""
+    from scalebo.bench.replay import MethodConfig
 
-    Delegates to ``bench.replay.budget_free(MethodConfig)`` when it exists; False otherwise.
-    """
-    try:
-        from scalebo.bench import replay as replay_mod
-    except ImportError:
-        return False
-    fn = getattr(replay_mod, "budget_free", None)
-    if fn is None:
-        return False
-    return bool(fn(replay_mod.MethodConfig(**method.as_kwargs())))
+    return bool(MethodConfig(**method.as_kwargs()).budget_independent)
 
 
 # --------------------------------------------------------------------------- runner
@@ -367,26 +373,26 @@ def _iter_joblib(tasks: Sequence[Task], run: Callable[[Task], list[dict]], n_job
                 os.environ[k] = v
 
 
-def _dask_client(address: str) -> Any:
+def _distributed() -> Any:
+    """``dask.distributed``, or an ImportError that says how to install it."""
     try:
-        from dask.distributed import Client
+        import dask.distributed as distributed
     except ImportError as exc:
         raise ImportError(
             "--dask-scheduler needs dask.distributed: pip install 'scalebo[dask]' "
             f"(import failed: {exc})") from exc
-    return Client(address)
+    return distributed
 
 
 def _iter_dask(tasks: Sequence[Task], run: Callable[[Task], list[dict]], address: Any
                ) -> Iterator[list[dict]]:
     """Submit tasks to a Dask scheduler (address string or an existing ``Client``)."""
-    from dask.distributed import as_completed
-
+    distributed = _distributed()
     own = isinstance(address, str)
-    client = _dask_client(address) if own else address
+    client = distributed.Client(address) if own else address
     try:
         futures = {client.submit(run, t, pure=False): t for t in tasks}
-        for fut in as_completed(futures):
+        for fut in distributed.as_completed(futures):
             try:
                 yield fut.result()
             except Exception as exc:  # worker lost, unpicklable result, …
@@ -456,6 +462,7 @@ def run_sweep(
     run = partial(execute_task, cell_fn=cell_fn, group_fn=group_fn)
     n_cells = sum(len(t.cells) for t in tasks)
     if dask_scheduler is not None:
+        _distributed()  # fail early, before the progress bar
         stream = _iter_dask(tasks, run, dask_scheduler)
     elif n_jobs in (None, 1) or len(tasks) <= 1:
         stream = (run(t) for t in tasks)

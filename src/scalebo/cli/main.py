@@ -38,6 +38,8 @@ from scalebo.errors import FitError, RunTableError, SearchError
 #: Subcommand modules of :mod:`scalebo.cli`, in ``--help`` order. One line per command.
 COMMAND_MODULES: tuple[str, ...] = (
     "fit",
+    "bench",
+    "demo",
     "fragility",
 )
 

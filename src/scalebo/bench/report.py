@@ -1,0 +1,325 @@
+"""The benchmark report: mean ± SD tables and figures from a directory of sweep records.
+
+Input is the tidy frame of :func:`scalebo.bench.records.load_records` (one row per cell ×
+data kind × metric). A **variant** is a method with one kind of data behind its law fit:
+``observed`` (observed runs only, written ``method``) or ``fantasized`` (observed +
+surrogate fill-in, written ``method + fantasize``). Every statistic is over seeds: the mean
+and the sample SD (``ddof=1``; 0 with one seed), and ``n`` the number of seeds.
+
+Tables (Markdown, :func:`write_report`):
+
+* relative extrapolation error ``|L̂(C) − L_ref(C)| / L_ref(C)`` in % at C = 1e25, 1e27 and
+  1e29 FLOPs, one table per C — rows dataset × variant, columns budget fractions (the
+  original study's Table 1 layout);
+* the fitted (incumbent) law's coefficients per budget — rows dataset × variant ×
+  parameter, columns budgets (Table 5 layout);
+* compute saved: the smallest budget fraction ``f`` at which the mean error at 1e25 FLOPs is
+  ≤ a threshold (default 1 %), the saving factor ``1/f``, and the compute actually spent there
+  as a fraction of ``C_total`` and as a multiple of the per-cell compute floor;
+* runs and recoveries (envelope %, cell %) per budget.
+
+Figures (matplotlib, imported lazily, Agg backend; only when the records hold the methods):
+per dataset a grid of recovery panels vs budget fraction with ±1 SD bands (one colour per
+method, observed dashed, fantasized solid), and comparisons of methods that differ only in
+their surrogate, kernel or acquisition.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from scalebo.bench.records import load_records
+
+__all__ = ["EXTRAPOLATION_KEYS", "coefficient_table", "comparison_groups",
+           "extrapolation_table", "savings_table", "summarize", "write_report"]
+
+#: Metric-name suffixes of the extrapolation points (see ``bench.metrics.c_key``).
+EXTRAPOLATION_KEYS = ("1e+25", "1e+27", "1e+29")
+#: Recovery panels: (metric, kind filter, y label, log scale).
+PANELS = (
+    ("{law}.extrapolation_pct.1e+25", "fit", "|extrapolation| at 1e25 FLOPs (%)", True),
+    ("{law}.param_error.alpha", "fit", "|α − α_ref|", True),
+    ("{law}.param_error.E", "fit", "|E − E_ref| (nats)", True),
+    ("{law}.heldout_mse", "fit", "held-out MSE (nats²)", True),
+    ("envelope_recovery_pct", "run", "envelope recovered (%)", False),
+    ("cell_recovery_pct", "run", "cells' best recovered (%)", False),
+)
+COMPARED = ("surrogate", "kernel", "acquisition", "incumbent", "schedule")
+
+
+def summarize(frame: pd.DataFrame) -> pd.DataFrame:
+    """Mean, SD and n over seeds per ``(dataset, method, kind, metric, budget)``.
+
+    Extrapolation metrics (signed in the records) are summarized as absolute values.
+    """
+    ok = frame[frame["status"] == "ok"].copy()
+    ext = ok["metric"].str.contains("extrapolation_pct", regex=False)
+    ok.loc[ext, "value"] = ok.loc[ext, "value"].abs()
+    g = ok.groupby(["dataset", "method", "kind", "metric", "budget"], sort=False)["value"]
+    out = g.agg(mean="mean", sd=lambda v: float(v.std(ddof=1)) if v.count() > 1 else 0.0,
+                n="count").reset_index()
+    return out
+
+
+def _fmt(mean: float, sd: float, digits: int = 2) -> str:
+    if not math.isfinite(mean):
+        return "–"
+    if abs(mean) >= 1e3 or (0 < abs(mean) < 10 ** -digits):
+        return f"{mean:.2e} ± {sd:.1e}"
+    return f"{mean:.{digits}f} ± {sd:.{digits}f}"
+
+
+def _budget_label(b: float) -> str:
+    return f"{100 * b:g} %"
+
+
+def _variants(summary: pd.DataFrame, metric: str) -> list[tuple[str, str, str]]:
+    """``(dataset, method, kind)`` with data for ``metric``, in first-seen order."""
+    sub = summary[summary["metric"] == metric]
+    seen = dict.fromkeys(zip(sub["dataset"], sub["method"], sub["kind"], strict=True))
+    return list(seen)
+
+
+def _label(method: str, kind: str) -> str:
+    return f"{method} + fantasize" if kind == "fantasized" else method
+
+
+def _pivot(summary: pd.DataFrame, metric: str, digits: int = 2,
+           variants: Sequence[tuple[str, str, str]] | None = None) -> str:
+    """Markdown table: rows dataset × variant, columns budgets, cells mean ± SD."""
+    sub = summary[summary["metric"] == metric]
+    if sub.empty:
+        return "_no data_\n"
+    budgets = sorted(sub["budget"].unique())
+    lines = ["| dataset | method | " + " | ".join(_budget_label(b) for b in budgets) + " | n |",
+             "|---|---|" + "---|" * (len(budgets) + 1)]
+    for ds, method, kind in variants or _variants(summary, metric):
+        rows = sub[(sub["dataset"] == ds) & (sub["method"] == method) & (sub["kind"] == kind)]
+        by_b = {r.budget: r for r in rows.itertuples()}
+        cells = [_fmt(by_b[b].mean, by_b[b].sd, digits) if b in by_b else "–" for b in budgets]
+        n = int(rows["n"].min()) if len(rows) else 0
+        lines.append(f"| {ds} | {_label(method, kind)} | " + " | ".join(cells) + f" | {n} |")
+    return "\n".join(lines) + "\n"
+
+
+def extrapolation_table(summary: pd.DataFrame, C: str = "1e+25", law: str = "compute") -> str:
+    """Table 1 layout: |relative extrapolation error| (%) at ``C`` FLOPs, mean ± SD."""
+    return _pivot(summary, f"{law}.extrapolation_pct.{C}")
+
+
+def coefficient_table(summary: pd.DataFrame, law: str = "compute") -> str:
+    """Table 5 layout: fitted coefficients per budget (rows dataset × variant × parameter)."""
+    prefix = f"{law}.params."
+    sub = summary[summary["metric"].str.startswith(prefix)]
+    if sub.empty:
+        return "_no data_\n"
+    budgets = sorted(sub["budget"].unique())
+    lines = ["| dataset | method | parameter | " + " | ".join(map(_budget_label, budgets))
+             + " |", "|---|---|---|" + "---|" * len(budgets)]
+    for (ds, method, kind, metric), rows in sub.groupby(
+            ["dataset", "method", "kind", "metric"], sort=False):
+        by_b = {r.budget: r for r in rows.itertuples()}
+        cells = [_fmt(by_b[b].mean, by_b[b].sd, 4) if b in by_b else "–" for b in budgets]
+        lines.append(f"| {ds} | {_label(method, kind)} | {metric[len(prefix):]} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def savings_table(summary: pd.DataFrame, threshold_pct: float = 1.0, C: str = "1e+25",
+                  law: str = "compute") -> str:
+    """Smallest budget with mean |error| at ``C`` ≤ ``threshold_pct`` and the saving 1/f."""
+    metric = f"{law}.extrapolation_pct.{C}"
+    runs = summary[summary["kind"] == "run"]
+    lines = [f"| dataset | method | smallest budget f with mean error ≤ {threshold_pct:g} % | "
+             "saving 1/f | compute spent (% of C_total) | × per-cell floor |",
+             "|---|---|---|---|---|---|"]
+    for ds, method, kind in _variants(summary, metric):
+        rows = summary[(summary["dataset"] == ds) & (summary["method"] == method)
+                       & (summary["kind"] == kind) & (summary["metric"] == metric)]
+        hit = rows[rows["mean"] <= threshold_pct].sort_values("budget")
+        if hit.empty:
+            lines.append(f"| {ds} | {_label(method, kind)} | not reached | – | – | – |")
+            continue
+        f = float(hit["budget"].iloc[0])
+        r = runs[(runs["dataset"] == ds) & (runs["method"] == method) & (runs["budget"] == f)]
+        spent = r[r["metric"] == "spent_fraction"]["mean"]
+        floor = r[r["metric"] == "floor_multiple_cells"]["mean"]
+        sp = f"{100 * spent.iloc[0]:.2f}" if len(spent) else "–"
+        fl = f"{floor.iloc[0]:.1f}" if len(floor) else "–"
+        lines.append(f"| {ds} | {_label(method, kind)} | {_budget_label(f)} | {1 / f:.0f}× "
+                     f"| {sp} | {fl} |")
+    return "\n".join(lines) + "\n"
+
+
+def _run_table(summary: pd.DataFrame, metric: str, digits: int = 1) -> str:
+    sub = summary[(summary["kind"] == "run")]
+    variants = [(d, m, "run") for d, m, _ in _variants(sub, metric)]
+    return _pivot(sub, metric, digits, variants)
+
+
+def comparison_groups(frame: pd.DataFrame, param: str) -> list[list[str]]:
+    """Groups of methods that differ only in ``param.<param>`` (≥ 2 distinct values)."""
+    cols = [c for c in frame.columns if c.startswith("param.")]
+    if f"param.{param}" not in cols:
+        return []
+    methods = frame.drop_duplicates("method")[["method", *cols]].set_index("method")
+    others = [c for c in cols if c not in (f"param.{param}", "param.fantasize")]
+    groups: dict[str, list[str]] = {}
+    for method, row in methods.iterrows():
+        key = json.dumps([str(row[c]) for c in others])
+        groups.setdefault(key, []).append(str(method))
+    return [g for g in groups.values()
+            if methods.loc[g, f"param.{param}"].astype(str).nunique() >= 2]
+
+
+# --------------------------------------------------------------------------- figures
+
+def _plt():
+    import matplotlib
+
+    if "matplotlib.pyplot" not in __import__("sys").modules:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _series(summary, ds, method, kind, metric):
+    s = summary[(summary["dataset"] == ds) & (summary["method"] == method)
+                & (summary["kind"] == kind) & (summary["metric"] == metric)]
+    s = s.sort_values("budget")
+    return s["budget"].to_numpy(), s["mean"].to_numpy(), s["sd"].to_numpy()
+
+
+def _line(ax, x, m, sd, color, style, label, log):
+    if not len(x):
+        return
+    ax.plot(x, m, style, color=color, marker="o", ms=3, label=label)
+    lo = np.maximum(m - sd, m * 1e-3) if log else m - sd
+    ax.fill_between(x, lo, m + sd, color=color, alpha=0.12, lw=0)
+
+
+def recovery_figure(summary: pd.DataFrame, dataset: str, methods: Sequence[str], path: Path,
+                    law: str = "compute") -> Path:
+    """Recovery panels vs budget fraction for ``methods`` on ``dataset`` (mean ± 1 SD)."""
+    plt = _plt()
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7), constrained_layout=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, (metric, which, ylabel, log) in zip(axes.flat, PANELS, strict=True):
+        metric = metric.format(law=law)
+        for i, method in enumerate(methods):
+            c = colors[i % len(colors)]
+            kinds = (("run", "-", method),) if which == "run" else (
+                ("observed", "--", f"{method} (observed)"),
+                ("fantasized", "-", f"{method} + fantasize"))
+            for kind, style, label in kinds:
+                _line(ax, *_series(summary, dataset, method, kind, metric), c, style, label, log)
+        ax.set_xscale("log")
+        if log:
+            ax.set_yscale("log")
+        ax.set_xlabel("budget (fraction of C_total)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3, which="both")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(f"{dataset}: recovery vs budget ({law} law; mean ± 1 SD over seeds)")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def comparison_figure(summary: pd.DataFrame, methods: Sequence[str], param: str, path: Path,
+                      law: str = "compute") -> Path:
+    """|Extrapolation| at 1e25 FLOPs vs budget per dataset for methods differing in ``param``."""
+    plt = _plt()
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 3.8),
+                             squeeze=False, constrained_layout=True)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    metric = f"{law}.extrapolation_pct.1e+25"
+    for ax, ds in zip(axes[0], datasets, strict=True):
+        for i, method in enumerate(methods):
+            for kind, style in (("observed", "--"), ("fantasized", "-")):
+                _line(ax, *_series(summary, ds, method, kind, metric), colors[i % len(colors)],
+                      style, _label(method, kind), True)
+        ax.set(xscale="log", yscale="log", title=ds, xlabel="budget (fraction of C_total)",
+               ylabel="|extrapolation| at 1e25 FLOPs (%)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{param} comparison (mean ± 1 SD over seeds)")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# --------------------------------------------------------------------------- report
+
+def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+                 title: str | None = None, figures: bool = True, law: str = "compute",
+                 threshold_pct: float = 1.0) -> Path:
+    """Write ``out_dir/report.md`` (and ``out_dir/figures/*.png``) from sweep records.
+
+    Args:
+        records_dir: Directory of records (``scalebo bench run --out``).
+        out_dir: Report directory (created).
+        title: First heading (default: "Benchmark report").
+        figures: Draw the figures.
+        law: Law whose metrics fill the tables: ``"compute"`` (L(C) on the envelope) or
+            ``"chinchilla"`` (L(N, D) on per-cell bests, its compute-optimal path for C).
+        threshold_pct: Accuracy target of the compute-saved table, % at 1e25 FLOPs.
+
+    Returns:
+        Path of the Markdown file. Raises ``ValueError`` when the directory holds no record.
+    """
+    full = load_records(records_dir, include_errors=True)
+    if full.empty:
+        raise ValueError(f"{records_dir} holds no scalebo record (*.json).")
+    frame = full[full["status"] == "ok"]
+    summary = summarize(frame)
+    out = Path(out_dir)
+    fig_dir = out / "figures"
+    n_err = int(full.loc[full["status"] != "ok", "key"].nunique())
+    seeds = sorted(frame["seed"].unique())
+    md = [f"# {title or 'Benchmark report'}", "",
+          f"{frame['key'].nunique()} cells: datasets {', '.join(dict.fromkeys(frame['dataset']))}"
+          f"; methods {', '.join(dict.fromkeys(frame['method']))}; seeds {len(seeds)} "
+          f"({seeds[0]}–{seeds[-1]}); budgets "
+          f"{', '.join(_budget_label(b) for b in sorted(frame['budget'].unique()))} of C_total."
+          + (f" {n_err} cells failed (not included)." if n_err else ""),
+          f"Law in the tables: `{law}`. Cells are mean ± SD over seeds; `n` is the number of "
+          "seeds. `method + fantasize` = the same runs with the law fitted on observed + "
+          "surrogate-filled losses.", ""]
+    for C in EXTRAPOLATION_KEYS:
+        md += [f"## |Relative extrapolation error| (%) at {C.replace('e+', 'e')} FLOPs", "",
+               extrapolation_table(summary, C, law)]
+    md += [f"## Compute saved to reach ≤ {threshold_pct:g} % error at 1e25 FLOPs", "",
+           savings_table(summary, threshold_pct, law=law),
+           "## Fitted law coefficients (mean ± SD)", "", coefficient_table(summary, law),
+           "## Envelope recovery (% of reference envelope configs observed)", "",
+           _run_table(summary, "envelope_recovery_pct"),
+           "## Per-cell recovery (% of cells whose best config was observed)", "",
+           _run_table(summary, "cell_recovery_pct"),
+           "## Compute spent (% of C_total → shown as fraction)", "",
+           _run_table(summary, "spent_fraction", 4)]
+    if figures:
+        fig_dir.mkdir(parents=True, exist_ok=True)
+        md += ["## Figures", ""]
+        for ds in dict.fromkeys(frame["dataset"]):
+            methods = list(dict.fromkeys(frame.loc[frame["dataset"] == ds, "method"]))
+            p = recovery_figure(summary, ds, methods, fig_dir / f"recovery_{ds}.png", law)
+            md += [f"![{ds} recovery]({p.relative_to(out).as_posix()})", ""]
+        for param in COMPARED:
+            for i, group in enumerate(comparison_groups(frame, param)):
+                p = comparison_figure(summary, group, param,
+                                      fig_dir / f"compare_{param}_{i}.png", law)
+                md += [f"![{param} comparison]({p.relative_to(out).as_posix()})", ""]
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "report.md"
+    path.write_text("\n".join(md))
+    return path

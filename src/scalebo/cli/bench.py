@@ -1,0 +1,112 @@
+"""``scalebo bench``: run a benchmark sweep of search strategies, and report on it.
+
+* ``scalebo bench run CONFIG.yaml --out DIR [--jobs N | --dask-scheduler ADDRESS]`` runs
+  every unfinished cell (dataset × method × seed × budget) of the config and writes one JSON
+  record per cell to ``DIR`` (:func:`scalebo.bench.sweep.run_sweep`). A rerun skips finished
+  cells, so an interrupted sweep resumes where it stopped. Progress (cells done / total, ETA)
+  on stderr; the summary on stdout.
+* ``scalebo bench report DIR --out REPORT_DIR`` writes ``REPORT_DIR/report.md`` with mean ± SD
+  tables and figures (:func:`scalebo.bench.report.write_report`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from scalebo.cli.common import add_format_argument, format_table, is_quiet, log
+
+NAME = "bench"
+HELP = "benchmark search strategies over datasets, budgets and seeds (run a sweep, report)"
+DESCRIPTION = __doc__.split("\n\n", 1)[1] if __doc__ else HELP
+EPILOG = """\
+examples:
+  scalebo bench run benchmarks/configs/smoke.yaml --out runs/smoke --jobs 2
+  scalebo bench run benchmarks/configs/main_comparison.yaml --out runs/main --seeds 0-2
+  scalebo bench report runs/main --out docs
+exit codes: 0 ok, 1 some cells failed (their error records are kept), 2 bad config or usage.
+"""
+
+
+def _seeds(text: str) -> list[int]:
+    """``"0-4"`` → 0..4, ``"0,3,7"`` → those."""
+    out: list[int] = []
+    for part in text.split(","):
+        if "-" in part.strip()[1:]:
+            lo, hi = part.split("-", 1)
+            out += list(range(int(lo), int(hi) + 1))
+        elif part.strip():
+            out.append(int(part))
+    if not out:
+        raise argparse.ArgumentTypeError(f"no seeds in {text!r}")
+    return out
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="bench_command", metavar="ACTION", required=True)
+    run = sub.add_parser("run", help="run the unfinished cells of a sweep config",
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("config", help="sweep config (YAML), e.g. benchmarks/configs/smoke.yaml")
+    run.add_argument("--out", required=True, help="record directory (created)")
+    run.add_argument("--jobs", "-j", type=int, default=1,
+                     help="local worker processes (joblib/loky; -1 = all cores; default 1)")
+    run.add_argument("--dask-scheduler", metavar="ADDRESS", default=None,
+                     help="run the cells on a Dask cluster, e.g. tcp://10.0.0.1:8786 "
+                          "(needs pip install 'scalebo[dask]')")
+    run.add_argument("--seeds", type=_seeds, default=None,
+                     help="only these seeds (e.g. 0-2 or 0,5), overriding the config")
+    run.add_argument("--limit", type=int, default=None,
+                     help="run at most this many tasks, then stop (rerun to continue)")
+    run.add_argument("--data-dir", default=None,
+                     help="public datasets folder (default $SCALEBO_DATA_DIR)")
+    add_format_argument(run)
+    rep = sub.add_parser("report", help="Markdown report with tables and figures from records")
+    rep.add_argument("records", help="record directory written by 'scalebo bench run'")
+    rep.add_argument("--out", required=True, help="report directory (report.md, figures/)")
+    rep.add_argument("--title", default=None, help="report title")
+    rep.add_argument("--no-figures", action="store_true", help="tables only")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from scalebo.bench.sweep import SweepConfig, run_sweep
+
+    config = SweepConfig.from_yaml(args.config)
+    if args.seeds is not None:
+        config = config.with_seeds(args.seeds)
+    n = len(config.cells())
+    log(f"sweep {config.name}: {len(config.datasets)} datasets × {len(config.methods)} methods "
+        f"× {len(config.seeds)} seeds × {len(config.budgets)} budgets = {n} cells → {args.out}")
+    data_dir = args.data_dir or os.environ.get("SCALEBO_DATA_DIR")
+    summary = run_sweep(config, args.out, n_jobs=args.jobs, dask_scheduler=args.dask_scheduler,
+                        data_dir=data_dir, progress=not is_quiet(), limit=args.limit)
+    log(summary.describe())
+    result = {"config": config.name, "out": summary.out_dir, "cells": summary.total,
+              "skipped": summary.skipped, "ran": summary.ran, "failed": summary.failed,
+              "tasks": summary.n_tasks, "seconds": round(summary.seconds, 3),
+              "cells_per_second": round(summary.cells_per_second, 4),
+              "failures": [{"message": m, "cells": k} for m, k in summary.failures]}
+    if args.format == "json":
+        print(json.dumps(result, indent=2))
+    elif args.format == "csv":
+        keys = [k for k in result if k != "failures"]
+        print(",".join(keys))
+        print(",".join(str(result[k]) for k in keys))
+    else:
+        rows = [{"field": k, "value": v} for k, v in result.items() if k != "failures"]
+        print(format_table(rows, ["field", "value"]), end="")
+    return 1 if summary.failed else 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from scalebo.bench.report import write_report
+
+    path = write_report(args.records, args.out, title=args.title, figures=not args.no_figures)
+    log(f"report written to {path}")
+    print(path)
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """Dispatch ``bench run`` / ``bench report``."""
+    return _run(args) if args.bench_command == "run" else _report(args)
