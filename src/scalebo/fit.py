@@ -13,7 +13,9 @@ start.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -64,8 +66,8 @@ class FitResult:
         nit: iterations of the best start.
         n_starts: starts tried.
         n_converged: starts that converged.
-        n_agree: converged starts whose objective is within 1e-6 relative of ``fun`` and
-            whose parameters are within 1e-3 (absolute + relative) of ``x``.
+        n_agree: converged starts whose objective is within ``1e-6·|fun| + 1e-14`` of ``fun``
+            and whose parameters are within 1e-3 (absolute + relative) of ``x``.
         huber_delta: δ used.
         n_obs: number of observations fitted.
         converged_x: parameters of every converged start, sorted by objective, ``(k, p)``.
@@ -150,14 +152,38 @@ def _log_targets(y: np.ndarray) -> np.ndarray:
     return np.log(y)
 
 
-def make_objective(law: Law, Z: np.ndarray, log_y: np.ndarray, delta: float, weights=None):
+#: Work (starts × observations) above which an evaluation is split across threads.
+_THREAD_MIN_WORK = 200_000
+
+
+def _default_threads() -> int:
+    """Threads for one objective evaluation: ``SCALEBO_NUM_THREADS`` or the cores (≤ 4)."""
+    value = os.environ.get("SCALEBO_NUM_THREADS")
+    if value:
+        return max(1, int(value))
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+def make_objective(
+    law: Law,
+    Z: np.ndarray,
+    log_y: np.ndarray,
+    delta: float,
+    weights=None,
+    *,
+    n_threads: int | None = None,
+):
     """``fun_grad(theta (s, p), rows (s,))`` for :func:`scalebo.optim.minimize_batched`.
 
     ``weights`` is ``None``, shape ``(n,)``, or per-start ``(S, n)`` (bootstrap counts).
+    Large batches are split into row chunks evaluated in threads (numpy releases the GIL in
+    its array loops); the result is identical to a single-thread evaluation because starts
+    are independent. ``n_threads`` defaults to :func:`_default_threads`.
     """
     per_start = weights is not None and np.ndim(weights) == 2
+    threads = _default_threads() if n_threads is None else max(1, n_threads)
 
-    def fun_grad(theta: np.ndarray, rows: np.ndarray):
+    def one(theta: np.ndarray, rows: np.ndarray):
         log_pred, vjp = law.log_predict_vjp(theta, Z)
         r = np.subtract(log_pred, log_y[None, :], out=log_pred)
         psi = np.clip(r, -delta, delta)
@@ -168,7 +194,23 @@ def make_objective(law: Law, Z: np.ndarray, log_y: np.ndarray, delta: float, wei
             psi = psi * w
         return h.sum(axis=1), vjp(psi)
 
+    def fun_grad(theta: np.ndarray, rows: np.ndarray):
+        if threads == 1 or theta.shape[0] * Z.shape[0] < _THREAD_MIN_WORK:
+            return one(theta, rows)
+        chunks = np.array_split(np.arange(theta.shape[0]), threads)
+        parts = list(_pool(threads).map(lambda c: one(theta[c], rows[c]), chunks))
+        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
     return fun_grad
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    if threads not in _POOLS:
+        _POOLS[threads] = ThreadPoolExecutor(threads, thread_name_prefix="scalebo-fit")
+    return _POOLS[threads]
 
 
 #: Screening tolerances for every start, then polishing tolerances for the best ones.
@@ -240,7 +282,7 @@ def summarize_starts(
     x = res.x[best].copy()
     fun = float(res.fun[best])
     conv_order = np.flatnonzero(conv)[np.argsort(res.fun[conv], kind="stable")]
-    close_f = res.fun[conv_order] <= fun + 1e-6 * max(abs(fun), 1e-300)
+    close_f = res.fun[conv_order] <= fun + 1e-6 * abs(fun) + 1e-14
     close_x = np.all(np.abs(res.x[conv_order] - x) <= 1e-3 * (1 + np.abs(x)), axis=1)
     n_agree = int(np.sum(close_f & close_x))
     span = law.upper - law.lower
