@@ -1,0 +1,286 @@
+"""Replay metrics (DESIGN.md, "Metrics"), against the problem's reference fits.
+
+For a set of observed grid rows — and, separately, for a fantasized table (observed losses
+plus surrogate predictions) — each law is refitted with the reference's fitter and frontier:
+
+* ``compute``: ``L(C) = E + A·C^−α`` on the Pareto envelope of (C, loss);
+* ``chinchilla``: ``L(N, D) = E + A/N^α + B/D^β`` on the per-cell best losses; its compute
+  law is the loss along its compute-optimal path (Approach 3).
+
+Per law (:class:`LawMetrics`):
+
+* ``param_error``: absolute error of each parameter vs the reference. Units: ``E`` in nats;
+  exponents (``alpha``, ``beta``) unitless; coefficients as ``log10_A`` (``log10_B``), in
+  decades, where ``A`` is in nats·FLOPs^α for the compute law (C in FLOPs) and in
+  nats·parameters^α (nats·tokens^β for B) for Chinchilla;
+* ``heldout_mse``: mean of ``(L̂ − L_best)²`` over the held-out cells, nats², where
+  ``L_best`` is the true best loss of the cell and ``L̂`` the law at the cell's compute
+  (compute law) or at its (N, D) (Chinchilla);
+* ``extrapolation_pct``: signed relative difference ``100·(L̂(C) − L_ref(C))/L_ref(C)`` at
+  C = 1e25, 1e27, 1e29 FLOPs (tables report its absolute value).
+
+Per recorded budget (:class:`BudgetMetrics`): runs, compute spent (FLOPs, fraction of
+``C_total``, multiples of the two compute floors), envelope recovery (% of the reference
+envelope's configurations observed) and per-cell recovery (% of acquirable cells whose best
+configuration was observed). A fit that fails is recorded with ``status="failed"`` and its
+message, and its numbers are None (``null`` in JSON), never a silent NaN.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import pandas as pd
+
+from scalebo.allocation import compute_law_from_chinchilla
+from scalebo.bench.problems import ReplayProblem
+from scalebo.errors import FitError
+from scalebo.fit import FitResult, FitStatus, fit_law
+from scalebo.frontier import best_per_cell, pareto_envelope
+from scalebo.laws import CHINCHILLA, COMPUTE_LAW
+
+__all__ = ["EXTRAPOLATION_C", "LAWS", "BudgetMetrics", "LawMetrics", "evaluate",
+           "law_metrics", "fit_table"]
+
+#: Compute values (FLOPs) at which extrapolations are compared with the reference law.
+EXTRAPOLATION_C: tuple[float, ...] = (1e25, 1e27, 1e29)
+#: Law names evaluated by default.
+LAWS: tuple[str, ...] = ("compute", "chinchilla")
+#: Reference optima used as starts of the refits (plus the full grid if these all fail).
+N_REFERENCE_STARTS = 8
+#: Starts of the coarse fallback grid.
+N_FALLBACK_STARTS = 150
+
+
+def c_key(C: float) -> str:
+    """Dictionary key of an extrapolation point, e.g. ``"1e+25"``."""
+    return f"{C:.0e}"
+
+
+@dataclass(frozen=True)
+class LawMetrics:
+    """How well one law, refitted on a table, matches the reference fit.
+
+    Attributes:
+        law: ``"compute"`` or ``"chinchilla"``.
+        status: :class:`~scalebo.fit.FitStatus` value, or ``"failed"`` when no estimate.
+        message: The fitter's message (or the error).
+        n_points: Frontier points fitted.
+        params: Natural parameters, or None on failure.
+        param_error: Absolute error per parameter (keys ``E``, ``log10_A``, ``alpha``, ...;
+            units in the module docstring), or None.
+        heldout_mse: Held-out MSE in nats², or None.
+        extrapolation_pct: Signed relative % difference vs the reference at each
+            :data:`EXTRAPOLATION_C` (keys from :func:`c_key`), or None.
+    """
+
+    law: str
+    status: str
+    message: str
+    n_points: int
+    params: Mapping[str, float] | None = None
+    param_error: Mapping[str, float] | None = None
+    heldout_mse: float | None = None
+    extrapolation_pct: Mapping[str, float] | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the fit produced an estimate."""
+        return self.params is not None
+
+    def abs_extrapolation(self, C: float = 1e25) -> float | None:
+        """``|extrapolation_pct|`` at ``C`` FLOPs, or None on failure."""
+        if self.extrapolation_pct is None:
+            return None
+        return abs(self.extrapolation_pct[c_key(C)])
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class BudgetMetrics:
+    """Metrics of one strategy run at one budget.
+
+    Attributes:
+        budget: Budget as a fraction of ``C_total``.
+        n_runs: Observed configurations.
+        spent_flops: Their total cost, FLOPs.
+        spent_fraction: ``spent_flops / C_total``.
+        floor_multiple_cells: ``spent_fraction`` / the per-cell-best floor.
+        floor_multiple_envelope: ``spent_fraction`` / the envelope floor.
+        envelope_recovery_pct: % of reference envelope configurations observed.
+        cell_recovery_pct: % of acquirable cells whose best configuration was observed.
+        observed: Law metrics on observed runs only, keyed by law name.
+        fantasized: Law metrics on the fantasized table, or None if not fantasized.
+        fantasize_message: Why fantasization was skipped or failed ('' otherwise).
+    """
+
+    budget: float
+    n_runs: int
+    spent_flops: float
+    spent_fraction: float
+    floor_multiple_cells: float
+    floor_multiple_envelope: float
+    envelope_recovery_pct: float
+    cell_recovery_pct: float
+    observed: Mapping[str, LawMetrics]
+    fantasized: Mapping[str, LawMetrics] | None = None
+    fantasize_message: str = ""
+
+    def law(self, name: str = "compute", source: str = "fantasized") -> LawMetrics | None:
+        """Metrics of law ``name`` on ``source`` (falls back to observed if not fantasized)."""
+        table = self.fantasized if source == "fantasized" and self.fantasized else self.observed
+        return table.get(name)
+
+    def to_dict(self) -> dict:
+        out = {k: v for k, v in asdict(self).items() if k not in ("observed", "fantasized")}
+        out["observed"] = {k: v.to_dict() for k, v in self.observed.items()}
+        out["fantasized"] = (None if self.fantasized is None
+                             else {k: v.to_dict() for k, v in self.fantasized.items()})
+        return out
+
+
+def _reference(problem: ReplayProblem, law: str) -> FitResult | None:
+    return problem.reference_compute if law == "compute" else problem.reference_chinchilla
+
+
+def _points(law: str, table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Frontier inputs ``X`` (n, k) and losses (n,) of ``table`` for ``law``."""
+    if law == "compute":
+        C = table["C"].to_numpy(dtype=np.float64)
+        y = table["loss"].to_numpy(dtype=np.float64)
+        keep = pareto_envelope(C, y)
+        return C[keep][:, None], y[keep]
+    best = best_per_cell(table)
+    return best[["N", "D"]].to_numpy(dtype=np.float64), best["loss"].to_numpy(np.float64)
+
+
+def fit_table(problem: ReplayProblem, law: str, table: pd.DataFrame) -> FitResult:
+    """Fit ``law`` on the frontier of ``table`` (columns N, D, C, loss) like the reference.
+
+    Starts: the reference fit's :data:`N_REFERENCE_STARTS` best converged optima; if none
+    converges (or the objective is not finite), about :data:`N_FALLBACK_STARTS` evenly
+    spaced starts of the law's default grid.
+
+    Raises:
+        FitError: too few frontier points, or no finite estimate.
+    """
+    ref = _reference(problem, law)
+    lawobj = COMPUTE_LAW if law == "compute" else CHINCHILLA
+    X, y = _points(law, table)
+    starts = None
+    if ref is not None and ref.converged_x.shape[0]:
+        starts = ref.converged_x[:N_REFERENCE_STARTS]
+    try:
+        fit = fit_law(lawobj, X, y, starts=starts)
+    except FitError:
+        if starts is None or y.size < lawobj.n_params:
+            raise
+        fit = None
+    if fit is None or fit.status is FitStatus.MAX_ITER:
+        coarse = lawobj.start_grid(lawobj.prepare(X))
+        step = max(1, coarse.shape[0] // N_FALLBACK_STARTS)
+        retry = fit_law(lawobj, X, y, starts=coarse[::step])
+        if fit is None or retry.fun < fit.fun or retry.status is not FitStatus.MAX_ITER:
+            fit = retry
+    return fit
+
+
+def _param_error(law: str, fit: FitResult, ref: FitResult) -> dict[str, float]:
+    p, r = fit.params, ref.params
+    out = {}
+    for name in p:
+        if name in ("A", "B"):
+            out[f"log10_{name}"] = abs(np.log10(p[name]) - np.log10(r[name]))
+        else:
+            out[name] = abs(p[name] - r[name])
+    return out
+
+
+def _predict_compute(law: str, fit: FitResult, C: np.ndarray) -> np.ndarray:
+    if law == "compute":
+        return fit.predict(np.asarray(C, dtype=np.float64)[:, None])
+    return compute_law_from_chinchilla(fit, np.asarray(C, dtype=np.float64))
+
+
+def law_metrics(problem: ReplayProblem, law: str, table: pd.DataFrame) -> LawMetrics:
+    """Refit ``law`` on ``table`` and compare it with the reference (see module docstring)."""
+    if law not in LAWS:
+        raise ValueError(f"unknown law {law!r}; expected one of {list(LAWS)}")
+    ref = _reference(problem, law)
+    if ref is None:
+        return LawMetrics(law, "failed", "no reference fit (too few cells)", 0)
+    n_points = int(_points(law, table)[1].size) if len(table) else 0
+    try:
+        if not len(table):
+            raise FitError("no observation to fit")
+        fit = fit_table(problem, law, table)
+    except (FitError, ValueError) as exc:
+        return LawMetrics(law, "failed", str(exc), n_points)
+    held = problem.held_out_cells
+    if law == "compute":
+        pred = fit.predict(held["C"].to_numpy()[:, None])
+    else:
+        pred = fit.predict(held[["N", "D"]].to_numpy(dtype=np.float64))
+    mse = float(np.mean((pred - held["best_loss"].to_numpy()) ** 2)) if len(held) else None
+    Cs = np.asarray(EXTRAPOLATION_C)
+    mine, theirs = _predict_compute(law, fit, Cs), _predict_compute(law, ref, Cs)
+    extra = {c_key(c): float(100.0 * (a - b) / b) for c, a, b in zip(Cs, mine, theirs,
+                                                                       strict=True)}
+    return LawMetrics(law, str(fit.status), fit.message, n_points, fit.params,
+                      _param_error(law, fit, ref), mse, extra)
+
+
+def observed_table(problem: ReplayProblem, observed_idx: Sequence[int]) -> pd.DataFrame:
+    """Observed configurations with their oracle losses: grid columns + ``loss``, ``grid_index``."""
+    idx = np.asarray(observed_idx, dtype=np.int64)
+    out = problem.grid.configs.iloc[idx].copy()
+    out["loss"] = problem.loss[idx]
+    out["grid_index"] = idx
+    return out.reset_index(drop=True)
+
+
+def evaluate(
+    problem: ReplayProblem,
+    observed_idx: Sequence[int],
+    *,
+    budget: float,
+    fantasized: pd.DataFrame | None = None,
+    fantasize_message: str = "",
+    laws: Sequence[str] = LAWS,
+) -> BudgetMetrics:
+    """All metrics of one strategy run at one budget.
+
+    Args:
+        problem: The replay problem (oracle and reference).
+        observed_idx: Grid rows observed, shape ``(n_obs,)``, distinct.
+        budget: The budget (fraction of ``C_total``) these observations were bought under.
+        fantasized: Table with columns N, D, C, loss (observed + predicted), or None.
+        fantasize_message: Recorded when fantasization was skipped or failed.
+        laws: Laws to evaluate.
+    """
+    idx = np.asarray(observed_idx, dtype=np.int64)
+    grid = problem.grid
+    if np.unique(idx).size != idx.size or np.any(grid.held_out[idx]):
+        raise ValueError("observed_idx must hold distinct, acquirable grid rows")
+    spent = float(grid.cost[idx].sum())
+    frac = spent / problem.C_total
+    observed = np.zeros(grid.n_configs, dtype=bool)
+    observed[idx] = True
+    env_rec = 100.0 * float(observed[problem.envelope_idx].mean())
+    cell_rec = 100.0 * float(observed[problem.cell_best_idx].mean())
+    obs_table = observed_table(problem, idx)
+    obs = {law: law_metrics(problem, law, obs_table) for law in laws}
+    fan = None
+    if fantasized is not None:
+        fan = {law: law_metrics(problem, law, fantasized) for law in laws}
+    return BudgetMetrics(
+        budget=float(budget), n_runs=int(idx.size), spent_flops=spent, spent_fraction=frac,
+        floor_multiple_cells=frac / problem.floor_cells,
+        floor_multiple_envelope=frac / problem.floor_envelope,
+        envelope_recovery_pct=env_rec, cell_recovery_pct=cell_rec,
+        observed=obs, fantasized=fan, fantasize_message=fantasize_message,
+    )

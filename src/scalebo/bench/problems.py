@@ -1,0 +1,251 @@
+"""Replay problems: a recorded grid turned into an oracle, a budget scale and a reference.
+
+A :class:`ReplayProblem` holds everything a replay needs that does not depend on the search
+strategy (DESIGN.md, "Definitions"):
+
+* the grid of unique configurations (:class:`~scalebo.search.grid.Grid`); repeated runs of
+  one configuration are averaged (counted in ``n_repeats`` and said in ``notes``);
+* the oracle: the recorded loss (nats) of every grid row;
+* held-out cells: the ``k`` largest-compute (N, D) cells (default 2), never acquired;
+* ``C_total``: Σ cost over the acquirable grid (held-out cells excluded), FLOPs;
+* the reference fits on the grid minus held-out cells, with the same fitter as the replays:
+  the compute law ``L(C) = E + A·C^−α`` on the Pareto envelope and Chinchilla's
+  ``L(N, D) = E + A/N^α + B/D^β`` on the per-cell best losses;
+* the reference envelope configurations and each cell's best configuration, and the
+  compute floor: their summed cost as a fraction of ``C_total``.
+
+:func:`load_problem` builds one from a registered dataset name (``"steplaw"``,
+``"oellm_english"``, ``"synthetic"``) or any run-table file, and caches it per process (the
+reference Chinchilla fit, 4,500 starts, is the expensive part).
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from scalebo.fit import FitResult, fit_law
+from scalebo.frontier import pareto_envelope
+from scalebo.laws import CHINCHILLA, COMPUTE_LAW
+from scalebo.runs import RunTable, load_runs
+from scalebo.search.grid import Grid
+
+__all__ = ["ReplayProblem", "load_problem", "problem_from_table", "REGISTERED"]
+
+#: Names accepted by :func:`load_problem` besides file paths.
+REGISTERED = ("steplaw", "oellm_english", "synthetic")
+
+
+@dataclass(frozen=True, eq=False)
+class ReplayProblem:
+    """A grid with oracle losses, held-out cells and reference fits.
+
+    Attributes:
+        name: Dataset name or file path.
+        grid: Unique configurations; ``grid.held_out`` marks the held-out cells.
+        loss: Oracle loss of each grid row in nats, shape ``(n_cfg,)``; a repeated
+            configuration carries the mean of its runs.
+        n_repeats: Runs averaged into each grid row, shape ``(n_cfg,)``.
+        reference_compute: Compute law fitted on the envelope of the acquirable grid.
+        reference_chinchilla: Chinchilla L(N, D) fitted on the per-cell bests of the
+            acquirable grid; None if it has fewer cells than parameters (5).
+        envelope_idx: Grid rows on the reference Pareto envelope, sorted by cost, ``(n_env,)``.
+        cell_best_idx: Best grid row of every acquirable cell, ordered by cell id, ``(n_cell,)``.
+        held_out_cells: One row per held-out cell: ``N``, ``D``, ``C`` (cell cost, FLOPs),
+            ``best_loss`` (nats), ``grid_index`` of the best configuration.
+        notes: Human-readable remarks (averaged repeats, ...).
+    """
+
+    name: str
+    grid: Grid
+    loss: np.ndarray
+    n_repeats: np.ndarray
+    reference_compute: FitResult
+    reference_chinchilla: FitResult | None
+    envelope_idx: np.ndarray
+    cell_best_idx: np.ndarray
+    held_out_cells: pd.DataFrame
+    notes: tuple[str, ...] = ()
+
+    @property
+    def C_total(self) -> float:
+        """Σ cost over the acquirable grid (held-out cells excluded), FLOPs."""
+        return self.grid.C_total
+
+    @property
+    def floor_cells(self) -> float:
+        """Compute floor: cost of every cell's best configuration / ``C_total``."""
+        return float(self.grid.cost[self.cell_best_idx].sum() / self.C_total)
+
+    @property
+    def floor_envelope(self) -> float:
+        """Cost of the reference envelope's configurations / ``C_total``."""
+        return float(self.grid.cost[self.envelope_idx].sum() / self.C_total)
+
+    def summary(self) -> dict:
+        """JSON-ready description (sizes, floors, reference parameters and statuses)."""
+        ref_ch = self.reference_chinchilla
+        return {
+            "name": self.name,
+            "n_configs": self.grid.n_configs,
+            "n_cells": int(self.grid.cell_cost.size),
+            "axes": list(self.grid.axes),
+            "n_held_out_configs": int(self.grid.held_out.sum()),
+            "C_total_flops": self.C_total,
+            "floor_cells_fraction": self.floor_cells,
+            "floor_envelope_fraction": self.floor_envelope,
+            "n_envelope": int(self.envelope_idx.size),
+            "reference_compute": {"params": self.reference_compute.params,
+                                  "status": str(self.reference_compute.status)},
+            "reference_chinchilla": None if ref_ch is None else {
+                "params": ref_ch.params, "status": str(ref_ch.status)},
+            "notes": list(self.notes),
+        }
+
+
+def cell_best_rows(grid: Grid, loss: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Lowest-loss row of each cell among ``rows`` (ties: first), ordered by cell id."""
+    rows = np.asarray(rows, dtype=np.int64)
+    order = rows[np.lexsort((loss[rows], grid.cell_ids[rows]))]
+    _, first = np.unique(grid.cell_ids[order], return_index=True)
+    return order[first]
+
+
+def envelope_rows(grid: Grid, loss: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Rows of ``rows`` on the Pareto envelope of (cost, loss), sorted by cost."""
+    rows = np.asarray(rows, dtype=np.int64)
+    keep = rows[pareto_envelope(grid.cost[rows], loss[rows])]
+    return keep[np.argsort(grid.cost[keep], kind="stable")]
+
+
+def problem_from_table(
+    table: RunTable | pd.DataFrame,
+    *,
+    name: str,
+    axes: Sequence[str] | None = None,
+    n_held_out_cells: int = 2,
+) -> ReplayProblem:
+    """Build a :class:`ReplayProblem` from runs (repeated configurations are averaged).
+
+    Args:
+        table: Run table (or frame with N, D, loss and the axes).
+        name: Name recorded in results.
+        axes: Hyperparameter axes (default: the table's hyperparameters).
+        n_held_out_cells: Largest-compute cells held out (default 2).
+    """
+    frame = table.frame if isinstance(table, RunTable) else table
+    if axes is None:
+        axes = table.hyperparameters if isinstance(table, RunTable) else [
+            c for c in frame.columns
+            if c not in ("run_id", "N", "D", "C", "loss", "n_repeats")
+            and pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(
+                frame[c])]
+    axes = tuple(axes)
+    key = ["N", "D", *axes]
+    notes: list[str] = []
+    counts = frame.groupby(key, sort=False)["loss"].transform("size").to_numpy()
+    if "n_repeats" in frame.columns:
+        repeats = frame["n_repeats"].to_numpy(dtype=np.int64)
+    else:
+        repeats = np.ones(len(frame), dtype=np.int64)
+    if (counts > 1).any():
+        agg = {"loss": "mean"}
+        if "C" in frame.columns:
+            agg["C"] = "mean"
+        g = frame.groupby(key, sort=False)
+        merged = g.agg(agg).reset_index()
+        merged["n_repeats"] = (g["loss"].size() if "n_repeats" not in frame.columns
+                               else g["n_repeats"].sum()).to_numpy()
+        frame, repeats = merged, merged["n_repeats"].to_numpy(dtype=np.int64)
+    if (repeats > 1).any():
+        msg = (f"{name}: {int((repeats > 1).sum())} configurations were run more than once; "
+               f"their {int(repeats[repeats > 1].sum())} runs are averaged into one oracle "
+               "loss each")
+        notes.append(msg)
+        warnings.warn(msg, stacklevel=2)
+    cols = [c for c in ("N", "D", "C", *axes) if c in frame.columns]
+    grid = Grid.from_frame(frame[cols].reset_index(drop=True), axes=axes,
+                           n_held_out_cells=n_held_out_cells)
+    loss = frame["loss"].to_numpy(dtype=np.float64)
+    loss.flags.writeable = False
+    return _with_references(name, grid, loss, repeats, tuple(notes))
+
+
+def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarray,
+                     notes: tuple[str, ...]) -> ReplayProblem:
+    acq = np.flatnonzero(~grid.held_out)
+    env = envelope_rows(grid, loss, acq)
+    cells = cell_best_rows(grid, loss, acq)
+    ref_c = fit_law(COMPUTE_LAW, grid.cost[env], loss[env])
+    ref_ch = None
+    if cells.size >= CHINCHILLA.n_params:
+        X = np.column_stack([grid.configs["N"].to_numpy()[cells],
+                             grid.configs["D"].to_numpy()[cells]])
+        ref_ch = fit_law(CHINCHILLA, X, loss[cells])
+    held = cell_best_rows(grid, loss, np.flatnonzero(grid.held_out))
+    held_cells = pd.DataFrame({
+        "N": grid.configs["N"].to_numpy()[held],
+        "D": grid.configs["D"].to_numpy()[held],
+        "C": grid.config_cell_cost[held],
+        "best_loss": loss[held],
+        "grid_index": held,
+    })
+    return ReplayProblem(name=name, grid=grid, loss=loss, n_repeats=repeats,
+                         reference_compute=ref_c, reference_chinchilla=ref_ch,
+                         envelope_idx=env, cell_best_idx=cells, held_out_cells=held_cells,
+                         notes=notes)
+
+
+def load_problem(
+    name_or_path: str | Path,
+    *,
+    mapping: Mapping[str, str] | None = None,
+    axes: Sequence[str] | None = None,
+    n_held_out_cells: int = 2,
+    data_dir: str | Path | None = None,
+    seed: int = 0,
+) -> ReplayProblem:
+    """Replay problem for a registered dataset or a run-table file (cached per process).
+
+    Args:
+        name_or_path: ``"steplaw"``, ``"oellm_english"``, ``"synthetic"`` (the built-in grid
+            of :mod:`scalebo.bench.synthetic`, noise seeded by ``seed``) or a path to a run
+            table (CSV, TSV, Parquet, JSON lines).
+        mapping: Column mapping for a file (as ``scalebo fit --map``).
+        axes: Hyperparameter axes for a file (default: the numeric columns that vary inside
+            an (N, D) cell, see :func:`~scalebo.runs.load_runs`); datasets use their own.
+        n_held_out_cells: Largest-compute cells held out (default 2).
+        data_dir: Folder of the public datasets (default ``$SCALEBO_DATA_DIR``).
+        seed: Noise seed of the synthetic grid (ignored otherwise).
+    """
+    key = (str(name_or_path), tuple(sorted((mapping or {}).items())),
+           None if axes is None else tuple(axes), int(n_held_out_cells),
+           None if data_dir is None else str(data_dir), int(seed))
+    return _load_cached(*key)
+
+
+@functools.lru_cache(maxsize=16)
+def _load_cached(name: str, mapping: tuple, axes: tuple | None, n_held: int,
+                 data_dir: str | None, seed: int) -> ReplayProblem:
+    if name == "synthetic":
+        from scalebo.bench.synthetic import synthetic_runs
+
+        return problem_from_table(synthetic_runs(seed=seed), name=name, axes=axes,
+                                  n_held_out_cells=n_held)
+    if name in REGISTERED:
+        from scalebo.datasets import load_dataset
+
+        table = load_dataset(name, data_dir=data_dir)
+        return problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held)
+    path = Path(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # repeated configurations: reported by notes below
+        table = load_runs(path, mapping=dict(mapping) or None, hyperparameters=axes,
+                          duplicates="mean")
+    return problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held)
