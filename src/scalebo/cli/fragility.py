@@ -1,0 +1,179 @@
+"""``scalebo fragility``: refit a law under named variants and report how much it moves.
+
+Thin wrapper of :func:`scalebo.fragility.fragility`: load the base points (every run or
+checkpoint of RUNS), build the variants, fit them (joblib), print a table / JSON / CSV, and
+optionally write the figure and a JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from scalebo.cli.common import (
+    DATASET_PREFIX,
+    INPUT_HELP,
+    add_format_argument,
+    add_input_arguments,
+    format_table,
+    load_input,
+    log,
+    write_csv,
+    write_json,
+)
+from scalebo.fit import DEFAULT_HUBER_DELTA
+
+NAME = "fragility"
+HELP = "refit a law under variants (leave one model out, checkpoints, cooldown, δ, ...)"
+DESCRIPTION = """\
+Refit a law in (N, D) (default chinchilla: L = E + A/N^alpha + B/D^beta) on every point of
+RUNS (each run or checkpoint; C = 6*N*D FLOPs) and under named variants, and report alpha,
+beta, E, the compute-optimal N* (parameters) and D* (tokens) at --target FLOPs, D*/N*, and
+the predicted loss there (nats), with the spread across variants (min, max, median,
+(max - min)/median).
+
+variants:
+  base                      all points, --huber-delta
+  leave out N=<N>           one per model size (--no-leave-one-out to skip)
+  drop K smallest/largest   the K smallest / largest model sizes removed (--drop-count K)
+  every Kth checkpoint      per run, every K-th checkpoint and the last (--every-k K,
+                            repeatable; needs a 'run' column, e.g. dataset:gemstones)
+  huber δ=<δ>               base points, another Huber delta (--huber-deltas 1e-4,1e-2)
+  NAME                      any other table, --variant-file NAME=PATH (repeatable; its
+                            columns mapped with --variant-map, default --map)
+  With RUNS = dataset:gemstones the Gemstones files are added automatically:
+  cooldown end, cooldown start, half lr, val fineweb_edu, val dclm, checkpoints every 2B
+  (--no-dataset-variants to skip).
+
+starts: the base fit uses the law's full grid (4,500 starts for chinchilla); variants start
+from the base's distinct optima plus the 16 grid starts with the lowest initial objective
+(--starts full to use the whole grid for every variant: ~15x slower).
+"""
+EPILOG = INPUT_HELP + """
+examples:
+  scalebo fragility dataset:gemstones --target 1e24 --plot fragility.png
+  scalebo fragility hot.jsonl --map N=params_active_precise,D=tokens,loss=final_loss \\
+      --variant-file "cooldown end=cool_end.jsonl" --format json
+"""
+
+COLUMNS = ("variant", "n_points", "alpha", "beta", "E", "N_opt", "D_opt",
+           "tokens_per_param", "loss_at_target", "status")
+
+
+def _variant_file(text: str) -> tuple[str, str]:
+    name, sep, path = text.partition("=")
+    if not sep or not name.strip() or not path.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=PATH, got {text!r}")
+    return name.strip(), path.strip()
+
+
+def _floats(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers like 1e-4,1e-2, got {text!r}") from None
+    if any(not (math.isfinite(v) and v > 0) for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive numbers, got {text!r}")
+    return values
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``scalebo fragility``."""
+    add_input_arguments(parser)
+    group = parser.add_argument_group("fitting")
+    group.add_argument("--law", default="chinchilla",
+                       help="law in (N, D): chinchilla (default) or powerlaw:N,D")
+    group.add_argument("--target", type=float, default=1e24,
+                       help="compute in FLOPs at which N*, D* and the loss are reported "
+                            "(default 1e24)")
+    group.add_argument("--huber-delta", type=float, default=DEFAULT_HUBER_DELTA,
+                       help=f"Huber delta of the base fit (default {DEFAULT_HUBER_DELTA:g})")
+    group.add_argument("--starts", choices=("reduced", "full"), default="reduced",
+                       help="start grid of the variant fits (see above; default reduced)")
+    group.add_argument("--n-jobs", type=int, default=-1,
+                       help="parallel fits (joblib; -1 = all cores, default)")
+    group.add_argument("--bootstrap", metavar="B", type=int, default=0,
+                       help="also bootstrap the base fit B times (95%% percentile intervals)")
+    group.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    var = parser.add_argument_group("variants")
+    var.add_argument("--no-leave-one-out", action="store_true",
+                     help="skip the leave-one-model-out variants")
+    var.add_argument("--drop-count", type=int, default=3,
+                     help="K of 'drop K smallest/largest' (0 to skip; default 3)")
+    var.add_argument("--every-k", type=int, action="append", default=None,
+                     help="checkpoint spacing K (repeatable; default 2 and 5)")
+    var.add_argument("--huber-deltas", type=_floats, default=(1e-4, 1e-2),
+                     help="other Huber deltas, comma-separated (default 1e-4,1e-2)")
+    var.add_argument("--variant-file", type=_variant_file, action="append", default=[],
+                     metavar="NAME=PATH", help="another table fitted as variant NAME")
+    var.add_argument("--variant-map", metavar="CANON=COL,...", default=None,
+                     help="column mapping of the --variant-file tables (default: --map)")
+    var.add_argument("--no-dataset-variants", action="store_true",
+                     help="with dataset:gemstones, do not add its other files as variants")
+    out = parser.add_argument_group("output")
+    add_format_argument(out)
+    out.add_argument("--json", metavar="PATH", default=None, help="also write JSON to PATH")
+    out.add_argument("--plot", metavar="PATH", default=None,
+                     help="save the figure (exponents, N*, loss at target across variants)")
+
+
+def _extras(args: argparse.Namespace) -> dict:
+    from scalebo.runs import load_runs, parse_mapping
+
+    extra = {}
+    if args.runs == f"{DATASET_PREFIX}gemstones" and not args.no_dataset_variants:
+        from scalebo.fragility import gemstones_extras
+
+        extra.update(gemstones_extras(args.data_dir))
+    text = args.variant_map or args.map
+    for name, path in args.variant_file:
+        extra[name] = load_runs(path, mapping=parse_mapping(text) if text else None,
+                                hyperparameters=(), duplicates=args.duplicates,
+                                diverged_above=args.diverged_above)
+    return extra
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``scalebo fragility``; exit 0 when the base and every variant fit, 1 otherwise."""
+    from scalebo.fragility import StartPolicy, fragility, plot_fragility
+
+    if args.bootstrap < 0:
+        raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
+    table = load_input(args)
+    extra = _extras(args)
+    options = {
+        "leave_one_out": not args.no_leave_one_out, "drop_count": args.drop_count,
+        "every_k": tuple(args.every_k) if args.every_k else (2, 5),
+        "huber_deltas": args.huber_deltas, "extra": extra,
+    }
+    log(f"fragility: {len(table)} base points, {len(extra)} extra tables, "
+        f"n_jobs={args.n_jobs} ...")
+    report = fragility(table, law=args.law, target=args.target, huber_delta=args.huber_delta,
+                       policy=StartPolicy(full=args.starts == "full"), n_jobs=args.n_jobs,
+                       bootstrap=args.bootstrap, rng=args.seed, **options)
+    log(f"{len(report.results)} fits in {report.seconds:.1f} s")
+    result = report.to_dict()
+    if args.plot:
+        plot_fragility(report, args.plot)
+        log(f"figure written to {args.plot}")
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            write_json(result, fh)
+    rows = result["variants"]
+    if args.format == "json":
+        write_json(result)
+    elif args.format == "csv":
+        write_csv(rows, [*COLUMNS, "objective", "huber_delta", "message"])
+    else:
+        sys.stdout.write(f"law {report.law}, target C = {report.target:.3g} FLOPs\n")
+        sys.stdout.write(format_table(rows, COLUMNS))
+        spread_rows = [{"quantity": k, **v} for k, v in result["spread"].items()]
+        sys.stdout.write("spread across variants\n")
+        sys.stdout.write(format_table(spread_rows,
+                                      ("quantity", "base", "median", "min", "max",
+                                       "rel_spread")))
+    failed = [r["variant"] for r in rows if r["status"] == "failed"]
+    if failed:
+        print(f"warning: {len(failed)} variant fit(s) failed: {failed}", file=sys.stderr)
+    return 1 if failed else 0

@@ -1,0 +1,164 @@
+"""Fragility variants, fits and report on synthetic tables with a known law."""
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.downstream import fit_downstream
+from scalebo.fit import FitStatus
+from scalebo.fragility import (
+    StartPolicy,
+    Variant,
+    build_variants,
+    fit_variant,
+    fragility,
+    plot_fragility,
+)
+from scalebo.laws import CHINCHILLA
+
+#: A small start grid (72 starts) for the base fits of these tests, to keep them fast.
+STARTS = np.array(list(itertools.product((0.0, 1.0), (0.0, 5.0, 10.0), (0.2, 0.5),
+                                         (0.0, 5.0, 10.0), (0.2, 0.5))))
+
+TRUE = {"E": 1.9, "A": 400.0, "alpha": 0.34, "B": 2000.0, "beta": 0.37}
+
+
+def _law(N, D):
+    return TRUE["E"] + TRUE["A"] * N ** -TRUE["alpha"] + TRUE["B"] * D ** -TRUE["beta"]
+
+
+def _checkpoints(noise: float = 0.0, seed: int = 0) -> pd.DataFrame:
+    """6 models × 6 checkpoints (D = 1..6 × 2e9 tokens), loss from the known law."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, N in enumerate([5e7, 1e8, 2e8, 4e8, 8e8, 1.6e9]):
+        for j in range(1, 7):
+            D = 2e9 * j
+            rows.append({"run": f"m{i}", "N": N, "D": D, "loss": _law(N, D)})
+    frame = pd.DataFrame(rows)
+    frame["loss"] *= np.exp(noise * rng.standard_normal(len(frame)))
+    return frame
+
+
+def test_build_variants_names_and_sizes():
+    base = _checkpoints()
+    extra = {"shifted": base.assign(loss=base["loss"] * 1.01)}
+    variants = build_variants(base, drop_count=2, every_k=(2, 3), huber_deltas=(1e-4, 1e-3),
+                              extra=extra)
+    names = [v.name for v in variants]
+    assert names[0] == "base" and len(base) == len(variants[0].frame) == 36
+    loo = [v for v in variants if v.kind == "leave_one_out"]
+    assert len(loo) == 6 and all(len(v.frame) == 30 for v in loo)
+    assert all(v.frame["N"].nunique() == 5 for v in loo)
+    small = next(v for v in variants if v.name == "drop 2 smallest").frame
+    large = next(v for v in variants if v.name == "drop 2 largest").frame
+    assert small["N"].min() == 2e8 and large["N"].max() == 4e8
+    every2 = next(v for v in variants if v.name == "every 2nd checkpoint").frame
+    assert sorted(every2["D"].unique()) == [4e9, 8e9, 12e9]
+    every3 = next(v for v in variants if v.name == "every 3rd checkpoint").frame
+    assert sorted(every3["D"].unique()) == [6e9, 12e9]
+    # δ equal to the base δ (1e-3) is not repeated
+    assert [v.huber_delta for v in variants if v.kind == "huber"] == [1e-4]
+    assert variants[-1].name == "shifted" and variants[-1].kind == "extra"
+    # without a run column the checkpoint variants are skipped
+    no_run = build_variants(base.drop(columns="run"), every_k=(2,))
+    assert not any(v.kind == "every_kth" for v in no_run)
+
+
+def test_noise_free_law_is_not_fragile():
+    report = fragility(_checkpoints(), target=1e22, every_k=(2,), huber_deltas=(1e-2,),
+                       drop_count=1, base_starts=STARTS)
+    table = report.table
+    assert len(table) == 1 + 6 + 2 + 1 + 1
+    assert (table["status"] == str(FitStatus.CONVERGED)).all()
+    # every variant sees points of the same law: all recover it
+    np.testing.assert_allclose(table["alpha"], TRUE["alpha"], rtol=1e-5)
+    np.testing.assert_allclose(table["beta"], TRUE["beta"], rtol=1e-5)
+    np.testing.assert_allclose(table["E"], TRUE["E"], rtol=1e-5)
+    assert report.spread["loss_at_target"]["rel_spread"] < 1e-6
+    # N*, D* at the target follow the closed form of Hoffmann et al. (approach 3)
+    a, b, A, B = TRUE["alpha"], TRUE["beta"], TRUE["A"], TRUE["B"]
+    G = (a * A / (b * B)) ** (1 / (a + b))
+    n_opt = G * (1e22 / 6) ** (b / (a + b))
+    assert table["N_opt"].iloc[0] == pytest.approx(n_opt, rel=1e-4)
+    assert table["D_opt"].iloc[0] * 6 * table["N_opt"].iloc[0] == pytest.approx(1e22)
+
+
+def test_reduced_starts_match_full_grid_and_failures_are_rows():
+    noisy = _checkpoints(noise=0.01, seed=3)
+    variants = build_variants(noisy, drop_count=0, every_k=(), huber_deltas=())
+    full = fit_variant(CHINCHILLA, variants[0], 1e22, policy=StartPolicy(full=True),
+                       starts=STARTS)[1]
+    optima = np.vstack([full.x[None, :], full.converged_x[:: max(1, len(full.x) // 2)]])[:8]
+    for variant in variants[1:2]:
+        reduced, _ = fit_variant(CHINCHILLA, variant, 1e22, base_optima=optima)
+        complete, _ = fit_variant(CHINCHILLA, variant, 1e22, policy=StartPolicy(full=True))
+        assert reduced.objective <= complete.objective * (1 + 1e-9)
+        assert reduced.params["alpha"] == pytest.approx(complete.params["alpha"], rel=1e-4)
+    tiny = Variant("tiny", "extra", noisy.iloc[:3])
+    row, fit = fit_variant(CHINCHILLA, tiny, 1e22, base_optima=optima)
+    assert fit is None and row.status == "failed" and "3 points" in row.message
+    assert math.isnan(row.N_opt) and row.params == {}
+
+
+def test_parallel_equals_serial_and_report_outputs(tmp_path):
+    noisy = _checkpoints(noise=0.01, seed=1)
+    opts = {"target": 1e22, "every_k": (2,), "huber_deltas": (), "drop_count": 0,
+            "leave_one_out": False, "extra": {"shifted": noisy.assign(loss=noisy.loss * 1.02)}}
+    serial = fragility(noisy, n_jobs=None, base_starts=STARTS, **opts)
+    parallel = fragility(noisy, n_jobs=2, base_starts=STARTS, **opts)
+    cols = ["alpha", "beta", "E", "N_opt", "loss_at_target"]
+    np.testing.assert_allclose(serial.table[cols], parallel.table[cols], rtol=1e-12)
+    assert list(serial.table["variant"]) == ["base", "every 2nd checkpoint", "shifted"]
+    # a 2 % loss shift changes E (by ~2 %), not the exponents much
+    shifted = serial.table.set_index("variant").loc["shifted"]
+    assert shifted["loss_at_target"] > serial.table["loss_at_target"].iloc[0]
+    spread = serial.spread["loss_at_target"]
+    assert spread["min"] <= spread["median"] <= spread["max"]
+    assert spread["rel_spread"] == pytest.approx((spread["max"] - spread["min"])
+                                                 / spread["median"])
+    text = json.dumps(serial.to_dict())
+    assert '"variants"' in text
+    path = tmp_path / "fragility.png"
+    plot_fragility(serial, str(path))
+    assert path.stat().st_size > 10_000
+
+
+def test_bootstrap_summary_brackets_the_base():
+    noisy = _checkpoints(noise=0.01, seed=2)
+    report = fragility(noisy, target=1e22, leave_one_out=False, drop_count=0, every_k=(),
+                       huber_deltas=(), bootstrap=40, rng=5, base_starts=STARTS)
+    boot = report.bootstrap
+    assert boot["n_resamples"] == 40 and boot["seed"] == 5
+    base = report.table.iloc[0]
+    for key in ("alpha", "beta", "E", "N_opt", "loss_at_target"):
+        assert boot[key]["lower"] <= base[key] <= boot[key]["upper"], key
+
+
+def test_fragility_rejects_laws_without_n_and_d():
+    with pytest.raises(ValueError, match="law in \\(N, D\\)"):
+        fragility(_checkpoints(), law="compute")
+
+
+# --------------------------------------------------------------------------- downstream
+
+
+def test_fit_downstream_recovers_gadre_and_sigmoid():
+    L = np.linspace(2.2, 4.0, 25)
+    gadre = pd.DataFrame({"val": L, "err": 0.85 - np.exp(2.0) * np.exp(-1.6 * L)})
+    fit = fit_downstream(gadre, "gadre", loss="val", error="err")
+    assert fit.params == pytest.approx({"epsilon": 0.85, "k": np.exp(2.0), "gamma": 1.6},
+                                       rel=1e-6)
+    sig = pd.DataFrame({"loss": L, "error": 0.5 / (1 + np.exp(-3.0 * (L - 3.1))) + 0.25})
+    fit = fit_downstream(sig, "sigmoid")
+    assert fit.params == pytest.approx({"a": 0.5, "k": 3.0, "L0": 3.1, "b": 0.25}, rel=1e-6)
+    with pytest.raises(ValueError, match="1 - accuracy"):
+        fit_downstream(sig.assign(error=sig["error"] + 1.0))
+    with pytest.raises(ValueError, match="columns"):
+        fit_downstream(sig, error="acc")
+    with pytest.raises(ValueError, match="gadre"):
+        fit_downstream(sig, "chinchilla")
