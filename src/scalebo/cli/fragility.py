@@ -22,7 +22,10 @@ from scalebo.cli.common import (
     write_csv,
     write_json,
 )
-from scalebo.fit import DEFAULT_HUBER_DELTA
+
+#: Same value as :data:`scalebo.fit.DEFAULT_HUBER_DELTA` (kept literal so that ``--help`` does
+#: not import numpy; tests/test_fragility.py checks it).
+DEFAULT_HUBER_DELTA = 1e-3
 
 NAME = "fragility"
 HELP = "refit a law under variants (leave one model out, checkpoints, cooldown, δ, ...)"
