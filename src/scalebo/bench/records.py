@@ -269,21 +269,27 @@ def _flatten(value: Any, prefix: str, out: dict[str, float]) -> None:
 
 
 def _tidy_rows(rec: Mapping[str, Any]) -> list[tuple[str, str, float]]:
-    """``(kind, metric, value)`` triples of one ok record's ``result``.
+    """``(kind, metric, value)`` triples of one ok record's ``result["metrics"]``.
 
-    ``result["metrics"]`` maps each data kind (``observed`` / ``fantasized``) to nested
-    metric dicts, flattened to dotted names (``extrapolation_rel_pct.1e+25``); the numeric
-    leaves of ``result["run"]`` get kind ``"run"``. The trace is not loaded.
+    ``result["metrics"]`` is the replay's metrics at the cell's budget
+    (``scalebo.bench.metrics.BudgetMetrics.to_dict()``): its ``observed`` and ``fantasized``
+    entries map each law to nested metrics, flattened to dotted names
+    (``compute.extrapolation_pct.1e+25``, ``chinchilla.param_error.alpha``) plus
+    ``<law>.ok`` (1 when the fit gave an estimate); its other numeric leaves (runs, compute
+    spent, recoveries) get kind ``"run"``. Strings and the trace are not loaded.
     """
-    result = rec.get("result") or {}
+    metrics = (rec.get("result") or {}).get("metrics") or {}
     rows: list[tuple[str, str, float]] = []
-    metrics = result.get("metrics") or {}
     for kind in _KINDS:
+        laws = metrics.get(kind) or {}
         flat: dict[str, float] = {}
-        _flatten(metrics.get(kind) or {}, "", flat)
+        for law, values in laws.items():
+            if isinstance(values, Mapping) and "params" in values:
+                flat[f"{law}.ok"] = float(values.get("params") is not None)
+            _flatten(values, str(law), flat)
         rows += [(kind, m, v) for m, v in flat.items()]
     flat = {}
-    _flatten(result.get("run") or {}, "", flat)
+    _flatten({k: v for k, v in metrics.items() if k not in _KINDS}, "", flat)
     rows += [("run", m, v) for m, v in flat.items()]
     return rows
 
@@ -296,7 +302,8 @@ def load_records(directory: str | os.PathLike[str], *, include_errors: bool = Fa
     method's parameters prefixed ``param.`` (``param.strategy``, ``param.fantasize``, …),
     then ``kind`` (``observed`` / ``fantasized`` / ``run``), ``metric`` (dotted name, see
     ``docs/records.md``) and ``value`` (float; NaN when the metric was undefined).
-    ``budget`` is the fraction of C_total. Failed cells appear once with ``kind``,
+    ``budget`` is the fraction of C_total. Rows are sorted by dataset, method, seed, budget
+    (stable within a cell). Failed cells appear once with ``kind``,
     ``metric``, ``value`` = NaN and an ``error`` column when ``include_errors`` is true.
     """
     frames: list[dict[str, Any]] = []
@@ -317,7 +324,8 @@ def load_records(directory: str | os.PathLike[str], *, include_errors: bool = Fa
     cols = list(ID_COLUMNS) + ["kind", "metric", "value"]
     if not frames:
         return pd.DataFrame(columns=cols)
-    df = pd.DataFrame(frames)
+    df = pd.DataFrame(frames).sort_values(["dataset", "method", "seed", "budget"], kind="stable",
+                                          ignore_index=True)
     params = sorted(c for c in df.columns if c.startswith("param."))
     extra = [c for c in df.columns if c not in cols and c not in params]
     return df[list(ID_COLUMNS) + params + ["kind", "metric", "value"] + extra]

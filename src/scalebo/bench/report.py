@@ -175,7 +175,7 @@ def comparison_groups(frame: pd.DataFrame, param: str) -> list[list[str]]:
     for method, row in methods.iterrows():
         key = json.dumps([str(row[c]) for c in others])
         groups.setdefault(key, []).append(str(method))
-    return [g for g in groups.values()
+    return [sorted(g) for g in groups.values()
             if methods.loc[g, f"param.{param}"].astype(str).nunique() >= 2]
 
 

@@ -1,0 +1,96 @@
+"""Report: mean ± SD tables in the study's layouts, savings, figures only for present methods."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import numpy as np
+from test_records import budget_metrics
+
+from scalebo.bench.records import Cell, load_records
+from scalebo.bench.report import comparison_groups, summarize, write_report
+from scalebo.bench.sweep import SweepConfig, run_sweep
+
+ERR = {"full": 8.0, "window": 2.0}  # |error| at 1e25 × budget, per method
+
+
+def fake_cell(cell: Cell) -> dict:
+    """Error shrinking with budget, ±seed spread; fantasized = observed / 2."""
+    base = ERR[cell.method.as_kwargs()["strategy"]] * 0.01 / cell.budget
+    err = base * (1 + 0.1 * (cell.seed - 1))  # seeds 0,1,2 → mean base, SD 0.1·base
+    return {"metrics": budget_metrics(cell.budget, -err)}
+
+
+CONFIG = {"name": "r", "seeds": 3, "budgets": [0.01, 0.05, 0.25], "datasets": ["toy"],
+          "method_defaults": {"surrogate": "gp", "kernel": "matern52"},
+          "methods": {"full": {"strategy": "full"}, "window": {"strategy": "window"}}}
+
+
+def _records(tmp_path, config=CONFIG):
+    run_sweep(SweepConfig.from_dict(config), tmp_path / "rec", cell_fn=fake_cell,
+              progress=False)
+    return tmp_path / "rec"
+
+
+def test_summary_is_mean_and_sd_over_seeds(tmp_path):
+    summary = summarize(load_records(_records(tmp_path)))
+    row = summary[(summary["method"] == "window") & (summary["kind"] == "observed")
+                  & (summary["metric"] == "compute.extrapolation_pct.1e+25")
+                  & (summary["budget"] == 0.05)].iloc[0]
+    assert np.isclose(row["mean"], 2.0 * 0.01 / 0.05)  # absolute value of the signed error
+    assert np.isclose(row["sd"], 0.1 * 2.0 * 0.01 / 0.05) and row["n"] == 3
+
+
+def test_report_tables_and_figures(tmp_path):
+    path = write_report(_records(tmp_path), tmp_path / "out", title="T")
+    md = path.read_text()
+    assert md.startswith("# T")
+    # Table 1 layout: rows dataset × variant, columns budgets, mean ± SD and n.
+    assert "| dataset | method | 1 % | 5 % | 25 % | n |" in md
+    assert "| toy | window | 2.00 ± 0.20 | 0.40 ± 0.04 | 0.08 ± 0.01 | 3 |" in md
+    assert "| toy | window + fantasize | 1.00 ± 0.10 | 0.20 ± 0.02 | 0.04 ± 0.00 | 3 |" in md
+    assert "| toy | full | 8.00 ± 0.80 | 1.60 ± 0.16 | 0.32 ± 0.03 | 3 |" in md
+    for C in ("1e25", "1e27", "1e29"):
+        assert f"at {C} FLOPs" in md
+    # Compute saved: first budget with mean error ≤ 1 %.
+    assert re.search(r"\| toy \| window \| 5 % \| 20× \| 5\.00 \| 5\.7 \|", md)
+    assert re.search(r"\| toy \| window \+ fantasize \| 1 % \| 100× \|", md)
+    assert re.search(r"\| toy \| full \| 25 % \| 4× \|", md)
+    # Table 5 layout: coefficients per budget.
+    assert "| toy | window | alpha | 0.1800 ± 0.0000 |" in md
+    # Recovery figure per dataset; no surrogate/kernel comparison without such methods.
+    assert (tmp_path / "out" / "figures" / "recovery_toy.png").stat().st_size > 10_000
+    assert "figures/recovery_toy.png" in md
+    assert not list((tmp_path / "out" / "figures").glob("compare_*"))
+
+
+def test_comparison_figures_only_for_methods_that_differ(tmp_path):
+    cfg = {**CONFIG, "seeds": 2, "methods": {
+        "full": {"strategy": "full"}, "window": {"strategy": "window"},
+        "window-rbf": {"strategy": "window", "kernel": "rbf"},
+        "window-random": {"strategy": "window", "surrogate": "random"}}}
+    frame = load_records(_records(tmp_path, cfg))
+    assert comparison_groups(frame, "kernel") == [["window", "window-rbf"]]
+    assert comparison_groups(frame, "surrogate") == [["window", "window-random"]]
+    assert comparison_groups(frame, "acquisition") == []
+    write_report(tmp_path / "rec", tmp_path / "out")
+    names = sorted(p.name for p in (tmp_path / "out" / "figures").glob("compare_*"))
+    assert names == ["compare_kernel_0.png", "compare_surrogate_0.png"]
+
+
+def test_cli_report_in_subprocess(tmp_path):
+    rec = _records(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "scalebo.cli", "bench", "report", str(rec),
+                           "--out", str(tmp_path / "rep"), "--no-figures"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "rep" / "report.md").exists()
+    assert not (tmp_path / "rep" / "figures").exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "scalebo.cli", "bench", "report", str(empty),
+                           "--out", str(tmp_path / "x")], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and "holds no scalebo record" in proc.stderr
