@@ -31,9 +31,9 @@ def stub_cell(cell: Cell) -> dict:
     scale = dict(cell.dataset.options).get("scale", 1.0)
     err = scale * (1 + cell.seed) / (cell.budget * 100) * (0.5 if "window" in cell.method.name
                                                            else 1.0)
-    return {"metrics": {"observed": {"extrapolation_rel_pct": {"1e+25": 2 * err}},
-                        "fantasized": {"extrapolation_rel_pct": {"1e+25": err}}},
-            "run": {"compute_fraction": cell.budget * 0.99, "n_runs": int(cell.budget * 1000)}}
+    return {"metrics": {"observed": {"compute": {"extrapolation_pct": {"1e+25": 2 * err}}},
+                        "fantasized": {"compute": {"extrapolation_pct": {"1e+25": -err}}},
+                        "spent_fraction": cell.budget * 0.99, "n_runs": int(cell.budget * 1000)}}
 
 
 def stub_group(cells) -> list[dict]:
@@ -179,7 +179,7 @@ def test_blas_is_limited_to_one_thread_inside_a_cell(tmp_path):
                                  "datasets": ["toy"], "methods": {"m": {}}})
     run_sweep(cfg, tmp_path, cell_fn=blas_threads, progress=False)
     rec = json.loads(record_path(tmp_path, cfg.cells()[0]).read_text())
-    assert rec["result"]["run"]["max_blas_threads"] == 1
+    assert rec["result"]["metrics"]["max_blas_threads"] == 1
 
 
 def blas_threads(cell: Cell) -> dict:
@@ -187,4 +187,31 @@ def blas_threads(cell: Cell) -> dict:
     from threadpoolctl import threadpool_info
 
     info = [p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"]
-    return {"run": {"max_blas_threads": max(info, default=1)}}
+    return {"metrics": {"max_blas_threads": max(info, default=1)}}
+
+
+def test_grouped_replay_equals_separate_replays(tmp_path):
+    """The real replay: one run to the largest budget records the smaller ones exactly."""
+    import numpy as np
+
+    from scalebo.bench.synthetic import make_synthetic
+
+    axes = {"N": 5e7 * 2.0 ** np.arange(4), "D": 1e9 * 2.0 ** np.arange(4),
+            "lr": 2.5e-4 * 2.0 ** np.arange(4), "bs": np.array([128.0, 256.0])}
+    csv = tmp_path / "grid.csv"
+    make_synthetic(seed=1, **axes).drop(columns=["loss_noise_free", "is_optimum"]).to_csv(
+        csv, index=False)
+    cfg = SweepConfig.from_dict({
+        "name": "real", "seeds": [0], "budgets": [0.02, 0.05, 0.1],
+        "datasets": {"tiny": {"source": str(csv), "axes": ["lr", "bs"]}},
+        "method_defaults": {"fantasize": False, "refit_every": 5},
+        "methods": {"full": {"strategy": "full"}}})
+    grouped = run_sweep(cfg, tmp_path / "g", progress=False)
+    assert grouped.n_tasks == 1 and grouped.failed == 0, grouped.describe()
+    separate = run_sweep(cfg, tmp_path / "s", progress=False, budget_free=lambda m: False)
+    assert separate.n_tasks == 3 and separate.failed == 0, separate.describe()
+    g, s = _contents(tmp_path / "g"), _contents(tmp_path / "s")
+    assert g == s
+    runs = [json.loads(record_path(tmp_path / "g", c).read_text())["result"]["metrics"]["n_runs"]
+            for c in cfg.cells()]
+    assert runs == sorted(runs) and runs[0] < runs[-1]
