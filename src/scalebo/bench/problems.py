@@ -130,6 +130,7 @@ def problem_from_table(
     name: str,
     axes: Sequence[str] | None = None,
     n_held_out_cells: int = 2,
+    chinchilla_starts: np.ndarray | None = None,
 ) -> ReplayProblem:
     """Build a :class:`ReplayProblem` from runs (repeated configurations are averaged).
 
@@ -138,6 +139,8 @@ def problem_from_table(
         name: Name recorded in results.
         axes: Hyperparameter axes (default: the table's hyperparameters).
         n_held_out_cells: Largest-compute cells held out (default 2).
+        chinchilla_starts: Start grid ``(S, 5)`` of the reference Chinchilla fit (default:
+            Hoffmann's 4,500 starts; a coarse grid makes small test problems fast).
     """
     frame = table.frame if isinstance(table, RunTable) else table
     if axes is None:
@@ -174,11 +177,12 @@ def problem_from_table(
                            n_held_out_cells=n_held_out_cells)
     loss = frame["loss"].to_numpy(dtype=np.float64)
     loss.flags.writeable = False
-    return _with_references(name, grid, loss, repeats, tuple(notes))
+    return _with_references(name, grid, loss, repeats, tuple(notes), chinchilla_starts)
 
 
 def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarray,
-                     notes: tuple[str, ...]) -> ReplayProblem:
+                     notes: tuple[str, ...], chinchilla_starts: np.ndarray | None
+                     ) -> ReplayProblem:
     acq = np.flatnonzero(~grid.held_out)
     env = envelope_rows(grid, loss, acq)
     cells = cell_best_rows(grid, loss, acq)
@@ -187,7 +191,7 @@ def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarra
     if cells.size >= CHINCHILLA.n_params:
         X = np.column_stack([grid.configs["N"].to_numpy()[cells],
                              grid.configs["D"].to_numpy()[cells]])
-        ref_ch = fit_law(CHINCHILLA, X, loss[cells])
+        ref_ch = fit_law(CHINCHILLA, X, loss[cells], starts=chinchilla_starts)
     held = cell_best_rows(grid, loss, np.flatnonzero(grid.held_out))
     held_cells = pd.DataFrame({
         "N": grid.configs["N"].to_numpy()[held],

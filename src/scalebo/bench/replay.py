@@ -177,7 +177,7 @@ class ReplayRecord:
             "budget": self.budget,
             "separate_runs": self.separate_runs,
             "metrics": [m.to_dict() for m in self.metrics],
-            "trace": [asdict(t) for t in self.trace],
+            "trace": [_finite(asdict(t)) for t in self.trace],
             "timings": dict(self.timings),
         }
 
@@ -212,6 +212,12 @@ class ClippedGP:
         new = copy.copy(self)
         new.inner = self.inner.condition_on(X_new, np.minimum(y_new, self.threshold_))
         return new
+
+
+def _finite(entry: dict) -> dict:
+    """Replace non-finite floats (an uncapped ``inf`` cap) by None for strict JSON."""
+    return {k: (None if isinstance(v, float) and not np.isfinite(v) else v)
+            for k, v in entry.items()}
 
 
 def _surrogate(method: MethodConfig, problem: ReplayProblem, seed: int, *, fantasy: bool

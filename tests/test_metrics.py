@@ -1,0 +1,112 @@
+"""Replay metrics on hand-made cases: a perfect set, a known offset, failures, recovery."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.bench.metrics import EXTRAPOLATION_C, c_key, evaluate, law_metrics
+from scalebo.bench.problems import problem_from_table
+from scalebo.bench.synthetic import SyntheticLaw, make_synthetic
+from scalebo.laws import CHINCHILLA
+
+#: Every 30th of Hoffmann's 4,500 starts: enough for noise-free data, and fast.
+COARSE = CHINCHILLA.start_grid()[::30]
+
+
+@pytest.fixture(scope="module")
+def problem():
+    """Noise-free synthetic grid: 5 N × 4 D cells × (3 lr × 2 bs) = 120 configurations."""
+    frame = make_synthetic(SyntheticLaw(noise=0.0), N=5e7 * 2.0 ** np.arange(5),
+                           D=1e9 * 2.0 ** np.arange(4), lr=[5e-4, 1e-3, 2e-3], bs=[128, 256])
+    return problem_from_table(frame[["N", "D", "lr", "bs", "loss"]], name="tiny",
+                              chinchilla_starts=COARSE)
+
+
+def test_problem_layout(problem):
+    grid = problem.grid
+    assert grid.n_configs == 120 and problem.held_out_cells.shape[0] == 2
+    assert not grid.held_out[problem.envelope_idx].any()
+    assert not grid.held_out[problem.cell_best_idx].any()
+    assert problem.cell_best_idx.size == 18
+    # Floor: cell-best configurations' cost / C_total; every config of a cell costs the same
+    # here, so the floor is 1/6 of the acquirable compute.
+    assert problem.floor_cells == pytest.approx(1 / 6)
+    assert problem.floor_envelope < problem.floor_cells
+
+
+def test_all_acquirable_configs_give_zero_error_and_full_recovery(problem):
+    idx = np.flatnonzero(~problem.grid.held_out)
+    m = evaluate(problem, idx, budget=1.0)
+    assert m.spent_fraction == pytest.approx(1.0)
+    assert m.n_runs == idx.size
+    assert m.envelope_recovery_pct == 100.0 and m.cell_recovery_pct == 100.0
+    assert m.floor_multiple_cells == pytest.approx(6.0)
+    for law in ("compute", "chinchilla"):
+        lm = m.observed[law]
+        assert lm.ok, lm.message
+        assert max(lm.param_error.values()) < 1e-6
+        assert max(abs(v) for v in lm.extrapolation_pct.values()) < 1e-6
+    assert m.fantasized is None
+
+
+def test_envelope_only_recovers_envelope_and_compute_law(problem):
+    m = evaluate(problem, problem.envelope_idx, budget=0.1)
+    assert m.envelope_recovery_pct == 100.0
+    shared = np.intersect1d(problem.envelope_idx, problem.cell_best_idx).size
+    assert m.cell_recovery_pct == pytest.approx(100 * shared / 18)
+    assert m.observed["compute"].abs_extrapolation(1e25) < 1e-6
+    grid = problem.grid
+    assert m.spent_flops == pytest.approx(grid.cost[problem.envelope_idx].sum())
+    assert m.floor_multiple_envelope == pytest.approx(1.0)
+
+
+def test_known_offset_gives_known_errors(problem):
+    """Losses L_ref(C) + δ are fitted exactly by E + δ: the errors follow by hand."""
+    ref = problem.reference_compute
+    C = problem.grid.cost[problem.envelope_idx]
+    delta = 0.01
+    table = pd.DataFrame({"N": 1.0, "D": C / 6, "C": C,
+                          "loss": ref.predict(C[:, None]) + delta})
+    lm = law_metrics(problem, "compute", table)
+    assert lm.ok and lm.n_points == C.size
+    assert lm.param_error["E"] == pytest.approx(delta, rel=1e-4)
+    assert lm.param_error["alpha"] == pytest.approx(0.0, abs=1e-5)
+    assert lm.param_error["log10_A"] == pytest.approx(0.0, abs=1e-4)
+    for c in EXTRAPOLATION_C:
+        want = 100 * delta / ref.predict(np.array([[c]]))[0]
+        assert lm.extrapolation_pct[c_key(c)] == pytest.approx(want, rel=1e-3)
+    held = problem.held_out_cells
+    want_mse = np.mean((ref.predict(held[["C"]].to_numpy()) + delta - held["best_loss"]) ** 2)
+    assert lm.heldout_mse == pytest.approx(want_mse, rel=1e-3)
+
+
+def test_too_few_points_is_a_recorded_failure(problem):
+    m = evaluate(problem, problem.envelope_idx[:2], budget=0.01)
+    lm = m.observed["compute"]
+    assert lm.status == "failed" and not lm.ok
+    assert "observations" in lm.message
+    assert lm.params is None and lm.extrapolation_pct is None and lm.heldout_mse is None
+    assert m.to_dict()["observed"]["compute"]["params"] is None
+
+
+def test_rejects_held_out_or_repeated_rows(problem):
+    held = np.flatnonzero(problem.grid.held_out)[:1]
+    with pytest.raises(ValueError, match="acquirable"):
+        evaluate(problem, held, budget=0.1)
+    with pytest.raises(ValueError, match="distinct"):
+        evaluate(problem, [0, 0], budget=0.1)
+
+
+def test_repeated_configurations_are_averaged_with_a_note():
+    frame = make_synthetic(SyntheticLaw(noise=0.0), N=[1e8, 2e8, 4e8], D=[1e9, 2e9, 4e9],
+                           lr=[1e-3, 2e-3], bs=[256])[["N", "D", "lr", "bs", "loss"]]
+    extra = frame.iloc[[0]].assign(loss=frame["loss"].iloc[0] + 0.2)
+    with pytest.warns(UserWarning, match="averaged"):
+        p = problem_from_table(pd.concat([frame, extra]), name="rep", n_held_out_cells=1,
+                               chinchilla_starts=COARSE)
+    assert p.grid.n_configs == len(frame)
+    assert p.n_repeats.max() == 2 and p.notes
+    row = p.grid.index_of(frame.iloc[[0]])[0]
+    assert p.loss[row] == pytest.approx(frame["loss"].iloc[0] + 0.1)

@@ -1,0 +1,118 @@
+"""replay(): determinism, budget and held-out invariants, recorded budgets, JSON output."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from scalebo.bench.problems import problem_from_table
+from scalebo.bench.replay import ClippedGP, MethodConfig, replay
+from scalebo.bench.synthetic import make_synthetic
+from scalebo.laws import CHINCHILLA
+
+
+@pytest.fixture(scope="module")
+def problem():
+    """4 N × 5 D cells × (4 lr × 3 bs): 240 configurations, seeded noise."""
+    frame = make_synthetic(N=5e7 * 2.0 ** np.arange(4), D=1e9 * 2.0 ** np.arange(5),
+                           lr=2.5e-4 * 2.0 ** np.arange(4), bs=[128, 256, 512], seed=3)
+    return problem_from_table(frame[["N", "D", "lr", "bs", "loss"]], name="small",
+                              chinchilla_starts=CHINCHILLA.start_grid()[::30])
+
+
+FAST = MethodConfig(strategy="window", schedule="spent", fantasize=False, refit_every=5)
+
+
+def _trace(rec):
+    return [(t.index, t.cost) for t in rec.trace]
+
+
+def test_same_seed_same_replay_and_different_seed_differs(problem):
+    a = replay(problem, FAST, 0.1, seed=4)
+    b = replay(problem, FAST, 0.1, seed=4)
+    c = replay(problem, FAST, 0.1, seed=5)
+    assert _trace(a) == _trace(b)
+    assert a.metrics[0].to_dict() == b.metrics[0].to_dict()
+    assert _trace(a) != _trace(c)
+
+
+@pytest.mark.parametrize("method", [
+    FAST, FAST.with_(strategy="full"), FAST.with_(schedule="sweep"),
+    FAST.with_(surrogate="random", q=3),
+])
+def test_budget_never_exceeded_and_held_out_never_acquired(problem, method):
+    rec = replay(problem, method, 0.08, seed=1)
+    idx = np.array([t.index for t in rec.trace])
+    assert np.unique(idx).size == idx.size
+    assert not problem.grid.held_out[idx].any()
+    spent = problem.grid.cost[idx].sum()
+    assert spent <= 0.08 * problem.C_total * (1 + 1e-9)
+    m = rec.at(0.08)
+    assert m.spent_flops == pytest.approx(spent) and m.n_runs == idx.size
+    # nothing left that would still fit: the loop spent what it could
+    rest = ~problem.grid.held_out
+    rest[idx] = False
+    assert (problem.grid.cost[rest] > 0.08 * problem.C_total - spent).all()
+    cum = np.array([t.cumulative_cost for t in rec.trace])
+    assert np.all(np.diff(cum) > 0) and cum[-1] == pytest.approx(spent)
+
+
+@pytest.mark.parametrize("schedule", ["coverage"])
+def test_recorded_budget_equals_a_separate_run(problem, schedule):
+    method = FAST.with_(schedule=schedule)
+    both = replay(problem, method, 0.10, seed=2, record_budgets=(0.03,))
+    alone = replay(problem, method, 0.03, seed=2)
+    assert not both.separate_runs
+    assert both.at(0.03).to_dict() == alone.at(0.03).to_dict()
+    assert both.at(0.03).spent_fraction <= 0.03 + 1e-12
+    assert both.at(0.10).n_runs > both.at(0.03).n_runs
+
+
+def test_sweep_records_separate_runs(problem):
+    method = FAST.with_(schedule="sweep")
+    assert not method.budget_independent
+    both = replay(problem, method, 0.10, seed=2, record_budgets=(0.03,))
+    alone = replay(problem, method, 0.03, seed=2)
+    assert both.separate_runs
+    assert both.at(0.03).to_dict() == alone.at(0.03).to_dict()
+
+
+def test_fantasized_metrics_and_json(problem):
+    rec = replay(problem, FAST.with_(fantasize=True, estimator="cell_best"), 0.1, seed=0)
+    m = rec.at(0.1)
+    assert m.fantasized is not None and m.fantasize_message == ""
+    assert set(m.fantasized) == {"compute", "chinchilla"}
+    text = json.dumps(rec.to_dict(), allow_nan=False)
+    back = json.loads(text)
+    assert back["metrics"][0]["budget"] == 0.1
+    assert {"order", "index", "cost", "cumulative_cost", "cap"} <= set(back["trace"][0])
+    assert set(back["timings"]) == {"search", "fantasize", "metrics", "total"}
+
+
+def test_bad_inputs(problem):
+    with pytest.raises(ValueError, match="record_budgets"):
+        replay(problem, FAST, 0.05, seed=0, record_budgets=(0.1,))
+    with pytest.raises(ValueError, match="schedule"):
+        MethodConfig(schedule="bogus")
+
+
+class _Stub:
+    def fit(self, X, y, warm_start=False):
+        self.y = y
+        return self
+
+    def condition_on(self, X, y):
+        new = _Stub()
+        new.y = y
+        return new
+
+
+def test_clipped_gp_clips_outliers_at_median_plus_k_iqr():
+    y = np.array([0.0, 1.0, 2.0, 3.0, 4.0, 100.0])  # median 2.5, IQR 2.5
+    model = ClippedGP(_Stub(), k=2.0).fit(np.zeros((6, 1)), y)
+    assert model.threshold_ == pytest.approx(7.5)
+    np.testing.assert_allclose(model.inner.y, [0, 1, 2, 3, 4, 7.5])
+    cond = model.condition_on(np.zeros((2, 1)), np.array([1.0, 50.0]))
+    np.testing.assert_allclose(cond.inner.y, [1.0, 7.5])
