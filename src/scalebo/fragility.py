@@ -229,7 +229,7 @@ def build_variants(
     sizes = np.unique(base["N"].to_numpy(dtype=np.float64))
     if leave_one_out:
         for n in sizes:
-            variants.append(Variant(f"leave out N={n:.3g}", "leave_one_out",
+            variants.append(Variant(f"leave out N={n:.4g}", "leave_one_out",
                                     base[base["N"] != n], huber_delta))
     if drop_count and sizes.size > drop_count + 2:
         variants.append(Variant(f"drop {drop_count} smallest", "drop_smallest",

@@ -94,8 +94,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"Huber delta of the base fit (default {DEFAULT_HUBER_DELTA:g})")
     group.add_argument("--starts", choices=("reduced", "full"), default="reduced",
                        help="start grid of the variant fits (see above; default reduced)")
-    group.add_argument("--n-jobs", type=int, default=-1,
-                       help="parallel fits (joblib; -1 = all cores, default)")
+    group.add_argument("--n-jobs", type=int, default=1,
+                       help="parallel variant fits (joblib; -1 = all cores; default 1: the "
+                            "whole Gemstones analysis is ~21 CPU-seconds, so worker start-up "
+                            "and a busy machine cost more than they save)")
     group.add_argument("--bootstrap", metavar="B", type=int, default=0,
                        help="also bootstrap the base fit B times (95%% percentile intervals)")
     group.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
