@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -52,15 +51,14 @@ def test_cli_fit_is_no_worse_than_the_published_gemstones_fit(data_dir):
     assert abs(ours[2] - PUBLISHED["alpha"]) < 0.02
 
 
-def test_fragility_command_on_gemstones_is_fast(data_dir, tmp_path):
+def test_fragility_command_on_gemstones(data_dir, tmp_path):
+    """End to end on real data; its wall time is measured in benchmarks/fragility_time.py."""
     cool = data_dir / "gemstones" / "wandb_dfs" / "wandb_df_for_fitting_cool_end.jsonl"
-    start = time.perf_counter()
     proc = _cli("fragility", "dataset:gemstones", "--target", "1e24", "--no-leave-one-out",
                 "--no-dataset-variants", "--every-k", "5", "--huber-deltas", "1e-2",
                 "--variant-file", f"cooled={cool}", "--variant-map", MAPPING,
                 "--plot", str(tmp_path / "f.png"), "--format", "json", "--n-jobs", "2",
                 data_dir=data_dir)
-    seconds = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     names = [row["variant"] for row in result["variants"]]
@@ -75,4 +73,3 @@ def test_fragility_command_on_gemstones_is_fast(data_dir, tmp_path):
     spread = result["spread"]["alpha"]
     assert spread["min"] <= rows["base"]["alpha"] <= spread["max"]
     assert (tmp_path / "f.png").stat().st_size > 10_000
-    assert seconds < 60, f"fragility took {seconds:.1f} s"
