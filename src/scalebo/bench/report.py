@@ -202,8 +202,19 @@ def _line(ax, x, m, sd, color, style, label, log):
     if not len(x):
         return
     ax.plot(x, m, style, color=color, marker="o", ms=3, label=label)
-    lo = np.maximum(m - sd, m * 1e-3) if log else m - sd
+    lo = np.maximum(m - sd, m / 10) if log else m - sd  # log axes: band clipped at m/10
     ax.fill_between(x, lo, m + sd, color=color, alpha=0.12, lw=0)
+
+
+def _budget_axis(ax, budgets) -> None:
+    """Log x axis with ticks at the budgets, labelled in % of C_total."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(FixedLocator(sorted(budgets)))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{100 * x:g} %"))
+    ax.set_xlabel("budget (% of C_total)")
 
 
 def recovery_figure(summary: pd.DataFrame, dataset: str, methods: Sequence[str], path: Path,
@@ -221,10 +232,9 @@ def recovery_figure(summary: pd.DataFrame, dataset: str, methods: Sequence[str],
                 ("fantasized", "-", f"{method} + fantasize"))
             for kind, style, label in kinds:
                 _line(ax, *_series(summary, dataset, method, kind, metric), c, style, label, log)
-        ax.set_xscale("log")
+        _budget_axis(ax, summary["budget"].unique())
         if log:
             ax.set_yscale("log")
-        ax.set_xlabel("budget (fraction of C_total)")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3, which="both")
     axes.flat[0].legend(fontsize=7)
@@ -248,8 +258,8 @@ def comparison_figure(summary: pd.DataFrame, methods: Sequence[str], param: str,
             for kind, style in (("observed", "--"), ("fantasized", "-")):
                 _line(ax, *_series(summary, ds, method, kind, metric), colors[i % len(colors)],
                       style, _label(method, kind), True)
-        ax.set(xscale="log", yscale="log", title=ds, xlabel="budget (fraction of C_total)",
-               ylabel="|extrapolation| at 1e25 FLOPs (%)")
+        _budget_axis(ax, summary["budget"].unique())
+        ax.set(yscale="log", title=ds, ylabel="|extrapolation| at 1e25 FLOPs (%)")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
     fig.suptitle(f"{param} comparison (mean ± 1 SD over seeds)")
@@ -305,7 +315,7 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
            _run_table(summary, "envelope_recovery_pct"),
            "## Per-cell recovery (% of cells whose best config was observed)", "",
            _run_table(summary, "cell_recovery_pct"),
-           "## Compute spent (% of C_total → shown as fraction)", "",
+           "## Compute spent (fraction of C_total)", "",
            _run_table(summary, "spent_fraction", 4)]
     if figures:
         fig_dir.mkdir(parents=True, exist_ok=True)
