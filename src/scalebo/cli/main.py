@@ -41,6 +41,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bench",
     "demo",
     "fragility",
+    "replay",
 )
 
 EXIT_OK = 0

@@ -1,0 +1,165 @@
+"""``scalebo replay``: replay a search strategy on a recorded grid and print its metrics."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from scalebo.cli.common import add_format_argument, format_table, jsonable, log, write_json
+
+NAME = "replay"
+HELP = "replay a budgeted search on a recorded grid and score the recovered law"
+DESCRIPTION = """\
+Replay a search strategy on a recorded grid: the recorded loss of each configuration is the
+oracle, the 2 largest-compute (N, D) cells are held out, and the laws refitted from what
+the search bought (and, with --fantasize, from observed + surrogate-predicted losses) are
+compared with the reference fit on the whole grid (DESIGN.md metrics). Budget: a fraction of
+C_total, the summed compute of the acquirable grid (FLOPs).
+"""
+EPILOG = """\
+datasets: steplaw, oellm_english, synthetic (built-in, known law), or a run-table file
+(--map as for 'scalebo fit'; --axes default: numeric columns varying inside a cell).
+example: scalebo replay --dataset steplaw --budget 0.05 --seed 0 --json out.json
+"""
+
+
+#: Method options left unset (None) take ``MethodConfig``'s defaults (kept out of module
+#: import so that ``scalebo --help`` does not load numpy).
+_METHOD_OPTIONS = {"strategy": "strategy", "schedule": "schedule", "surrogate": "surrogate",
+                   "kernel": "kernel", "acq": "acquisition", "incumbent": "incumbent",
+                   "fantasize": "fantasize", "estimator": "estimator",
+                   "scope": "fantasize_scope", "batch": "q"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", required=True,
+                        help="steplaw, oellm_english, synthetic or a run-table file")
+    parser.add_argument("--map", default=None, metavar="CANON=COL,...",
+                        help="column mapping for a file, e.g. N=params,D=tokens")
+    parser.add_argument("--axes", default=None, metavar="COL,...",
+                        help="hyperparameter axes of a file (default: numeric columns that "
+                             "vary inside an (N, D) cell)")
+    parser.add_argument("--data-dir", default=None, help="public datasets folder "
+                        "(default $SCALEBO_DATA_DIR)")
+    parser.add_argument("--held-out-cells", type=int, default=2)
+    parser.add_argument("--budget", type=float, default=0.05,
+                        help="budget as a fraction of C_total (default 0.05)")
+    parser.add_argument("--record-budgets", default="", metavar="F,...",
+                        help="smaller budgets to record too, e.g. 0.01,0.05")
+    parser.add_argument("--seed", type=int, default=0)
+    group = parser.add_argument_group("method (unset options take the library defaults, "
+                                      "see scalebo.bench.replay.MethodConfig)")
+    group.add_argument("--strategy", choices=("window", "full"))
+    group.add_argument("--schedule", choices=("sweep", "spent", "coverage"),
+                       help="window schedule")
+    group.add_argument("--surrogate", choices=("gp", "random", "trees"))
+    group.add_argument("--kernel", help="GP kernel (matern52, rbf, additive, mixed)")
+    group.add_argument("--acq", choices=("ei", "pi", "lcb"))
+    group.add_argument("--incumbent", choices=("frontier", "global"))
+    group.add_argument("--fantasize", action=argparse.BooleanOptionalAction, default=None,
+                       help="also score observed + surrogate-predicted losses")
+    group.add_argument("--estimator", choices=("mean", "cell_best"),
+                       help="fantasized cell loss: posterior mean or expected cell minimum")
+    group.add_argument("--scope", choices=("window", "grid"), help="fantasization scope")
+    group.add_argument("--batch", type=int, help="configurations per ask (q)")
+    parser.add_argument("--json", default=None, metavar="OUT", help="write the full record")
+    parser.add_argument("--plot", default=None, metavar="PNG",
+                        help="plot the acquisition trace (compute vs order, cap; C vs loss)")
+    add_format_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from scalebo.bench.problems import load_problem
+    from scalebo.bench.replay import MethodConfig, replay
+    from scalebo.runs import parse_mapping
+
+    axes = None if args.axes is None else [a.strip() for a in args.axes.split(",") if a.strip()]
+    mapping = parse_mapping(args.map) if args.map else None
+    if not (0 < args.budget <= 1):
+        raise ValueError(f"--budget must be a fraction of C_total in (0, 1], got {args.budget}")
+    method = MethodConfig(**{field: getattr(args, option)
+                             for option, field in _METHOD_OPTIONS.items()
+                             if getattr(args, option) is not None})
+    log(f"loading {args.dataset} and its reference fit ...")
+    problem = load_problem(args.dataset, mapping=mapping, axes=axes,
+                           n_held_out_cells=args.held_out_cells, data_dir=args.data_dir)
+    for note in problem.notes:
+        log(f"note: {note}")
+    records = [float(b) for b in args.record_budgets.split(",") if b.strip()]
+    log(f"replaying {method.label()} to {args.budget:g} of C_total, seed {args.seed} ...")
+    rec = replay(problem, method, args.budget, args.seed, record_budgets=records)
+    data = rec.to_dict()
+    data["problem"] = problem.summary()
+    if args.json:
+        Path(args.json).write_text(json.dumps(jsonable(data), indent=2, allow_nan=False))
+        log(f"wrote {args.json}")
+    if args.plot:
+        plot_trace(rec, problem, args.plot)
+        log(f"wrote {args.plot}")
+    if args.format == "json":
+        write_json(data)
+    else:
+        print(_table(rec))
+    return 0
+
+
+def _table(rec: Any) -> str:
+    from scalebo.bench.metrics import EXTRAPOLATION_C, c_key
+
+    rows = []
+    for m in rec.metrics:
+        for source, laws in (("observed", m.observed), ("fantasized", m.fantasized)):
+            for name, lm in (laws or {}).items():
+                row = {"budget": m.budget, "source": source, "law": name, "status": lm.status,
+                       "runs": m.n_runs, "spent": m.spent_fraction,
+                       "x_floor": m.floor_multiple_cells, "env_%": m.envelope_recovery_pct,
+                       "cell_%": m.cell_recovery_pct, "heldout_mse": lm.heldout_mse}
+                for c in EXTRAPOLATION_C:
+                    v = lm.abs_extrapolation(c)
+                    row[f"|d|%@{c_key(c)}"] = v
+                rows.append(row)
+    cols = list(rows[0]) if rows else []
+    head = (f"{rec.dataset}: {rec.method.label()}, seed {rec.seed}; "
+            f"{rec.timings['total']:.1f} s\n")
+    return head + format_table(rows, cols)
+
+
+def plot_trace(rec: Any, problem: Any, path: str) -> None:
+    """Two panels: cumulative compute and cap (FLOPs) vs acquisition order; the acquired
+    configurations in (C, loss), the reference envelope and compute law."""
+    import matplotlib
+    import numpy as np
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    order = np.array([t.order for t in rec.trace])
+    cum = np.array([t.cumulative_cost for t in rec.trace])
+    cap = np.array([t.cap for t in rec.trace])
+    idx = np.array([t.index for t in rec.trace], dtype=np.int64)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    a.plot(order, cum, label="cumulative compute")
+    finite = np.isfinite(cap)
+    a.step(order[finite], cap[finite], where="post", label="window cap")
+    a.axhline(rec.budget * problem.C_total, color="k", ls=":", label="budget")
+    a.set(yscale="log", xlabel="acquisition order", ylabel="FLOPs")
+    a.legend()
+    g = problem.grid
+    acq = ~g.held_out
+    b.scatter(g.cost[acq], problem.loss[acq], s=6, c="0.8", label="grid")
+    b.scatter(g.cost[idx], problem.loss[idx], s=12, c=order, cmap="viridis",
+              label="acquired (colour: order)")
+    env = problem.envelope_idx
+    b.plot(g.cost[env], problem.loss[env], "r.", ms=9, label="reference envelope")
+    Cs = np.geomspace(g.cost[acq].min(), g.cost.max(), 100)
+    b.plot(Cs, problem.reference_compute.predict(Cs[:, None]), "r-", lw=1,
+           label="reference compute law")
+    top = np.percentile(problem.loss[acq], 95)
+    b.set(xscale="log", xlabel="C (FLOPs)", ylabel="loss (nats)",
+          ylim=(problem.loss.min() * 0.98, top))
+    b.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
