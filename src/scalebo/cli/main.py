@@ -42,6 +42,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "demo",
     "fragility",
     "replay",
+    "suggest",
 )
 
 EXIT_OK = 0
