@@ -66,6 +66,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rep.add_argument("--out", required=True, help="report directory (report.md, figures/)")
     rep.add_argument("--title", default=None, help="report title")
     rep.add_argument("--no-figures", action="store_true", help="tables only")
+    rep.add_argument("--law", choices=("compute", "chinchilla"), default="compute",
+                     help="law whose metrics fill the tables (default compute)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -101,7 +103,8 @@ def _run(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from scalebo.bench.report import write_report
 
-    path = write_report(args.records, args.out, title=args.title, figures=not args.no_figures)
+    path = write_report(args.records, args.out, title=args.title, figures=not args.no_figures,
+                        law=args.law)
     log(f"report written to {path}")
     print(path)
     return 0
