@@ -36,6 +36,7 @@ from scalebo.errors import SearchError
 from scalebo.search.fantasize import fantasize
 from scalebo.search.loop import SearchLoop, TraceEntry
 from scalebo.search.surrogates import make_surrogate
+from scalebo.search.trend import TrendSurrogate
 from scalebo.search.window import COST_RTOL
 
 __all__ = ["DEFAULT_METHOD", "ClippedGP", "MethodConfig", "ReplayRecord", "replay"]
@@ -85,6 +86,9 @@ class MethodConfig:
             in between the GP is conditioned with fixed hyperparameters (``O(n_obs²)``).
         clip_iqr: The GP sees losses clipped at ``median + clip_iqr × IQR`` of the losses
             it is fitted on (see :class:`ClippedGP`); None: no clipping.
+        trend: Give the GP a linear mean in encoded ``log N`` and ``log D``
+            (:class:`~scalebo.search.trend.TrendSurrogate`) so that it does not revert to
+            the average loss on the grid's unexplored, expensive cells.
     """
 
     strategy: str = "window"
@@ -103,6 +107,7 @@ class MethodConfig:
     refit_every: int = 10
     refit_growth: float = 0.25
     clip_iqr: float | None = 5.0
+    trend: bool = False
 
     def __post_init__(self) -> None:
         for name, allowed in _CHOICES.items():
@@ -235,8 +240,17 @@ def _surrogate(method: MethodConfig, problem: ReplayProblem, seed: int, *, fanta
     if name == "gp":
         gp = make_surrogate("gp", kernel=method.kernel,
                             categorical=problem.grid.categorical_columns, rng=seed)
+        if method.trend:
+            gp = TrendSurrogate(gp, columns=(0, 1))  # encoded N and D come first
         return gp if method.clip_iqr is None else ClippedGP(gp, method.clip_iqr)
     return make_surrogate(name, rng=seed)
+
+
+def _innermost(model: object) -> object:
+    """The surrogate inside wrappers (clipping, trend)."""
+    while hasattr(model, "inner"):
+        model = model.inner
+    return model
 
 
 def _fantasy_surrogate(loop: SearchLoop, method: MethodConfig, problem: ReplayProblem,
@@ -244,10 +258,9 @@ def _fantasy_surrogate(loop: SearchLoop, method: MethodConfig, problem: ReplayPr
     """The surrogate that fills the grid: for a GP search, a copy of the search's GP whose
     hyperparameter fit starts from the last optimum only (one local refit on all
     observations, no random restarts); otherwise a fresh one (a GP for random search)."""
-    inner = getattr(loop.surrogate, "inner", loop.surrogate)
-    if method.surrogate == "gp" and hasattr(inner, "gp_"):
+    if method.surrogate == "gp" and hasattr(_innermost(loop.surrogate), "gp_"):
         model = copy.deepcopy(loop.surrogate)
-        getattr(model, "inner", model).gp_.n_restarts = 0
+        _innermost(model).gp_.n_restarts = 0
         return model
     return _surrogate(method, problem, seed, fantasy=True)
 
