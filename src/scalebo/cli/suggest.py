@@ -38,6 +38,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--acq", choices=("ei", "pi", "lcb"), default="ei")
     parser.add_argument("--incumbent", choices=("frontier", "global"), default="frontier")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--clip-iqr", type=float, default=5.0,
+                        help="the GP sees losses clipped at median + K x IQR of the finished "
+                             "runs, so diverged runs do not swamp it (default 5; 0: off)")
     parser.add_argument("--out", default=None, help="also write the suggestions (CSV/JSON)")
     add_format_argument(parser)
 
@@ -70,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
     from scalebo.errors import SearchError
     from scalebo.runs import load_runs, parse_mapping
+    from scalebo.search.clipping import ClippedGP
     from scalebo.search.loop import SearchLoop
     from scalebo.search.surrogates import make_surrogate
 
@@ -94,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
                           f"{budget:.3g} ({args.budget:g} of C_total {grid.C_total:.3g}) are "
                           "done or pending; raise --budget to continue.")
     surrogate = make_surrogate("gp", categorical=grid.categorical_columns, rng=args.seed)
+    if args.clip_iqr > 0:  # diverged runs would otherwise dominate the standardized GP
+        surrogate = ClippedGP(surrogate, args.clip_iqr)
     loop = SearchLoop(grid, args.budget, surrogate, acquisition=args.acq,
                       incumbent=args.incumbent, schedule=args.schedule,
                       n_initial=max(0, 5 - idx.size), rng=args.seed)
