@@ -90,6 +90,13 @@ def _two_loop(g, s_hist, y_hist, rho, count):
     return r
 
 
+def _armijo(ft: np.ndarray, gt: np.ndarray, f0: np.ndarray, decrease: np.ndarray) -> np.ndarray:
+    """Sufficient decrease (c1 = 1e-4) with a finite value and gradient, and no increase."""
+    finite = np.isfinite(ft) & np.all(np.isfinite(gt), axis=1)
+    with np.errstate(invalid="ignore"):
+        return finite & (ft <= f0 + 1e-4 * decrease) & (ft <= f0)
+
+
 def minimize_batched(
     fun_grad: FunGrad,
     x0: np.ndarray,
@@ -102,6 +109,7 @@ def minimize_batched(
     ftol: float = 1e-13,
     ftol_floor: float = 1e-300,
     max_backtracks: int = 40,
+    max_extrapolations: int = 8,
 ) -> BatchedResult:
     """Minimize ``S`` independent problems from the rows of ``x0`` (S, p) within bounds.
 
@@ -114,7 +122,9 @@ def minimize_batched(
         gtol: stop when ``‖projected gradient‖_∞ ≤ gtol``.
         ftol: stop when an iteration decreases ``f`` by less than ``ftol·max(|f|, ftol_floor)``
             (SciPy's L-BFGS-B uses ``ftol = factr·eps = 1e7·eps`` and ``ftol_floor = 1``).
-        max_backtracks: halvings of the step before the line search is declared failed.
+        max_backtracks: step reductions before the line search is declared failed.
+        max_extrapolations: doublings of a first step that satisfied Armijo but not the
+            curvature condition.
     """
     x = np.clip(np.asarray(x0, dtype=np.float64), lower, upper)
     n_starts, p = x.shape
@@ -157,26 +167,49 @@ def minimize_batched(
         step = np.where(ca == 0, 1.0 / np.maximum(gnorm, 1e-300), 1.0)
 
         accepted = np.zeros(rows.size, dtype=bool)
+        first_try = np.zeros(rows.size, dtype=bool)
         x_new = xa.copy()
         f_new = fa.copy()
         g_new = ga.copy()
         todo = np.arange(rows.size)
-        for _bt in range(max_backtracks):
+        for bt in range(max_backtracks):
             trial = np.clip(xa[todo] + step[todo, None] * d[todo], lower, upper)
             ft, gt = fun_grad(trial, rows[todo])
             nfev += todo.size
             decrease = np.einsum("sp,sp->s", ga[todo], trial - xa[todo])
-            ok = np.isfinite(ft) & (ft <= fa[todo] + 1e-4 * decrease) & np.all(
-                np.isfinite(gt), axis=1
-            )
-            ok &= ft <= fa[todo]
+            ok = _armijo(ft, gt, fa[todo], decrease)
             took = todo[ok]
             accepted[took] = True
+            first_try[took] = bt == 0
             x_new[took], f_new[took], g_new[took] = trial[ok], ft[ok], gt[ok]
-            todo = todo[~ok]
+            todo, ft, t = todo[~ok], ft[~ok], step[todo[~ok]]
             if todo.size == 0:
                 break
-            step[todo] *= 0.5
+            # Minimizer of the quadratic through f(0), f'(0) and f(t), kept in [0.1t, 0.5t].
+            excess = ft - fa[todo] - slope[todo] * t
+            quad = np.where(np.isfinite(ft) & (excess > 0),
+                            -slope[todo] * t * t / (2 * np.where(excess > 0, excess, 1.0)),
+                            0.5 * t)
+            step[todo] = np.clip(quad, 0.1 * t, 0.5 * t)
+
+        # A full first step that leaves the slope steep (curvature condition of Wolfe,
+        # c2 = 0.9, violated) was too short: double it while f keeps falling (≤ 8 times).
+        grow = first_try & (np.einsum("sp,sp->s", g_new, d) < 0.9 * slope)
+        for _ex in range(max_extrapolations):
+            idx = np.flatnonzero(grow)
+            if idx.size == 0:
+                break
+            t = 2.0 * step[idx]
+            trial = np.clip(xa[idx] + t[:, None] * d[idx], lower, upper)
+            ft, gt = fun_grad(trial, rows[idx])
+            nfev += idx.size
+            decrease = np.einsum("sp,sp->s", ga[idx], trial - xa[idx])
+            ok = _armijo(ft, gt, fa[idx], decrease) & (ft < f_new[idx])
+            better = idx[ok]
+            step[better] = t[ok]
+            x_new[better], f_new[better], g_new[better] = trial[ok], ft[ok], gt[ok]
+            grow[:] = False
+            grow[better] = np.einsum("sp,sp->s", gt[ok], d[better]) < 0.9 * slope[better]
 
         nit[rows] += 1
         failed = ~accepted
