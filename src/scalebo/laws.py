@@ -294,6 +294,17 @@ class PowerLawSum(Law):
         return np.array(theta, dtype=np.float64)
 
 
+def _clamped_log(pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``log max(pred, 1e-300)`` and ``1/pred`` where the prediction is positive, else 0.
+
+    Downstream laws can predict ≤ 0; there the log is clamped (a huge residual) and the
+    gradient is zero, so such starts simply lose.
+    """
+    ok = pred > _TINY
+    safe = np.where(ok, pred, 1.0)
+    return np.where(ok, np.log(safe), np.log(_TINY)), np.where(ok, 1.0 / safe, 0.0)
+
+
 @dataclass(frozen=True)
 class GadreDownstreamLaw(Law):
     """Gadre et al. (2024, eq. 4): benchmark error ``Err(L) = ε − k · exp(−γ · L)``.
@@ -321,12 +332,10 @@ class GadreDownstreamLaw(Law):
         L = Z[None, :, 0]
         decay = np.exp(log_k - gamma * L)  # k e^{-γL}
         pred = eps - decay
-        ok = pred > _TINY
-        safe = np.where(ok, pred, 1.0)
-        log_pred = np.where(ok, np.log(safe), np.log(_TINY))
+        log_pred, inv_pred = _clamped_log(pred)
 
         def vjp(cot: np.ndarray) -> np.ndarray:
-            c = np.where(ok, cot / safe, 0.0)
+            c = cot * inv_pred
             return np.stack(
                 [c.sum(1), -(c * decay).sum(1), (c * decay * L).sum(1)], axis=1
             )
@@ -374,13 +383,11 @@ class SigmoidDownstreamLaw(Law):
         u = -k * (L - L0)
         sig = np.exp(-np.logaddexp(0.0, u))  # 1 / (1 + e^u), stable
         pred = a * sig + b
-        ok = pred > _TINY
-        safe = np.where(ok, pred, 1.0)
-        log_pred = np.where(ok, np.log(safe), np.log(_TINY))
+        log_pred, inv_pred = _clamped_log(pred)
         dsig_du = -sig * (1.0 - sig)
 
         def vjp(cot: np.ndarray) -> np.ndarray:
-            c = np.where(ok, cot / safe, 0.0)
+            c = cot * inv_pred
             return np.stack(
                 [
                     (c * sig).sum(1),
