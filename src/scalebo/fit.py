@@ -156,20 +156,17 @@ def make_objective(
     log_y: np.ndarray,
     delta: float,
     weights=None,
-    *,
-    single: bool = False,
 ):
     """``fun_grad(theta (s, p), rows (s,))`` for :func:`scalebo.optim.minimize_batched`.
 
     ``weights`` is ``None``, shape ``(n,)``, or per-start ``(S, n)`` (bootstrap counts).
-    ``single=True`` lets the law use float32 inner arithmetic (screening only; see
-    ``PowerLawSum``). (Splitting a batch across threads was measured slower on 2 cores:
-    97 ms vs 69 ms per 4,500-start evaluation.)
+    (Splitting a batch across threads and screening in float32 were both measured and
+    gave no speed-up on 2 cores.)
     """
     per_start = weights is not None and np.ndim(weights) == 2
 
     def fun_grad(theta: np.ndarray, rows: np.ndarray):
-        log_pred, vjp = law.log_predict_vjp(theta, Z, single=single)
+        log_pred, vjp = law.log_predict_vjp(theta, Z)
         r = np.subtract(log_pred, log_y[None, :], out=log_pred)
         psi = np.clip(r, -delta, delta)
         h = psi * (r - 0.5 * psi)  # = huber(r, delta), fewer passes
@@ -202,15 +199,14 @@ def run_starts(
     """Optimize from every row of ``starts`` (S, p); returns the per-start outcome.
 
     Two phases: every start runs to SciPy's default L-BFGS-B tolerances (``pgtol = 1e-5``,
-    decrease ≤ ``1e7·eps·max(|f|, 1)`` per iteration), with the law's float32 fast path where
-    it has one (screening only selects basins); then the ``n_polish`` best finite
+    decrease ≤ ``1e7·eps·max(|f|, 1)`` per iteration); then the ``n_polish`` best finite
     starts (all if ``None``; per replicate when ``sample_weight`` is per-start) continue to
-    tight tolerances (1e-12) in float64, so the reported optimum is precise while the
+    tight tolerances (1e-12), so the reported optimum is precise while the
     thousands of starts that end in the same or worse basins stop early. The polished
     starts' status is their final one.
     """
     Z = law.prepare(as_inputs(X, len(law.variables)))
-    fg = make_objective(law, Z, _log_targets(y), huber_delta, sample_weight, single=True)
+    fg = make_objective(law, Z, _log_targets(y), huber_delta, sample_weight)
     res = minimize_batched(fg, starts, law.lower, law.upper, max_iter=max_iter, **SCREEN_TOL)
     finite = np.flatnonzero(np.isfinite(res.fun))
     if n_polish is not None and finite.size > n_polish:
