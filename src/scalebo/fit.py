@@ -127,15 +127,15 @@ def objective(
     huber_delta: float = DEFAULT_HUBER_DELTA,
     sample_weight: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Summed Huber loss of log residuals for parameter vector(s) ``theta`` (p,) or (S, p)."""
+    """Summed Huber loss of log residuals for parameter vector(s) ``theta`` (p,) or (S, p).
+
+    The value minimized by :func:`fit_law` (same code path, gradient discarded).
+    """
     theta = np.asarray(theta, dtype=np.float64)
+    thetas = np.atleast_2d(theta)
     Z = law.prepare(as_inputs(X, len(law.variables)))
-    log_y = _log_targets(y)
-    r = law.log_predict(np.atleast_2d(theta), Z) - log_y[None, :]
-    h = huber(r, huber_delta)
-    if sample_weight is not None:
-        h = h * sample_weight
-    out = h.sum(axis=1)
+    fun_grad = make_objective(law, Z, _log_targets(y), huber_delta, sample_weight)
+    out = fun_grad(thetas, np.arange(thetas.shape[0]))[0]
     return out[0] if theta.ndim == 1 else out
 
 
@@ -206,7 +206,8 @@ def run_starts(
     starts' status is their final one.
     """
     Z = law.prepare(as_inputs(X, len(law.variables)))
-    fg = make_objective(law, Z, _log_targets(y), huber_delta, sample_weight)
+    log_y = _log_targets(y)
+    fg = make_objective(law, Z, log_y, huber_delta, sample_weight)
     res = minimize_batched(fg, starts, law.lower, law.upper, max_iter=max_iter, **SCREEN_TOL)
     finite = np.flatnonzero(np.isfinite(res.fun))
     if n_polish is not None and finite.size > n_polish:
@@ -218,7 +219,7 @@ def run_starts(
     weights = sample_weight
     if sample_weight is not None and np.ndim(sample_weight) == 2:
         weights = np.asarray(sample_weight)[chosen]
-    fg_polish = make_objective(law, Z, _log_targets(y), huber_delta, weights)
+    fg_polish = make_objective(law, Z, log_y, huber_delta, weights)
     pol = minimize_batched(
         fg_polish, res.x[chosen], law.lower, law.upper, max_iter=max_iter, **POLISH_TOL
     )

@@ -57,12 +57,14 @@ class BatchedResult:
     pgnorm: np.ndarray
 
 
+def free_variables(x: np.ndarray, g: np.ndarray, lower: np.ndarray, upper: np.ndarray):
+    """Mask of the components not blocked by a bound (at a bound with ``−g`` pointing out)."""
+    return ~(((x <= lower) & (g > 0)) | ((x >= upper) & (g < 0)))
+
+
 def projected_gradient(x: np.ndarray, g: np.ndarray, lower: np.ndarray, upper: np.ndarray):
     """Gradient with components zeroed where a bound blocks descent, shape like ``g``."""
-    pg = g.copy()
-    pg[(x <= lower) & (g > 0)] = 0.0
-    pg[(x >= upper) & (g < 0)] = 0.0
-    return pg
+    return g * free_variables(x, g, lower, upper)
 
 
 def _two_loop(g, s_hist, y_hist, rho, count):
@@ -152,7 +154,7 @@ def minimize_batched(
         if rows.size == 0:
             break
         xa, fa, ga = x[rows], f[rows], g[rows]
-        free = ~(((xa <= lower) & (ga > 0)) | ((xa >= upper) & (ga < 0)))
+        free = free_variables(xa, ga, lower, upper)
         # Histories are kept ordered oldest → newest, the newest in the last slot.
         ca = count[rows]
         d = -_two_loop(ga * free, s_hist[rows], y_hist[rows], rho[rows], ca)
