@@ -141,3 +141,30 @@ def test_epoch_chinchilla_reference_fit(data_dir):
     assert fit.status == FitStatus.CONVERGED
     assert max(_rel(fit.params, published).values()) < 1e-3
     assert fit.fun == pytest.approx(1.0183e-3, rel=1e-3)
+
+
+def test_blocked_objective_equals_start_by_start_huber_sum():
+    """Blocks of starts (cache-sized) and per-start weights give, for every start, the Huber
+    sum written out by hand and its gradient by central differences."""
+    rng = np.random.default_rng(3)
+    N = rng.choice(np.geomspace(1e7, 1e10, 12), 300)  # repeated N: the distinct-value path
+    D = 10 ** rng.uniform(9, 12, 300)
+    X = np.column_stack([N, D])
+    log_y = np.log(CHINCHILLA.predict(CHINCHILLA.from_natural(HOFFMANN), X)) + rng.normal(
+        0, 0.003, 300)
+    Z = CHINCHILLA.prepare(X)
+    starts = CHINCHILLA.start_grid()[rng.choice(4500, 250, replace=False)]
+    weights = rng.integers(0, 3, (250, 300)).astype(float)  # bootstrap-like counts
+    fg = make_objective(CHINCHILLA, Z, log_y, 1e-3, weights)
+    f, g = fg(starts, np.arange(250))
+    for s in rng.choice(250, 6, replace=False):
+        e, a, alpha, b, beta = starts[s]
+        r = np.log(np.exp(e) + np.exp(a - alpha * Z[:, 0]) + np.exp(b - beta * Z[:, 1])) - log_y
+        by_hand = np.sum(weights[s] * huber(r, 1e-3))
+        assert f[s] == pytest.approx(by_hand, rel=1e-12)
+        for j in range(5):
+            h = np.zeros(5)
+            h[j] = 1e-6
+            fd = (fg((starts[s] + h)[None], np.array([s]))[0][0]
+                  - fg((starts[s] - h)[None], np.array([s]))[0][0]) / 2e-6
+            assert g[s, j] == pytest.approx(fd, rel=1e-5, abs=1e-8 * (1 + abs(f[s])))

@@ -150,6 +150,12 @@ def _log_targets(y: np.ndarray) -> np.ndarray:
     return np.log(y)
 
 
+#: Starts per block × observations: each block's temporaries (~10 arrays of this many
+#: float64) stay in a core's L2 cache. Measured on the Epoch Chinchilla fit (4,500 starts ×
+#: 240 points): one evaluation 28 ms in blocks of 32k elements vs 48 ms unblocked.
+BLOCK_ELEMENTS = 32_768
+
+
 def make_objective(
     law: Law,
     Z: np.ndarray,
@@ -160,21 +166,36 @@ def make_objective(
     """``fun_grad(theta (s, p), rows (s,))`` for :func:`scalebo.optim.minimize_batched`.
 
     ``weights`` is ``None``, shape ``(n,)``, or per-start ``(S, n)`` (bootstrap counts).
-    (Splitting a batch across threads and screening in float32 were both measured and
-    gave no speed-up on 2 cores.)
+    Starts are evaluated in blocks of about :data:`BLOCK_ELEMENTS` start-observation pairs.
+    The value uses ``huber_δ(r) = ψ·r − ψ²/2`` with ``ψ = clip(r, −δ, δ)``, and ``ψ`` is the
+    cotangent of the gradient. (Splitting a batch across threads and screening in float32
+    were both measured and gave no speed-up on 2 cores.)
     """
     per_start = weights is not None and np.ndim(weights) == 2
+    evaluate = law.bind(Z)
+    n = Z.shape[0]
+    block = max(1, BLOCK_ELEMENTS // max(n, 1))
 
-    def fun_grad(theta: np.ndarray, rows: np.ndarray):
-        log_pred, vjp = law.log_predict_vjp(theta, Z)
+    def block_fun_grad(theta: np.ndarray, rows: np.ndarray):
+        log_pred, vjp = evaluate(theta)
         r = np.subtract(log_pred, log_y[None, :], out=log_pred)
         psi = np.clip(r, -delta, delta)
-        h = psi * (r - 0.5 * psi)  # = huber(r, delta), fewer passes
         if weights is not None:
-            w = weights[rows] if per_start else weights[None, :]
-            h = h * w
-            psi = psi * w
-        return h.sum(axis=1), vjp(psi)
+            psi_w = psi * (weights[rows] if per_start else weights[None, :])
+            fun = np.einsum("sn,sn->s", psi_w, r) - 0.5 * np.einsum("sn,sn->s", psi_w, psi)
+            return fun, vjp(psi_w)
+        fun = np.einsum("sn,sn->s", psi, r) - 0.5 * np.einsum("sn,sn->s", psi, psi)
+        return fun, vjp(psi)
+
+    def fun_grad(theta: np.ndarray, rows: np.ndarray):
+        if theta.shape[0] <= block:
+            return block_fun_grad(theta, rows)
+        fun = np.empty(theta.shape[0])
+        grad = np.empty(theta.shape)
+        for lo in range(0, theta.shape[0], block):
+            part = slice(lo, lo + block)
+            fun[part], grad[part] = block_fun_grad(theta[part], rows[part])
+        return fun, grad
 
     return fun_grad
 

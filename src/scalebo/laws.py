@@ -7,7 +7,9 @@ nats for downstream laws) to a positive quantity (a loss in nats, or a benchmark
 * ``prepare(X)`` — features computed once per data set (e.g. ``log X``);
 * ``log_predict(theta, Z)`` — ``log L̂`` for a batch of parameter vectors, shape ``(S, n)``;
 * ``log_predict_vjp(theta, Z)`` — the same plus a function mapping a cotangent ``(S, n)`` to
-  ``Σ_n cot[s, n] · ∂ log L̂[s, n] / ∂θ[s]`` of shape ``(S, p)`` (the analytic gradient).
+  ``Σ_n cot[s, n] · ∂ log L̂[s, n] / ∂θ[s]`` of shape ``(S, p)`` (the analytic gradient);
+* ``bind(Z)`` — ``theta -> log_predict_vjp(theta, Z)`` with the per-data-set work done once
+  (what the fitter calls thousands of times).
 
 Notation: ``S`` parameter vectors (starts), ``n`` observations, ``p`` parameters, ``k`` input
 variables.
@@ -29,6 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 VJP = Callable[[np.ndarray], np.ndarray]
+BoundLaw = Callable[[np.ndarray], tuple[np.ndarray, VJP]]
+"""``theta (S, p) -> (log L̂ (S, n), vjp)`` for one prepared data set (see :meth:`Law.bind`)."""
 
 #: Smallest prediction allowed inside ``log`` for laws that can predict ≤ 0 (downstream laws).
 _TINY = 1e-300
@@ -53,6 +57,11 @@ class Law:
 
     def log_predict(self, theta: np.ndarray, Z: np.ndarray) -> np.ndarray:
         return self.log_predict_vjp(theta, Z)[0]
+
+    def bind(self, Z: np.ndarray) -> BoundLaw:
+        """``theta -> log_predict_vjp(theta, Z)`` for fixed prepared inputs; laws override it
+        to do the work that depends only on ``Z`` once per data set instead of per call."""
+        return lambda theta: self.log_predict_vjp(theta, Z)
 
     def log_predict_vjp(self, theta: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, VJP]:
         raise NotImplementedError  # pragma: no cover - interface
@@ -172,64 +181,79 @@ class PowerLawSum(Law):
         return np.log(X)
 
     def log_predict_vjp(self, theta: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, VJP]:
-        """``log L̂`` of shape ``(S, n)`` and its vector-Jacobian product.
+        """``log L̂`` of shape ``(S, n)`` and its vector-Jacobian product (see :meth:`bind`)."""
+        return self.bind(Z)(theta)
+
+    def bind(self, Z: np.ndarray) -> BoundLaw:
+        """``theta -> (log L̂, vjp)`` for fixed prepared inputs ``Z`` (n, k).
 
         ``log L̂ = LSE(t_0, …, t_k)`` with ``t_0 = log E`` and ``t_i = log A_i − α_i log X_i``;
         ``∂ log L̂ / ∂ log A_i = w_i`` and ``∂ log L̂ / ∂ α_i = −w_i log X_i`` where ``w`` is the
-        softmax of the ``t``'s.
+        softmax of the ``t``'s. Work that depends only on ``Z`` (distinct input values, the
+        ``[1, −log X_i]`` design of each term's gradient) is done here, once per data set.
         """
-        theta = np.atleast_2d(theta)
-        k = len(self.terms)
-        n_starts, n = theta.shape[0], Z.shape[0]
-        # Exponents are bounded and log-inputs moderate, so the terms stay far inside exp's
-        # range; if not, fall back to the max-shifted (stable) log-sum-exp.
-        exps = []
-        stable = True
-        limit = 600.0  # exp overflows float64 at 709.8
+        Z = np.asarray(Z, dtype=np.float64)
+        n, k = Z.shape[0], len(self.terms)
+        bases = []  # per term: (values to exponentiate, inverse index or None)
         for i in range(k):
             values, inverse = np.unique(Z[:, i], return_inverse=True)
-            repeated = values.size <= 0.8 * n  # grids repeat N and D: exp distinct values
-            base = values if repeated else Z[:, i]
-            ti = theta[:, 1 + 2 * i, None] - theta[:, 2 + 2 * i, None] * base[None, :]
-            if ti.size and (ti.max() > limit or ti.min() < -limit):
-                stable = False
-                break
-            ei = np.exp(ti, out=ti)
-            exps.append(ei[:, inverse] if repeated else ei)
-        if stable and abs(theta[:, 0]).max(initial=0.0) <= limit:
-            e0 = np.exp(theta[:, 0])
-            total = np.add(exps[0], e0[:, None]) if k else np.repeat(e0[:, None], n, 1)
-            for ei in exps[1:]:
-                total += ei
-            log_pred = np.log(total)
-        else:
-            t = np.empty((k + 1, n_starts, n))
-            t[0] = theta[:, 0:1]
-            for i in range(k):
-                t[i + 1] = theta[:, 1 + 2 * i, None] - theta[:, 2 + 2 * i, None] * Z[None, :, i]
-            shift = t.max(axis=0)
-            t = np.exp(t - shift)
-            total = t.sum(axis=0)
-            log_pred = np.log(total) + shift
-            e0 = None
-            exps = list(t[1:])
-            e0_full = t[0]
-
-        def vjp(cot: np.ndarray) -> np.ndarray:
-            """``Σ_n cot · ∂ log L̂ / ∂θ``; softmax weights are ``term / total``."""
-            grad = np.empty_like(theta)
-            c = cot / total
-            if e0 is not None:
-                grad[:, 0] = c.sum(axis=1) * e0
+            if values.size <= 0.8 * n:  # grids repeat N and D: exponentiate distinct values
+                bases.append((values, inverse))
             else:
-                grad[:, 0] = np.einsum("sn,sn->s", c, e0_full)
-            for i in range(k):
-                cw = c * exps[i]
-                grad[:, 1 + 2 * i] = cw.sum(axis=1)
-                grad[:, 2 + 2 * i] = -(cw @ Z[:, i])
-            return grad
+                bases.append((np.ascontiguousarray(Z[:, i]), None))
+        designs = [np.column_stack([np.ones(n), -Z[:, i]]) for i in range(k)]
+        ones = np.ones(n)
+        limit = 600.0  # exp overflows float64 at 709.8; terms beyond take the shifted path
 
-        return log_pred, vjp
+        def evaluate(theta: np.ndarray) -> tuple[np.ndarray, VJP]:
+            theta = np.atleast_2d(theta)
+            exps: list[np.ndarray] = []
+            stable = abs(theta[:, 0]).max(initial=0.0) <= limit
+            for i, (base, inverse) in enumerate(bases):
+                if not stable:
+                    break
+                ti = np.multiply(theta[:, 2 + 2 * i, None], base[None, :])
+                np.subtract(theta[:, 1 + 2 * i, None], ti, out=ti)
+                if ti.size and (ti.max() > limit or ti.min() < -limit):
+                    stable = False
+                    break
+                ei = np.exp(ti, out=ti)
+                exps.append(ei[:, inverse] if inverse is not None else ei)
+            if stable:
+                e0 = np.exp(theta[:, 0])
+                e0_full = None
+                total = np.add(exps[0], e0[:, None]) if k else np.repeat(e0[:, None], n, 1)
+                for ei in exps[1:]:
+                    total += ei
+                log_pred = np.log(total)
+            else:
+                t = np.empty((k + 1, theta.shape[0], n))
+                t[0] = theta[:, 0:1]
+                for i in range(k):
+                    t[i + 1] = theta[:, 1 + 2 * i, None] - theta[:, 2 + 2 * i, None] * Z[None, :, i]
+                shift = t.max(axis=0)
+                t = np.exp(t - shift, out=t)
+                total = t.sum(axis=0)
+                log_pred = np.log(total) + shift
+                e0, e0_full, exps = None, t[0], list(t[1:])
+
+            def vjp(cot: np.ndarray) -> np.ndarray:
+                """``Σ_n cot · ∂ log L̂ / ∂θ``; softmax weights are ``term / total``."""
+                grad = np.empty_like(theta)
+                c = cot / total
+                if e0 is not None:
+                    grad[:, 0] = (c @ ones) * e0
+                else:
+                    grad[:, 0] = np.einsum("sn,sn->s", c, e0_full)
+                cw = np.empty_like(c)
+                for i in range(k):
+                    np.multiply(c, exps[i], out=cw)
+                    grad[:, 1 + 2 * i : 3 + 2 * i] = cw @ designs[i]
+                return grad
+
+            return log_pred, vjp
+
+        return evaluate
 
     def start_grid(self, Z: np.ndarray | None = None) -> np.ndarray:
         """Cartesian product of start values, shape ``(S, p)``, endpoints included.

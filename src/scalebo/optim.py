@@ -10,6 +10,10 @@ algorithm per start is projected L-BFGS:
    starting at ``t = 1`` (``t = 1/‖g‖`` on the first iteration or after a memory reset);
 3. curvature pairs are kept only when ``sᵀy > 1e-10·yᵀy``.
 
+Only the active starts are carried from one iteration to the next (the state is compacted
+when starts finish), and the curvature pairs of all starts share one ring buffer, so an
+iteration costs no history shifting or gathering.
+
 A start stops when its projected gradient's infinity norm is ≤ ``gtol``, when its objective
 decreases by less than ``ftol·max(|f|, tiny)`` on an iteration, or when no descent step can be
 found even along the steepest-descent direction (machine precision). Notation: ``S`` starts,
@@ -67,28 +71,25 @@ def projected_gradient(x: np.ndarray, g: np.ndarray, lower: np.ndarray, upper: n
     return g * free_variables(x, g, lower, upper)
 
 
-def _two_loop(g, s_hist, y_hist, rho, count):
-    """L-BFGS two-loop recursion, vectorized over starts; returns ``H·g`` (S, p).
+def _two_loop(q, s_hist, y_hist, rho, gamma, head):
+    """L-BFGS two-loop recursion, vectorized over starts; returns ``H·q`` (S, p).
 
-    Histories have shape ``(S, m, p)`` ordered oldest → newest, the newest in slot ``m − 1``;
-    only the last ``count[s]`` slots of start ``s`` are valid.
+    Histories have shape ``(m, S, p)`` and form a ring whose newest slot is ``head − 1``;
+    a slot with ``rho == 0`` is empty (it holds finite values and contributes nothing).
+    ``gamma`` (S,) scales the initial inverse Hessian ``H₀ = γ·I``.
     """
-    m = s_hist.shape[1]
-    q = g.copy()
-    alpha = np.zeros(rho.shape)
-    for j in range(m):  # newest first
-        slot = m - 1 - j
-        a = np.where(j < count, rho[:, slot] * np.einsum("sp,sp->s", s_hist[:, slot], q), 0.0)
-        alpha[:, slot] = a
-        q -= a[:, None] * y_hist[:, slot]
-    sy = np.where(count > 0, 1.0 / np.where(rho[:, -1] > 0, rho[:, -1], 1.0), 1.0)
-    yy = np.einsum("sp,sp->s", y_hist[:, -1], y_hist[:, -1])
-    gamma = np.where((count > 0) & (yy > 0), sy / np.where(yy > 0, yy, 1.0), 1.0)
+    m = rho.shape[0]
+    newest_first = [(head - 1 - j) % m for j in range(m)]
+    q = q.copy()
+    alpha = np.empty_like(rho)
+    for slot in newest_first:
+        a = rho[slot] * np.einsum("sp,sp->s", s_hist[slot], q)
+        alpha[slot] = a
+        q -= a[:, None] * y_hist[slot]
     r = q * gamma[:, None]
-    for slot in range(m):  # oldest first
-        valid = (m - 1 - slot) < count
-        b = rho[:, slot] * np.einsum("sp,sp->s", y_hist[:, slot], r)
-        r += np.where(valid, alpha[:, slot] - b, 0.0)[:, None] * s_hist[:, slot]
+    for slot in reversed(newest_first):
+        b = rho[slot] * np.einsum("sp,sp->s", y_hist[slot], r)
+        r += (alpha[slot] - b)[:, None] * s_hist[slot]
     return r
 
 
@@ -128,58 +129,60 @@ def minimize_batched(
         max_extrapolations: doublings of a first step that satisfied Armijo but not the
             curvature condition.
     """
-    x = np.clip(np.asarray(x0, dtype=np.float64), lower, upper)
-    n_starts, p = x.shape
+    x_out = np.clip(np.asarray(x0, dtype=np.float64), lower, upper)
+    n_starts, p = x_out.shape
     m = memory
-    all_rows = np.arange(n_starts)
-    f, g = fun_grad(x, all_rows)
+    f_out, g_out = fun_grad(x_out, np.arange(n_starts))
+    f_out, g_out = np.array(f_out, dtype=np.float64), np.array(g_out, dtype=np.float64)
     nfev = n_starts
     status = np.full(n_starts, StartStatus.MAX_ITER, dtype=int)
     nit = np.zeros(n_starts, dtype=int)
-    s_hist = np.zeros((n_starts, m, p))
-    y_hist = np.zeros((n_starts, m, p))
-    rho = np.zeros((n_starts, m))
-    count = np.zeros(n_starts, dtype=int)
 
-    bad = ~np.isfinite(f) | ~np.all(np.isfinite(g), axis=1)
+    bad = ~np.isfinite(f_out) | ~np.all(np.isfinite(g_out), axis=1)
     status[bad] = StartStatus.NON_FINITE
-    active = ~bad
-    pg = projected_gradient(x, g, lower, upper)
-    done = active & (np.abs(pg).max(axis=1) <= gtol)
+    done = ~bad & (np.abs(projected_gradient(x_out, g_out, lower, upper)).max(axis=1) <= gtol)
     status[done] = StartStatus.CONVERGED
-    active &= ~done
+
+    # State of the active starts only, compacted whenever some finish: ``idx`` maps each
+    # active row to its start. Curvature pairs live in a ring shared by all starts (slot
+    # ``head`` is written next); a start that keeps no pair on an iteration writes an empty one.
+    idx = np.flatnonzero(~bad & ~done)
+    x, f, g = x_out[idx], f_out[idx], g_out[idx]
+    s_hist = np.zeros((m, idx.size, p))
+    y_hist = np.zeros((m, idx.size, p))
+    rho = np.zeros((m, idx.size))
+    gamma = np.ones(idx.size)
+    head = 0
 
     for _ in range(max_iter):
-        rows = np.flatnonzero(active)
-        if rows.size == 0:
+        if idx.size == 0:
             break
-        xa, fa, ga = x[rows], f[rows], g[rows]
-        free = free_variables(xa, ga, lower, upper)
-        # Histories are kept ordered oldest → newest, the newest in the last slot.
-        ca = count[rows]
-        d = -_two_loop(ga * free, s_hist[rows], y_hist[rows], rho[rows], ca)
+        free = free_variables(x, g, lower, upper)
+        g_free = g * free
+        count = np.count_nonzero(rho > 0, axis=0)
+        d = -_two_loop(g_free, s_hist, y_hist, rho, gamma, head)
         d *= free
-        slope = np.einsum("sp,sp->s", d, ga)
+        slope = np.einsum("sp,sp->s", d, g)
         restart = ~(slope < 0)
         if np.any(restart):  # not a descent direction: reset memory, use steepest descent
-            d[restart] = -(ga * free)[restart]
-            count[rows[restart]] = 0
-            ca = count[rows]
+            d[restart] = -g_free[restart]
+            slope[restart] = np.einsum("sp,sp->s", d[restart], g[restart])
+            rho[:, restart] = 0.0
+            gamma[restart] = 1.0
+            count[restart] = 0
         gnorm = np.sqrt(np.einsum("sp,sp->s", d, d))
-        step = np.where(ca == 0, 1.0 / np.maximum(gnorm, 1e-300), 1.0)
+        step = np.where(count == 0, 1.0 / np.maximum(gnorm, 1e-300), 1.0)
 
-        accepted = np.zeros(rows.size, dtype=bool)
-        first_try = np.zeros(rows.size, dtype=bool)
-        x_new = xa.copy()
-        f_new = fa.copy()
-        g_new = ga.copy()
-        todo = np.arange(rows.size)
+        accepted = np.zeros(idx.size, dtype=bool)
+        first_try = np.zeros(idx.size, dtype=bool)
+        x_new, f_new, g_new = x.copy(), f.copy(), g.copy()
+        todo = np.arange(idx.size)
         for bt in range(max_backtracks):
-            trial = np.clip(xa[todo] + step[todo, None] * d[todo], lower, upper)
-            ft, gt = fun_grad(trial, rows[todo])
+            trial = np.clip(x[todo] + step[todo, None] * d[todo], lower, upper)
+            ft, gt = fun_grad(trial, idx[todo])
             nfev += todo.size
-            decrease = np.einsum("sp,sp->s", ga[todo], trial - xa[todo])
-            ok = _armijo(ft, gt, fa[todo], decrease)
+            decrease = np.einsum("sp,sp->s", g[todo], trial - x[todo])
+            ok = _armijo(ft, gt, f[todo], decrease)
             took = todo[ok]
             accepted[took] = True
             first_try[took] = bt == 0
@@ -188,7 +191,7 @@ def minimize_batched(
             if todo.size == 0:
                 break
             # Minimizer of the quadratic through f(0), f'(0) and f(t), kept in [0.1t, 0.5t].
-            excess = ft - fa[todo] - slope[todo] * t
+            excess = ft - f[todo] - slope[todo] * t
             quad = np.where(np.isfinite(ft) & (excess > 0),
                             -slope[todo] * t * t / (2 * np.where(excess > 0, excess, 1.0)),
                             0.5 * t)
@@ -198,53 +201,55 @@ def minimize_batched(
         # c2 = 0.9, violated) was too short: double it while f keeps falling (≤ 8 times).
         grow = first_try & (np.einsum("sp,sp->s", g_new, d) < 0.9 * slope)
         for _ex in range(max_extrapolations):
-            idx = np.flatnonzero(grow)
-            if idx.size == 0:
+            ext = np.flatnonzero(grow)
+            if ext.size == 0:
                 break
-            t = 2.0 * step[idx]
-            trial = np.clip(xa[idx] + t[:, None] * d[idx], lower, upper)
-            ft, gt = fun_grad(trial, rows[idx])
-            nfev += idx.size
-            decrease = np.einsum("sp,sp->s", ga[idx], trial - xa[idx])
-            ok = _armijo(ft, gt, fa[idx], decrease) & (ft < f_new[idx])
-            better = idx[ok]
+            t = 2.0 * step[ext]
+            trial = np.clip(x[ext] + t[:, None] * d[ext], lower, upper)
+            ft, gt = fun_grad(trial, idx[ext])
+            nfev += ext.size
+            decrease = np.einsum("sp,sp->s", g[ext], trial - x[ext])
+            ok = _armijo(ft, gt, f[ext], decrease) & (ft < f_new[ext])
+            better = ext[ok]
             step[better] = t[ok]
             x_new[better], f_new[better], g_new[better] = trial[ok], ft[ok], gt[ok]
             grow[:] = False
             grow[better] = np.einsum("sp,sp->s", gt[ok], d[better]) < 0.9 * slope[better]
 
-        nit[rows] += 1
+        nit[idx] += 1
+        # New curvature pair (empty unless accepted and sᵀy > 1e-10·yᵀy).
+        s_new = x_new - x
+        y_new = g_new - g
+        sy = np.einsum("sp,sp->s", s_new, y_new)
+        yy = np.einsum("sp,sp->s", y_new, y_new)
+        keep = accepted & (sy > 1e-10 * yy)
+        s_hist[head] = np.where(keep[:, None], s_new, 0.0)
+        y_hist[head] = np.where(keep[:, None], y_new, 0.0)
+        rho[head] = np.where(keep, 1.0 / np.where(keep, sy, 1.0), 0.0)
+        gamma[keep] = sy[keep] / yy[keep]
+        head = (head + 1) % m
+        # A failed line search after a memory reset means no descent at machine precision;
+        # otherwise reset the memory and retry along steepest descent.
         failed = ~accepted
-        # A failed line search after a memory reset means no descent at machine precision.
-        stalled = failed & (ca == 0)
+        stalled = failed & (count == 0)
         retry = failed & ~stalled
-        count[rows[retry]] = 0
-        status[rows[stalled]] = StartStatus.CONVERGED
-        active[rows[stalled]] = False
+        rho[:, retry] = 0.0
+        gamma[retry] = 1.0
 
-        ok_rows = rows[accepted]
-        if ok_rows.size:
-            s = x_new[accepted] - xa[accepted]
-            yv = g_new[accepted] - ga[accepted]
-            sy = np.einsum("sp,sp->s", s, yv)
-            yy = np.einsum("sp,sp->s", yv, yv)
-            keep = sy > 1e-10 * yy
-            kr = ok_rows[keep]
-            s_hist[kr, :-1] = s_hist[kr, 1:]
-            y_hist[kr, :-1] = y_hist[kr, 1:]
-            rho[kr, :-1] = rho[kr, 1:]
-            s_hist[kr, -1] = s[keep]
-            y_hist[kr, -1] = yv[keep]
-            rho[kr, -1] = 1.0 / sy[keep]
-            count[kr] = np.minimum(count[kr] + 1, m)
+        f_old = f
+        x, f, g = x_new, f_new, g_new
+        pgn = np.abs(projected_gradient(x, g, lower, upper)).max(axis=1)
+        small_change = (f_old - f) <= ftol * np.maximum(np.abs(f_old), ftol_floor)
+        finished = stalled | (accepted & ((pgn <= gtol) | small_change))
+        if np.any(finished):
+            out = idx[finished]
+            status[out] = StartStatus.CONVERGED
+            x_out[out], f_out[out], g_out[out] = x[finished], f[finished], g[finished]
+            keep_rows = ~finished
+            idx, x, f, g = idx[keep_rows], x[keep_rows], f[keep_rows], g[keep_rows]
+            s_hist, y_hist = s_hist[:, keep_rows], y_hist[:, keep_rows]
+            rho, gamma = rho[:, keep_rows], gamma[keep_rows]
 
-            f_old = fa[accepted]
-            x[ok_rows], f[ok_rows], g[ok_rows] = x_new[accepted], f_new[accepted], g_new[accepted]
-            pgn = np.abs(projected_gradient(x[ok_rows], g[ok_rows], lower, upper)).max(axis=1)
-            small_change = (f_old - f[ok_rows]) <= ftol * np.maximum(np.abs(f_old), ftol_floor)
-            conv = (pgn <= gtol) | small_change
-            status[ok_rows[conv]] = StartStatus.CONVERGED
-            active[ok_rows[conv]] = False
-
-    pgnorm = np.abs(projected_gradient(x, g, lower, upper)).max(axis=1)
-    return BatchedResult(x=x, fun=f, status=status, nit=nit, nfev=nfev, pgnorm=pgnorm)
+    x_out[idx], f_out[idx], g_out[idx] = x, f, g  # starts that hit max_iter
+    pgnorm = np.abs(projected_gradient(x_out, g_out, lower, upper)).max(axis=1)
+    return BatchedResult(x=x_out, fun=f_out, status=status, nit=nit, nfev=nfev, pgnorm=pgnorm)
