@@ -65,3 +65,17 @@ def test_off_grid_duplicate_and_spent_budget_exit_2(campaign):
     out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "done.csv", "--budget",
                    "0.001", cwd=path)
     assert out.returncode == 2 and "already spent" in out.stderr
+
+
+def test_q_is_the_batch_size_in_suggest_and_quiet_elsewhere():
+    from scalebo.cli.main import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["suggest", "--grid", "g.yaml", "--runs", "r.csv",
+                              "--budget", "0.1", "-q", "3", "--quiet"])
+    assert args.q == 3 and args.quiet is True
+    args = parser.parse_args(["suggest", "--grid", "g.yaml", "--runs", "r.csv",
+                              "--budget", "0.1"])
+    assert args.q == 1 and args.quiet is False
+    assert parser.parse_args(["fit", "runs.csv", "-q"]).quiet is True
+    assert parser.parse_args(["-q", "fit", "runs.csv"]).quiet is True

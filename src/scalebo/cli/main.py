@@ -98,7 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=getattr(module, "EPILOG", None),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        cmd.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
+        # A command may keep '-q' for itself (suggest: the batch size q) via QUIET_FLAGS.
+        cmd.add_argument(*getattr(module, "QUIET_FLAGS", ("-q", "--quiet")), dest="quiet",
+                         action="store_true", default=argparse.SUPPRESS,
                          help="no progress or log lines on stderr")
         module.add_arguments(cmd)
         cmd.set_defaults(_run=module.run)

@@ -19,11 +19,11 @@ GRID: a YAML axis product ('axes: {N: [...], D: [...], lr: [...]}') or a run-tab
 candidate configurations; RUNS: completed runs (N, D, axes, loss); PENDING: runs in flight.
 """
 EPILOG = "example: scalebo suggest --grid grid.yaml --runs done.csv --budget 0.05 -q 4"
+#: '-q' is the batch size here (as in BO's q); quiet keeps its long form only.
+QUIET_FLAGS = ("--quiet",)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    # '-q' is the batch size here (as in BO's q); --quiet keeps its long form.
-    parser.conflict_handler = parser._optionals.conflict_handler = "resolve"
     parser.add_argument("--grid", required=True, help="YAML axes or a table of configurations")
     parser.add_argument("--runs", required=True, help="table of completed runs (with loss)")
     parser.add_argument("--pending", default=None, help="table of configurations in flight")
