@@ -23,12 +23,11 @@ Notations
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import functools
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -36,74 +35,15 @@ from scipy.linalg import cho_solve, lapack, solve_triangular
 from scipy.optimize import minimize
 
 from scalebo.errors import NumericalWarning
-from scalebo.search.kernels import Kernel, make_kernel
+from scalebo.search.composite_kernels import make_kernel
 
-_LOG_2PI = float(np.log(2.0 * np.pi))
+# GPPrior, HyperparameterFit and blas_threads are also public names of this module (kept
+# importable from here).
+from scalebo.search.gp_hyperparameters import GPPrior, HyperparameterFit
+from scalebo.search.kernels import Kernel
+from scalebo.search.linalg import _cholesky, _half_inverse_from_cholesky, _lml_value, blas_threads
+
 _LOOSE_FTOL = 1e-7  # relative reduction of −lml at which a non-final start stops
-
-
-@dataclass(frozen=True)
-class GPPrior:
-    """Independent Gaussian priors on log hyperparameters, ``(mean, sd)`` for each group.
-
-    ``kernel`` applies to every kernel hyperparameter (log length scales, log weights). The
-    defaults are weak: they only keep hyperparameters sane when there are few observations.
-    """
-
-    log_amplitude: tuple[float, float] = (0.0, 2.0)
-    kernel: tuple[float, float] = (float(np.log(0.5)), 2.0)
-    log_noise: tuple[float, float] = (float(np.log(1e-2)), 3.0)
-
-    def _mean_sd(self, n_kernel: int) -> tuple[np.ndarray, np.ndarray]:
-        groups = [self.log_amplitude] + [self.kernel] * n_kernel + [self.log_noise]
-        arr = np.asarray(groups, dtype=np.float64)
-        return arr[:, 0], arr[:, 1]
-
-    def log_pdf_and_grad(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
-        """Log density (up to a constant) and its gradient at GP ``theta``."""
-        mu, sd = self._mean_sd(theta.shape[0] - 2)
-        z = (theta - mu) / sd
-        return float(-0.5 * z @ z), -z / sd
-
-
-@dataclass(frozen=True)
-class HyperparameterFit:
-    """How the hyperparameter fit went (SciPy's field names, summed over starts).
-
-    ``status``: 0 converged, 1 iteration or evaluation limit, 2 abnormal (of the best start,
-    as L-BFGS-B reports it), 3 every start failed and the initial hyperparameters were used.
-    """
-
-    theta: np.ndarray
-    log_marginal_likelihood: float
-    nit: int
-    nfev: int
-    n_starts: int
-    success: bool
-    status: int
-    message: str
-    warm_start: bool
-
-
-_CONTROLLER: list = []
-
-
-def blas_threads(n_threads: int | None) -> contextlib.AbstractContextManager:
-    """Context capping BLAS threads at ``n_threads`` (None: unchanged) with threadpoolctl,
-    imported lazily; without it, a no-op.
-
-    NOTE: on a machine shared by several processes, a multi-threaded OpenBLAS Cholesky of a
-    500 × 500 matrix was measured 5–20× slower than a single-threaded one (oversubscription).
-    """
-    if n_threads is None:
-        return contextlib.nullcontext()
-    if not _CONTROLLER:
-        try:
-            from threadpoolctl import ThreadpoolController
-        except ImportError:
-            return contextlib.nullcontext()
-        _CONTROLLER.append(ThreadpoolController())
-    return _CONTROLLER[0].limit(limits=int(n_threads), user_api="blas")
 
 
 def _with_blas_limit(method: Callable) -> Callable:
@@ -115,46 +55,6 @@ def _with_blas_limit(method: Callable) -> Callable:
             return method(self, *args, **kwargs)
 
     return wrapper
-
-
-def _cholesky(A: np.ndarray, *, warn: bool, what: str = "K") -> tuple[np.ndarray, float]:
-    """Lower Cholesky factor of the symmetric ``A`` (n, n), adding growing jitter to the
-    diagonal on failure (1e-10 … 1 × mean diagonal). Returns ``(L, jitter)``."""
-    L, info = lapack.dpotrf(A, lower=1, clean=1, overwrite_a=0)
-    if info == 0:
-        return L, 0.0
-    scale = float(np.mean(np.abs(np.diag(A)))) or 1.0
-    for rel in 10.0 ** np.arange(-10, 1):
-        jitter = rel * scale
-        L, info = lapack.dpotrf(A + jitter * np.eye(A.shape[0]), lower=1, clean=1)
-        if info == 0:
-            if warn:
-                warnings.warn(f"{what} is not positive definite: added jitter {jitter:.3g} "
-                              "to its diagonal", NumericalWarning, stacklevel=3)
-            return L, jitter
-    raise np.linalg.LinAlgError(f"{what} is not positive definite even with jitter {jitter:.3g}"
-                                " (non-finite entries?)")
-
-
-def _lml_value(L: np.ndarray, alpha: np.ndarray, y: np.ndarray) -> float:
-    """``−½ yᵀα − Σ log L_ii − (n/2) log 2π`` (R&W 2006, Alg. 2.1, line 8)."""
-    return -0.5 * float(y @ alpha) - float(np.log(np.diag(L)).sum()) - 0.5 * len(y) * _LOG_2PI
-
-
-def _half_inverse_from_cholesky(L: np.ndarray) -> np.ndarray:
-    """Lower-triangular ``P`` (n, n) with ``Σ_ij P_ij A_ij = tr(K⁻¹A)`` for every symmetric
-    ``A``, where ``K = LLᵀ``: twice the strict lower triangle of ``K⁻¹`` plus its diagonal.
-
-    LAPACK ``dpotri`` writes only the lower triangle (the upper one stays zero, as ``L`` was
-    cleaned), so this skips the transposed copy a full symmetric ``K⁻¹`` would need. ``L``
-    is overwritten when Fortran-ordered (as ``dpotrf`` returns it).
-    """
-    inv, info = lapack.dpotri(L, lower=1, overwrite_c=1)  # L is consumed
-    if info != 0:
-        raise np.linalg.LinAlgError(f"dpotri failed with info={info}")
-    inv *= 2.0
-    inv.flat[:: L.shape[0] + 1] *= 0.5
-    return inv
 
 
 class GaussianProcess:
