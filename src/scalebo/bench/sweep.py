@@ -19,41 +19,29 @@ is imported lazily). A task that raises produces one ``status: "error"`` record 
 the exception's type and message; failures are summarized at the end ("N cells failed out of
 M", grouped by message) and never stop the sweep.
 
-Config file (YAML)::
-
-    name: main_comparison
-    seeds: 10                      # 0..9; or a list [0, 1, 2]
-    budgets: [0.01, 0.05, 0.10, 0.25]   # fractions of C_total ("1%" also accepted)
-    datasets:                      # label → options for bench.problems.load_problem
-      steplaw: {}
-      my_grid: {source: /path/to/runs.csv, heldout_k: 2}
-    method_defaults: {surrogate: gp, kernel: matern52, acquisition: ei}
-    methods:                       # label → bench.replay.MethodConfig fields
-      full: {strategy: full, fantasize: false}
-      window+fantasize: {strategy: window, fantasize: true}
+The config (:class:`SweepConfig`, re-exported here) and its YAML layout are in
+:mod:`scalebo.bench.sweep_config`; the joblib and Dask executors in
+:mod:`scalebo.bench.executors`.
 """
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from scalebo.bench.executors import _distributed, _iter_dask, _iter_joblib
 from scalebo.bench.records import (
     Cell,
     DatasetSpec,
     MethodSpec,
-    _freeze,
     _thaw,
     is_finished,
     jsonable,
@@ -62,6 +50,7 @@ from scalebo.bench.records import (
     write_json,
     write_record,
 )
+from scalebo.bench.sweep_config import SweepConfig  # re-exported (public, in __all__)
 
 __all__ = [
     "Cell",
@@ -80,107 +69,6 @@ __all__ = [
 
 CellFn = Callable[["Cell"], Mapping[str, Any]]
 GroupFn = Callable[[Sequence["Cell"]], Sequence[Mapping[str, Any]]]
-
-
-def _parse_budget(value: Any) -> float:
-    if isinstance(value, str) and value.strip().endswith("%"):
-        out = float(value.strip()[:-1]) / 100.0
-    else:
-        out = float(value)
-    if not (math.isfinite(out) and 0 < out <= 1):
-        raise ValueError(f"budgets must be fractions of C_total in (0, 1] or 'x%', got {value!r}.")
-    return out
-
-
-def _parse_seeds(value: Any) -> tuple[int, ...]:
-    if isinstance(value, int) and not isinstance(value, bool):
-        if value < 1:
-            raise ValueError(f"seeds: a count must be >= 1, got {value}.")
-        return tuple(range(value))
-    if isinstance(value, list | tuple) and value:
-        return tuple(int(s) for s in value)
-    raise ValueError(f"seeds must be a count (int) or a non-empty list of ints, got {value!r}.")
-
-
-@dataclass(frozen=True)
-class SweepConfig:
-    """A parsed sweep configuration (see the module docstring for the YAML layout).
-
-    Attributes:
-        name: Sweep name.
-        datasets: Datasets, in config order.
-        methods: Methods, in config order.
-        seeds: Seeds (ints).
-        budgets: Budget fractions of C_total, ascending.
-    """
-
-    name: str
-    datasets: tuple[DatasetSpec, ...]
-    methods: tuple[MethodSpec, ...]
-    seeds: tuple[int, ...]
-    budgets: tuple[float, ...]
-
-    @classmethod
-    def from_dict(cls, raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepConfig:
-        """Validate a config mapping; raises ``ValueError`` naming the offending key."""
-        if not isinstance(raw, Mapping):
-            raise ValueError(f"a sweep config must be a mapping, got {type(raw).__name__}.")
-        unknown = set(raw) - {"name", "datasets", "methods", "method_defaults", "seeds",
-                              "budgets", "description"}
-        if unknown:
-            raise ValueError(f"unknown sweep config keys: {sorted(unknown)}.")
-        for key in ("datasets", "methods", "seeds", "budgets"):
-            if key not in raw:
-                raise ValueError(f"sweep config is missing '{key}'.")
-        ds_raw = raw["datasets"]
-        if isinstance(ds_raw, list):
-            ds_raw = {str(n): {} for n in ds_raw}
-        if not isinstance(ds_raw, Mapping) or not ds_raw:
-            raise ValueError("'datasets' must be a non-empty mapping (label → options) or list.")
-        datasets = []
-        for name, opts in ds_raw.items():
-            opts = dict(opts or {})
-            source = str(opts.pop("source", name))
-            datasets.append(DatasetSpec(str(name), source, _freeze(opts)))
-        defaults = dict(raw.get("method_defaults") or {})
-        m_raw = raw["methods"]
-        if not isinstance(m_raw, Mapping) or not m_raw:
-            raise ValueError("'methods' must be a non-empty mapping (label → MethodConfig fields).")
-        methods = tuple(
-            MethodSpec(str(name), _freeze({**defaults, **dict(params or {})}))
-            for name, params in m_raw.items()
-        )
-        budgets = tuple(sorted({_parse_budget(b) for b in raw["budgets"]}))
-        if not budgets:
-            raise ValueError("'budgets' must not be empty.")
-        return cls(str(raw.get("name", default_name)), tuple(datasets), methods,
-                   _parse_seeds(raw["seeds"]), budgets)
-
-    @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str]) -> SweepConfig:
-        """Read a YAML config file."""
-        path = Path(path)
-        with path.open() as fh:
-            raw = yaml.safe_load(fh)
-        try:
-            return cls.from_dict(raw, default_name=path.stem)
-        except ValueError as exc:
-            raise ValueError(f"{path}: {exc}") from None
-
-    def with_seeds(self, seeds: Iterable[int]) -> SweepConfig:
-        """A copy restricted to other seeds (e.g. a quick subset of a big sweep)."""
-        return SweepConfig(self.name, self.datasets, self.methods, tuple(seeds), self.budgets)
-
-    def cells(self) -> list[Cell]:
-        """All cells, ordered dataset → method → seed → budget."""
-        return [Cell(d, m, s, b) for d in self.datasets for m in self.methods
-                for s in self.seeds for b in self.budgets]
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (written to ``OUT/sweep_<name>.json``)."""
-        return {"name": self.name, "datasets": [d.to_dict() for d in self.datasets],
-                "methods": [m.to_dict() for m in self.methods], "seeds": list(self.seeds),
-                "budgets": list(self.budgets)}
 
 
 # --------------------------------------------------------------------------- tasks
@@ -352,58 +240,6 @@ class SweepSummary:
             lines.append(f"{self.failed} cells failed out of {self.ran}. Errors by message:")
             lines += [f"  {n} × {msg}" for msg, n in self.failures]
         return "\n".join(lines)
-
-
-def _iter_joblib(tasks: Sequence[Task], run: Callable[[Task], list[dict]], n_jobs: int
-                 ) -> Iterator[list[dict]]:
-    from joblib import Parallel, delayed
-
-    # loky workers also get one BLAS thread from the env (set before numpy is imported there).
-    env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-    old = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
-        yield from Parallel(n_jobs=n_jobs, backend="loky", return_as="generator_unordered")(
-            delayed(run)(t) for t in tasks)
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _distributed() -> Any:
-    """``dask.distributed``, or an ImportError that says how to install it."""
-    try:
-        import dask.distributed as distributed
-    except ImportError as exc:
-        raise ImportError(
-            "--dask-scheduler needs dask.distributed: pip install 'scalebo[dask]' "
-            f"(import failed: {exc})") from exc
-    return distributed
-
-
-def _iter_dask(tasks: Sequence[Task], run: Callable[[Task], list[dict]], address: Any
-               ) -> Iterator[list[dict]]:
-    """Submit tasks to a Dask scheduler (address string or an existing ``Client``)."""
-    distributed = _distributed()
-    own = isinstance(address, str)
-    client = distributed.Client(address) if own else address
-    try:
-        futures = {client.submit(run, t, pure=False): t for t in tasks}
-        for fut in distributed.as_completed(futures):
-            try:
-                yield fut.result()
-            except Exception as exc:  # worker lost, unpicklable result, …
-                err = {"type": type(exc).__name__, "message": str(exc) or type(exc).__name__,
-                       "traceback": ""}
-                t = futures[fut]
-                yield [make_record(c, "error", None, err, float("nan"), len(t.cells))
-                       for c in t.cells]
-    finally:
-        if own:
-            client.close()
 
 
 def run_sweep(

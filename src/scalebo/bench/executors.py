@@ -1,0 +1,73 @@
+"""Sweep executors: stream the records of tasks run by local joblib workers or a Dask cluster.
+
+Each executor takes the tasks (:class:`scalebo.bench.sweep.Task`) and ``run`` (a picklable
+``run(task) -> [record, ...]``, one JSON-ready record per cell) and yields each task's
+records as it finishes, in completion order, for :func:`scalebo.bench.sweep.run_sweep` to
+write. Local workers use the loky backend with one BLAS thread each; ``dask.distributed`` is
+imported lazily, and a Dask task whose result cannot be fetched (worker lost, unpicklable
+result) becomes one ``status: "error"`` record per cell.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from scalebo.bench.records import make_record
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from scalebo.bench.sweep import Task
+
+
+def _iter_joblib(tasks: Sequence[Task], run: Callable[[Task], list[dict]], n_jobs: int
+                 ) -> Iterator[list[dict]]:
+    from joblib import Parallel, delayed
+
+    # loky workers also get one BLAS thread from the env (set before numpy is imported there).
+    env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    old = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield from Parallel(n_jobs=n_jobs, backend="loky", return_as="generator_unordered")(
+            delayed(run)(t) for t in tasks)
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _distributed() -> Any:
+    """``dask.distributed``, or an ImportError that says how to install it."""
+    try:
+        import dask.distributed as distributed
+    except ImportError as exc:
+        raise ImportError(
+            "--dask-scheduler needs dask.distributed: pip install 'scalebo[dask]' "
+            f"(import failed: {exc})") from exc
+    return distributed
+
+
+def _iter_dask(tasks: Sequence[Task], run: Callable[[Task], list[dict]], address: Any
+               ) -> Iterator[list[dict]]:
+    """Submit tasks to a Dask scheduler (address string or an existing ``Client``)."""
+    distributed = _distributed()
+    own = isinstance(address, str)
+    client = distributed.Client(address) if own else address
+    try:
+        futures = {client.submit(run, t, pure=False): t for t in tasks}
+        for fut in distributed.as_completed(futures):
+            try:
+                yield fut.result()
+            except Exception as exc:  # worker lost, unpicklable result, …
+                err = {"type": type(exc).__name__, "message": str(exc) or type(exc).__name__,
+                       "traceback": ""}
+                t = futures[fut]
+                yield [make_record(c, "error", None, err, float("nan"), len(t.cells))
+                       for c in t.cells]
+    finally:
+        if own:
+            client.close()
+
