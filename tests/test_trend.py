@@ -55,3 +55,31 @@ def test_condition_on_and_sample_joint_pass_through():
     np.testing.assert_array_equal(cond.coef_, model.coef_)  # the trend is kept
     samples = model.sample_joint(X[:3], 2000, rng=0)
     np.testing.assert_allclose(samples.mean(axis=0), model.predict(X[:3])[0], atol=0.02)
+
+
+def test_power_form_recovers_a_saturating_truth_and_extrapolates_it():
+    """y = c + a·e^(−k₁x₁) + b·e^(−k₂x₂) with rates on the grid: recovered, and predicted
+    where the data never went; a linear trend overshoots there."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 0.5, size=(40, 3))
+
+    def truth(X):
+        return 0.3 + 2.0 * np.exp(-1.5 * X[:, 0]) + 0.7 * np.exp(-4.0 * X[:, 1])
+
+    model = TrendSurrogate(ZeroMean(), form="power").fit(X, truth(X))
+    np.testing.assert_allclose(model.rates_, [1.5, 4.0])
+    np.testing.assert_allclose(model.coef_, [0.3, 2.0, 0.7], atol=1e-4)
+    far = rng.uniform(0.9, 1.0, size=(5, 3))
+    np.testing.assert_allclose(model.predict(far)[0], truth(far), atol=1e-4)
+    linear = TrendSurrogate(ZeroMean()).fit(X, truth(X))
+    assert np.all(np.abs(linear.predict(far)[0] - truth(far)) > 0.05)
+
+
+def test_power_form_rejects_rising_terms_and_falls_back_to_linear():
+    x = np.linspace(0, 1, 15)[:, None]
+    rising = 1.0 + 2.0 * x[:, 0]  # no c + a·e^(−kx) with a ≥ 0 fits a rise
+    model = TrendSurrogate(ZeroMean(), columns=(0,), ridge=0.0, form="power").fit(x, rising)
+    assert model.rates_ is None
+    np.testing.assert_allclose(model.coef_, [1.0, 2.0], atol=1e-10)
+    with pytest.raises(ValueError, match="form must be one of"):
+        TrendSurrogate(ZeroMean(), form="cubic")

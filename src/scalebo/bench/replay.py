@@ -37,7 +37,7 @@ from scalebo.search.clipping import ClippedGP
 from scalebo.search.fantasize import fantasize
 from scalebo.search.loop import SearchLoop, TraceEntry
 from scalebo.search.surrogates import make_surrogate
-from scalebo.search.trend import TrendSurrogate
+from scalebo.search.trend import TREND_FORMS, TrendSurrogate
 from scalebo.search.window import COST_RTOL
 
 __all__ = ["DEFAULT_METHOD", "ClippedGP", "MethodConfig", "ReplayRecord", "replay"]
@@ -51,6 +51,7 @@ _CHOICES = {
     "fantasize_scope": ("window", "grid"),
     "estimator": ("mean", "cell_best"),
     "law": ("compute", "chinchilla"),
+    "trend_form": TREND_FORMS,
 }
 
 
@@ -69,7 +70,7 @@ class MethodConfig:
         strategy: ``"window"`` (candidates capped by a growing compute window) or ``"full"``.
         schedule: Window schedule: ``"sweep"``, ``"spent"`` or ``"coverage"``.
         surrogate: ``"gp"``, ``"random"`` (random acquisition order) or ``"trees"``.
-        kernel: GP kernel name (:func:`~scalebo.search.kernels.make_kernel`).
+        kernel: GP kernel name (:func:`~scalebo.search.composite_kernels.make_kernel`).
         acquisition: ``"ei"``, ``"pi"`` or ``"lcb"``.
         incumbent: ``"frontier"`` (best loss in the candidate's cell) or ``"global"``.
         kappa: LCB exploration weight.
@@ -87,9 +88,11 @@ class MethodConfig:
             in between the GP is conditioned with fixed hyperparameters (``O(n_obs²)``).
         clip_iqr: The GP sees losses clipped at ``median + clip_iqr × IQR`` of the losses
             it is fitted on (see :class:`ClippedGP`); None: no clipping.
-        trend: Give the GP a linear mean in encoded ``log N`` and ``log D``
+        trend: Give the GP a mean in encoded ``log N`` and ``log D`` (see ``trend_form``)
             (:class:`~scalebo.search.trend.TrendSurrogate`) so that it does not revert to
             the average loss on the grid's unexplored, expensive cells.
+        trend_form: ``"linear"``, or ``"power"``: a saturating Chinchilla-form mean
+            ``c + a·N^(−α) + b·D^(−β)`` (rates on a grid, ``a, b ≥ 0``).
     """
 
     strategy: str = "window"
@@ -109,6 +112,7 @@ class MethodConfig:
     refit_growth: float = 0.25
     clip_iqr: float | None = 5.0
     trend: bool = False
+    trend_form: str = "linear"
 
     def __post_init__(self) -> None:
         for name, allowed in _CHOICES.items():
@@ -210,7 +214,7 @@ def _surrogate(method: MethodConfig, problem: ReplayProblem, seed: int, *, fanta
         gp = make_surrogate("gp", kernel=method.kernel,
                             categorical=problem.grid.categorical_columns, rng=seed)
         if method.trend:
-            gp = TrendSurrogate(gp, columns=(0, 1))  # encoded N and D come first
+            gp = TrendSurrogate(gp, columns=(0, 1), form=method.trend_form)  # N, D first
         return gp if method.clip_iqr is None else ClippedGP(gp, method.clip_iqr)
     return make_surrogate(name, rng=seed)
 

@@ -11,18 +11,33 @@ extrapolated from a narrow compute range.
 the inner surrogate to the residuals. Predictions are ``trend(x) + inner mean``; the standard
 deviation is the inner one (the trend's own estimation error is ignored, as in plug-in
 universal kriging). Notation: ``X`` is ``(n, d)`` encoded inputs, ``y`` is ``(n,)``.
+
+A linear trend keeps falling forever; a loss does not. ``form="power"`` fits a saturating mean
+instead, ``y ≈ c + Σ_j a_j·exp(−k_j·x_j)`` with ``a_j ≥ 0`` — on columns that encode
+``log N`` and ``log D`` linearly this is ``E + Σ A_j·N^(−α_j)``, a Chinchilla-form law. The
+rates ``k_j`` are chosen on a grid (``rates``) and, for each combination, ``c`` and ``a`` by
+ridge least squares (variable projection); combinations with a negative ``a_j`` are
+rejected, and if all are, the linear trend is used.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
 
+#: Mean forms of :class:`TrendSurrogate`.
+TREND_FORMS = ("linear", "power")
+#: Rates ``k`` tried by the power form, per unit of an encoded column (encoded log N spans
+#: [0, 1] over the grid, so ``k = α·ln(N_max/N_min)``).
+DEFAULT_RATES = tuple(np.round(np.arange(0.25, 10.01, 0.25), 2))
+
 
 class TrendSurrogate:
-    """Linear trend in ``columns`` of the inputs plus an inner surrogate on the residuals.
+    """A trend in ``columns`` of the inputs (linear or saturating) plus an inner surrogate on
+    the residuals.
 
     Args:
         inner: any surrogate with ``fit(X, y)`` and ``predict(X) -> (mean, std)``;
@@ -31,28 +46,64 @@ class TrendSurrogate:
         columns: input columns of the trend (default ``(0, 1)``: encoded N and D).
         ridge: Tikhonov weight on the slopes (not the intercept), in units of ``y²`` per
             unit input²; keeps the trend finite when a column has one observed value.
+        form: ``"linear"`` or ``"power"`` (saturating; see the module docstring).
+        rates: grid of rates ``k`` for the power form.
     """
 
-    def __init__(self, inner: object, columns: Sequence[int] = (0, 1), ridge: float = 1e-6):
+    def __init__(self, inner: object, columns: Sequence[int] = (0, 1), ridge: float = 1e-6,
+                 *, form: str = "linear", rates: Sequence[float] = DEFAULT_RATES):
+        if form not in TREND_FORMS:
+            raise ValueError(f"form must be one of {list(TREND_FORMS)}, got {form!r}")
         self.inner = inner
         self.columns = tuple(columns)
         self.ridge = float(ridge)
+        self.form = form
+        self.rates = tuple(float(r) for r in rates)
 
-    def _design(self, X: np.ndarray) -> np.ndarray:
-        X = np.asarray(X, dtype=np.float64)
-        return np.column_stack([np.ones(len(X)), X[:, list(self.columns)]])
+    def _design(self, X: np.ndarray, rates: np.ndarray | None = None) -> np.ndarray:
+        """``[1, x_j …]`` (linear) or ``[1, exp(−k_j·x_j) …]`` (power), shape ``(m, 1 + c)``."""
+        Xc = np.asarray(X, dtype=np.float64)[:, list(self.columns)]
+        if rates is None:
+            return np.column_stack([np.ones(len(Xc)), Xc])
+        return np.column_stack([np.ones(len(Xc)), np.exp(-Xc * rates)])
 
     def trend(self, X: np.ndarray) -> np.ndarray:
         """The fitted trend at ``X`` (m, d), shape ``(m,)``."""
-        return self._design(X) @ self.coef_
+        return self._design(X, self.rates_) @ self.coef_
+
+    def _ridge_solve(self, F: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """Ridge least squares, batched over leading axes of ``F`` (..., n, q)."""
+        penalty = self.ridge * np.eye(F.shape[-1])
+        penalty[0, 0] = 0.0
+        Ft = np.swapaxes(F, -1, -2)
+        return np.linalg.solve(Ft @ F + penalty, (Ft @ y)[..., None])[..., 0]
+
+    def _fit_power(self, X: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Best ``(rates, coef)`` over the rate grid with every ``a_j ≥ 0``; None if none.
+
+        Tries ``len(rates) ** len(columns)`` combinations at once (1,600 for two columns)."""
+        Xc = np.asarray(X, dtype=np.float64)[:, list(self.columns)]
+        grid = np.array(list(itertools.product(self.rates, repeat=Xc.shape[1])))  # (G, c)
+        F = np.concatenate([np.ones((grid.shape[0], len(Xc), 1)),
+                            np.exp(-Xc[None, :, :] * grid[:, None, :])], axis=2)
+        coef = self._ridge_solve(F, y)  # (G, 1 + c)
+        sse = np.sum(((F @ coef[..., None])[..., 0] - y) ** 2, axis=1)
+        sse[np.any(coef[:, 1:] < 0, axis=1) | ~np.isfinite(sse)] = np.inf
+        best = int(np.argmin(sse))
+        if not np.isfinite(sse[best]):
+            return None
+        return grid[best], coef[best]
 
     def fit(self, X: np.ndarray, y: np.ndarray, *, warm_start: bool = False) -> TrendSurrogate:
-        F = self._design(X)
         y = np.asarray(y, dtype=np.float64)
-        penalty = self.ridge * np.eye(F.shape[1])
-        penalty[0, 0] = 0.0
-        self.coef_ = np.linalg.solve(F.T @ F + penalty, F.T @ y)
-        resid = y - F @ self.coef_
+        self.rates_ = None
+        if self.form == "power":
+            best = self._fit_power(X, y)
+            if best is not None:
+                self.rates_, self.coef_ = best
+        if self.rates_ is None:
+            self.coef_ = self._ridge_solve(self._design(X), y)
+        resid = y - self.trend(X)
         try:
             self.inner.fit(X, resid, warm_start=warm_start)
         except TypeError:  # inner surrogate without warm starts
