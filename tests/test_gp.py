@@ -7,8 +7,9 @@ import pytest
 
 from scalebo.errors import NumericalWarning
 from scalebo.search import gp as gp_module
+from scalebo.search.composite_kernels import KERNEL_NAMES, make_kernel
 from scalebo.search.gp import GaussianProcess, GPPrior
-from scalebo.search.kernels import KERNEL_NAMES, Matern52, make_kernel
+from scalebo.search.kernels import Matern52
 
 sk_gp = pytest.importorskip("sklearn.gaussian_process")
 sk_kernels = pytest.importorskip("sklearn.gaussian_process.kernels")

@@ -4,15 +4,8 @@ full gradient tensor, diag vs the full matrix, PSD, and values against scikit-le
 import numpy as np
 import pytest
 
-from scalebo.search.kernels import (
-    KERNEL_NAMES,
-    RBF,
-    Additive,
-    Categorical,
-    Matern52,
-    Mixed,
-    make_kernel,
-)
+from scalebo.search.composite_kernels import KERNEL_NAMES, Additive, Mixed, make_kernel
+from scalebo.search.kernels import RBF, Categorical, Matern52
 
 
 def _X(n: int = 25, seed: int = 0) -> np.ndarray:

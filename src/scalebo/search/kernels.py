@@ -24,16 +24,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from scipy.spatial.distance import cdist, pdist, squareform
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from scalebo.search.composite_kernels import KERNEL_NAMES as KERNEL_NAMES
-    from scalebo.search.composite_kernels import Additive as Additive
-    from scalebo.search.composite_kernels import Mixed as Mixed
-    from scalebo.search.composite_kernels import make_kernel as make_kernel
 
 Contractor = Callable[[np.ndarray], np.ndarray]
 
@@ -303,17 +296,3 @@ class Categorical(_Stationary):
 
         return K, contract
 
-
-# Re-exports: Additive, Mixed, KERNEL_NAMES and make_kernel live in
-# scalebo.search.composite_kernels, which imports this module; they stay importable from here
-# (``scalebo.search.kernels.make_kernel`` is the documented name), resolved on first access so
-# that this module does not import that one at load time (no circular import).
-_COMPOSITE = ("Additive", "Mixed", "KERNEL_NAMES", "make_kernel")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _COMPOSITE:
-        from scalebo.search import composite_kernels
-
-        return getattr(composite_kernels, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -46,7 +46,7 @@ class GPSurrogate:
     """Exact GP surrogate (Matérn-5/2 ARD by default).
 
     Args:
-        kernel: kernel name for :func:`~scalebo.search.kernels.make_kernel` or a Kernel.
+        kernel: kernel name for :func:`~scalebo.search.composite_kernels.make_kernel` or a Kernel.
         categorical: indices of categorical columns.
         n_restarts: random restarts of a full hyperparameter fit.
         restart_every: with ``fit(..., warm_start=True)``, every ``restart_every``-th fit is
