@@ -1,5 +1,8 @@
 """Width/depth law fit and compute-optimal shape on a synthetic known law."""
 
+import json
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -88,3 +91,65 @@ def test_bigger_budget_gives_bigger_model_and_more_tokens():
     assert large.N > small.N and large.D > small.D and large.loss < small.loss
     with pytest.raises(ValueError, match="≥ 1 token"):
         optimal_shape(_Known(), 1.0, depth_range=(1, 2))
+
+
+# At 1e21 FLOPs the known law's optimum is 5056 × 26 (multiples of 64; 5069 × 26 with
+# continuous widths): interior to depth 1–64 and width 64–65536, outside the boxes below.
+C_EDGE = 1e21
+
+
+@pytest.mark.parametrize("width_multiple", [64, None])
+def test_interior_optimum_has_no_bound_and_no_warning(width_multiple):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = optimal_shape(_Known(), C_EDGE, depth_range=(1, 64), width_multiple=width_multiple)
+    assert got.at_bound == ()
+    assert 1 < got.depth < 64 and 64 < got.width < 65536
+    assert got.to_dict()["at_bound"] == []
+
+
+@pytest.mark.parametrize("width_multiple", [64, None])
+@pytest.mark.parametrize(("depth_range", "edge", "text"), [
+    ((1, 16), "depth_max", r"depth_max: depth = 16 at the upper end of depth_range = \(1, 16\);"
+                           r" widen depth_range \(raise depth_range\[1\]\)"),
+    ((40, 64), "depth_min", r"depth_min: depth = 40 at the lower end of depth_range = "
+                            r"\(40, 64\); widen depth_range \(lower depth_range\[0\]\)"),
+])
+def test_optimum_on_a_depth_bound_is_flagged_and_warned(depth_range, edge, text,
+                                                        width_multiple):
+    with pytest.warns(UserWarning, match=text):
+        got = optimal_shape(_Known(), C_EDGE, depth_range=depth_range,
+                            width_multiple=width_multiple)
+    assert got.at_bound == (edge,)
+    assert got.depth == depth_range[0 if edge == "depth_min" else 1]
+    # the law's own optimum is beyond the edge: widening the range lowers the loss
+    wide = optimal_shape(_Known(), C_EDGE, depth_range=(1, 64), width_multiple=width_multiple)
+    assert wide.loss < got.loss and wide.at_bound == ()
+    assert json.loads(json.dumps(got.to_dict()))["at_bound"] == [edge]
+
+
+@pytest.mark.parametrize("width_multiple", [64, None])
+@pytest.mark.parametrize(("width_range", "edge", "text"), [
+    ((64, 2048), "width_max", r"width_max: width = 2048 at the upper end of width_range = "
+                              r"\(64, 2048\); widen width_range \(raise width_range\[1\]\)"),
+    ((8192, 65536), "width_min", r"width_min: width = 8192 at the lower end of width_range = "
+                                 r"\(8192, 65536\); widen width_range \(lower width_range\[0\]\)"),
+])
+def test_optimum_on_a_width_bound_is_flagged_and_warned(width_range, edge, text,
+                                                        width_multiple):
+    with pytest.warns(UserWarning, match=text):
+        got = optimal_shape(_Known(), C_EDGE, depth_range=(1, 64), width_range=width_range,
+                            width_multiple=width_multiple)
+    assert got.at_bound == (edge,)
+    assert got.width == pytest.approx(width_range[0 if edge == "width_min" else 1], rel=1e-6)
+    assert 1 < got.depth < 64
+
+
+def test_both_bounds_are_named_and_a_fixed_dimension_is_not_searched():
+    with pytest.warns(UserWarning, match="depth_max: depth = 16.*width_max: width = 2048"):
+        got = optimal_shape(_Known(), C_EDGE, depth_range=(1, 16), width_range=(64, 2048))
+    assert got.at_bound == ("depth_max", "width_max")
+    with warnings.catch_warnings():  # depth fixed by the caller: only width is searched
+        warnings.simplefilter("error")
+        fixed = optimal_shape(_Known(), C_EDGE, depth_range=(16, 16))
+    assert fixed.at_bound == () and fixed.depth == 16
