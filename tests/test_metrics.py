@@ -110,3 +110,25 @@ def test_repeated_configurations_are_averaged_with_a_note():
     assert p.n_repeats.max() == 2 and p.notes
     row = p.grid.index_of(frame.iloc[[0]])[0]
     assert p.loss[row] == pytest.approx(frame["loss"].iloc[0] + 0.1)
+
+
+def test_chinchilla_fit_without_compute_optimum_keeps_its_other_metrics(problem, monkeypatch):
+    """An L(N, D) fit with β = 0 (at its bound) has no compute-optimal allocation, so no
+    extrapolation in C; the cell must still record the fit, its parameter errors and the
+    held-out MSE, and say why the extrapolation is missing (it used to fail the cell)."""
+    import dataclasses
+
+    import scalebo.bench.metrics as metrics
+
+    ref = problem.reference_chinchilla
+    x = ref.x.copy()
+    x[CHINCHILLA.param_names.index("beta")] = 0.0
+    flat = dataclasses.replace(ref, x=x)
+    monkeypatch.setattr(metrics, "fit_table", lambda problem, law, table: flat)
+    table = metrics.observed_table(problem, problem.envelope_idx)
+    lm = law_metrics(problem, "chinchilla", table)
+    assert lm.ok and lm.params["beta"] == 0.0
+    assert lm.extrapolation_pct is None and lm.abs_extrapolation() is None
+    assert "no extrapolation in compute" in lm.message and "positive exponents" in lm.message
+    assert lm.param_error["beta"] == pytest.approx(ref.params["beta"])
+    assert lm.heldout_mse is not None and np.isfinite(lm.heldout_mse)

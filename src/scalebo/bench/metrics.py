@@ -227,10 +227,16 @@ def law_metrics(problem: ReplayProblem, law: str, table: pd.DataFrame) -> LawMet
         pred = fit.predict(held[["N", "D"]].to_numpy(dtype=np.float64))
     mse = float(np.mean((pred - held["best_loss"].to_numpy()) ** 2)) if len(held) else None
     Cs = np.asarray(EXTRAPOLATION_C)
-    mine, theirs = _predict_compute(law, fit, Cs), _predict_compute(law, ref, Cs)
-    extra = {c_key(c): float(100.0 * (a - b) / b) for c, a, b in zip(Cs, mine, theirs,
-                                                                       strict=True)}
-    return LawMetrics(law, str(fit.status), fit.message, n_points, fit.params,
+    message = fit.message
+    try:
+        mine, theirs = _predict_compute(law, fit, Cs), _predict_compute(law, ref, Cs)
+    except FitError as exc:  # e.g. an exponent at 0: no compute-optimal L(C) from L(N, D)
+        extra = None
+        message = f"{fit.message}; no extrapolation in compute: {exc}"
+    else:
+        extra = {c_key(c): float(100.0 * (a - b) / b) for c, a, b in zip(Cs, mine, theirs,
+                                                                           strict=True)}
+    return LawMetrics(law, str(fit.status), message, n_points, fit.params,
                       _param_error(law, fit, ref), mse, extra)
 
 
