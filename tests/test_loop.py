@@ -254,3 +254,20 @@ def test_refit_every_conditions_between_refits(grid):
     assert len(stub.fits[1][0]) == 5
     with pytest.raises(SearchError, match="refit_every"):
         SearchLoop(grid, 1.0, stub, refit_every=0)
+
+
+def test_window_cap_is_the_final_window_of_the_schedule(grid):
+    """``spent``: the cap is the compute spent (never below the costliest observed run, nor
+    the cheapest level); ``full``: no window at all."""
+    truth = _truth(grid)
+    loop = SearchLoop(grid, 0.3, TableStub(grid, -truth), schedule="spent", n_initial=2, rng=0)
+    assert loop.window_cap() == pytest.approx(grid.compute_levels[0])  # nothing spent yet
+    while not loop.done:
+        for i in loop.ask():
+            loop.tell(i, truth[i])
+    costliest = grid.cost[loop.observed_indices].max()
+    assert loop.window_cap() == pytest.approx(max(loop.spent, costliest))
+    assert loop.window_cap() >= costliest
+    full = SearchLoop(grid, 0.3, TableStub(grid, -truth), schedule="full", n_initial=2, rng=0)
+    full.tell(full.ask()[0], 1.0)
+    assert np.isinf(full.window_cap())

@@ -116,3 +116,20 @@ def test_clipped_gp_clips_outliers_at_median_plus_k_iqr():
     np.testing.assert_allclose(model.inner.y, [0, 1, 2, 3, 4, 7.5])
     cond = model.condition_on(np.zeros((2, 1)), np.array([1.0, 50.0]))
     np.testing.assert_allclose(cond.inner.y, [1.0, 7.5])
+
+
+def test_fantasy_scope_is_the_final_window_by_default(problem):
+    from scalebo.bench.replay import _fantasy_scope, _finish, _make_loop
+
+    loop = _make_loop(problem, FAST, 0.05, 0)
+    _finish(loop, problem, FAST)
+    scope, cap = _fantasy_scope(loop, FAST)
+    assert scope == "window" and cap == loop.window_cap()
+    assert cap >= problem.grid.cost[loop.observed_indices].max()
+    assert cap == pytest.approx(max(loop.spent, problem.grid.cost[loop.observed_indices].max()))
+    assert _fantasy_scope(loop, FAST.with_(fantasize_scope="observed")) == ("window", None)
+    assert _fantasy_scope(loop, FAST.with_(fantasize_scope="grid")) == ("grid", None)
+    full = FAST.with_(strategy="full")
+    full_loop = _make_loop(problem, full, 0.05, 0)
+    _finish(full_loop, problem, full)
+    assert _fantasy_scope(full_loop, full) == ("grid", None)

@@ -53,7 +53,7 @@ __all__ = [
 RECORD_SCHEMA = "scalebo.bench.record"
 #: Bumped when the record layout or the meaning of a cell's inputs changes (it is hashed
 #: into :attr:`Cell.key`, so old records are then recomputed rather than reused).
-RECORD_SCHEMA_VERSION = 1
+RECORD_SCHEMA_VERSION = 2  # 2: fantasize_scope 'window' = the final window (was 'observed')
 #: Top-level record fields that vary between identical runs (excluded when comparing).
 TIMING_FIELDS = ("timing",)
 

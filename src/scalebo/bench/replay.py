@@ -48,7 +48,7 @@ _CHOICES = {
     "surrogate": ("gp", "random", "trees"),
     "acquisition": ("ei", "pi", "lcb"),
     "incumbent": ("frontier", "global"),
-    "fantasize_scope": ("window", "grid"),
+    "fantasize_scope": ("window", "observed", "grid"),
     "estimator": ("mean", "cell_best"),
     "law": ("compute", "chinchilla"),
     "trend_form": TREND_FORMS,
@@ -75,8 +75,11 @@ class MethodConfig:
         incumbent: ``"frontier"`` (best loss in the candidate's cell) or ``"global"``.
         kappa: LCB exploration weight.
         fantasize: Also compute the metrics on observed + predicted losses.
-        fantasize_scope: ``"window"`` (configurations up to the largest observed cell cost)
-            or ``"grid"`` (every acquirable configuration).
+        fantasize_scope: ``"window"``: the search's final window (DESIGN.md), i.e.
+            configurations costing at most :meth:`~scalebo.search.loop.SearchLoop.window_cap`
+            (for ``spent``, the compute spent; for Full, no cap: the whole grid);
+            ``"observed"``: up to the costliest observed cell; ``"grid"``: every acquirable
+            configuration.
         estimator: Fantasized cell losses: ``"mean"`` (posterior means) or ``"cell_best"``
             (expected cell minimum over joint posterior samples).
         law: Headline law of reports: ``"compute"`` or ``"chinchilla"`` (both are measured).
@@ -267,6 +270,16 @@ def _copy(loop: SearchLoop) -> SearchLoop:
     return copy.deepcopy(loop, memo={id(loop.grid): loop.grid})
 
 
+def _fantasy_scope(loop: SearchLoop, method: MethodConfig) -> tuple[str, float | None]:
+    """``(scope, cap)`` for :func:`~scalebo.search.fantasize.fantasize`."""
+    if method.fantasize_scope == "window":
+        cap = loop.window_cap()
+        return ("grid", None) if np.isinf(cap) else ("window", cap)
+    if method.fantasize_scope == "observed":
+        return "window", None  # cap = the costliest observed cell
+    return "grid", None
+
+
 def _measure(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, budget: float,
              seed: int, timings: dict) -> BudgetMetrics:
     idx, y = loop.observed_indices, loop.observed_losses
@@ -277,9 +290,10 @@ def _measure(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, bud
             message = "no observation: nothing to fantasize from"
         else:
             try:
+                scope, cap = _fantasy_scope(loop, method)
                 fantasized = fantasize(
                     problem.grid, idx, y, _fantasy_surrogate(loop, method, problem, seed),
-                    scope=method.fantasize_scope, estimator=method.estimator, rng=seed)
+                    scope=scope, cap=cap, estimator=method.estimator, rng=seed)
             except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
                 message = f"fantasization failed: {exc}"
         timings["fantasize"] += time.perf_counter() - t0

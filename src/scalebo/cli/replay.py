@@ -62,7 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="also score observed + surrogate-predicted losses")
     group.add_argument("--estimator", choices=("mean", "cell_best"),
                        help="fantasized cell loss: posterior mean or expected cell minimum")
-    group.add_argument("--scope", choices=("window", "grid"), help="fantasization scope")
+    group.add_argument("--scope", choices=("window", "observed", "grid"),
+                       help="fantasization scope: the final window (default), up to the "
+                            "costliest observed cell, or the whole grid")
     group.add_argument("--batch", type=int, help="configurations per ask (q)")
     parser.add_argument("--json", default=None, metavar="OUT", help="write the full record")
     parser.add_argument("--plot", default=None, metavar="PNG",

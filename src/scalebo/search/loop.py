@@ -202,6 +202,19 @@ class SearchLoop:
         """Every configuration handed out, in order (a copy)."""
         return list(self._trace)
 
+    def window_cap(self) -> float:
+        """The search's window in FLOPs for the compute committed so far (``inf``: none).
+
+        The schedule's cap (not risen), and at least the costliest observed configuration,
+        since a cap that rose to admit a run includes it. After the search this is the
+        "final window" that fantasization fills (DESIGN.md).
+        """
+        committed = self.committed
+        cap = self.schedule.cap(committed, max(self.budget, committed), self.grid,
+                                self._observed | self._pending)
+        costliest = float(self.grid.cost[self._observed].max()) if self._observed.any() else 0.0
+        return max(float(cap), costliest)
+
     def current_cap(self) -> float:
         """The effective window cap (FLOPs) for the current state (risen if need be)."""
         return self._window(self.committed)[0]
