@@ -53,7 +53,10 @@ __all__ = [
 RECORD_SCHEMA = "scalebo.bench.record"
 #: Bumped when the record layout or the meaning of a cell's inputs changes (it is hashed
 #: into :attr:`Cell.key`, so old records are then recomputed rather than reused).
-RECORD_SCHEMA_VERSION = 2  # 2: fantasize_scope 'window' = the final window (was 'observed')
+#: A cell's identity holds the method parameters as written in the config, so a change of a
+#: MethodConfig default also needs a bump. 2: fantasize_scope 'window' = the final window (was
+#: 'observed'); 3: hyperparameters refitted at every ask by default (was every max(10, n/4)).
+RECORD_SCHEMA_VERSION = 3
 #: Top-level record fields that vary between identical runs (excluded when comparing).
 TIMING_FIELDS = ("timing",)
 
