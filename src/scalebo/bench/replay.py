@@ -59,15 +59,20 @@ _CHOICES = {
 class MethodConfig:
     """A search strategy (defaults chosen by ``benchmarks/replay_baseline.py``).
 
-    Measured (5 seeds, |rel. diff| of the compute law at 1e25 FLOPs, fantasized, budgets
-    1 / 5 / 10 %): window ``spent`` + EI + frontier incumbent + posterior-mean fill-in gave
-    OELLM-English 16.9 / 2.9 / 0.7 % and StepLaw 6.6 / 12.3 / 1.8 %, the best at 5–10 %;
-    ``sweep`` was better only at 1 % on OELLM (8.8 %) and stalls at 3–23 % above; the
-    global incumbent and random order were worse everywhere; ``cell_best`` helped at 5 %
-    but not at 10 %. Refitting the GP's hyperparameters at every ask instead of every
-    max(10, n/4) asks (5 seeds, 1 / 5 / 10 / 25 %): OELLM 17.1 / 2.9 / 0.74 / 0.27 →
-    2.9 / 0.64 / 0.35 / 0.00 %, StepLaw 6.6 / 12.3 / 1.8 / 1.5 → 19.8 / 4.5 / 0.24 / 0.00 %,
-    for ~3× the search time; hence ``refit_every=1, refit_growth=0``.
+    Measured with ``benchmarks/replay_baseline.py`` (5 seeds, |rel. diff| of the compute law at
+    1e25 FLOPs, fantasized, budgets 1 / 5 / 10 %, hyperparameters refitted at every ask):
+    window ``spent`` + EI + frontier incumbent + posterior-mean fill-in gave OELLM-English
+    2.9 / 0.6 / 0.4 % and StepLaw 19.8 / 4.5 / 0.2 %; ``sweep`` was better on OELLM at 1–5 %
+    (1.7 / 0.4 %, the same runs for every seed) but worse at 10 % and on StepLaw
+    (22.0 / 9.6 / 3.2 %), at 25× the time per replay; Full was better on StepLaw at 1–5 %
+    (8.9 / 2.9 %) and worse on OELLM (5.8 / 1.0 / 0.7 %); the global incumbent and random
+    order were worse almost everywhere; ``cell_best`` was slightly better than ``mean``
+    everywhere (OELLM 2.4 / 0.4 / 0.3 %, StepLaw 17.6 / 4.4 / 0.2 %), within one SD, so the
+    published estimator stays the default. Refitting the GP's hyperparameters at every ask
+    instead of every max(10, n/4) asks (5 seeds, 1 / 5 / 10 / 25 %): OELLM
+    17.1 / 2.9 / 0.74 / 0.27 → 2.9 / 0.64 / 0.35 / 0.00 %, StepLaw 6.6 / 12.3 / 1.8 / 1.5 →
+    19.8 / 4.5 / 0.24 / 0.00 %, for ~3× the search time; hence ``refit_every=1,
+    refit_growth=0``.
 
     Attributes:
         strategy: ``"window"`` (candidates capped by a growing compute window) or ``"full"``.
