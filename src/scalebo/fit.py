@@ -180,12 +180,11 @@ def make_objective(
         log_pred, vjp = evaluate(theta)
         r = np.subtract(log_pred, log_y[None, :], out=log_pred)
         psi = np.clip(r, -delta, delta)
+        cot = psi  # ψ·w: the weighted cotangent, also the weight of each Huber term
         if weights is not None:
-            psi_w = psi * (weights[rows] if per_start else weights[None, :])
-            fun = np.einsum("sn,sn->s", psi_w, r) - 0.5 * np.einsum("sn,sn->s", psi_w, psi)
-            return fun, vjp(psi_w)
-        fun = np.einsum("sn,sn->s", psi, r) - 0.5 * np.einsum("sn,sn->s", psi, psi)
-        return fun, vjp(psi)
+            cot = psi * (weights[rows] if per_start else weights[None, :])
+        fun = np.einsum("sn,sn->s", cot, r) - 0.5 * np.einsum("sn,sn->s", cot, psi)
+        return fun, vjp(cot)
 
     def fun_grad(theta: np.ndarray, rows: np.ndarray):
         if theta.shape[0] <= block:
