@@ -61,11 +61,13 @@ class TrendSurrogate:
         self.rates = tuple(float(r) for r in rates)
 
     def _design(self, X: np.ndarray, rates: np.ndarray | None = None) -> np.ndarray:
-        """``[1, x_j …]`` (linear) or ``[1, exp(−k_j·x_j) …]`` (power), shape ``(m, 1 + c)``."""
+        """``[1, x_j …]`` (linear) or ``[1, exp(−k_j·x_j) …]`` (power), shape ``(m, 1 + c)``;
+        rates of shape ``(G, c)`` give one design per row of rates, ``(G, m, 1 + c)``."""
         Xc = np.asarray(X, dtype=np.float64)[:, list(self.columns)]
         if rates is None:
             return np.column_stack([np.ones(len(Xc)), Xc])
-        return np.column_stack([np.ones(len(Xc)), np.exp(-Xc * rates)])
+        powers = np.exp(-Xc * np.asarray(rates, dtype=np.float64)[..., None, :])
+        return np.concatenate([np.ones(powers.shape[:-1] + (1,)), powers], axis=-1)
 
     def trend(self, X: np.ndarray) -> np.ndarray:
         """The fitted trend at ``X`` (m, d), shape ``(m,)``."""
@@ -82,10 +84,8 @@ class TrendSurrogate:
         """Best ``(rates, coef)`` over the rate grid with every ``a_j ≥ 0``; None if none.
 
         Tries ``len(rates) ** len(columns)`` combinations at once (1,600 for two columns)."""
-        Xc = np.asarray(X, dtype=np.float64)[:, list(self.columns)]
-        grid = np.array(list(itertools.product(self.rates, repeat=Xc.shape[1])))  # (G, c)
-        F = np.concatenate([np.ones((grid.shape[0], len(Xc), 1)),
-                            np.exp(-Xc[None, :, :] * grid[:, None, :])], axis=2)
+        grid = np.array(list(itertools.product(self.rates, repeat=len(self.columns))))  # (G, c)
+        F = self._design(X, grid)  # (G, n, 1 + c)
         coef = self._ridge_solve(F, y)  # (G, 1 + c)
         sse = np.sum(((F @ coef[..., None])[..., 0] - y) ** 2, axis=1)
         sse[np.any(coef[:, 1:] < 0, axis=1) | ~np.isfinite(sse)] = np.inf
