@@ -100,6 +100,17 @@ def _key_value(text: str) -> tuple[str, Any]:
     return key.strip(), yaml.safe_load(value)
 
 
+def positive_float(text: str) -> float:
+    """argparse type: one positive, finite number (e.g. a Huber δ or a compute in FLOPs)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
+    return value
+
+
 def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare ``RUNS`` and the options that control how runs are loaded."""
     parser.add_argument(

@@ -20,7 +20,6 @@ Default points (``--frontier``):
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 import warnings
 from collections.abc import Callable, Sequence
@@ -37,6 +36,7 @@ from scalebo.cli.common import (
     is_quiet,
     load_input,
     log,
+    positive_float,
     write_csv,
     write_json,
 )
@@ -96,18 +96,8 @@ UNITS = {"C": "FLOPs", "N": "parameters", "D": "tokens", "loss": "nats"}
 CSV_COLUMNS = ("kind", "name", "C", "estimate", "lower", "upper")
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
-    return value
-
-
 def _level(text: str) -> float:
-    value = _positive_float(text)
+    value = positive_float(text)
     if not value < 1:
         raise argparse.ArgumentTypeError(f"expected a level in (0, 1), got {text!r}")
     return value
@@ -126,7 +116,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "else all)")
     group.add_argument("--target", default=None,
                        help="column to fit (default loss, in nats)")
-    group.add_argument("--huber-delta", type=_positive_float, default=DEFAULT_HUBER_DELTA,
+    group.add_argument("--huber-delta", type=positive_float, default=DEFAULT_HUBER_DELTA,
                        help=f"Huber delta on natural-log residuals "
                             f"(default {DEFAULT_HUBER_DELTA:g})")
     group.add_argument("--bootstrap", metavar="B", type=int, default=0,
@@ -135,7 +125,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--confidence", type=_level, default=0.95,
                        help="level of the percentile intervals (default 0.95)")
     group.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
-    group.add_argument("--predict", metavar="C", type=_positive_float, action="append",
+    group.add_argument("--predict", metavar="C", type=positive_float, action="append",
                        default=[], help="predict at this compute in FLOPs, e.g. 1e24 "
                                         "(repeatable)")
     out = parser.add_argument_group("output")

@@ -8,7 +8,6 @@ optionally write the figure and a JSON file.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 from scalebo.cli.common import (
@@ -19,6 +18,7 @@ from scalebo.cli.common import (
     format_table,
     load_input,
     log,
+    positive_float,
     write_csv,
     write_json,
 )
@@ -72,13 +72,11 @@ def _variant_file(text: str) -> tuple[str, str]:
 
 
 def _floats(text: str) -> tuple[float, ...]:
+    """argparse type: comma-separated positive numbers, each checked by ``positive_float``."""
     try:
-        values = tuple(float(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected numbers like 1e-4,1e-2, got {text!r}") from None
-    if any(not (math.isfinite(v) and v > 0) for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive numbers, got {text!r}")
-    return values
+        return tuple(positive_float(v) for v in text.split(",") if v.strip())
+    except argparse.ArgumentTypeError as err:
+        raise argparse.ArgumentTypeError(f"{err} in {text!r} (e.g. 1e-4,1e-2)") from None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
