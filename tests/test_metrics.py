@@ -132,3 +132,35 @@ def test_chinchilla_fit_without_compute_optimum_keeps_its_other_metrics(problem,
     assert "no extrapolation in compute" in lm.message and "positive exponents" in lm.message
     assert lm.param_error["beta"] == pytest.approx(ref.params["beta"])
     assert lm.heldout_mse is not None and np.isfinite(lm.heldout_mse)
+
+
+def test_replay_fit_is_fit_law_with_the_reference_starts_and_never_sees_its_optima(problem):
+    """fit_table == fit_law with the start grid of the reference fit (the law's default, or
+    the problem's own Chinchilla grid) on the same frontier points; replacing the reference
+    fits by nonsense changes nothing."""
+    import dataclasses
+
+    from scalebo.bench.metrics import fit_table
+    from scalebo.fit import fit_law
+    from scalebo.frontier import best_per_cell, pareto_envelope
+    from scalebo.laws import COMPUTE_LAW
+
+    rng = np.random.default_rng(0)
+    idx = rng.choice(np.flatnonzero(~problem.grid.held_out), 40, replace=False)
+    table = problem.grid.configs.iloc[idx].copy()
+    table["loss"] = problem.loss[idx] * rng.lognormal(0, 0.01, idx.size)
+    C, y = table["C"].to_numpy(), table["loss"].to_numpy()
+    env = pareto_envelope(C, y)
+    want_c = fit_law(COMPUTE_LAW, C[env][:, None], y[env])
+    best = best_per_cell(table)
+    want_ch = fit_law(CHINCHILLA, best[["N", "D"]].to_numpy(float), best["loss"].to_numpy(),
+                      starts=COARSE)
+    bad_ref = problem.reference_compute
+    bad_ref = dataclasses.replace(bad_ref, converged_x=bad_ref.converged_x * 0 + 7.0)
+    nonsense = dataclasses.replace(problem, reference_compute=bad_ref,
+                                   reference_chinchilla=None)
+    for prob in (problem, nonsense):
+        got_c, got_ch = fit_table(prob, "compute", table), fit_table(prob, "chinchilla", table)
+        np.testing.assert_array_equal(got_c.x, want_c.x)
+        np.testing.assert_array_equal(got_ch.x, want_ch.x)
+        assert got_c.n_starts == want_c.n_starts and got_ch.n_starts == COARSE.shape[0]

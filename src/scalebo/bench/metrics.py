@@ -1,7 +1,8 @@
 """Replay metrics (DESIGN.md, "Metrics"), against the problem's reference fits.
 
 For a set of observed grid rows — and, separately, for a fantasized table (observed losses
-plus surrogate predictions) — each law is refitted with the reference's fitter and frontier:
+plus surrogate predictions) — each law is refitted with the reference's fitter, start grid
+and frontier (never starting from the reference's optima):
 
 * ``compute``: ``L(C) = E + A·C^−α`` on the Pareto envelope of (C, loss);
 * ``chinchilla``: ``L(N, D) = E + A/N^α + B/D^β`` on the per-cell best losses; its compute
@@ -37,7 +38,7 @@ import pandas as pd
 from scalebo.allocation import compute_law_from_chinchilla
 from scalebo.bench.problems import ReplayProblem
 from scalebo.errors import FitError
-from scalebo.fit import FitResult, FitStatus, fit_law
+from scalebo.fit import FitResult, fit_law
 from scalebo.frontier import best_per_cell, pareto_envelope
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
 
@@ -48,10 +49,6 @@ __all__ = ["EXTRAPOLATION_C", "LAWS", "BudgetMetrics", "LawMetrics", "evaluate",
 EXTRAPOLATION_C: tuple[float, ...] = (1e25, 1e27, 1e29)
 #: Law names evaluated by default.
 LAWS: tuple[str, ...] = ("compute", "chinchilla")
-#: Reference optima used as starts of the refits (plus the full grid if these all fail).
-N_REFERENCE_STARTS = 8
-#: Starts of the coarse fallback grid.
-N_FALLBACK_STARTS = 150
 
 
 def c_key(C: float) -> str:
@@ -161,32 +158,16 @@ def _points(law: str, table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
 def fit_table(problem: ReplayProblem, law: str, table: pd.DataFrame) -> FitResult:
     """Fit ``law`` on the frontier of ``table`` (columns N, D, C, loss) like the reference.
 
-    Starts: the reference fit's :data:`N_REFERENCE_STARTS` best converged optima; if none
-    converges (or the objective is not finite), about :data:`N_FALLBACK_STARTS` evenly
-    spaced starts of the law's default grid.
+    The same fitter and the same start grid as the reference fit (the law's default grid,
+    or the problem's own Chinchilla grid), so that nothing in a replay's fit sees the
+    reference answer.
 
     Raises:
         FitError: too few frontier points, or no finite estimate.
     """
-    ref = _reference(problem, law)
     lawobj = COMPUTE_LAW if law == "compute" else CHINCHILLA
     X, y = _points(law, table)
-    starts = None
-    if ref is not None and ref.converged_x.shape[0]:
-        starts = ref.converged_x[:N_REFERENCE_STARTS]
-    try:
-        fit = fit_law(lawobj, X, y, starts=starts)
-    except FitError:
-        if starts is None or y.size < lawobj.n_params:
-            raise
-        fit = None
-    if fit is None or fit.status is FitStatus.MAX_ITER:
-        coarse = lawobj.start_grid(lawobj.prepare(X))
-        step = max(1, coarse.shape[0] // N_FALLBACK_STARTS)
-        retry = fit_law(lawobj, X, y, starts=coarse[::step])
-        if fit is None or retry.fun < fit.fun or retry.status is not FitStatus.MAX_ITER:
-            fit = retry
-    return fit
+    return fit_law(lawobj, X, y, starts=problem.fit_starts.get(law))
 
 
 def _param_error(law: str, fit: FitResult, ref: FitResult) -> dict[str, float]:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -60,6 +60,9 @@ class ReplayProblem:
         held_out_cells: One row per held-out cell: ``N``, ``D``, ``C`` (cell cost, FLOPs),
             ``best_loss`` (nats), ``grid_index`` of the best configuration.
         notes: Human-readable remarks (averaged repeats, ...).
+        fit_starts: Start grid of each law's reference fit, by law name (``"compute"``,
+            ``"chinchilla"``); None (or absent) means the law's default grid. Replays fit with
+            the same starts.
     """
 
     name: str
@@ -72,6 +75,7 @@ class ReplayProblem:
     cell_best_idx: np.ndarray
     held_out_cells: pd.DataFrame
     notes: tuple[str, ...] = ()
+    fit_starts: Mapping[str, np.ndarray | None] = field(default_factory=dict)
 
     @property
     def C_total(self) -> float:
@@ -203,7 +207,7 @@ def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarra
     return ReplayProblem(name=name, grid=grid, loss=loss, n_repeats=repeats,
                          reference_compute=ref_c, reference_chinchilla=ref_ch,
                          envelope_idx=env, cell_best_idx=cells, held_out_cells=held_cells,
-                         notes=notes)
+                         notes=notes, fit_starts={"chinchilla": chinchilla_starts})
 
 
 def load_problem(

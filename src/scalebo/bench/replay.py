@@ -18,7 +18,8 @@ budget (``u = spent/B``), so each recorded budget is then a separate run.
 Speed: surrogate hyperparameters are refitted every ``refit_every`` asks (default every ask;
 the GP is conditioned on new observations with fixed hyperparameters in between, and refits
 start from the previous optimum), ``q > 1`` asks batches, and the laws are fitted only at the
-recorded budgets, starting from the reference fit's optima.
+recorded budgets. Those fits use the reference fit's fitter and start grid, never its
+optima: nothing a replay fits sees the answer it is scored against.
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ from scalebo.bench.problems import ReplayProblem
 from scalebo.errors import SearchError
 from scalebo.search.clipping import ClippedGP
 from scalebo.search.fantasize import fantasize
-from scalebo.search.loop import SearchLoop, TraceEntry
+from scalebo.search.loop import SearchLoop
 from scalebo.search.surrogates import make_surrogate
+from scalebo.search.trace import TraceEntry
 from scalebo.search.trend import TREND_FORMS, TrendSurrogate
 from scalebo.search.window import COST_RTOL
 
@@ -77,7 +79,9 @@ class MethodConfig:
     Attributes:
         strategy: ``"window"`` (candidates capped by a growing compute window) or ``"full"``.
         schedule: Window schedule: ``"sweep"``, ``"spent"`` or ``"coverage"``.
-        surrogate: ``"gp"``, ``"random"`` (random acquisition order) or ``"trees"``.
+        surrogate: ``"gp"``, ``"random"`` (a uniformly random order of the admissible
+            configurations, whatever ``acquisition`` and ``incumbent``; fantasized with a
+            GP) or ``"trees"``.
         kernel: GP kernel name (:func:`~scalebo.search.composite_kernels.make_kernel`).
         acquisition: ``"ei"``, ``"pi"`` or ``"lcb"``.
         incumbent: ``"frontier"`` (best loss in the candidate's cell) or ``"global"``.
@@ -219,7 +223,7 @@ def _finite(entry: dict) -> dict:
 def _surrogate(method: MethodConfig, problem: ReplayProblem, seed: int, *, fantasy: bool
                ) -> object:
     name = method.surrogate
-    if fantasy and name == "random":  # random scores are not estimates: fantasize with a GP
+    if name == "random":  # a random order has no model: fantasize with a GP
         name = "gp"
     if name == "gp":
         gp = make_surrogate("gp", kernel=method.kernel,
@@ -251,9 +255,12 @@ def _fantasy_surrogate(loop: SearchLoop, method: MethodConfig, problem: ReplayPr
 
 def _make_loop(problem: ReplayProblem, method: MethodConfig, budget: float, seed: int
                ) -> SearchLoop:
+    random_order = method.surrogate == "random"
     return SearchLoop(
-        problem.grid, budget, _surrogate(method, problem, seed, fantasy=False),
-        acquisition=method.acquisition, incumbent=method.incumbent,
+        problem.grid, budget,
+        None if random_order else _surrogate(method, problem, seed, fantasy=False),
+        acquisition="random" if random_order else method.acquisition,
+        incumbent=method.incumbent,
         schedule=method.schedule_name, n_initial=method.n_initial, kappa=method.kappa,
         refit_every=method.refit_every, rng=seed,
     )
