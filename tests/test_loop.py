@@ -271,3 +271,52 @@ def test_window_cap_is_the_final_window_of_the_schedule(grid):
     full = SearchLoop(grid, 0.3, TableStub(grid, -truth), schedule="full", n_initial=2, rng=0)
     full.tell(full.ask()[0], 1.0)
     assert np.isinf(full.window_cap())
+
+
+def test_random_order_is_uniform_over_positions():
+    """acquisition='random': each configuration's position in the order is uniform over
+    seeds (chi-square on a position × configuration table), whatever the incumbent."""
+    from scipy.stats import chisquare
+
+    grid = Grid.from_axes({"N": [1e6, 2e6], "D": [1e9, 2e9], "lr": [1e-3, 3e-3]},
+                          n_held_out_cells=0)
+    n, seeds = grid.n_configs, 800
+    counts = np.zeros((n, n))  # configuration × position
+    for seed in range(seeds):
+        loop = SearchLoop(grid, 1.0, None, acquisition="random", schedule="full",
+                          n_initial=0, rng=seed)
+        order = []
+        while picks := loop.ask():
+            loop.tell(picks, [float(len(order))])  # increasing losses: EI would never repeat
+            order.extend(picks)
+        assert sorted(order) == list(range(n))
+        counts[order, np.arange(n)] += 1
+    p = chisquare(counts.ravel(), np.full(n * n, seeds / n)).pvalue
+    assert p > 1e-3, counts
+
+
+def test_random_order_ignores_the_incumbent_and_the_candidate_count(grid):
+    """Same seed: the same rows come first among any admissible subset, so a random order
+    restricted by a smaller budget is the prefix-consistent restriction of the same order."""
+    a = SearchLoop(grid, 1.0, None, acquisition="random", schedule="full", n_initial=0,
+                   incumbent="frontier", rng=3)
+    b = SearchLoop(grid, 1.0, None, acquisition="random", schedule="full", n_initial=0,
+                   incumbent="global", rng=3)
+    order_a, order_b = [], []
+    for loop, order in ((a, order_a), (b, order_b)):
+        while picks := loop.ask(2):
+            loop.tell(picks, [1.0] * len(picks))
+            order.extend(picks)
+    assert order_a == order_b
+    assert all(t.predicted_mean is None for t in a.trace)
+    with pytest.raises(SearchError, match="surrogate"):
+        SearchLoop(grid, 1.0, None, acquisition="ei")
+
+
+def test_trace_entries_carry_their_configuration(grid):
+    loop = SearchLoop(grid, 0.5, None, acquisition="random", n_initial=2, rng=0)
+    loop.ask(3)
+    for t in loop.trace:
+        row = grid.configs.iloc[t.index]
+        assert t.config == {"N": row.N, "D": row.D, "C": row.C, "lr": row.lr}
+        assert all(type(v) is float for v in t.config.values())

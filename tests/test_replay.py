@@ -59,15 +59,21 @@ def test_budget_never_exceeded_and_held_out_never_acquired(problem, method):
     assert np.all(np.diff(cum) > 0) and cum[-1] == pytest.approx(spent)
 
 
-@pytest.mark.parametrize("schedule", ["coverage"])
-def test_recorded_budget_equals_a_separate_run(problem, schedule):
-    method = FAST.with_(schedule=schedule)
-    both = replay(problem, method, 0.10, seed=2, record_budgets=(0.03,))
-    alone = replay(problem, method, 0.03, seed=2)
+@pytest.mark.parametrize("surrogate", ["gp", "random", "trees"])
+@pytest.mark.parametrize("strategy,schedule", [("window", "spent"), ("window", "coverage"),
+                                               ("full", "spent")])
+def test_recorded_budget_equals_a_separate_run(problem, surrogate, strategy, schedule):
+    small, large = 0.03, 0.10
+    if surrogate == "trees":
+        pytest.importorskip("xgboost", reason="the trees surrogate needs the [trees] extra")
+        small, large = 0.02, 0.04  # bagged boosting is slow: fewer asks
+    method = FAST.with_(surrogate=surrogate, strategy=strategy, schedule=schedule)
+    both = replay(problem, method, large, seed=2, record_budgets=(small,))
+    alone = replay(problem, method, small, seed=2)
     assert not both.separate_runs
-    assert both.at(0.03).to_dict() == alone.at(0.03).to_dict()
-    assert both.at(0.03).spent_fraction <= 0.03 + 1e-12
-    assert both.at(0.10).n_runs > both.at(0.03).n_runs
+    assert both.at(small).to_dict() == alone.at(small).to_dict()
+    assert both.at(small).spent_fraction <= small + 1e-12
+    assert both.at(large).spent_fraction > both.at(small).spent_fraction
 
 
 def test_sweep_records_separate_runs(problem):
@@ -87,7 +93,11 @@ def test_fantasized_metrics_and_json(problem):
     text = json.dumps(rec.to_dict(), allow_nan=False)
     back = json.loads(text)
     assert back["metrics"][0]["budget"] == 0.1
-    assert {"order", "index", "cost", "cumulative_cost", "cap"} <= set(back["trace"][0])
+    assert {"order", "index", "cost", "cumulative_cost", "cap", "config"} <= set(back["trace"][0])
+    for t in back["trace"]:  # each entry names its configuration, checkable without the code
+        row = problem.grid.configs.iloc[t["index"]]
+        assert t["config"] == {"N": row.N, "D": row.D, "C": row.C, "lr": row.lr, "bs": row.bs}
+        assert t["cost"] == pytest.approx(6 * row.N * row.D)
     assert set(back["timings"]) == {"search", "fantasize", "metrics", "total"}
 
 

@@ -47,6 +47,9 @@ class Acquisition(StrEnum):
     """Probability of improvement, returned as logPI."""
     LCB = "lcb"
     """Lower confidence bound ``mean − κ·std``, returned negated (``κ·std − mean``)."""
+    RANDOM = "random"
+    """No score: a uniformly random order of the admissible configurations (the search
+    loop ranks the grid by a seeded permutation; :func:`score` rejects it)."""
 
 
 def _check(mean: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -155,6 +158,8 @@ def score(
         return log_expected_improvement(mean, std, incumbent)
     if kind is Acquisition.PI:
         return log_probability_of_improvement(mean, std, incumbent)
+    if kind is Acquisition.RANDOM:
+        raise SearchError("'random' is an order, not a score: the search loop draws it.")
     return lower_confidence_bound(mean, std, kappa)
 
 

@@ -326,6 +326,11 @@ class Grid:
             X[:, j] = (t - a) / (b - a) if b > a else 0.0
         return X
 
+    def config(self, index: int) -> dict[str, Any]:
+        """Row ``index`` as plain Python values: ``N``, ``D``, ``C`` (FLOPs) and each axis."""
+        row = self.configs.iloc[int(index)]
+        return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
+
     def index_of(self, frame: pd.DataFrame) -> np.ndarray:
         """Grid row of each row of ``frame`` (runs → configurations), shape ``(len(frame),)``.
 

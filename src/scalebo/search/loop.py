@@ -9,6 +9,11 @@ One step of :meth:`SearchLoop.ask`:
    fit when ``fit`` accepts ``warm_start``), treat pending configurations as observed at the
    posterior mean (kriging believer), and return the admissible configuration (see
    :func:`~scalebo.search.window.admissible_mask`) that maximizes the acquisition score.
+   With ``acquisition="random"`` no surrogate is used: the admissible configuration that
+   comes first in a seeded permutation of the grid (drawn once, after the initial design)
+   is returned, so the order is uniformly random over the admissible set whatever the
+   incumbent, and does not depend on how many candidates there are (a run forked under a
+   smaller budget makes the same picks as a separate run).
 
 For ``q > 1`` each pick is in turn treated as observed at its predicted mean before the next
 one is chosen (``surrogate.condition_on`` when available, else a refit on augmented data);
@@ -21,7 +26,6 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,52 +33,8 @@ import numpy as np
 from scalebo.errors import SearchError
 from scalebo.search.acquisition import Acquisition, frontier_incumbent, score
 from scalebo.search.grid import Grid
+from scalebo.search.trace import Suggestion, TraceEntry
 from scalebo.search.window import WindowSchedule, admissible_mask, initial_design, make_schedule
-
-
-@dataclass(frozen=True)
-class TraceEntry:
-    """One configuration handed out by :meth:`SearchLoop.ask`.
-
-    Attributes:
-        order: 0-based position in the order of asking.
-        index: Grid row.
-        cost: Its cost in FLOPs.
-        cumulative_cost: Compute committed (observed + pending) after this pick, FLOPs.
-        cap: Effective window cap in FLOPs when it was picked (``inf`` for no cap).
-        predicted_mean: Surrogate posterior mean of the loss (nats); None when no surrogate
-            was used (initial design or random pick).
-        predicted_std: Posterior standard deviation (nats); None likewise.
-        acquisition_value: Score maximized (logEI, logPI or −LCB in standardized units); None
-            likewise.
-    """
-
-    order: int
-    index: int
-    cost: float
-    cumulative_cost: float
-    cap: float
-    predicted_mean: float | None
-    predicted_std: float | None
-    acquisition_value: float | None
-
-
-@dataclass(frozen=True)
-class Suggestion:
-    """A configuration to train, with why it was chosen (for the CLI and reports).
-
-    Attributes mirror :class:`TraceEntry`; ``config`` maps grid columns (N, D, C, axes) to
-    values and ``reason`` is a one-line human explanation.
-    """
-
-    index: int
-    config: dict[str, Any]
-    predicted_mean: float | None
-    predicted_std: float | None
-    cost: float
-    cap: float
-    acquisition_value: float | None
-    reason: str
 
 
 def _accepts(fn: Any, name: str) -> bool:
@@ -90,8 +50,10 @@ class SearchLoop:
         grid: Candidate configurations.
         budget_fraction: Budget as a fraction of :attr:`Grid.C_total` (e.g. 0.05).
         surrogate: Object with ``fit(X, y) -> self`` and ``predict(X) -> (mean, std)`` on
-            :meth:`Grid.encode` inputs ``(n, d)``; optional ``condition_on(X, y)``.
-        acquisition: ``"ei"`` (default), ``"pi"`` or ``"lcb"``.
+            :meth:`Grid.encode` inputs ``(n, d)``; optional ``condition_on(X, y)``. Unused
+            (may be None) with ``acquisition="random"``.
+        acquisition: ``"ei"`` (default), ``"pi"``, ``"lcb"`` or ``"random"`` (a uniformly
+            random order of admissible configurations).
         incumbent: ``"frontier"`` (default; best loss in the candidate's cell, see
             :func:`frontier_incumbent`) or ``"global"`` (best loss overall).
         schedule: Window schedule name or object (default ``"sweep"``).
@@ -123,24 +85,31 @@ class SearchLoop:
             )
         if incumbent not in ("frontier", "global"):
             raise SearchError(f"incumbent must be 'frontier' or 'global', got {incumbent!r}.")
-        if not (hasattr(surrogate, "fit") and hasattr(surrogate, "predict")):
+        try:
+            self.acquisition = Acquisition(str(acquisition).lower())
+        except ValueError as err:
+            raise SearchError(
+                f"Unknown acquisition {acquisition!r}; expected 'ei', 'pi', 'lcb' or 'random'."
+            ) from err
+        random_order = self.acquisition is Acquisition.RANDOM
+        if not random_order and not (hasattr(surrogate, "fit") and hasattr(surrogate, "predict")):
             raise SearchError(
                 f"The surrogate must have fit(X, y) and predict(X); got {type(surrogate).__name__}."
             )
         self.grid = grid
         self.budget = float(budget_fraction) * grid.C_total
         self.surrogate = surrogate
-        try:
-            self.acquisition = Acquisition(str(acquisition).lower())
-        except ValueError as err:
-            raise SearchError(
-                f"Unknown acquisition {acquisition!r}; expected 'ei', 'pi' or 'lcb'."
-            ) from err
         self.incumbent = incumbent
         self.schedule = make_schedule(schedule)
         self.kappa = float(kappa)
         self._rng = np.random.default_rng(rng)
         self._initial = [int(i) for i in initial_design(grid, n_initial, self.budget, self._rng)]
+        # Rank of each row in a seeded permutation: the order of acquisition="random", and
+        # the tie-break of every other acquisition (ties among equal scores, e.g. a tree
+        # ensemble's piecewise-constant predictions, go to the lowest rank), so that no pick
+        # depends on how many candidates there are.
+        self._rank = np.argsort(self._rng.permutation(grid.n_configs))
+        self._random_order = random_order
         self._X = grid.encode()
         self._obs_idx: list[int] = []
         self._obs_y: list[float] = []
@@ -149,7 +118,7 @@ class SearchLoop:
         self._trace: list[TraceEntry] = []
         self._reasons: list[str] = []
         self._n_fits = 0
-        self._warm = _accepts(surrogate.fit, "warm_start")
+        self._warm = not random_order and _accepts(surrogate.fit, "warm_start")
         if refit_every < 1:
             raise SearchError(f"refit_every must be >= 1 ask, got {refit_every}.")
         self.refit_every = int(refit_every)
@@ -302,7 +271,8 @@ class SearchLoop:
         self._pending[idx] = True
         mean, std, acq = pred if pred is not None else (None, None, None)
         cost = float(self.grid.cost[idx])
-        entry = TraceEntry(len(self._trace), int(idx), cost, self.committed, cap, mean, std, acq)
+        entry = TraceEntry(len(self._trace), int(idx), cost, self.committed, cap, mean, std, acq,
+                           self.grid.config(idx))
         self._trace.append(entry)
         self._reasons.append(reason)
 
@@ -331,8 +301,14 @@ class SearchLoop:
                 continue
             cap, mask = self._window(self.committed)
             cand = np.flatnonzero(mask)
+            if self._random_order:
+                pick = self._first_ranked(cand)
+                self._record(pick, cap, None, f"random order: first of {cand.size} admissible "
+                             f"configurations under cap {cap:.3g} FLOPs in a seeded permutation")
+                picks.append(pick)
+                continue
             if not self._obs_y:
-                pick = int(self._rng.choice(cand))
+                pick = self._first_ranked(cand)
                 self._record(pick, cap, None, "random: no observation yet to fit a surrogate")
                 picks.append(pick)
                 continue
@@ -349,7 +325,7 @@ class SearchLoop:
                                   f"expected ({cand.size},) for both.")
             s, inc = self._score(cand, mean, std, y_std, believed)
             top = np.flatnonzero(s == s.max())
-            j = int(top[0] if top.size == 1 else self._rng.choice(top))
+            j = int(top[0] if top.size == 1 else top[np.argmin(self._rank[cand[top]])])
             pick = int(cand[j])
             reason = (
                 f"max {self.acquisition.value} score {s[j]:.4g} over {cand.size} admissible "
@@ -360,6 +336,10 @@ class SearchLoop:
             self._record(pick, cap, pred, reason)
             picks.append(pick)
         return picks
+
+    def _first_ranked(self, cand: np.ndarray) -> int:
+        """The candidate row that comes first in the seeded permutation."""
+        return int(cand[np.argmin(self._rank[cand])])
 
     def _window(self, committed: float) -> tuple[float, np.ndarray]:
         cap = self.schedule.cap(committed, self.budget, self.grid, self._observed | self._pending)
@@ -400,10 +380,9 @@ class SearchLoop:
         self.ask(q)
         out = []
         for entry, reason in zip(self._trace[start:], self._reasons[start:], strict=True):
-            config = self.grid.configs.iloc[entry.index].to_dict()
             out.append(
                 Suggestion(
-                    entry.index, config, entry.predicted_mean, entry.predicted_std,
+                    entry.index, dict(entry.config), entry.predicted_mean, entry.predicted_std,
                     entry.cost, entry.cap, entry.acquisition_value, reason,
                 )
             )
