@@ -165,20 +165,23 @@ def make_objective(
 ):
     """``fun_grad(theta (s, p), rows (s,))`` for :func:`scalebo.optim.minimize_batched`.
 
-    ``weights`` is ``None``, shape ``(n,)``, or per-start ``(S, n)`` (bootstrap counts).
+    ``weights`` is ``None``, shape ``(n,)``, or per-start ``(S, n)`` (bootstrap counts);
+    ``log_y`` is ``(n,)`` or per-start ``(S, n)`` (many data sets on shared inputs). Per-start
+    arrays are indexed by ``rows``.
     Starts are evaluated in blocks of about :data:`BLOCK_ELEMENTS` start-observation pairs.
     The value uses ``huber_δ(r) = ψ·r − ψ²/2`` with ``ψ = clip(r, −δ, δ)``, and ``ψ`` is the
     cotangent of the gradient. (Splitting a batch across threads and screening in float32
     were both measured and gave no speed-up on 2 cores.)
     """
     per_start = weights is not None and np.ndim(weights) == 2
+    per_start_y = np.ndim(log_y) == 2
     evaluate = law.bind(Z)
     n = Z.shape[0]
     block = max(1, BLOCK_ELEMENTS // max(n, 1))
 
     def block_fun_grad(theta: np.ndarray, rows: np.ndarray):
         log_pred, vjp = evaluate(theta)
-        r = np.subtract(log_pred, log_y[None, :], out=log_pred)
+        r = np.subtract(log_pred, log_y[rows] if per_start_y else log_y[None, :], out=log_pred)
         psi = np.clip(r, -delta, delta)
         cot = psi  # ψ·w: the weighted cotangent, also the weight of each Huber term
         if weights is not None:

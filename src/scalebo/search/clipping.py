@@ -30,8 +30,10 @@ class ClippedGP:
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self.inner.predict(X)
 
-    def sample_joint(self, X: np.ndarray, n_samples: int, rng: object = None) -> np.ndarray:
-        return self.inner.sample_joint(X, n_samples, rng)
+    def sample_joint(self, X: np.ndarray, n_samples: int, rng: object = None, *,
+                     include_noise: bool = False) -> np.ndarray:
+        kw = {"include_noise": True} if include_noise else {}  # inner may lack the flag
+        return self.inner.sample_joint(X, n_samples, rng, **kw)
 
     def condition_on(self, X_new: np.ndarray, y_new: np.ndarray) -> ClippedGP:
         new = copy.copy(self)

@@ -355,15 +355,16 @@ class GaussianProcess:
 
     @_with_blas_limit
     def sample_joint(self, X: np.ndarray, n_samples: int,
-                     rng: np.random.Generator | int | None = None) -> np.ndarray:
-        """Joint posterior samples of the latent loss at ``X``, nats, shape
-        ``(n_samples, m)``. The covariance gets a fixed jitter of 1e-10 × its mean diagonal
-        (it is rank-deficient near training points); more is added, with a warning, if
-        needed."""
+                     rng: np.random.Generator | int | None = None, *,
+                     include_noise: bool = False) -> np.ndarray:
+        """Joint posterior samples of the latent loss at ``X`` (``include_noise``: of a
+        recorded loss, latent + observation noise), nats, shape ``(n_samples, m)``. The
+        covariance gets a fixed jitter of 1e-10 × its mean diagonal (it is rank-deficient
+        near training points); more is added, with a warning, if needed."""
         self._check_fitted()
         Xs = self._check_X(X)
         mean = self.predict(Xs, return_std=False)
-        cov = self.posterior_cov(Xs)
+        cov = self.posterior_cov(Xs, include_noise=include_noise)
         cov.flat[:: cov.shape[0] + 1] += 1e-10 * max(float(np.mean(np.diag(cov))), 1e-300)
         C, _ = _cholesky(cov, warn=True, what="the posterior covariance")
         z = np.random.default_rng(rng).standard_normal((int(n_samples), Xs.shape[0]))

@@ -85,9 +85,11 @@ class GPSurrogate:
         return self.gp_.predict(X, return_std=True)
 
     def sample_joint(self, X: np.ndarray, n_samples: int,
-                     rng: np.random.Generator | int | None = None) -> np.ndarray:
-        """Joint posterior samples, shape ``(n_samples, m)``."""
-        return self.gp_.sample_joint(X, n_samples, rng)
+                     rng: np.random.Generator | int | None = None, *,
+                     include_noise: bool = False) -> np.ndarray:
+        """Joint posterior samples of the latent loss (``include_noise``: of a recorded
+        loss), shape ``(n_samples, m)``."""
+        return self.gp_.sample_joint(X, n_samples, rng, include_noise=include_noise)
 
     def condition_on(self, X_new: np.ndarray, y_new: np.ndarray) -> GPSurrogate:
         """A copy conditioned on extra (e.g. believed) observations, same hyperparameters."""

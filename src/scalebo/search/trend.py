@@ -127,9 +127,12 @@ class TrendSurrogate:
             raise AttributeError("the inner surrogate has no condition_on")
         return self._condition_on
 
-    def _sample_joint(self, X: np.ndarray, n_samples: int, rng: object = None) -> np.ndarray:
-        """Joint posterior samples ``(n_samples, m)``: the inner samples plus the trend."""
-        return self.inner.sample_joint(X, n_samples, rng) + self.trend(X)[None, :]
+    def _sample_joint(self, X: np.ndarray, n_samples: int, rng: object = None, *,
+                      include_noise: bool = False) -> np.ndarray:
+        """Joint posterior samples ``(n_samples, m)``: the inner samples (of a recorded loss
+        with ``include_noise``) plus the trend."""
+        kw = {"include_noise": True} if include_noise else {}
+        return self.inner.sample_joint(X, n_samples, rng, **kw) + self.trend(X)[None, :]
 
     def _condition_on(self, X_new: np.ndarray, y_new: np.ndarray) -> TrendSurrogate:
         """A copy whose inner surrogate also sees ``(X_new, y_new)``; the trend is kept."""

@@ -1,0 +1,399 @@
+"""Law posterior: the scaling law's uncertainty given what a campaign observed (DESIGN.md).
+
+S joint posterior samples of the **unobserved** losses inside the fantasization scope (same
+scope and standardization as :func:`~scalebo.search.fantasize.fantasize`; observed
+configurations keep their observed losses) give S fantasized tables; the law is fitted on
+each — all S in one batched call (:func:`scalebo.fit_batch.fit_batch`) — and the S fits give
+the distribution of any derived number:
+
+* ``compute``: ``L(C) = E + A·C^−α`` on each table's Pareto envelope of (C, loss), built for
+  all samples at once; the fit's rows are the union of the envelopes, each sample weighing
+  its own rows 1 and the others 0. Derived: the loss at the targets (no allocation).
+* ``chinchilla``: ``L(N, D) = E + A/N^α + B/D^β`` on each table's per-(N, D)-cell best
+  losses (the same cells for every sample); derived: the loss along its compute-optimal path
+  and ``N*(C)``, ``D*(C)`` (Approach 3, :mod:`scalebo.allocation`).
+
+By default the samples are of a *recorded* loss (latent + observation noise,
+``include_noise=True``), since a reference law is fitted on recorded, noisy losses.
+
+Starts: the ``n_starts`` best distinct converged optima of :func:`~scalebo.fit.fit_law` with
+the law's default start grid on the posterior-mean table (the ordinary fantasized table), so
+every sample starts from the campaign's own point estimate.
+
+Failures are counted, never NaN: a sample without an estimate, whose fit did not converge
+(max iterations), whose Chinchilla fit has an exponent at 0 (no compute-optimal path) or
+whose prediction is not finite is *failed*; its status and reason are kept, and the arrays of
+:class:`LawPosterior` hold the successful samples only (``sample_index`` says which).
+
+StepLaw, 5 % replay: 31 % of the compute law's samples (42 % latent) give *exactly* the point
+fit (Huber δ = 1e-3: a residual beyond δ weighs only through its sign, as in an L1 fit, so
+moving such points without crossing ±δ leaves the optimum); Chinchilla's none. Units:
+compute in FLOPs, losses in nats, N in parameters, D in tokens.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from scalebo.allocation import approach3, compute_law_from_chinchilla
+from scalebo.errors import FitError, SearchError
+from scalebo.fit import FitResult, FitStatus, fit_law
+from scalebo.fit_batch import fit_batch
+from scalebo.laws import CHINCHILLA, COMPUTE_LAW, PowerLawSum
+from scalebo.search.fantasize import _check_obs, _require_finite, _scope_mask
+from scalebo.search.grid import Grid
+
+__all__ = ["LAW_NAMES", "QUANTILES", "LawPosterior", "envelope_masks", "law_posterior",
+           "sample_losses"]
+
+#: Laws a posterior can be built for, by name.
+LAW_NAMES: dict[str, PowerLawSum] = {"compute": COMPUTE_LAW, "chinchilla": CHINCHILLA}
+#: Summary quantiles: q10–q90 is the 80 % interval, q02.5–q97.5 the 95 % one.
+QUANTILES: dict[str, float] = {"q02.5": 0.025, "q10": 0.10, "q50": 0.50, "q90": 0.90,
+                               "q97.5": 0.975}
+_OK = (str(FitStatus.CONVERGED), str(FitStatus.BOUND_HIT))
+
+
+def _quantiles(values: np.ndarray) -> dict[str, float | None]:
+    if values.size == 0:
+        return dict.fromkeys(QUANTILES)
+    q = np.quantile(values, list(QUANTILES.values()))
+    return {k: float(v) for k, v in zip(QUANTILES, q, strict=True)}
+
+
+@dataclass(frozen=True, eq=False)
+class LawPosterior:
+    """Distribution of one law's fit over S posterior samples of the unobserved losses.
+
+    Attributes:
+        law: ``"compute"`` or ``"chinchilla"``.
+        targets: Target computes, FLOPs.
+        predicted_loss: Loss at each target, nats, ``(n_ok, n_targets)`` (Chinchilla: along
+            its compute-optimal path), one row per successful sample (n_ok = S − n_failed).
+        params: Natural parameter name → ``(n_ok,)`` values (``E`` nats; ``A`` nats·FLOPs^α
+            (compute law) or nats·parameters^α; ``B`` nats·tokens^β; exponents unitless).
+        N_opt, D_opt: Compute-optimal parameters and tokens, ``(n_ok, n_targets)``;
+            Chinchilla only (None for the compute law, which has no allocation).
+        status: Per drawn sample ``(S,)``: ``"converged"``, ``"bound hit"`` (successful),
+            ``"max iterations"`` or ``"failed"``. messages: the fit's message or the reason.
+        sample_index: Drawn sample of each successful row, ``(n_ok,)``.
+        n_samples: Samples drawn (S). n_failed: Samples without a usable fit.
+        seconds: Wall-clock seconds: sampling (shared by the laws of a call, counted in
+            each) plus this law's fits; ``timings`` splits it into ``sample`` (surrogate fit
+            and draws), ``starts`` (point fit), ``fit`` (batched fit), ``derive``.
+        starts: Internal start parameters given to every sample, ``(k, p)``.
+        point: The fit on the posterior-mean table, or None if it failed (then all failed).
+        message: Why every sample failed ('' otherwise).
+    """
+
+    law: str
+    targets: tuple[float, ...]
+    predicted_loss: np.ndarray
+    params: Mapping[str, np.ndarray]
+    N_opt: np.ndarray | None
+    D_opt: np.ndarray | None
+    status: tuple[str, ...]
+    messages: tuple[str, ...]
+    sample_index: np.ndarray
+    n_samples: int
+    n_failed: int
+    seconds: float
+    timings: Mapping[str, float] = field(default_factory=dict)
+    starts: np.ndarray = field(default_factory=lambda: np.empty((0, 0)), repr=False)
+    point: FitResult | None = field(default=None, repr=False)
+    message: str = ""
+
+    @property
+    def ok(self) -> np.ndarray:
+        """Mask of the successful samples among those drawn, ``(n_samples,)``."""
+        return np.array([st in _OK for st in self.status], dtype=bool)
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready quantiles (keys of :data:`QUANTILES`) over the successful samples.
+
+        ``{"predicted_loss": {"1e+25": {"q02.5": …, …}, …}, "params": {name: {…}},
+        "N_opt": {…} or None, "D_opt": …, "samples": S, "n_failed": k, "seconds": t}``;
+        if no sample succeeded every quantile is None and ``"message"`` says why.
+        """
+        keys = [f"{C:.0e}" for C in self.targets]
+
+        def by_target(a: np.ndarray | None) -> dict[str, Any] | None:
+            if a is None:
+                return None
+            return {k: _quantiles(a[:, j]) for j, k in enumerate(keys)}
+
+        out: dict[str, Any] = {
+            "predicted_loss": by_target(self.predicted_loss),
+            "params": {name: _quantiles(v) for name, v in self.params.items()},
+            "N_opt": by_target(self.N_opt),
+            "D_opt": by_target(self.D_opt),
+            "samples": int(self.n_samples),
+            "n_failed": int(self.n_failed),
+            "seconds": float(self.seconds),
+        }
+        if self.n_failed >= self.n_samples:
+            out["message"] = self.message or "no sample fit succeeded: " + "; ".join(
+                sorted(set(self.messages)))[:500]
+        return out
+
+
+def _sample_joint(model: Any, X: np.ndarray, n: int, rng: np.random.Generator,
+                  include_noise: bool) -> np.ndarray:
+    """Joint samples ``(n, m)`` in standardized units (``include_noise`` passed if accepted)."""
+    if not hasattr(model, "sample_joint"):
+        raise SearchError("A law posterior needs a surrogate with sample_joint(X, n, rng) "
+                          "(joint posterior samples); this one has none.")
+    params = inspect.signature(model.sample_joint).parameters
+    kw = {"include_noise": include_noise} if "include_noise" in params else {}
+    s = np.asarray(model.sample_joint(X, n, rng, **kw), dtype=np.float64)
+    if s.shape != (n, X.shape[0]):
+        raise SearchError(f"sample_joint returned shape {s.shape}, expected ({n}, {X.shape[0]}).")
+    return s
+
+
+def _draw(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
+          cap: float | None, n_samples: int, include_noise: bool, gen: np.random.Generator
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows in scope ``(m,)``, posterior-mean losses ``(m,)`` and samples ``(S, m)``, nats."""
+    if n_samples < 1:
+        raise SearchError(f"n_samples must be >= 1, got {n_samples}.")
+    idx, y = _check_obs(grid, observed_idx, y_obs)
+    observed = np.isin(np.arange(grid.n_configs), idx)
+    rows = np.flatnonzero(_scope_mask(grid, observed, scope, cap))  # no held-out row
+    loss = np.zeros(grid.n_configs)
+    loss[idx] = y
+    mean = loss[rows]
+    draws = np.tile(mean, (n_samples, 1))
+    todo = np.flatnonzero(~observed[rows])  # positions in rows
+    if todo.size:
+        mu = float(y.mean())
+        sd = float(y.std()) or 1.0  # as fantasize: 1 for a single or constant observation
+        X = grid.encode()
+        model = copy.deepcopy(surrogate)  # the caller's surrogate is left as it was
+        model.fit(X[idx], (y - mu) / sd)
+        m, _ = model.predict(X[rows[todo]])
+        mean[todo] = np.asarray(m, dtype=np.float64) * sd + mu
+        draws[:, todo] = _sample_joint(model, X[rows[todo]], n_samples, gen,
+                                       include_noise) * sd + mu
+    _require_finite(mean)
+    if not np.all(np.isfinite(draws)):
+        raise SearchError("The surrogate's posterior samples are not finite; check its fit "
+                          "(it was given standardized, finite losses).")
+    return rows, mean, draws
+
+
+def sample_losses(
+    grid: Grid,
+    observed_idx: np.ndarray,
+    y_obs: np.ndarray,
+    surrogate: Any,
+    *,
+    scope: Literal["window", "grid"] = "window",
+    cap: float | None = None,
+    n_samples: int = 64,
+    include_noise: bool = True,
+    rng: np.random.Generator | int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Joint posterior samples of the losses of every configuration in scope.
+
+    The surrogate (copied, not modified) is fitted on standardized observed losses as in
+    :func:`~scalebo.search.fantasize.fantasize`; the unobserved rows in scope are sampled
+    jointly with ``sample_joint`` and mapped back to nats; observed rows keep their observed
+    losses in every sample. A surrogate whose ``sample_joint`` has no ``include_noise``
+    parameter is sampled as it is.
+
+    Args:
+        grid: The grid. observed_idx: Observed grid rows ``(n_obs,)``, distinct.
+        y_obs: Their losses, nats, ``(n_obs,)``.
+        surrogate: ``fit``/``predict``/``sample_joint(X, n, rng[, include_noise=])``.
+        scope, cap: ``"window"`` (cost ≤ ``cap`` FLOPs, default the costliest observed
+            cell) or ``"grid"``; held-out cells are never included.
+        n_samples: S. rng: Seed or generator of the samples.
+        include_noise: Samples of a recorded loss (latent + observation noise), else latent.
+
+    Returns:
+        ``rows`` — grid rows in scope, increasing, ``(m,)``; ``losses`` — nats, ``(S, m)``.
+        Raises SearchError on bad observations or scope, or non-finite samples.
+    """
+    rows, _, draws = _draw(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
+                           include_noise, np.random.default_rng(rng))
+    return rows, draws
+
+
+def envelope_masks(cost: np.ndarray, losses: np.ndarray) -> np.ndarray:
+    """Pareto envelope of ``(cost, losses[s])`` for every sample at once, mask ``(S, m)``.
+
+    Row ``s`` equals :func:`scalebo.frontier.pareto_envelope` ``(cost, losses[s])``: a row is
+    kept iff its loss is below the minimum of every cheaper cost level and it is the first
+    (lowest position) lowest loss of its own cost level. ``cost`` in FLOPs ``(m,)``, losses
+    in nats ``(S, m)``, finite.
+    """
+    cost = np.asarray(cost, dtype=np.float64)
+    L = np.atleast_2d(np.asarray(losses, dtype=np.float64))
+    m = cost.size
+    if m == 0:
+        return np.zeros(L.shape, dtype=bool)
+    order = np.argsort(cost, kind="stable")  # within a cost level: by position
+    c, L = cost[order], L[:, order]
+    new = np.r_[True, c[1:] != c[:-1]]
+    level, first_pos = np.cumsum(new) - 1, np.flatnonzero(new)
+    lmin = np.minimum.reduceat(L, first_pos, axis=1)  # (S, n_levels)
+    below = np.full_like(lmin, np.inf)
+    below[:, 1:] = np.minimum.accumulate(lmin, axis=1)[:, :-1]
+    pos = np.arange(m)
+    first = np.minimum.reduceat(np.where(L == lmin[:, level], pos, m), first_pos, axis=1)
+    keep = (pos == first[:, level]) & (lmin < below)[:, level]
+    mask = np.empty_like(keep)
+    mask[:, order] = keep
+    return mask
+
+
+def _frontier(name: str, grid: Grid, rows: np.ndarray, losses: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Shared inputs ``X`` (n, k), targets ``(S, n)`` and 0/1 weights ``(S, n)`` or None."""
+    if name == "compute":
+        cost = grid.cost[rows]
+        masks = envelope_masks(cost, losses)
+        union = np.flatnonzero(masks.any(axis=0))
+        return cost[union][:, None], losses[:, union], masks[:, union].astype(np.float64)
+    cells = grid.cell_ids[rows]
+    order = np.argsort(cells, kind="stable")
+    first_pos = np.flatnonzero(np.r_[True, cells[order][1:] != cells[order][:-1]])
+    best = np.minimum.reduceat(losses[:, order], first_pos, axis=1)
+    rep = rows[order[first_pos]]  # one member of each cell: its N and D
+    X = np.column_stack([grid.configs["N"].to_numpy(np.float64)[rep],
+                         grid.configs["D"].to_numpy(np.float64)[rep]])
+    return X, best, None
+
+
+def _distinct_optima(fit: FitResult, k: int) -> np.ndarray:
+    """The ``k`` best converged optima that differ by > 1e-3 (absolute + relative)."""
+    cands = fit.converged_x if fit.converged_x.shape[0] else fit.x[None, :]
+    chosen = [cands[0]]
+    for x in cands[1:]:
+        if len(chosen) >= k:
+            break
+        c = np.asarray(chosen)
+        if not np.any(np.all(np.abs(x - c) <= 1e-3 * (1 + np.abs(c)), axis=1)):
+            chosen.append(x)
+    return np.array(chosen)
+
+
+def _derive(name: str, fit: FitResult, C: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Loss (nats) and, for Chinchilla, N*, D* at computes ``C``; FitError without a path."""
+    if name == "compute":
+        return fit.predict(C[:, None]), None, None
+    alloc = approach3(fit).at(C)
+    loss = compute_law_from_chinchilla(fit, C)
+    return loss, np.asarray(alloc["N_opt"], float), np.asarray(alloc["D_opt"], float)
+
+
+def _one_law(name: str, grid: Grid, rows: np.ndarray, mean: np.ndarray, draws: np.ndarray,
+             C: np.ndarray, n_starts: int, t_sample: float) -> LawPosterior:
+    law = LAW_NAMES[name]
+    S = draws.shape[0]
+    timings = {"sample": t_sample, "starts": 0.0, "fit": 0.0, "derive": 0.0}
+    t0 = time.perf_counter()
+    Xm, ym, wm = _frontier(name, grid, rows, mean[None, :])
+    keep = slice(None) if wm is None else wm[0] > 0
+    point, starts, message = None, np.empty((0, law.n_params)), ""
+    try:
+        point = fit_law(law, Xm[keep], ym[0, keep])
+        starts = _distinct_optima(point, n_starts)
+    except FitError as exc:
+        message = f"no point fit on the posterior-mean table to start from: {exc}"
+    timings["starts"] = time.perf_counter() - t0
+
+    status, messages = ["failed"] * S, [message] * S
+    good: list[tuple] = []  # (sample, loss, N*, D*, params) of the successful samples
+    if point is not None:
+        t0 = time.perf_counter()
+        X, Y, W = _frontier(name, grid, rows, draws)
+        batch = fit_batch(law, X, Y, starts, sample_weight=W)
+        timings["fit"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for s, fit in enumerate(batch.results):  # status stays "failed" unless successful
+            if fit is None or not fit.success:
+                status[s], messages[s] = ((str(fit.status), fit.message) if fit is not None
+                                          else ("failed", batch.errors[s]))
+                continue
+            try:
+                out = _derive(name, fit, C)
+            except FitError as exc:
+                messages[s] = f"{fit.message}; no compute-optimal path: {exc}"
+                continue
+            if not all(np.all(np.isfinite(a)) for a in out if a is not None):
+                messages[s] = f"{fit.message}; non-finite prediction"
+                continue
+            status[s], messages[s] = str(fit.status), fit.message
+            good.append((s, *out, fit.params))
+        timings["derive"] = time.perf_counter() - t0
+
+    def stack(j: int) -> np.ndarray:
+        return np.array([g[j] for g in good], dtype=np.float64).reshape(len(good), C.size)
+
+    return LawPosterior(
+        law=name, targets=tuple(float(c) for c in C), predicted_loss=stack(1),
+        params={k: np.array([g[4][k] for g in good], dtype=np.float64)
+                for k in law.natural_names},
+        N_opt=None if name == "compute" else stack(2),
+        D_opt=None if name == "compute" else stack(3),
+        status=tuple(status), messages=tuple(messages),
+        sample_index=np.array([g[0] for g in good], dtype=np.int64), n_samples=S,
+        n_failed=S - len(good), seconds=float(sum(timings.values())), timings=timings,
+        starts=starts, point=point, message=message,
+    )
+
+
+def law_posterior(
+    grid: Grid,
+    observed_idx: np.ndarray,
+    y_obs: np.ndarray,
+    surrogate: Any,
+    *,
+    laws: Sequence[str] = ("compute", "chinchilla"),
+    scope: Literal["window", "grid"] = "window",
+    cap: float | None = None,
+    n_samples: int = 64,
+    targets: Sequence[float] = (1e25, 1e27, 1e29),
+    include_noise: bool = True,
+    n_starts: int = 8,
+    rng: np.random.Generator | int | None = None,
+) -> dict[str, LawPosterior]:
+    """Posterior of each law in ``laws`` given the observations (see the module docstring).
+
+    Args:
+        grid, observed_idx, y_obs, surrogate, scope, cap, include_noise: As for
+            :func:`sample_losses` (the surrogate is copied, not modified).
+        laws: Names among ``"compute"``, ``"chinchilla"``.
+        n_samples: Posterior samples S (one law fit each).
+        targets: Computes at which the loss (and N*, D*) are derived, FLOPs.
+        n_starts: Starts per sample: the best distinct optima of the point fit.
+        rng: Seed or generator of the samples; the same seed gives the same result.
+
+    Returns:
+        ``{law name: LawPosterior}``. Raises SearchError (bad observations, scope or
+        samples) or ValueError (unknown law, non-positive target, ``n_starts < 1``).
+    """
+    unknown = [name for name in laws if name not in LAW_NAMES]
+    if unknown:
+        raise ValueError(f"unknown law(s) {unknown}; expected names among {list(LAW_NAMES)}")
+    C = np.asarray(targets, dtype=np.float64).ravel()
+    if C.size == 0 or not np.all(np.isfinite(C) & (C > 0)):
+        raise ValueError(f"targets must be positive, finite FLOPs; got {list(targets)}")
+    if n_starts < 1:
+        raise ValueError(f"n_starts must be >= 1, got {n_starts}")
+    t0 = time.perf_counter()
+    rows, mean, draws = _draw(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
+                              include_noise, np.random.default_rng(rng))
+    t_sample = time.perf_counter() - t0
+    return {name: _one_law(name, grid, rows, mean, draws, C, n_starts, t_sample)
+            for name in dict.fromkeys(laws)}

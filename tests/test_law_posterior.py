@@ -1,0 +1,338 @@
+"""Law posterior: samples of the unobserved losses → per-sample frontiers → batched fits."""
+
+import json
+
+import numpy as np
+import pytest
+
+import scalebo.search.law_posterior as lp
+from scalebo.allocation import approach3, compute_law_from_chinchilla
+from scalebo.bench.synthetic import SyntheticLaw, make_synthetic
+from scalebo.errors import FitError, SearchError
+from scalebo.fit import fit_law
+from scalebo.frontier import best_per_cell, pareto_envelope
+from scalebo.laws import CHINCHILLA, COMPUTE_LAW
+from scalebo.search.fantasize import fantasize
+from scalebo.search.grid import Grid
+from scalebo.search.law_posterior import (
+    QUANTILES,
+    envelope_masks,
+    law_posterior,
+    sample_losses,
+)
+from scalebo.search.surrogates import GPSurrogate
+
+TRUE_COMPUTE = {"E": 1.7, "A": 300.0, "alpha": 0.15}
+TARGETS = (1e25, 1e27, 1e29)
+
+
+def compute_law_grid() -> tuple[Grid, np.ndarray]:
+    """Cells whose best loss is exactly ``E + A·C^−α`` (lr penalty 0 at lr = 1e-3)."""
+    grid = Grid.from_axes({"N": [1e7, 2e7, 4e7, 8e7, 1.6e8], "D": [1e9, 2e9, 4e9, 8e9],
+                           "lr": [3e-4, 1e-3, 3e-3]}, n_held_out_cells=2)
+    C = grid.cost
+    lr = grid.configs["lr"].to_numpy()
+    loss = (TRUE_COMPUTE["E"] + TRUE_COMPUTE["A"] * C ** -TRUE_COMPUTE["alpha"]
+            + 0.02 * np.log(lr / 1e-3) ** 2)
+    return grid, loss
+
+
+def chinchilla_grid(noise: float = 0.0) -> tuple[Grid, np.ndarray, SyntheticLaw]:
+    law = SyntheticLaw(noise=noise)
+    frame = make_synthetic(law, N=5e7 * 2.0 ** np.arange(4), D=1e9 * 2.0 ** np.arange(4),
+                           lr=1.25e-4 * 2.0 ** np.arange(0, 8, 2), bs=np.array([128.0, 512.0]))
+    grid = Grid.from_frame(frame[["N", "D", "lr", "bs"]], axes=("lr", "bs"))
+    return grid, frame["loss"].to_numpy(), law
+
+
+class KnownDraws:
+    """Surrogate whose ``sample_joint`` returns given draws (standardized units)."""
+
+    def __init__(self, draws):
+        self.draws = np.asarray(draws, dtype=np.float64)
+        self.fitted = 0
+
+    def fit(self, X, y):
+        self.fitted += 1
+        return self
+
+    def predict(self, X):
+        assert X.shape[0] == self.draws.shape[1]
+        return self.draws.mean(axis=0), self.draws.std(axis=0)
+
+    def sample_joint(self, X, n_samples, rng):
+        assert (n_samples, X.shape[0]) == self.draws.shape
+        return self.draws.copy()
+
+
+def _acquirable(grid):
+    return np.flatnonzero(~grid.held_out)
+
+
+# ------------------------------------------------------------------ frontier
+def test_envelope_masks_equal_pareto_envelope_row_by_row():
+    rng = np.random.default_rng(0)
+    cost = rng.integers(1, 8, 40).astype(float)  # repeated cost levels
+    losses = rng.integers(0, 6, (50, 40)).astype(float)  # exact ties in loss
+    masks = envelope_masks(cost, losses)
+    for s in range(50):
+        np.testing.assert_array_equal(masks[s], pareto_envelope(cost, losses[s]))
+    assert envelope_masks(np.empty(0), np.empty((3, 0))).shape == (3, 0)
+
+
+# ------------------------------------------------------------------ collapse
+def test_fully_observed_compute_grid_collapses_to_the_true_law():
+    grid, loss = compute_law_grid()
+    idx = _acquirable(grid)
+    post = law_posterior(grid, idx, loss[idx], GPSurrogate(rng=0), laws=("compute",),
+                         n_samples=16, rng=0)["compute"]
+    assert post.n_failed == 0 and post.predicted_loss.shape == (16, 3)
+    truth = TRUE_COMPUTE["E"] + TRUE_COMPUTE["A"] * np.array(TARGETS) ** -TRUE_COMPUTE["alpha"]
+    width = post.predicted_loss.max(axis=0) - post.predicted_loss.min(axis=0)
+    np.testing.assert_allclose(width, 0.0, atol=1e-12)
+    np.testing.assert_allclose(post.predicted_loss[0], post.point.predict(
+        np.array(TARGETS)[:, None]), rtol=1e-10)
+    np.testing.assert_allclose(post.predicted_loss[0], truth, rtol=1e-4)
+    for name, value in TRUE_COMPUTE.items():
+        np.testing.assert_allclose(post.params[name], value, rtol=1e-3)
+    summ = post.summary()["predicted_loss"]["1e+25"]
+    assert summ["q02.5"] == pytest.approx(summ["q97.5"], abs=1e-12)
+
+
+def test_fully_observed_chinchilla_grid_collapses_to_the_true_law():
+    grid, loss, truth = chinchilla_grid()
+    idx = _acquirable(grid)
+    post = law_posterior(grid, idx, loss[idx], GPSurrogate(rng=0), laws=("chinchilla",),
+                         n_samples=8, rng=0)["chinchilla"]
+    assert post.n_failed == 0
+    for a in (post.predicted_loss, post.N_opt, post.D_opt, *post.params.values()):
+        np.testing.assert_allclose(np.ptp(a, axis=0), 0.0, atol=1e-9 * np.abs(a).max())
+    for name in ("E", "alpha", "beta"):
+        np.testing.assert_allclose(post.params[name], getattr(truth, name), rtol=1e-3)
+    ref = fit_law(CHINCHILLA, *_cell_table(grid, loss, idx))
+    np.testing.assert_allclose(post.predicted_loss[0],
+                               compute_law_from_chinchilla(ref, np.array(TARGETS)), rtol=1e-6)
+    alloc = approach3(ref).at(np.array(TARGETS))
+    np.testing.assert_allclose(post.N_opt[0], alloc["N_opt"], rtol=1e-5)
+    np.testing.assert_allclose(post.D_opt[0], alloc["D_opt"], rtol=1e-5)
+
+
+def _cell_table(grid, loss, rows):
+    frame = grid.configs.iloc[rows].assign(loss=loss[rows])
+    best = best_per_cell(frame)
+    return best[["N", "D"]].to_numpy(float), best["loss"].to_numpy(float)
+
+
+# ------------------------------------------------------------------ known draws
+@pytest.fixture
+def known():
+    """Chinchilla-like grid, 6 observed configurations, 12 known draws of the others."""
+    grid, loss, _ = chinchilla_grid(noise=0.0)
+    rng = np.random.default_rng(5)
+    acq = _acquirable(grid)
+    idx = np.sort(rng.choice(acq, 6, replace=False))
+    y = loss[idx]
+    todo = np.setdiff1d(acq, idx)
+    mu, sd = y.mean(), y.std()
+    true = loss[todo] + rng.normal(0, 0.03, (12, todo.size))
+    return grid, idx, y, todo, KnownDraws((true - mu) / sd), true
+
+
+def test_sample_losses_fixes_observed_rows_and_maps_draws_back(known):
+    grid, idx, y, todo, stub, true = known
+    rows, losses = sample_losses(grid, idx, y, stub, scope="grid", n_samples=12)
+    np.testing.assert_array_equal(rows, _acquirable(grid))
+    pos = {r: i for i, r in enumerate(rows)}
+    np.testing.assert_array_equal(losses[:, [pos[i] for i in idx]], np.tile(y, (12, 1)))
+    np.testing.assert_allclose(losses[:, [pos[i] for i in todo]], true, rtol=1e-12)
+    assert stub.fitted == 0  # the caller's surrogate is copied, not fitted
+
+
+def test_observed_held_out_rows_stay_out_of_scope(known):
+    grid, idx, y, todo, stub, true = known
+    held = np.flatnonzero(grid.held_out)[:1]
+    idx2, y2 = np.concatenate([idx, held]), np.concatenate([y, [9.0]])
+    mu, sd = y2.mean(), y2.std()
+    rows, losses = sample_losses(grid, idx2, y2, KnownDraws((true - mu) / sd), scope="grid",
+                                 n_samples=12)
+    np.testing.assert_array_equal(rows, _acquirable(grid))
+    np.testing.assert_array_equal(losses[:, np.searchsorted(rows, idx)], np.tile(y, (12, 1)))
+    np.testing.assert_allclose(losses[:, np.searchsorted(rows, todo)], true, rtol=1e-12)
+
+
+def test_each_sample_equals_fitting_its_drawn_table_with_fit_law(known):
+    grid, idx, y, todo, stub, true = known
+    out = law_posterior(grid, idx, y, stub, scope="grid", n_samples=12, rng=0)
+    rows = _acquirable(grid)
+    tables = np.empty((12, grid.n_configs))
+    tables[:, idx], tables[:, todo] = y, true
+    mean_table = fantasize(grid, idx, y, stub, scope="grid")  # the ordinary fantasized table
+    C = np.array(TARGETS)
+    for name in ("compute", "chinchilla"):
+        post = out[name]
+        assert post.n_failed == 0 and post.sample_index.tolist() == list(range(12))
+        law = COMPUTE_LAW if name == "compute" else CHINCHILLA
+        Xm, ym = _frontier_of(name, grid, mean_table.grid_index.to_numpy(),
+                              mean_table.loss.to_numpy())
+        np.testing.assert_allclose(post.starts[0], fit_law(law, Xm, ym).x, rtol=1e-6)
+        for s in range(12):
+            X, yy = _frontier_of(name, grid, rows, tables[s, rows])
+            fit = fit_law(law, X, yy, starts=post.starts)
+            pred = (fit.predict(C[:, None]) if name == "compute"
+                    else compute_law_from_chinchilla(fit, C))
+            np.testing.assert_allclose(post.predicted_loss[s], pred, rtol=1e-6)
+            for k, v in fit.params.items():
+                np.testing.assert_allclose(post.params[k][s], v, rtol=1e-5)
+            assert post.status[s] == str(fit.status)
+
+
+def _frontier_of(name, grid, rows, values):
+    """Frontier of a table built with the DataFrame functions of scalebo.frontier."""
+    if name == "compute":
+        C = grid.cost[rows]
+        keep = pareto_envelope(C, values)
+        return C[keep][:, None], values[keep]
+    frame = grid.configs.iloc[rows].assign(loss=values)
+    best = best_per_cell(frame)
+    return best[["N", "D"]].to_numpy(float), best["loss"].to_numpy(float)
+
+
+# ------------------------------------------------------------------ summary
+def test_summary_keys_and_quantiles(known):
+    grid, idx, y, _, stub, _ = known
+    out = law_posterior(grid, idx, y, stub, scope="grid", n_samples=12, rng=0)
+    for name, post in out.items():
+        summ = post.summary()
+        json.dumps(summ, allow_nan=False)
+        assert set(summ) == {"predicted_loss", "params", "N_opt", "D_opt", "samples",
+                             "n_failed", "seconds"}
+        assert list(summ["predicted_loss"]) == ["1e+25", "1e+27", "1e+29"]
+        q = summ["predicted_loss"]["1e+27"]
+        assert list(q) == ["q02.5", "q10", "q50", "q90", "q97.5"] == list(QUANTILES)
+        assert q == pytest.approx(dict(zip(QUANTILES, np.quantile(
+            post.predicted_loss[:, 1], [0.025, 0.1, 0.5, 0.9, 0.975]), strict=True)))
+        assert q["q02.5"] <= q["q10"] <= q["q50"] <= q["q90"] <= q["q97.5"]
+        assert summ["samples"] == 12 and summ["n_failed"] == 0 and summ["seconds"] > 0
+        assert set(summ["params"]) == set((COMPUTE_LAW if name == "compute"
+                                           else CHINCHILLA).natural_names)
+        if name == "compute":
+            assert summ["N_opt"] is None and summ["D_opt"] is None and post.N_opt is None
+        else:
+            assert list(summ["N_opt"]) == ["1e+25", "1e+27", "1e+29"]
+            assert summ["D_opt"]["1e+25"]["q50"] > summ["N_opt"]["1e+25"]["q50"]
+
+
+# ------------------------------------------------------------------ seeds, noise
+def test_same_seed_same_result_and_the_surrogate_is_not_modified():
+    grid, loss, _ = chinchilla_grid(noise=0.005)
+    idx = np.sort(np.random.default_rng(1).choice(_acquirable(grid), 20, replace=False))
+    sur = GPSurrogate(rng=0)
+    a = law_posterior(grid, idx, loss[idx], sur, n_samples=8, rng=3)
+    b = law_posterior(grid, idx, loss[idx], sur, n_samples=8, rng=3)
+    c = law_posterior(grid, idx, loss[idx], sur, n_samples=8, rng=4)
+    assert not hasattr(sur, "gp_")
+    for name in a:
+        np.testing.assert_array_equal(a[name].predicted_loss, b[name].predicted_loss)
+        assert a[name].status == b[name].status
+        for k in a[name].params:
+            np.testing.assert_array_equal(a[name].params[k], b[name].params[k])
+    assert not np.array_equal(a["compute"].predicted_loss, c["compute"].predicted_loss)
+
+
+def test_include_noise_adds_the_gp_noise_variance():
+    grid, loss, _ = chinchilla_grid(noise=0.01)
+    acq = _acquirable(grid)
+    idx = acq[::2]
+    y = loss[idx]
+    kw = dict(scope="grid", n_samples=6000, rng=0)
+    rows, latent = sample_losses(grid, idx, y, GPSurrogate(rng=0), include_noise=False, **kw)
+    _, noisy = sample_losses(grid, idx, y, GPSurrogate(rng=0), **kw)
+    fitted = GPSurrogate(rng=0).fit(grid.encode()[idx], (y - y.mean()) / y.std())
+    todo = np.flatnonzero(~np.isin(rows, idx))
+    X = grid.encode()[rows[todo]]
+    for s, noise in ((latent, False), (noisy, True)):
+        var = np.diag(fitted.gp_.posterior_cov(X, include_noise=noise)) * y.std() ** 2
+        np.testing.assert_allclose(s[:, todo].var(axis=0), var, rtol=0.1)
+    assert noisy[:, todo].var(axis=0).mean() > latent[:, todo].var(axis=0).mean()
+
+
+# ------------------------------------------------------------------ failures
+def test_samples_with_too_few_envelope_points_are_counted_not_nan():
+    grid, loss = compute_law_grid()
+    acq = _acquirable(grid)
+    idx, y = acq[:1], np.array([2.0])  # one cheap observation, loss 2 nats
+    todo = acq[1:]
+    good = 1.0 + (grid.cost[todo] / grid.cost[idx[0]]) ** -0.3  # falls with compute
+    draws = np.tile(good, (6, 1))
+    draws[[1, 4]] = 3.0  # nothing beats the observation: a 1-point envelope
+    post = law_posterior(grid, idx, y, KnownDraws(draws - 2.0), laws=("compute",),
+                         scope="grid", n_samples=6)["compute"]
+    assert post.n_failed == 2 and post.ok.tolist() == [True, False, True, True, False, True]
+    assert post.status[1] == "failed" and "observations" in post.messages[1]
+    assert post.sample_index.tolist() == [0, 2, 3, 5] and post.predicted_loss.shape == (4, 3)
+    assert np.all(np.isfinite(post.predicted_loss))
+    json.dumps(post.summary(), allow_nan=False)
+
+
+def test_all_failed_gives_none_values_with_a_message():
+    grid, loss = compute_law_grid()
+    acq = _acquirable(grid)
+    draws = np.full((4, acq.size - 1), 1.0)  # every unobserved loss above the observation
+    post = law_posterior(grid, acq[:1], [2.0], KnownDraws(draws), scope="grid", n_samples=4,
+                         laws=("compute",))["compute"]
+    summ = post.summary()
+    json.dumps(summ, allow_nan=False)
+    assert post.n_failed == 4 and post.point is None and summ["n_failed"] == 4
+    assert summ["predicted_loss"]["1e+25"] == dict.fromkeys(QUANTILES)
+    assert summ["params"]["E"] == dict.fromkeys(QUANTILES)
+    assert "point fit" in summ["message"]
+
+
+def test_no_compute_optimal_path_is_a_counted_failure(known, monkeypatch):
+    grid, idx, y, _, stub, _ = known
+    ref = law_posterior(grid, idx, y, stub, scope="grid", n_samples=12, rng=0,
+                        laws=("chinchilla",))["chinchilla"]
+    flat = ref.point.law.from_natural({**ref.point.params, "beta": 0.0})
+    with pytest.raises(FitError, match="positive exponents"):  # an exponent at its bound 0
+        lp._derive("chinchilla", lp.FitResult(**{**ref.point.__dict__, "x": flat}),
+                   np.array(TARGETS))
+    calls = []
+    real = lp._derive
+
+    def derive(name, fit, C):
+        calls.append(1)
+        if len(calls) in (2, 7):
+            raise FitError("approach 3 needs positive exponents, got alpha=0.3, beta=0.0")
+        return real(name, fit, C)
+
+    monkeypatch.setattr(lp, "_derive", derive)
+    post = law_posterior(grid, idx, y, stub, scope="grid", n_samples=12, rng=0,
+                         laws=("chinchilla",))["chinchilla"]
+    assert post.n_failed == 2 and post.status[1] == post.status[6] == "failed"
+    assert "no compute-optimal path" in post.messages[1]
+    assert post.N_opt.shape == (10, 3) and 1 not in post.sample_index.tolist()
+
+
+def test_bad_requests_raise(known):
+    grid, idx, y, _, stub, _ = known
+    with pytest.raises(ValueError, match="unknown law"):
+        law_posterior(grid, idx, y, stub, laws=("nope",))
+    with pytest.raises(ValueError, match="targets"):
+        law_posterior(grid, idx, y, stub, targets=(0.0,))
+    with pytest.raises(SearchError, match="n_samples"):
+        sample_losses(grid, idx, y, stub, n_samples=0)
+
+    class NoJoint:
+        def fit(self, X, y):
+            return self
+
+        def predict(self, X):
+            return np.zeros(len(X)), np.ones(len(X))
+
+    with pytest.raises(SearchError, match="sample_joint"):
+        sample_losses(grid, idx, y, NoJoint(), scope="grid")
+    bad = KnownDraws(np.where(np.arange(stub.draws.shape[1]) == 3, np.inf, stub.draws))
+    bad.predict = lambda X: (np.zeros(len(X)), np.ones(len(X)))  # finite means
+    with pytest.raises(SearchError, match="not finite"):
+        sample_losses(grid, idx, y, bad, scope="grid", n_samples=12)
+
