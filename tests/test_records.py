@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
+import warnings
 
 import pytest
 
 from scalebo.bench import records as rec_mod
 from scalebo.bench.records import (
     ID_COLUMNS,
+    IGNORED_ATTR,
+    RECORD_SCHEMA_VERSION,
     Cell,
     DatasetSpec,
+    IgnoredRecord,
     MethodSpec,
+    RecordError,
+    RecordWarning,
     is_finished,
+    iter_records,
     load_records,
     make_record,
     read_record,
     record_path,
+    record_state,
+    scan_records,
     write_record,
 )
 
@@ -76,10 +86,112 @@ def test_failed_write_leaves_no_partial_record(tmp_path, monkeypatch):
 def test_torn_or_foreign_files_are_not_finished(tmp_path):
     p = tmp_path / "x.json"
     p.write_text('{"status": "o')
-    assert not is_finished(p)
+    assert not is_finished(p) and record_state(p)[0] == "corrupt"
+    assert record_state(tmp_path / "absent.json") == ("missing", "")
     (tmp_path / "y.json").write_text("{}")
     with pytest.raises(ValueError, match="not a scalebo.bench.record"):
         read_record(tmp_path / "y.json")
+
+
+def test_key_of_a_fixed_cell_is_pinned():
+    """A hard-coded key: any change of what the identity holds or how it is hashed fails here
+    (then bump RECORD_SCHEMA_VERSION on purpose and update the pin)."""
+    cell = Cell(DatasetSpec("toy", "toy", (("scale", 2.0),)),
+                MethodSpec("window", (("strategy", "window"),),
+                           (("kernel", "matern52"), ("strategy", "window"))),
+                seed=3, budget=0.05, version="0.1.0")
+    text = json.dumps(cell.identity(), sort_keys=True, separators=(",", ":"))
+    assert text == (
+        '{"budget":0.05,"dataset":{"name":"toy","options":{"scale":2.0},"source":"toy"},'
+        '"method":{"name":"window","params":{"strategy":"window"},'
+        '"settings":{"kernel":"matern52","strategy":"window"}},"scalebo_version":"0.1.0",'
+        '"schema_version":4,"seed":3}')
+    assert cell.key == hashlib.sha256(text.encode()).hexdigest()[:20] == "7505143c4debd9691be2"
+    assert RECORD_SCHEMA_VERSION == 4
+
+
+def test_key_holds_the_package_version_and_the_settings(monkeypatch):
+    import scalebo
+
+    base = Cell(CELL.dataset, MethodSpec("w", (("strategy", "window"),),
+                                         (("kappa", 2.0), ("strategy", "window"))), 0, 0.1)
+    assert base.version == scalebo.__version__
+    monkeypatch.setattr(scalebo, "__version__", "99.0.0")
+    bumped = Cell(base.dataset, base.method, 0, 0.1)
+    assert bumped.version == "99.0.0" and bumped.key != base.key
+    assert Cell(base.dataset, base.method, 0, 0.1, base.version).key == base.key
+    other = MethodSpec("w", base.method.params, (("kappa", 3.0), ("strategy", "window")))
+    assert Cell(base.dataset, other, 0, 0.1, base.version).key != base.key
+    assert make_record(bumped, "ok", {}, None, 1.0, 1)["scalebo_version"] == "99.0.0"
+
+
+def _ok_record(tmp_path, cell=CELL):
+    return write_record(tmp_path, make_record(cell, "ok", {"metrics": budget_metrics(0.05, -1.5)},
+                                              None, 1.0, 1, notes=["a note"]))
+
+
+def _edit(path, **changes):
+    rec = json.loads(path.read_text())
+    rec.update(changes)
+    path.write_text(json.dumps(rec))
+
+
+@pytest.mark.parametrize("damage, reason", [
+    (lambda p: p.write_text(p.read_text()[: len(p.read_text()) // 2]), "not valid JSON"),
+    (lambda p: p.write_text(""), "empty file"),
+    (lambda p: p.write_text("[1, 2]"), "a JSON list"),
+    (lambda p: _edit(p, schema="other.schema"), "schema: 'other.schema'"),
+    (lambda p: _edit(p, schema_version=3), "schema_version 3, this scalebo reads 4"),
+    (lambda p: _edit(p, status="done"), "unknown status 'done'"),
+    (lambda p: _edit(p, key="0" * 20), "is not the hash of its cell"),
+    (lambda p: p.rename(p.with_name("f" * 20 + ".json")), "file name does not match"),
+])
+def test_unusable_records_say_why(tmp_path, damage, reason):
+    path = _ok_record(tmp_path)
+    assert read_record(path)["notes"] == ["a note"]
+    damage(path)
+    path = next(tmp_path.glob("*.json"))
+    with pytest.raises(RecordError, match=reason) as info:
+        read_record(path)
+    assert info.value.path == str(path) and reason in info.value.reason
+    assert record_state(path) == ("corrupt", info.value.reason) and not is_finished(path)
+
+
+def test_load_and_iter_records_report_every_ignored_file(tmp_path):
+    good = _ok_record(tmp_path)
+    torn = tmp_path / ("a" * 20 + ".json")
+    torn.write_text(good.read_text()[:100])
+    (tmp_path / "foreign.json").write_text('{"schema": "other"}')
+    stale = _ok_record(tmp_path, Cell(CELL.dataset, CELL.method, 9, 0.05))
+    _edit(stale, schema_version=RECORD_SCHEMA_VERSION - 1)
+    (tmp_path / "sweep_x.json").write_text("{}")  # a manifest: neither loaded nor reported
+    records, ignored = scan_records(tmp_path)
+    assert [r["key"] for r in records] == [CELL.key]
+    assert {i.path for i in ignored} == {str(p) for p in (torn, stale, tmp_path / "foreign.json")}
+    assert all(isinstance(i, IgnoredRecord) and i.reason for i in ignored)
+    with pytest.warns(RecordWarning) as caught:
+        df = load_records(tmp_path)
+    assert len(caught) == 1
+    msg = str(caught[0].message)
+    assert "ignored 3 record file(s)" in msg
+    for name, why in ((torn.name, "not valid JSON"), ("foreign.json", "schema: 'other'"),
+                      (stale.name, f"schema_version {RECORD_SCHEMA_VERSION - 1}")):
+        assert any(name in line and why in line for line in msg.splitlines()), (name, msg)
+    assert set(df["key"]) == {CELL.key} and len(df.attrs[IGNORED_ATTR]) == 3
+    with pytest.warns(RecordWarning, match="ignored 3 record file"):
+        assert [r["key"] for r in iter_records(tmp_path)] == [CELL.key]
+
+
+def test_several_records_of_one_label_warn(tmp_path):
+    _ok_record(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one record per label: no warning at all
+        load_records(tmp_path)
+    _ok_record(tmp_path, Cell(CELL.dataset, CELL.method, CELL.seed, CELL.budget, "0.0.1"))
+    with pytest.warns(RecordWarning, match=r"1 cell label\(s\) have several records") as w:
+        df = load_records(tmp_path)
+    assert "toy/window/seed=3/budget=0.05: 2 records (scalebo 0.0.1, " in str(w[0].message)
+    assert df["key"].nunique() == 2
 
 
 def test_load_records_tidy_layout(tmp_path):
@@ -106,8 +218,18 @@ def test_load_records_tidy_layout(tmp_path):
     assert math.isnan(value("observed", "chinchilla.heldout_mse"))
     assert value("run", "envelope_recovery_pct") == 50.0 and value("run", "n_runs") == 40
     assert (df["seed"] == 3).all() and (df["budget"] == 0.05).all()
+    assert df.attrs[IGNORED_ATTR] == ()
     with_err = load_records(tmp_path, include_errors=True)
     err = with_err[with_err["status"] == "error"]
     assert len(err) == 1 and err["error"].iloc[0] == "ValueError: bad"
     (tmp_path / "empty").mkdir()
     assert load_records(tmp_path / "empty").empty
+
+
+def test_param_columns_are_the_resolved_settings(tmp_path):
+    method = MethodSpec("w", (("strategy", "window"),),
+                        (("clip_iqr", None), ("kernel", "rbf"), ("strategy", "window")))
+    _ok_record(tmp_path, Cell(CELL.dataset, method, 0, 0.05))
+    df = load_records(tmp_path)
+    assert {"param.clip_iqr", "param.kernel", "param.strategy"} <= set(df.columns)
+    assert set(df["param.kernel"]) == {"rbf"} and df["param.clip_iqr"].isna().all()

@@ -7,9 +7,10 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from test_records import budget_metrics
 
-from scalebo.bench.records import Cell, load_records
+from scalebo.bench.records import IGNORED_ATTR, Cell, RecordWarning, load_records
 from scalebo.bench.report import comparison_groups, summarize, write_report
 from scalebo.bench.sweep import SweepConfig, run_sweep
 
@@ -64,6 +65,29 @@ def test_report_tables_and_figures(tmp_path):
     assert (tmp_path / "out" / "figures" / "recovery_toy.png").stat().st_size > 10_000
     assert "figures/recovery_toy.png" in md
     assert not list((tmp_path / "out" / "figures").glob("compare_*"))
+
+
+def test_report_names_and_counts_ignored_records(tmp_path):
+    rec = _records(tmp_path)
+    clean = write_report(rec, tmp_path / "clean", figures=False).read_text()
+    assert "ignored" not in clean
+    victim = sorted(p for p in rec.glob("*.json") if not p.name.startswith("sweep_"))[0]
+    victim.write_text(victim.read_text()[:300])  # truncated record
+    (rec / "notes.json").write_text('{"comment": "not a record"}')
+    with pytest.warns(RecordWarning, match="ignored 2 record file") as caught:
+        md = write_report(rec, tmp_path / "out", figures=False).read_text()
+    assert victim.name in str(caught[0].message) and "notes.json" in str(caught[0].message)
+    assert "2 record file(s) were ignored as unusable" in md
+    assert f"`{victim.name}: not valid JSON" in md and "`notes.json: not a scalebo" in md
+    assert "17 cells" in md  # 18 - the truncated one
+    with pytest.warns(RecordWarning):
+        assert len(load_records(rec).attrs[IGNORED_ATTR]) == 2
+    for p in rec.glob("*.json"):
+        if not p.name.startswith("sweep_"):
+            p.write_text("{")
+    with pytest.warns(RecordWarning), pytest.raises(
+            ValueError, match=r"holds no scalebo record .*\(19 unusable record file"):
+        write_report(rec, tmp_path / "none")
 
 
 def test_comparison_figures_only_for_methods_that_differ(tmp_path):

@@ -6,15 +6,29 @@ tests are fast and independent of the replay implementation.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import subprocess
+import sys
 import textwrap
+import warnings
 from functools import partial
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from scalebo.bench.records import TIMING_FIELDS, Cell, is_finished, load_records, record_path
-from scalebo.bench.sweep import SweepConfig, make_tasks, run_sweep
+from scalebo.bench import replay as replay_mod
+from scalebo.bench.metrics import without_wall_times
+from scalebo.bench.records import (
+    TIMING_FIELDS,
+    Cell,
+    RecordWarning,
+    is_finished,
+    load_records,
+    record_path,
+)
+from scalebo.bench.sweep import SweepConfig, Task, execute_task, make_tasks, run_sweep
 
 CONFIG = {
     "name": "t",
@@ -53,7 +67,8 @@ def _contents(out: Path) -> dict[str, dict]:
     for p in sorted(out.glob("*.json")):
         rec = json.loads(p.read_text())
         if rec.get("schema") == "scalebo.bench.record":
-            recs[p.name] = {k: v for k, v in rec.items() if k not in TIMING_FIELDS}
+            recs[p.name] = without_wall_times(
+                {k: v for k, v in rec.items() if k not in TIMING_FIELDS})
     return recs
 
 
@@ -72,6 +87,18 @@ def test_config_parsing_and_cells(tmp_path):
     assert cfg.datasets[0].source == "steplaw"
     assert cfg.methods[0].as_kwargs() == {"strategy": "window", "surrogate": "gp",
                                           "kernel": "rbf"}
+    # Resolved settings: every MethodConfig field, defaults filled in.
+    expected = replay_mod.MethodConfig(strategy="window", surrogate="gp", kernel="rbf").to_dict()
+    assert cfg.methods[0].resolved_kwargs() == expected
+    assert cfg.cells()[0].identity()["method"]["settings"] == expected
+    unresolved = SweepConfig.from_yaml(path, resolver=None)
+    assert unresolved.methods[0].settings is None
+    assert unresolved.cells()[0].key != cfg.cells()[0].key
+    assert unresolved.resolved(lambda p: expected).cells()[0].key == cfg.cells()[0].key
+    with pytest.raises(ValueError, match="method 'm'.*kernal"):
+        SweepConfig.from_dict({**CONFIG, "methods": {"m": {"kernal": "rbf"}}})
+    with pytest.raises(ValueError, match="method 'm'.*acquisition must be one of"):
+        SweepConfig.from_dict({**CONFIG, "methods": {"m": {"acquisition": "ucb"}}})
     assert len(cfg.cells()) == 4
     with pytest.raises(ValueError, match="missing 'budgets'"):
         SweepConfig.from_dict({"seeds": 1, "datasets": ["a"], "methods": {"m": {}}})
@@ -89,11 +116,74 @@ def test_cell_key_is_stable_and_sensitive():
     assert len(keys) == 2 * 2 * 3 * 3
     other = SweepConfig.from_dict({**CONFIG, "method_defaults": {"acquisition": "pi"}})
     assert keys.isdisjoint({c.key for c in other.cells()})
-    # A hard-coded key guards against accidental changes of the hashed identity.
     first = cfg.cells()[0]
     assert (first.dataset.name, first.method.name, first.seed, first.budget) == (
         "toy", "full", 0, 0.01)
     assert len(first.key) == 20 and all(ch in "0123456789abcdef" for ch in first.key)
+    # (A hard-coded key of a fixed cell is in test_records.test_key_of_a_fixed_cell_is_pinned.)
+
+
+@dataclasses.dataclass(frozen=True)
+class ChangedDefault(replay_mod.MethodConfig):
+    """MethodConfig with one default changed, as a code change would."""
+
+    kappa: float = 3.0
+
+
+def test_changed_default_or_version_changes_keys_and_resume_recomputes(tmp_path, monkeypatch):
+    import scalebo
+
+    cfg = SweepConfig.from_dict(CONFIG)
+    keys = [c.key for c in cfg.cells()]
+    run_sweep(cfg, tmp_path, cell_fn=stub_cell, progress=False)
+    monkeypatch.setattr(replay_mod, "MethodConfig", ChangedDefault)
+    changed = SweepConfig.from_dict(CONFIG)  # same YAML, the default of kappa changed
+    assert dict(changed.methods[0].settings)["kappa"] == 3.0
+    assert set(keys).isdisjoint(c.key for c in changed.cells())
+    again = run_sweep(changed, tmp_path, cell_fn=stub_cell, progress=False)
+    assert again.skipped == 0 and again.ran == 36  # recomputed, not reused
+    with pytest.warns(RecordWarning, match="36 cell label"):  # old and new records: flagged
+        load_records(tmp_path)
+    monkeypatch.undo()
+    assert [c.key for c in SweepConfig.from_dict(CONFIG).cells()] == keys
+    monkeypatch.setattr(scalebo, "__version__", "99.0.0")
+    assert set(keys).isdisjoint(c.key for c in SweepConfig.from_dict(CONFIG).cells())
+
+
+def test_a_worker_of_another_version_writes_error_records():
+    cfg = SweepConfig.from_dict(CONFIG)
+    stale = dataclasses.replace(cfg.cells()[0], version="0.0.1")
+    (rec,) = execute_task(Task((stale,)), stub_cell)
+    assert rec["status"] == "error" and rec["key"] == stale.key
+    assert "cells were made with scalebo 0.0.1" in rec["error"]["message"]
+
+
+def test_corrupt_records_are_reported_and_recomputed(tmp_path):
+    cfg = SweepConfig.from_dict(CONFIG)
+    full, out = tmp_path / "full", tmp_path / "out"
+    run_sweep(cfg, full, cell_fn=stub_cell, progress=False)
+    run_sweep(cfg, out, cell_fn=stub_cell, progress=False)
+    cells = cfg.cells()
+    torn, garbage, foreign = (record_path(out, c) for c in cells[:3])
+    torn.write_text(torn.read_text()[:150])  # a truncated file
+    garbage.write_text("\x00\x01 not json")
+    foreign.write_text('{"schema": "something.else", "status": "ok"}')
+    with pytest.warns(RecordWarning) as caught:
+        summary = run_sweep(cfg, out, cell_fn=stub_cell, progress=False)
+    assert summary.ran == 3 and summary.skipped == 33
+    msg = str(caught[0].message)
+    assert "3 record file(s) cannot be used; their cells are computed again" in msg
+    for path, why, cell in ((torn, "not valid JSON", cells[0]), (garbage, "not valid JSON",
+                                                                 cells[1]),
+                            (foreign, "schema: 'something.else'", cells[2])):
+        line = next(ln for ln in msg.splitlines() if path.name in ln)
+        assert why in line and cell.label in line
+    assert [c.path for c in summary.corrupt] == [str(torn), str(garbage), str(foreign)]
+    assert "3 unusable record file(s) not reused" in summary.describe()
+    assert _contents(out) == _contents(full)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # all repaired: nothing to report any more
+        assert run_sweep(cfg, out, cell_fn=stub_cell, progress=False).ran == 0
 
 
 def test_run_writes_one_atomic_record_per_cell(tmp_path):
@@ -215,3 +305,64 @@ def test_grouped_replay_equals_separate_replays(tmp_path):
     runs = [json.loads(record_path(tmp_path / "g", c).read_text())["result"]["metrics"]["n_runs"]
             for c in cfg.cells()]
     assert runs == sorted(runs) and runs[0] < runs[-1]
+
+
+def _grid_csv(tmp_path: Path, nan_row: int) -> Path:
+    """A 3 × 3 × 3 × 2 synthetic grid (54 runs) whose run ``nan_row`` (0-based) has a NaN loss."""
+    from scalebo.bench.synthetic import make_synthetic
+
+    axes = {"N": 5e7 * 2.0 ** np.arange(3), "D": 1e9 * 2.0 ** np.arange(3),
+            "lr": 2.5e-4 * 2.0 ** np.arange(3), "bs": np.array([128.0, 256.0])}
+    frame = make_synthetic(seed=1, **axes).drop(columns=["loss_noise_free", "is_optimum"])
+    frame.loc[nan_row, "loss"] = float("nan")
+    csv = tmp_path / "grid.csv"
+    frame.to_csv(csv, index=False)
+    return csv
+
+
+def _notes_config(csv: Path, seeds: list[int], budgets: list[float]) -> dict:
+    return {"name": "notes", "seeds": seeds, "budgets": budgets,
+            "datasets": {"tiny": {"source": str(csv), "axes": ["lr", "bs"]}},
+            "method_defaults": {"fantasize": False, "refit_every": 5},
+            "methods": {"full": {"strategy": "full"}}}
+
+
+def test_loading_warnings_reach_every_record_and_are_shown_once(tmp_path):
+    csv = _grid_csv(tmp_path, nan_row=4)
+    cfg = SweepConfig.from_dict(_notes_config(csv, [0, 1], [0.05, 0.1]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        summary = run_sweep(cfg, tmp_path / "rec", progress=False)
+    assert summary.failed == 0 and summary.ran == 4, summary.describe()
+    note = f"{csv}: excluded 1 of 54 runs: 1 non-finite loss (row 5)"
+    shown = [str(w.message) for w in caught if note in str(w.message)]
+    assert len(shown) == 1 and shown[0].startswith(f"tiny: {note}")  # once for 4 cells
+    assert summary.notes == (shown[0],)
+    for cell in cfg.cells():
+        rec = json.loads(record_path(tmp_path / "rec", cell).read_text())
+        assert [n for n in rec["notes"] if note in n] == [shown[0][len("tiny: "):]]
+        assert rec["result"]["metrics"]["n_runs"] > 0 and "notes" not in rec["result"]
+
+
+def test_cli_run_shows_notes_and_names_corrupt_records(tmp_path):
+    csv = _grid_csv(tmp_path, nan_row=10)
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps(_notes_config(csv, [0], [0.05])))  # JSON is YAML
+    out = tmp_path / "rec"
+    cmd = [sys.executable, "-m", "scalebo.cli", "bench", "run", str(config), "--out", str(out),
+           "--format", "json"]
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr
+    assert f"warning: tiny: {csv}: excluded 1 of 54 runs: 1 non-finite loss (row 11)" \
+        in first.stderr
+    (record,) = [p for p in out.glob("*.json") if not p.name.startswith("sweep_")]
+    record.write_text(record.read_text()[:80])  # truncated
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0, second.stderr
+    line = next(ln for ln in second.stderr.splitlines() if record.name in ln)
+    assert "not valid JSON, truncated or corrupt" in line and "tiny/full/seed=0" in line
+    assert "warning:" in second.stderr and "cannot be used" in second.stderr
+    result = json.loads(second.stdout)
+    assert result["ran"] == 1 and result["recomputed_corrupt"] == 1
+    assert result["corrupt_records"][0]["file"] == str(record)
+    assert is_finished(record)

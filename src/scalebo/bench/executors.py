@@ -1,6 +1,6 @@
 """Sweep executors: stream the records of tasks run by local joblib workers or a Dask cluster.
 
-Each executor takes the tasks (:class:`scalebo.bench.sweep.Task`) and ``run`` (a picklable
+Each executor takes the tasks (:class:`Task`: cells computed together) and ``run`` (a picklable
 ``run(task) -> [record, ...]``, one JSON-ready record per cell) and yields each task's
 records as it finishes, in completion order, for :func:`scalebo.bench.sweep.run_sweep` to
 write. Local workers use the loky backend with one BLAS thread each; ``dask.distributed`` is
@@ -12,12 +12,24 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
-from scalebo.bench.records import make_record
+from scalebo.bench.records import Cell, make_record
 
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from scalebo.bench.sweep import Task
+__all__ = ["Task"]
+
+
+@dataclass(frozen=True)
+class Task:
+    """Cells computed together: one cell, or several budgets of one (dataset, method, seed)."""
+
+    cells: tuple[Cell, ...]
+
+    @property
+    def cost_hint(self) -> float:
+        """Largest budget of the task (fraction of C_total), used to start big tasks first."""
+        return max(c.budget for c in self.cells)
 
 
 def _iter_joblib(tasks: Sequence[Task], run: Callable[[Task], list[dict]], n_jobs: int

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +59,8 @@ class ReplayProblem:
         cell_best_idx: Best grid row of every acquirable cell, ordered by cell id, ``(n_cell,)``.
         held_out_cells: One row per held-out cell: ``N``, ``D``, ``C`` (cell cost, FLOPs),
             ``best_loss`` (nats), ``grid_index`` of the best configuration.
-        notes: Human-readable remarks (averaged repeats, ...).
+        notes: Human-readable remarks (averaged repeats, ...); :func:`load_problem` adds
+            every warning raised while loading the table (e.g. runs excluded for a NaN loss).
         fit_starts: Start grid of each law's reference fit, by law name (``"compute"``,
             ``"chinchilla"``); None (or absent) means the law's default grid. Replays fit with
             the same starts.
@@ -231,6 +232,9 @@ def load_problem(
         n_held_out_cells: Largest-compute cells held out (default 2).
         data_dir: Folder of the public datasets (default ``$SCALEBO_DATA_DIR``).
         seed: Noise seed of the synthetic grid (ignored otherwise).
+
+    Warnings raised while loading (excluded runs, averaged repeats, ...) are kept in
+    ``notes`` and re-emitted once, at the first (uncached) load.
     """
     key = (str(name_or_path), tuple(sorted((mapping or {}).items())),
            None if axes is None else tuple(axes), int(n_held_out_cells),
@@ -241,6 +245,23 @@ def load_problem(
 @functools.lru_cache(maxsize=16)
 def _load_cached(name: str, mapping: tuple, axes: tuple | None, n_held: int,
                  data_dir: str | None, seed: int) -> ReplayProblem:
+    """:func:`_build`, with every warning it raises (excluded runs, averaged repeats, ...)
+    kept in the problem's ``notes`` and shown once: re-emitted after the load, which later
+    (cached) calls do not repeat."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        problem = _build(name, mapping, axes, n_held, data_dir, seed)
+    unique: dict[str, warnings.WarningMessage] = {}
+    for w in caught:
+        unique.setdefault(str(w.message), w)
+    for w in unique.values():
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    notes = tuple(dict.fromkeys([*unique, *problem.notes]))
+    return problem if notes == problem.notes else replace(problem, notes=notes)
+
+
+def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir: str | None,
+           seed: int) -> ReplayProblem:
     if name == "synthetic":
         from scalebo.bench.synthetic import synthetic_runs
 
@@ -251,9 +272,6 @@ def _load_cached(name: str, mapping: tuple, axes: tuple | None, n_held: int,
 
         table = load_dataset(name, data_dir=data_dir)
         return problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held)
-    path = Path(name)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # repeated configurations: reported by notes below
-        table = load_runs(path, mapping=dict(mapping) or None, hyperparameters=axes,
-                          duplicates="mean")
+    table = load_runs(Path(name), mapping=dict(mapping) or None, hyperparameters=axes,
+                      duplicates="mean")
     return problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held)

@@ -1,12 +1,16 @@
-"""Benchmark records: what identifies a cell, how its JSON record is written and read back.
+"""Benchmark records: how the JSON record of a cell is written, checked and read back.
 
-A **cell** (:class:`Cell`) is one ``(dataset, method, seed, budget)`` combination of a sweep.
-Its result is a pure function of those inputs, so :attr:`Cell.key` — a SHA-256 prefix of
-their canonical JSON (dataset source and options, method label and parameters, seed, budget
-fraction, schema version) — names its record file ``<key>.json``. Records are written
-atomically (:func:`write_record`: a temporary file in the same directory, fsync, then
-:func:`os.replace`), so a killed sweep never leaves a partial record. The layout of a record
-is documented in ``docs/records.md``.
+A **cell** (:class:`Cell`, defined with its identity in :mod:`scalebo.bench.sweep_config`
+and re-exported here) is one ``(dataset, method, seed, budget)`` combination of a sweep; its
+record is ``<cell.key>.json``. Records are written atomically (:func:`write_record`: a
+temporary file in the same directory, fsync, then :func:`os.replace`), so a killed sweep
+never leaves a partial record. The layout is documented in ``docs/records.md``.
+
+Reading is strict (:func:`read_record`): a file that is not valid JSON (e.g. truncated), has
+another schema or schema version, or whose key is not the hash of its cell raises
+:class:`RecordError` with the reason. :func:`scan_records` sorts a directory into records
+and ignored files (:class:`IgnoredRecord`); :func:`iter_records` and :func:`load_records` warn
+(:class:`RecordWarning`) naming every ignored file and why, never dropping one silently.
 
 :func:`load_records` reads a directory of records into one **tidy** DataFrame: one row per
 cell × data kind × metric (see :data:`ID_COLUMNS`), where ``kind`` is ``"observed"`` (law
@@ -16,144 +20,70 @@ fitted on observed runs only), ``"fantasized"`` (observed + surrogate fill-in) o
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
 import socket
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+import warnings
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from scalebo import __version__
+from scalebo.bench.sweep_config import (
+    RECORD_SCHEMA_VERSION,
+    Cell,
+    DatasetSpec,
+    MethodSpec,
+    identity_key,
+    package_version,
+)
 
 __all__ = [
-    "ID_COLUMNS",
-    "RECORD_SCHEMA",
-    "RECORD_SCHEMA_VERSION",
-    "TIMING_FIELDS",
-    "Cell",
-    "DatasetSpec",
-    "MethodSpec",
-    "is_finished",
-    "jsonable",
-    "load_records",
-    "make_record",
-    "read_record",
-    "record_path",
-    "write_json",
-    "write_record",
+    "ID_COLUMNS", "IGNORED_ATTR", "RECORD_SCHEMA", "RECORD_SCHEMA_VERSION", "TIMING_FIELDS",
+    "Cell", "DatasetSpec", "IgnoredRecord", "MethodSpec", "RecordError", "RecordWarning",
+    "identity_key", "is_finished", "iter_records", "jsonable", "load_records", "make_record",
+    "package_version", "read_record", "record_path", "record_state", "scan_records",
+    "write_json", "write_record",
 ]
 
 RECORD_SCHEMA = "scalebo.bench.record"
-#: Bumped when the record layout or the meaning of a cell's inputs changes (it is hashed
-#: into :attr:`Cell.key`, so old records are then recomputed rather than reused).
-#: A cell's identity holds the method parameters as written in the config, so a change of a
-#: MethodConfig default also needs a bump. 2: fantasize_scope 'window' = the final window (was
-#: 'observed'); 3: hyperparameters refitted at every ask by default (was every max(10, n/4)).
-RECORD_SCHEMA_VERSION = 3
 #: Top-level record fields that vary between identical runs (excluded when comparing).
 TIMING_FIELDS = ("timing",)
+#: Key of ``load_records(...).attrs`` that holds the ignored files (:class:`IgnoredRecord`).
+IGNORED_ATTR = "ignored_records"
+_FIELDS = ("key", "cell", "status", "error", "result")
 
 
-def _freeze(mapping: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
-    """Sorted ``(key, value)`` pairs; lists become tuples so the result is hashable."""
-
-    def conv(v: Any) -> Any:
-        if isinstance(v, Mapping):
-            return tuple((str(k), conv(x)) for k, x in sorted(v.items()))
-        if isinstance(v, list | tuple):
-            return tuple(conv(x) for x in v)
-        return v
-
-    return tuple((str(k), conv(v)) for k, v in sorted((mapping or {}).items()))
+class RecordWarning(UserWarning):
+    """Record files were ignored or recomputed (unreadable, truncated, another schema), or a
+    directory holds several records of one cell; the message names the files and why."""
 
 
-def _thaw(value: Any) -> Any:
-    """Inverse of :func:`_freeze` for JSON: pair tuples → dicts, other tuples → lists."""
-    if isinstance(value, tuple):
-        if value and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str)
-                         for p in value):
-            return {k: _thaw(v) for k, v in value}
-        return [_thaw(v) for v in value]
-    return value
+class RecordError(ValueError):
+    """A file that should hold a record cannot be used; :attr:`reason` says why."""
+
+    def __init__(self, path: str | os.PathLike[str], reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = str(path)
+        self.reason = reason
 
 
 @dataclass(frozen=True)
-class DatasetSpec:
-    """A dataset of the sweep.
+class IgnoredRecord:
+    """A ``*.json`` file of a record directory that was not used, and why."""
 
-    Attributes:
-        name: Label used in records and reports (e.g. ``"steplaw"``).
-        source: Registered problem name or path passed to ``load_problem`` (default: name).
-        options: Extra keyword arguments for ``load_problem``, as sorted pairs.
-    """
+    path: str
+    reason: str
 
-    name: str
-    source: str
-    options: tuple[tuple[str, Any], ...] = ()
+    def __str__(self) -> str:
+        return f"{Path(self.path).name}: {self.reason}"
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the hashed identity)."""
-        return {"name": self.name, "source": self.source, "options": _thaw(self.options) or {}}
-
-
-@dataclass(frozen=True)
-class MethodSpec:
-    """A search method of the sweep.
-
-    Attributes:
-        name: Label used in records and reports (e.g. ``"window+fantasize"``).
-        params: Keyword arguments of ``bench.replay.MethodConfig``, as sorted pairs
-            (``method_defaults`` already merged in).
-    """
-
-    name: str
-    params: tuple[tuple[str, Any], ...] = ()
-
-    def as_kwargs(self) -> dict[str, Any]:
-        """The parameters as a dict (lists for sequences)."""
-        return _thaw(self.params) or {}
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the hashed identity)."""
-        return {"name": self.name, "params": self.as_kwargs()}
-
-
-@dataclass(frozen=True)
-class Cell:
-    """One ``(dataset, method, seed, budget)`` combination; ``budget`` is a fraction of C_total."""
-
-    dataset: DatasetSpec
-    method: MethodSpec
-    seed: int
-    budget: float
-
-    def identity(self) -> dict[str, Any]:
-        """The inputs that determine the result (JSON-ready); :attr:`key` hashes them."""
-        return {
-            "schema_version": RECORD_SCHEMA_VERSION,
-            "dataset": self.dataset.to_dict(),
-            "method": self.method.to_dict(),
-            "seed": int(self.seed),
-            "budget": float(self.budget),
-        }
-
-    @property
-    def key(self) -> str:
-        """Stable 20-hex-digit SHA-256 prefix of the canonical JSON of :meth:`identity`."""
-        text = json.dumps(self.identity(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()[:20]
-
-    @property
-    def label(self) -> str:
-        """Human-readable ``dataset/method/seed/budget`` (for messages)."""
-        return f"{self.dataset.name}/{self.method.name}/seed={self.seed}/budget={self.budget:g}"
 
 
 def record_path(out_dir: str | os.PathLike[str], cell: Cell) -> Path:
@@ -198,18 +128,10 @@ def write_record(out_dir: str | os.PathLike[str], record: Mapping[str, Any]) -> 
     return target
 
 
-def is_finished(path: str | os.PathLike[str]) -> bool:
-    """True when ``path`` holds a readable record with ``status == "ok"``."""
-    try:
-        with Path(path).open() as fh:
-            return json.load(fh).get("status") == "ok"
-    except (OSError, ValueError):
-        return False
-
-
 def make_record(cell: Cell, status: str, result: Any, error: Mapping[str, str] | None,
-                seconds: float, group_size: int) -> dict[str, Any]:
-    """A record dict (layout in ``docs/records.md``); ``seconds`` is wall time per cell."""
+                seconds: float, group_size: int, notes: Sequence[str] = ()) -> dict[str, Any]:
+    """A record dict (layout in ``docs/records.md``); ``seconds`` is wall time per cell,
+    ``notes`` remarks on the cell's inputs (warnings raised while loading its dataset)."""
     return {
         "schema": RECORD_SCHEMA,
         "schema_version": RECORD_SCHEMA_VERSION,
@@ -218,12 +140,12 @@ def make_record(cell: Cell, status: str, result: Any, error: Mapping[str, str] |
         "status": status,
         "error": dict(error) if error else None,
         "result": result,
-        "scalebo_version": __version__,
+        "notes": [str(n) for n in notes],
+        "scalebo_version": package_version(),
         "timing": {"seconds": seconds, "group_size": group_size,
                    "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                    "host": socket.gethostname(), "pid": os.getpid()},
     }
-
 
 
 def write_json(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path:
@@ -236,22 +158,108 @@ def write_json(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path
 
 
 def read_record(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """One record; raises ``ValueError`` naming the file if it is not a scalebo record."""
+    """One record, checked; raises :class:`RecordError` (a ``ValueError``) saying why not.
+
+    Checks: readable, non-empty, valid JSON (a truncated file is not), ``schema`` and
+    ``schema_version`` of this code, the fields of a record, a known ``status``, a ``key``
+    equal to the hash of its ``cell`` and to the file name.
+    """
     path = Path(path)
-    with path.open() as fh:
-        rec = json.load(fh)
-    if not isinstance(rec, dict) or rec.get("schema") != RECORD_SCHEMA:
-        raise ValueError(f"{path} is not a {RECORD_SCHEMA} record (schema field missing).")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RecordError(path, f"unreadable ({exc})") from None
+    if not text.strip():
+        raise RecordError(path, "empty file (truncated write?)")
+    try:
+        rec = json.loads(text)
+    except ValueError as exc:
+        raise RecordError(path, f"not valid JSON, truncated or corrupt ({exc})") from None
+    if not isinstance(rec, dict):
+        raise RecordError(path, f"not a {RECORD_SCHEMA} (a JSON {type(rec).__name__})")
+    if rec.get("schema") != RECORD_SCHEMA:
+        raise RecordError(path, f"not a {RECORD_SCHEMA} (schema: {rec.get('schema')!r})")
+    if rec.get("schema_version") != RECORD_SCHEMA_VERSION:
+        raise RecordError(path, f"schema_version {rec.get('schema_version')!r}, this scalebo "
+                                f"reads {RECORD_SCHEMA_VERSION} (a stale record: rerun its "
+                                "sweep to recompute it)")
+    missing = [f for f in _FIELDS if f not in rec]
+    if missing:
+        raise RecordError(path, f"missing field(s) {missing}")
+    if rec["status"] not in ("ok", "error"):
+        raise RecordError(path, f"unknown status {rec['status']!r}")
+    if rec["key"] != identity_key(rec["cell"]):
+        raise RecordError(path, f"key {rec['key']!r} is not the hash of its cell (edited?)")
+    if path.stem != rec["key"]:
+        raise RecordError(path, f"file name does not match its key {rec['key']!r}")
+    if rec["status"] == "ok" and not isinstance(rec["result"], dict):
+        raise RecordError(path, "status 'ok' without a result")
     return rec
 
 
-def iter_records(directory: str | os.PathLike[str]) -> Iterable[dict[str, Any]]:
-    """Every record of ``directory`` (``*.json`` files with the record schema), sorted by key."""
+def record_state(path: str | os.PathLike[str]) -> tuple[str, str]:
+    """``(state, reason)``: state ``"missing"``, ``"ok"``, ``"error"`` (a failed cell) or
+    ``"corrupt"`` (unusable file, ``reason`` says why; empty otherwise)."""
+    if not Path(path).exists():
+        return "missing", ""
+    try:
+        return read_record(path)["status"], ""
+    except RecordError as exc:
+        return "corrupt", exc.reason
+
+
+def is_finished(path: str | os.PathLike[str]) -> bool:
+    """True when ``path`` holds a valid record with ``status == "ok"``."""
+    return record_state(path)[0] == "ok"
+
+
+def scan_records(directory: str | os.PathLike[str]
+                 ) -> tuple[list[dict[str, Any]], list[IgnoredRecord]]:
+    """The valid records of ``directory`` (``*.json``, sorted by name) and the files ignored,
+    with reasons; ``sweep_<name>.json`` manifests are neither. Does not warn."""
+    records: list[dict[str, Any]] = []
+    ignored: list[IgnoredRecord] = []
     for path in sorted(Path(directory).glob("*.json")):
+        if path.name.startswith("sweep_"):
+            continue
         try:
-            yield read_record(path)
-        except ValueError:
-            continue  # sweep_<name>.json manifests and foreign files
+            records.append(read_record(path))
+        except RecordError as exc:
+            ignored.append(IgnoredRecord(str(path), exc.reason))
+    return records, ignored
+
+
+def _warn_ignored(directory: str | os.PathLike[str], ignored: Sequence[IgnoredRecord]) -> None:
+    if ignored:
+        lines = "".join(f"\n  {i}" for i in ignored)
+        warnings.warn(f"{directory}: ignored {len(ignored)} record file(s) that cannot be "
+                      f"used:{lines}", RecordWarning, stacklevel=3)
+
+
+def _warn_duplicates(directory: str | os.PathLike[str], records: Sequence[Mapping]) -> None:
+    """Warn when several records share a dataset/method/seed/budget label (e.g. written by
+    other scalebo versions or method defaults): a report would mix them."""
+    by_label: dict[tuple, list[str]] = defaultdict(list)
+    for rec in records:
+        c = rec["cell"]
+        by_label[(c["dataset"]["name"], c["method"]["name"], c["seed"], c["budget"])].append(
+            str(c.get("scalebo_version")))
+    dup = [(k, v) for k, v in by_label.items() if len(v) > 1]
+    if dup:
+        shown = "".join(f"\n  {d}/{m}/seed={s}/budget={b:g}: {len(v)} records (scalebo "
+                        f"{', '.join(sorted(set(v)))})" for (d, m, s, b), v in dup[:5])
+        more = f"\n  ... and {len(dup) - 5} more" if len(dup) > 5 else ""
+        warnings.warn(f"{directory}: {len(dup)} cell label(s) have several records (other "
+                      "scalebo versions or method settings); all are loaded:"
+                      f"{shown}{more}", RecordWarning, stacklevel=3)
+
+
+def iter_records(directory: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Every valid record of ``directory``, sorted by key; warns (:class:`RecordWarning`)
+    naming each ignored file and why (see :func:`scan_records`)."""
+    records, ignored = scan_records(directory)
+    _warn_ignored(directory, ignored)
+    yield from records
 
 
 #: Identifier columns of :func:`load_records`, before ``kind, metric, value``.
@@ -302,21 +310,31 @@ def load_records(directory: str | os.PathLike[str], *, include_errors: bool = Fa
     """All records of ``directory`` as one tidy DataFrame.
 
     Columns: ``key, dataset, method, seed, budget, status`` (:data:`ID_COLUMNS`), then the
-    method's parameters prefixed ``param.`` (``param.strategy``, ``param.fantasize``, …),
-    then ``kind`` (``observed`` / ``fantasized`` / ``run``), ``metric`` (dotted name, see
+    method's settings prefixed ``param.`` (``param.strategy``, ``param.fantasize``, …; the
+    resolved settings, or the parameters as written for an unresolved method), then
+    ``kind`` (``observed`` / ``fantasized`` / ``run``), ``metric`` (dotted name, see
     ``docs/records.md``) and ``value`` (float; NaN when the metric was undefined).
     ``budget`` is the fraction of C_total. Rows are sorted by dataset, method, seed, budget
     (stable within a cell). Failed cells appear once with ``kind``,
     ``metric``, ``value`` = NaN and an ``error`` column when ``include_errors`` is true.
+
+    Files that cannot be used (:func:`scan_records`) are listed in one :class:`RecordWarning`
+    and in ``frame.attrs[IGNORED_ATTR]`` (a tuple of :class:`IgnoredRecord`); several
+    records of one dataset/method/seed/budget label also warn.
     """
+    records, ignored = scan_records(directory)
+    _warn_ignored(directory, ignored)
+    _warn_duplicates(directory, records)
     frames: list[dict[str, Any]] = []
-    for rec in iter_records(directory):
+    for rec in records:
         cell = rec["cell"]
+        method = cell["method"]
+        settings = method.get("settings")
         base = {"key": rec["key"], "dataset": cell["dataset"]["name"],
-                "method": cell["method"]["name"], "seed": int(cell["seed"]),
+                "method": method["name"], "seed": int(cell["seed"]),
                 "budget": float(cell["budget"]), "status": rec["status"]}
         base.update({f"param.{k}": (json.dumps(v) if isinstance(v, list | dict) else v)
-                     for k, v in cell["method"]["params"].items()})
+                     for k, v in (method["params"] if settings is None else settings).items()})
         if rec["status"] != "ok":
             if include_errors:
                 err = rec.get("error") or {}
@@ -326,9 +344,12 @@ def load_records(directory: str | os.PathLike[str], *, include_errors: bool = Fa
         frames += [{**base, "kind": k, "metric": m, "value": v} for k, m, v in _tidy_rows(rec)]
     cols = list(ID_COLUMNS) + ["kind", "metric", "value"]
     if not frames:
-        return pd.DataFrame(columns=cols)
-    df = pd.DataFrame(frames).sort_values(["dataset", "method", "seed", "budget"], kind="stable",
-                                          ignore_index=True)
-    params = sorted(c for c in df.columns if c.startswith("param."))
-    extra = [c for c in df.columns if c not in cols and c not in params]
-    return df[list(ID_COLUMNS) + params + ["kind", "metric", "value"] + extra]
+        df = pd.DataFrame(columns=cols)
+    else:
+        df = pd.DataFrame(frames).sort_values(["dataset", "method", "seed", "budget"],
+                                              kind="stable", ignore_index=True)
+        params = sorted(c for c in df.columns if c.startswith("param."))
+        extra = [c for c in df.columns if c not in cols and c not in params]
+        df = df[list(ID_COLUMNS) + params + ["kind", "metric", "value"] + extra]
+    df.attrs[IGNORED_ATTR] = tuple(ignored)
+    return df

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalebo.bench.records import load_records
+from scalebo.bench.records import IGNORED_ATTR, load_records
 
 __all__ = ["EXTRAPOLATION_KEYS", "coefficient_table", "comparison_groups",
            "extrapolation_table", "savings_table", "summarize", "write_report"]
@@ -286,10 +286,14 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
 
     Returns:
         Path of the Markdown file. Raises ``ValueError`` when the directory holds no record.
+        Record files that cannot be used are named in a warning (``load_records``) and
+        counted in the report.
     """
     full = load_records(records_dir, include_errors=True)
+    ignored = full.attrs.get(IGNORED_ATTR, ())
     if full.empty:
-        raise ValueError(f"{records_dir} holds no scalebo record (*.json).")
+        why = f" ({len(ignored)} unusable record file(s) ignored)" if ignored else ""
+        raise ValueError(f"{records_dir} holds no scalebo record (*.json){why}.")
     frame = full[full["status"] == "ok"]
     summary = summarize(frame)
     out = Path(out_dir)
@@ -301,7 +305,10 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
           f"; methods {', '.join(dict.fromkeys(frame['method']))}; seeds {len(seeds)} "
           f"({seeds[0]}–{seeds[-1]}); budgets "
           f"{', '.join(_budget_label(b) for b in sorted(frame['budget'].unique()))} of C_total."
-          + (f" {n_err} cells failed (not included)." if n_err else ""),
+          + (f" {n_err} cells failed (not included)." if n_err else "")
+          + (f" {len(ignored)} record file(s) were ignored as unusable (unparsable, truncated "
+             "or of another schema): " + ", ".join(f"`{i}`" for i in ignored) + "."
+             if ignored else ""),
           f"Law in the tables: `{law}`. Cells are mean ± SD over seeds; `n` is the number of "
           "seeds. `method + fantasize` = the same runs with the law fitted on observed + "
           "surrogate-filled losses.", ""]

@@ -3,10 +3,15 @@
 A **cell** is one ``(dataset, method, seed, budget)`` combination. Its result is a pure
 function of the cell (the dataset source and options, the method's parameters, the seed and
 the budget fraction), so a cell is identified by a stable hash of those inputs
-(:attr:`Cell.key`) and its record is written to ``OUT/<key>.json``. Records are written
-atomically (temporary file in the same directory, then :func:`os.replace`), so a sweep
-killed at any moment leaves only complete records; a rerun skips the cells whose record
-already holds ``status: "ok"`` (failed cells are retried), so nothing is lost or duplicated.
+(:attr:`Cell.key`: it also holds the method's resolved settings and the package version, so
+a code change or a changed default gives new cells) and its record is written to
+``OUT/<key>.json``. Records are written atomically (temporary file in the same directory,
+then :func:`os.replace`), so a sweep killed at any moment leaves only complete records; a
+rerun skips the cells whose record already holds ``status: "ok"`` (failed cells are
+retried), so nothing is lost or duplicated. A record file that cannot be used (unparsable,
+truncated, another schema) is recomputed, with a :class:`~scalebo.bench.records.RecordWarning`
+naming the file and why. Warnings raised while loading a dataset are the problem's ``notes``;
+they go into each record's ``notes`` and are shown once per sweep call (a ``UserWarning``).
 
 Execution (:func:`run_sweep`): the pending cells become **tasks**. A task is one cell, or —
 for methods whose search does not depend on the total budget (see :func:`replay_is_budget_free`)
@@ -20,8 +25,8 @@ the exception's type and message; failures are summarized at the end ("N cells f
 M", grouped by message) and never stop the sweep.
 
 The config (:class:`SweepConfig`, re-exported here) and its YAML layout are in
-:mod:`scalebo.bench.sweep_config`; the joblib and Dask executors in
-:mod:`scalebo.bench.executors`.
+:mod:`scalebo.bench.sweep_config`; :class:`Task` (re-exported) and the joblib and Dask
+executors in :mod:`scalebo.bench.executors`.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,34 +43,33 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from scalebo.bench.executors import _distributed, _iter_dask, _iter_joblib
+from scalebo.bench.executors import Task, _distributed, _iter_dask, _iter_joblib
 from scalebo.bench.records import (
-    Cell,
-    DatasetSpec,
-    MethodSpec,
-    _thaw,
-    is_finished,
+    RECORD_SCHEMA_VERSION,
+    IgnoredRecord,
+    RecordWarning,
     jsonable,
     make_record,
+    package_version,
     record_path,
+    record_state,
     write_json,
     write_record,
 )
-from scalebo.bench.sweep_config import SweepConfig  # re-exported (public, in __all__)
+from scalebo.bench.sweep_config import (  # Cell, DatasetSpec, MethodSpec, SweepConfig: public
+    Cell,
+    DatasetSpec,
+    MethodSpec,
+    SweepConfig,
+    _freeze,
+    _thaw,
+    replay_method_settings,
+)
 
 __all__ = [
-    "Cell",
-    "DatasetSpec",
-    "MethodSpec",
-    "SweepConfig",
-    "SweepSummary",
-    "Task",
-    "execute_task",
-    "make_tasks",
-    "replay_cell",
-    "replay_group",
-    "replay_is_budget_free",
-    "run_sweep",
+    "Cell", "DatasetSpec", "MethodSpec", "SweepConfig", "SweepSummary", "Task", "execute_task",
+    "make_tasks", "replay_cell", "replay_group", "replay_is_budget_free",
+    "replay_method_settings", "run_sweep",
 ]
 
 CellFn = Callable[["Cell"], Mapping[str, Any]]
@@ -72,18 +77,6 @@ GroupFn = Callable[[Sequence["Cell"]], Sequence[Mapping[str, Any]]]
 
 
 # --------------------------------------------------------------------------- tasks
-
-@dataclass(frozen=True)
-class Task:
-    """Cells computed together: one cell, or several budgets of one (dataset, method, seed)."""
-
-    cells: tuple[Cell, ...]
-
-    @property
-    def cost_hint(self) -> float:
-        """Largest budget of the task (fraction of C_total), used to start big tasks first."""
-        return max(c.budget for c in self.cells)
-
 
 def execute_task(task: Task, cell_fn: CellFn, group_fn: GroupFn | None = None) -> list[dict]:
     """Run one task with one BLAS thread and return one record per cell (never raises).
@@ -97,13 +90,20 @@ def execute_task(task: Task, cell_fn: CellFn, group_fn: GroupFn | None = None) -
 
     Returns:
         Records (see ``docs/records.md``); on an exception every cell gets an error record
-        with ``error = {"type", "message", "traceback"}``.
+        with ``error = {"type", "message", "traceback"}``. A result's ``"notes"`` (list of
+        str) and ``"timings"`` move to the record's ``notes`` and ``timing.task``. A cell made
+        with another package version than this process's is an error (a stale worker).
     """
     from threadpoolctl import threadpool_limits
 
     t0 = time.perf_counter()
     n = len(task.cells)
     try:
+        here = package_version()
+        stale = sorted({c.version for c in task.cells if c.version != here})
+        if stale:
+            raise RuntimeError(f"this worker runs scalebo {here}, the cells were made with "
+                               f"scalebo {', '.join(stale)}: install one version everywhere")
         with threadpool_limits(limits=1):
             if n == 1:
                 results = [cell_fn(task.cells[0])]
@@ -123,7 +123,8 @@ def execute_task(task: Task, cell_fn: CellFn, group_fn: GroupFn | None = None) -
     for c, r in zip(task.cells, results, strict=True):
         r = dict(r)
         timings = r.pop("timings", None)  # varies between identical runs: not a result
-        rec = make_record(c, "ok", jsonable(r), None, secs, n)
+        notes = [str(x) for x in r.pop("notes", None) or ()]
+        rec = make_record(c, "ok", jsonable(r), None, secs, n, notes)
         if timings is not None:
             rec["timing"]["task"] = jsonable(timings)
         records.append(rec)
@@ -152,43 +153,63 @@ def make_tasks(cells: Sequence[Cell], *, budget_free: Callable[[MethodSpec], boo
 # --------------------------------------------------------------------------- replay adapter
 
 def _problem(spec: DatasetSpec, data_dir: str | None) -> Any:
-    """``load_problem(source, **options)`` (cached per worker process by ``load_problem``)."""
+    """``load_problem(source, **options)`` (cached per worker process by ``load_problem``).
+
+    Its warnings are not shown here (in a worker): every warning of a load is in
+    ``problem.notes``, which reach the records, and :func:`run_sweep` shows them once.
+    """
     from scalebo.bench.problems import load_problem
 
     kwargs = dict(_thaw(spec.options) or {})
     if data_dir is not None:
         kwargs.setdefault("data_dir", data_dir)
-    return load_problem(spec.source, **kwargs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return load_problem(spec.source, **kwargs)
 
 
-def _cell_result(rec: Any, budget: float) -> dict[str, Any]:
+def _method(spec: MethodSpec) -> Any:
+    """``MethodConfig`` of the resolved settings; raises if it resolves otherwise here (the
+    record would then not describe the run)."""
+    from scalebo.bench.replay import MethodConfig
+
+    method = MethodConfig(**spec.resolved_kwargs())
+    if spec.settings is not None and _freeze(method.to_dict()) != spec.settings:
+        raise ValueError(f"method {spec.name!r}: MethodConfig here resolves to "
+                         f"{method.to_dict()}, the cell to {spec.resolved_kwargs()}")
+    return method
+
+
+def _cell_result(rec: Any, budget: float, notes: Sequence[str]) -> dict[str, Any]:
     """The part of a ``ReplayRecord`` that belongs to one budget (no trace: a grouped run
-    only holds the trace of its largest budget), plus the replay's timings."""
+    only holds the trace of its largest budget), plus the replay's timings and the
+    problem's notes (both moved out of the result by :func:`execute_task`)."""
     return {"dataset": rec.dataset, "method": rec.method.to_dict(),
             "method_label": rec.method.label(), "seed": rec.seed, "budget": float(budget),
-            "metrics": rec.at(budget).to_dict(), "timings": dict(rec.timings)}
+            "metrics": rec.at(budget).to_dict(), "timings": dict(rec.timings),
+            "notes": list(notes)}
 
 
 def replay_cell(cell: Cell, *, data_dir: str | None = None) -> dict[str, Any]:
-    """Default cell function: ``replay(problem, MethodConfig(**params), budget, seed)``."""
-    from scalebo.bench.replay import MethodConfig, replay
+    """Default cell function: ``replay(problem, MethodConfig(**settings), budget, seed)``."""
+    from scalebo.bench.replay import replay
 
-    method = MethodConfig(**cell.method.as_kwargs())
-    rec = replay(_problem(cell.dataset, data_dir), method, cell.budget, cell.seed)
-    return _cell_result(rec, cell.budget)
+    problem = _problem(cell.dataset, data_dir)
+    rec = replay(problem, _method(cell.method), cell.budget, cell.seed)
+    return _cell_result(rec, cell.budget, problem.notes)
 
 
 def replay_group(cells: Sequence[Cell], *, data_dir: str | None = None) -> list[dict[str, Any]]:
     """Several budgets of one (dataset, method, seed) from one replay to the largest budget
     with ``record_budgets`` (equal to separate replays for budget-free methods)."""
-    from scalebo.bench.replay import MethodConfig, replay
+    from scalebo.bench.replay import replay
 
     first = cells[0]
-    method = MethodConfig(**first.method.as_kwargs())
     budgets = [c.budget for c in cells]
-    rec = replay(_problem(first.dataset, data_dir), method, max(budgets), first.seed,
+    problem = _problem(first.dataset, data_dir)
+    rec = replay(problem, _method(first.method), max(budgets), first.seed,
                  record_budgets=budgets)
-    return [_cell_result(rec, b) for b in budgets]
+    return [_cell_result(rec, b, problem.notes) for b in budgets]
 
 
 def replay_is_budget_free(method: MethodSpec) -> bool:
@@ -196,7 +217,7 @@ def replay_is_budget_free(method: MethodSpec) -> bool:
     schedules make the same choices whatever the total budget; ``sweep`` does not."""
     from scalebo.bench.replay import MethodConfig
 
-    return bool(MethodConfig(**method.as_kwargs()).budget_independent)
+    return bool(MethodConfig(**method.resolved_kwargs()).budget_independent)
 
 
 # --------------------------------------------------------------------------- runner
@@ -214,6 +235,10 @@ class SweepSummary:
         seconds: Wall time of the call, seconds.
         n_tasks: Tasks executed (grouped budgets count once).
         out_dir: Record directory.
+        paths: Records written by this call.
+        corrupt: Record files found unusable (unparsable, truncated, another schema) whose
+            cells were therefore pending again, with the reason.
+        notes: Distinct record notes of this call (``"<dataset>: <note>"``), shown once.
     """
 
     total: int
@@ -225,6 +250,8 @@ class SweepSummary:
     n_tasks: int
     out_dir: str
     paths: tuple[str, ...] = field(default=(), repr=False)
+    corrupt: tuple[IgnoredRecord, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def cells_per_second(self) -> float:
@@ -236,10 +263,33 @@ class SweepSummary:
         lines = [f"{self.ran} cells run ({self.n_tasks} tasks), {self.skipped} already done, "
                  f"{self.total} in total; {self.seconds:.1f} s, "
                  f"{self.cells_per_second:.2f} cells/s; records in {self.out_dir}"]
+        if self.corrupt:
+            lines.append(f"{len(self.corrupt)} unusable record file(s) not reused: "
+                         + ", ".join(Path(c.path).name for c in self.corrupt))
+        if self.notes:
+            lines.append(f"{len(self.notes)} note(s) on the data, kept in the records' notes")
         if self.failed:
             lines.append(f"{self.failed} cells failed out of {self.ran}. Errors by message:")
             lines += [f"  {n} × {msg}" for msg, n in self.failures]
         return "\n".join(lines)
+
+
+def _pending(cells: Sequence[Cell], out: Path) -> tuple[list[Cell], list[IgnoredRecord]]:
+    """Cells without an ok record, and the unusable files among their records (warned)."""
+    pending: list[Cell] = []
+    corrupt: list[tuple[IgnoredRecord, str]] = []
+    for cell in cells:
+        path = record_path(out, cell)
+        state, why = record_state(path)
+        if state != "ok":
+            pending.append(cell)
+        if state == "corrupt":
+            corrupt.append((IgnoredRecord(str(path), why), cell.label))
+    if corrupt:
+        warnings.warn(f"{out}: {len(corrupt)} record file(s) cannot be used; their cells are "
+                      "computed again:" + "".join(f"\n  {c} [{label}]" for c, label in corrupt),
+                      RecordWarning, stacklevel=3)
+    return pending, [c for c, _ in corrupt]
 
 
 def run_sweep(
@@ -258,7 +308,9 @@ def run_sweep(
     """Run every unfinished cell of ``config`` and write its record to ``out_dir``.
 
     Args:
-        config: The sweep.
+        config: The sweep. With the default (replay) cell function its methods are
+            resolved with :func:`replay_method_settings` (as ``SweepConfig.from_dict`` does
+            by default), so the cell keys hold every ``MethodConfig`` field.
         out_dir: Record directory (created); also receives ``sweep_<name>.json``.
         cell_fn: ``cell_fn(cell) -> dict``; default :func:`replay_cell`. Must be picklable
             (a module-level function or ``functools.partial``) for ``n_jobs > 1`` or Dask.
@@ -275,22 +327,27 @@ def run_sweep(
         limit: Run at most this many tasks (to split a sweep or simulate an interruption).
 
     Returns:
-        A :class:`SweepSummary`. Never raises for a failing cell.
+        A :class:`SweepSummary`. Never raises for a failing cell. Warns
+        (:class:`~scalebo.bench.records.RecordWarning`) naming each unusable record file it
+        recomputes, and (``UserWarning``) each distinct record note once.
     """
     t0 = time.perf_counter()
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    write_json(out / f"sweep_{config.name}.json", config.to_dict())
     if cell_fn is None:
+        config = config.resolved(replay_method_settings)
         dd = str(data_dir) if data_dir is not None else None
         cell_fn = partial(replay_cell, data_dir=dd)
         group_fn = group_fn or partial(replay_group, data_dir=dd)
         budget_free = budget_free or replay_is_budget_free
+    write_json(out / f"sweep_{config.name}.json",
+               {**config.to_dict(), "scalebo_version": package_version(),
+                "schema_version": RECORD_SCHEMA_VERSION})
     cells = config.cells()
     if len({c.key for c in cells}) != len(cells):
         raise ValueError("the config has duplicate cells (same dataset, method params, seed, "
                          "budget and labels)")
-    pending = [c for c in cells if not is_finished(record_path(out, c))]
+    pending, corrupt = _pending(cells, out)
     tasks = make_tasks(pending, budget_free=budget_free if group_fn else None,
                        grouping=group_fn is not None)
     if limit is not None:
@@ -308,6 +365,7 @@ def run_sweep(
 
     failures: Counter[str] = Counter()
     paths: list[str] = []
+    notes: dict[str, None] = {}
     with tqdm(total=n_cells, desc=f"sweep {config.name}", unit="cell", file=sys.stderr,
               disable=not progress, dynamic_ncols=True) as bar:
         for records in stream:
@@ -315,9 +373,14 @@ def run_sweep(
                 paths.append(str(write_record(out, rec)))
                 if rec["status"] != "ok":
                     failures[f"{rec['error']['type']}: {rec['error']['message']}"] += 1
+                for note in rec.get("notes") or ():
+                    text = f"{rec['cell']['dataset']['name']}: {note}"
+                    if text not in notes:
+                        notes[text] = None
+                        warnings.warn(text, UserWarning, stacklevel=2)
             bar.update(len(records))
     return SweepSummary(
         total=len(cells), skipped=len(cells) - len(pending), ran=n_cells,
         failed=sum(failures.values()), failures=tuple(failures.most_common()),
         seconds=time.perf_counter() - t0, n_tasks=len(tasks), out_dir=str(out),
-        paths=tuple(paths))
+        paths=tuple(paths), corrupt=tuple(corrupt), notes=tuple(notes))

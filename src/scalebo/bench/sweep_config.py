@@ -1,5 +1,15 @@
-"""The sweep config: a YAML file or mapping → :class:`SweepConfig` (datasets, methods, seeds
-and budgets, validated), whose cells :func:`scalebo.bench.sweep.run_sweep` runs.
+"""The sweep config and the identity of its cells: a YAML file or mapping →
+:class:`SweepConfig` (datasets, methods, seeds and budgets, validated) → cells (:class:`Cell`),
+which :func:`scalebo.bench.sweep.run_sweep` runs and :mod:`scalebo.bench.records` stores.
+
+A cell's identity (:meth:`Cell.identity`, hashed into :attr:`Cell.key`) holds everything its
+result depends on: the dataset label, source and options; the method label, its parameters
+as written and its **resolved settings**; the seed; the budget fraction; the package version
+(``scalebo.__version__``) and :data:`RECORD_SCHEMA_VERSION`. The settings come from a
+**resolver** (``params → every setting after defaults``) given to :meth:`SweepConfig.from_dict`;
+the default, :func:`replay_method_settings`, is the replay task's ``MethodConfig`` (and
+rejects an unknown field or value when the config is read). So resuming a sweep after a code
+change or a changed default recomputes the cells instead of reusing stale records.
 
 Budgets are fractions of C_total in (0, 1] (``"5%"`` also accepted), kept sorted ascending;
 seeds are a count ``n`` (seeds ``0..n-1``) or a list of ints. An unknown or missing key
@@ -21,16 +31,177 @@ Config file (YAML)::
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import os
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from scalebo.bench.records import Cell, DatasetSpec, MethodSpec, _freeze
+__all__ = ["RECORD_SCHEMA_VERSION", "Cell", "DatasetSpec", "MethodResolver", "MethodSpec",
+           "SweepConfig", "identity_key", "package_version", "replay_method_settings",
+           "resolve_method"]
+
+#: Bumped when the record layout or the meaning of a cell's inputs changes (it is hashed
+#: into :attr:`Cell.key`, so old records are then recomputed rather than reused).
+#: 2: fantasize_scope 'window' = the final window (was 'observed'); 3: hyperparameters
+#: refitted at every ask by default (was every max(10, n/4)); 4: the identity holds the
+#: package version and the resolved method settings (every MethodConfig field after
+#: defaults), so a changed default or a new ``scalebo.__version__`` recomputes without a
+#: bump here; records carry ``notes`` (warnings raised while loading the dataset). A change
+#: of behaviour under an unchanged version and defaults still needs a bump of one of them.
+RECORD_SCHEMA_VERSION = 4
+
+
+def package_version() -> str:
+    """The running ``scalebo.__version__`` (read at call time)."""
+    import scalebo
+
+    return str(scalebo.__version__)
+
+
+def _freeze(mapping: Mapping[str, Any] | None) -> tuple[tuple[str, Any], ...]:
+    """Sorted ``(key, value)`` pairs; lists become tuples so the result is hashable."""
+
+    def conv(v: Any) -> Any:
+        if isinstance(v, Mapping):
+            return tuple((str(k), conv(x)) for k, x in sorted(v.items()))
+        if isinstance(v, list | tuple):
+            return tuple(conv(x) for x in v)
+        return v
+
+    return tuple((str(k), conv(v)) for k, v in sorted((mapping or {}).items()))
+
+
+def _thaw(value: Any) -> Any:
+    """Inverse of :func:`_freeze` for JSON: pair tuples → dicts, other tuples → lists."""
+    if isinstance(value, tuple):
+        if value and all(isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], str)
+                         for p in value):
+            return {k: _thaw(v) for k, v in value}
+        return [_thaw(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """A dataset of the sweep.
+
+    Attributes:
+        name: Label used in records and reports (e.g. ``"steplaw"``).
+        source: Registered problem name or path passed to ``load_problem`` (default: name).
+        options: Extra keyword arguments for ``load_problem``, as sorted pairs.
+    """
+
+    name: str
+    source: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (also the hashed identity)."""
+        return {"name": self.name, "source": self.source, "options": _thaw(self.options) or {}}
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """A search method of the sweep.
+
+    Attributes:
+        name: Label used in records and reports (e.g. ``"window+fantasize"``).
+        params: Keyword arguments of ``bench.replay.MethodConfig`` as written in the config,
+            as sorted pairs (``method_defaults`` already merged in).
+        settings: Every setting the method runs with (for the replay: each
+            ``MethodConfig`` field after defaults are filled in), as sorted pairs; None when
+            the config was parsed without a resolver. Part of the identity.
+    """
+
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
+    settings: tuple[tuple[str, Any], ...] | None = None
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The parameters as written, as a dict (lists for sequences)."""
+        return _thaw(self.params) or {}
+
+    def resolved_kwargs(self) -> dict[str, Any]:
+        """The resolved settings as a dict, or the written parameters when unresolved."""
+        return self.as_kwargs() if self.settings is None else (_thaw(self.settings) or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (also the hashed identity)."""
+        settings = None if self.settings is None else (_thaw(self.settings) or {})
+        return {"name": self.name, "params": self.as_kwargs(), "settings": settings}
+
+
+def identity_key(identity: Mapping[str, Any]) -> str:
+    """20-hex-digit SHA-256 prefix of the canonical JSON (sorted keys, no spaces)."""
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One ``(dataset, method, seed, budget)`` combination; ``budget`` is a fraction of C_total.
+
+    ``version`` is the package version the cell is computed with (default: the running
+    ``scalebo.__version__``, taken when the cell is made, so workers agree with the sweep).
+    """
+
+    dataset: DatasetSpec
+    method: MethodSpec
+    seed: int
+    budget: float
+    version: str = field(default_factory=package_version)
+
+    def identity(self) -> dict[str, Any]:
+        """The inputs that determine the result (JSON-ready); :attr:`key` hashes them."""
+        return {
+            "schema_version": RECORD_SCHEMA_VERSION,
+            "scalebo_version": self.version,
+            "dataset": self.dataset.to_dict(),
+            "method": self.method.to_dict(),
+            "seed": int(self.seed),
+            "budget": float(self.budget),
+        }
+
+    @property
+    def key(self) -> str:
+        """Stable 20-hex-digit SHA-256 prefix of the canonical JSON of :meth:`identity`."""
+        return identity_key(self.identity())
+
+    @property
+    def label(self) -> str:
+        """Human-readable ``dataset/method/seed/budget`` (for messages)."""
+        return f"{self.dataset.name}/{self.method.name}/seed={self.seed}/budget={self.budget:g}"
+
+
+#: ``resolver(params) -> settings``: every setting a method runs with, from its parameters as
+#: written (raises ``ValueError`` / ``TypeError`` for an unknown field or value).
+MethodResolver = Callable[[Mapping[str, Any]], Mapping[str, Any]]
+
+
+def replay_method_settings(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The replay task's resolver: ``MethodConfig(**params).to_dict()``, every field of
+    :class:`scalebo.bench.replay.MethodConfig` after defaults are filled in."""
+    from scalebo.bench.replay import MethodConfig
+
+    return MethodConfig(**params).to_dict()
+
+
+def resolve_method(spec: MethodSpec, resolver: MethodResolver | None) -> MethodSpec:
+    """``spec`` with ``settings = resolver(params)`` (unchanged when ``resolver`` is None);
+    raises ``ValueError`` naming the method when the resolver rejects its parameters."""
+    if resolver is None:
+        return spec
+    try:
+        settings = _freeze(resolver(spec.as_kwargs()))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"method {spec.name!r}: {exc}") from None
+    return MethodSpec(spec.name, spec.params, settings)
 
 
 def _parse_budget(value: Any) -> float:
@@ -72,8 +243,14 @@ class SweepConfig:
     budgets: tuple[float, ...]
 
     @classmethod
-    def from_dict(cls, raw: Mapping[str, Any], *, default_name: str = "sweep") -> SweepConfig:
-        """Validate a config mapping; raises ``ValueError`` naming the offending key."""
+    def from_dict(cls, raw: Mapping[str, Any], *, default_name: str = "sweep",
+                  resolver: MethodResolver | None = replay_method_settings) -> SweepConfig:
+        """Validate a config mapping; raises ``ValueError`` naming the offending key.
+
+        ``resolver`` fills in each method's :attr:`MethodSpec.settings` (default: the
+        replay's ``MethodConfig``, which also rejects an unknown field or value); None keeps
+        only the parameters as written (for a cell function that is not the replay).
+        """
         if not isinstance(raw, Mapping):
             raise ValueError(f"a sweep config must be a mapping, got {type(raw).__name__}.")
         unknown = set(raw) - {"name", "datasets", "methods", "method_defaults", "seeds",
@@ -98,7 +275,8 @@ class SweepConfig:
         if not isinstance(m_raw, Mapping) or not m_raw:
             raise ValueError("'methods' must be a non-empty mapping (label → MethodConfig fields).")
         methods = tuple(
-            MethodSpec(str(name), _freeze({**defaults, **dict(params or {})}))
+            resolve_method(MethodSpec(str(name), _freeze({**defaults, **dict(params or {})})),
+                           resolver)
             for name, params in m_raw.items()
         )
         budgets = tuple(sorted({_parse_budget(b) for b in raw["budgets"]}))
@@ -108,13 +286,14 @@ class SweepConfig:
                    _parse_seeds(raw["seeds"]), budgets)
 
     @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str]) -> SweepConfig:
-        """Read a YAML config file."""
+    def from_yaml(cls, path: str | os.PathLike[str], *,
+                  resolver: MethodResolver | None = replay_method_settings) -> SweepConfig:
+        """Read a YAML config file (``resolver`` as in :meth:`from_dict`)."""
         path = Path(path)
         with path.open() as fh:
             raw = yaml.safe_load(fh)
         try:
-            return cls.from_dict(raw, default_name=path.stem)
+            return cls.from_dict(raw, default_name=path.stem, resolver=resolver)
         except ValueError as exc:
             raise ValueError(f"{path}: {exc}") from None
 
@@ -122,9 +301,15 @@ class SweepConfig:
         """A copy restricted to other seeds (e.g. a quick subset of a big sweep)."""
         return SweepConfig(self.name, self.datasets, self.methods, tuple(seeds), self.budgets)
 
+    def resolved(self, resolver: MethodResolver) -> SweepConfig:
+        """A copy whose methods' settings are ``resolver(params)`` (see :meth:`from_dict`)."""
+        methods = tuple(resolve_method(m, resolver) for m in self.methods)
+        return SweepConfig(self.name, self.datasets, methods, self.seeds, self.budgets)
+
     def cells(self) -> list[Cell]:
-        """All cells, ordered dataset → method → seed → budget."""
-        return [Cell(d, m, s, b) for d in self.datasets for m in self.methods
+        """All cells, ordered dataset → method → seed → budget (version: the running one)."""
+        version = package_version()
+        return [Cell(d, m, s, b, version) for d in self.datasets for m in self.methods
                 for s in self.seeds for b in self.budgets]
 
     def to_dict(self) -> dict[str, Any]:

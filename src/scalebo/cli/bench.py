@@ -3,10 +3,15 @@
 * ``scalebo bench run CONFIG.yaml --out DIR [--jobs N | --dask-scheduler ADDRESS]`` runs
   every unfinished cell (dataset × method × seed × budget) of the config and writes one JSON
   record per cell to ``DIR`` (:func:`scalebo.bench.sweep.run_sweep`). A rerun skips finished
-  cells, so an interrupted sweep resumes where it stopped. Progress (cells done / total, ETA)
-  on stderr; the summary on stdout.
+  cells, so an interrupted sweep resumes where it stopped; a cell's key holds the package
+  version and every method setting after defaults, so a new scalebo version or a changed
+  default recomputes instead of reusing old records. A record file that cannot be used
+  (unparsable, truncated, another schema) is recomputed with a warning naming it and why;
+  warnings raised while loading a dataset are shown once and kept in the records' ``notes``.
+  Progress (cells done / total, ETA) on stderr; the summary on stdout.
 * ``scalebo bench report DIR --out REPORT_DIR`` writes ``REPORT_DIR/report.md`` with mean ± SD
-  tables and figures (:func:`scalebo.bench.report.write_report`).
+  tables and figures (:func:`scalebo.bench.report.write_report`); unusable record files are
+  named in a warning and counted in the report.
 """
 
 from __future__ import annotations
@@ -87,15 +92,19 @@ def _run(args: argparse.Namespace) -> int:
               "skipped": summary.skipped, "ran": summary.ran, "failed": summary.failed,
               "tasks": summary.n_tasks, "seconds": round(summary.seconds, 3),
               "cells_per_second": round(summary.cells_per_second, 4),
-              "failures": [{"message": m, "cells": k} for m, k in summary.failures]}
+              "recomputed_corrupt": len(summary.corrupt), "notes": len(summary.notes),
+              "failures": [{"message": m, "cells": k} for m, k in summary.failures],
+              "corrupt_records": [{"file": c.path, "reason": c.reason} for c in summary.corrupt],
+              "note_texts": list(summary.notes)}
+    lists = ("failures", "corrupt_records", "note_texts")
     if args.format == "json":
         print(json.dumps(result, indent=2))
     elif args.format == "csv":
-        keys = [k for k in result if k != "failures"]
+        keys = [k for k in result if k not in lists]
         print(",".join(keys))
         print(",".join(str(result[k]) for k in keys))
     else:
-        rows = [{"field": k, "value": v} for k, v in result.items() if k != "failures"]
+        rows = [{"field": k, "value": v} for k, v in result.items() if k not in lists]
         print(format_table(rows, ["field", "value"]), end="")
     return 1 if summary.failed else 0
 

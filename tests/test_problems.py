@@ -1,0 +1,76 @@
+"""Replay problems from run-table files: loading warnings are kept in notes, shown once."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.bench.problems import load_problem
+from scalebo.bench.synthetic import make_synthetic
+from scalebo.errors import ExcludedRunsWarning
+
+AXES = ["lr", "bs"]
+
+
+def grid_file(directory: Path, *, nan_row: int = 4, repeat_row: int | None = 7) -> Path:
+    """A 54-run synthetic grid with a NaN loss at ``nan_row`` (0-based) and, unless None, a
+    second run of the configuration of ``repeat_row`` appended (loss + 0.01 nats)."""
+    axes = {"N": 5e7 * 2.0 ** np.arange(3), "D": 1e9 * 2.0 ** np.arange(3),
+            "lr": 2.5e-4 * 2.0 ** np.arange(3), "bs": np.array([128.0, 256.0])}
+    frame = make_synthetic(seed=1, **axes).drop(columns=["loss_noise_free", "is_optimum"])
+    frame.loc[nan_row, "loss"] = float("nan")
+    if repeat_row is not None:
+        again = frame.loc[[repeat_row]].assign(run_id="again", loss=frame.loss[repeat_row] + 0.01)
+        frame = pd.concat([frame, again], ignore_index=True)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "runs.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+def test_loading_warnings_become_notes_and_are_shown_once(tmp_path):
+    path = grid_file(tmp_path)
+    with pytest.warns(UserWarning) as caught:
+        problem = load_problem(path, axes=AXES)
+    excluded = f"{path}: excluded 1 of 55 runs: 1 non-finite loss (row 5)"
+    messages = [str(w.message) for w in caught]
+    # Each warning of the load reaches the user once: the excluded run, the averaged repeat.
+    assert sum(excluded in m for m in messages) == 1
+    assert any(issubclass(w.category, ExcludedRunsWarning) and excluded in str(w.message)
+               for w in caught)
+    assert sum("averaged the loss of repeated configurations" in m for m in messages) == 1
+    # ... and every one of them is in the notes, which records carry.
+    assert [n for n in problem.notes if excluded in n] == [m for m in messages if excluded in m]
+    assert any("averaged the loss of repeated configurations: 54 runs merged into 53" in n
+               for n in problem.notes)
+    assert any("1 configurations were run more than once" in n for n in problem.notes)
+    assert len(problem.notes) == len(set(problem.notes)) == 3
+    assert problem.summary()["notes"] == list(problem.notes)
+    assert problem.n_repeats.max() == 2 and problem.grid.n_configs == 53
+    # A cached load shows nothing again but keeps the notes.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_problem(path, axes=AXES) is problem
+
+
+def test_notes_do_not_depend_on_the_callers_warning_filters(tmp_path):
+    path = grid_file(tmp_path / "quiet", nan_row=20, repeat_row=None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the user hides warnings: the notes still hold them
+        problem = load_problem(path, axes=AXES)
+    assert problem.notes == (f"{path}: excluded 1 of 54 runs: 1 non-finite loss (row 21). "
+                             "They are listed in RunTable.excluded.",)
+
+
+def test_a_clean_file_has_no_notes(tmp_path):
+    path = grid_file(tmp_path / "clean", nan_row=0, repeat_row=None)
+    frame = pd.read_csv(path)
+    frame.loc[0, "loss"] = 4.0
+    frame.to_csv(path, index=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_problem(path, axes=AXES).notes == ()
