@@ -50,6 +50,19 @@ class Acquisition(StrEnum):
     RANDOM = "random"
     """No score: a uniformly random order of the admissible configurations (the search
     loop ranks the grid by a seeded permutation; :func:`score` rejects it)."""
+    TARGET = "target"
+    """Expected reduction of the law's variance at a target compute per unit cost, from an
+    ensemble of law fits (:mod:`scalebo.search.target`; :func:`score` rejects it)."""
+
+
+def parse_acquisition(kind: Acquisition | str) -> Acquisition:
+    """The :class:`Acquisition` named ``kind`` (case-insensitive); SearchError if unknown."""
+    try:
+        return Acquisition(str(kind).lower())
+    except ValueError as err:
+        raise SearchError(
+            f"Unknown acquisition {kind!r}; expected one of {[a.value for a in Acquisition]}."
+        ) from err
 
 
 def _check(mean: np.ndarray, std: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -148,19 +161,48 @@ def score(
         incumbent: Loss to improve on, scalar or ``(n_cand,)``; ignored by LCB.
         kappa: Exploration weight of LCB.
     """
-    try:
-        kind = Acquisition(str(kind).lower())
-    except ValueError as err:
-        raise SearchError(
-            f"Unknown acquisition {kind!r}; expected one of {[a.value for a in Acquisition]}."
-        ) from err
+    kind = parse_acquisition(kind)
     if kind is Acquisition.EI:
         return log_expected_improvement(mean, std, incumbent)
     if kind is Acquisition.PI:
         return log_probability_of_improvement(mean, std, incumbent)
     if kind is Acquisition.RANDOM:
         raise SearchError("'random' is an order, not a score: the search loop draws it.")
+    if kind is Acquisition.TARGET:
+        raise SearchError("'target' is scored from a law ensemble: see scalebo.search.target.")
     return lower_confidence_bound(mean, std, kappa)
+
+
+def incumbent_score(
+    kind: Acquisition | str,
+    grid: Grid,
+    observed_idx: np.ndarray,
+    y_obs: np.ndarray,
+    candidate_idx: np.ndarray,
+    mean: np.ndarray,
+    std: np.ndarray,
+    *,
+    incumbent: str = "frontier",
+    kappa: float = 2.0,
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`score` of the candidates against their incumbents, and the incumbents.
+
+    Args:
+        kind: ``"ei"``, ``"pi"`` or ``"lcb"``. grid: The grid.
+        observed_idx, y_obs: Observed (or believed) rows ``(n_obs,)`` and their losses in
+            the posterior's units. candidate_idx: Candidate rows ``(n_cand,)``.
+        mean, std: Posterior at the candidates, ``(n_cand,)``, same units.
+        incumbent: ``"frontier"`` (:func:`frontier_incumbent`) or ``"global"`` (best overall).
+        kappa: LCB exploration weight.
+
+    Returns:
+        Scores to maximize and incumbents, each ``(n_cand,)``.
+    """
+    if incumbent == "global":
+        inc = np.full(np.shape(candidate_idx), global_incumbent(y_obs))
+    else:
+        inc = frontier_incumbent(grid, observed_idx, y_obs, candidate_idx)
+    return score(kind, mean, std, inc, kappa=kappa), inc
 
 
 def global_incumbent(y_obs: np.ndarray) -> float:

@@ -15,6 +15,11 @@ One step of :meth:`SearchLoop.ask`:
    incumbent, and does not depend on how many candidates there are (a run forked under a
    smaller budget makes the same picks as a separate run).
 
+With ``acquisition="target"`` the score is the expected reduction of the law's variance at
+``target_compute`` per unit cost, from an ensemble over the current window (Full: the grid),
+rebuilt every ``target_every`` asks (:mod:`scalebo.search.target`); EI stands in, with the
+reason in the trace, when too few law fits succeed.
+
 For ``q > 1`` each pick is in turn treated as observed at its predicted mean before the next
 one is chosen (``surrogate.condition_on`` when available, else a refit on augmented data);
 believed values also count toward the incumbents.
@@ -31,7 +36,8 @@ from typing import Any
 import numpy as np
 
 from scalebo.errors import SearchError
-from scalebo.search.acquisition import Acquisition, frontier_incumbent, score
+from scalebo.search import target as tgt
+from scalebo.search.acquisition import Acquisition, incumbent_score, parse_acquisition
 from scalebo.search.grid import Grid
 from scalebo.search.trace import Suggestion, TraceEntry
 from scalebo.search.window import WindowSchedule, admissible_mask, initial_design, make_schedule
@@ -52,8 +58,9 @@ class SearchLoop:
         surrogate: Object with ``fit(X, y) -> self`` and ``predict(X) -> (mean, std)`` on
             :meth:`Grid.encode` inputs ``(n, d)``; optional ``condition_on(X, y)``. Unused
             (may be None) with ``acquisition="random"``.
-        acquisition: ``"ei"`` (default), ``"pi"``, ``"lcb"`` or ``"random"`` (a uniformly
-            random order of admissible configurations).
+        acquisition: ``"ei"`` (default), ``"pi"``, ``"lcb"``, ``"target"`` (expected
+            reduction of the law's variance at ``target_compute`` per cost^``cost_power``)
+            or ``"random"`` (a uniformly random order of admissible configurations).
         incumbent: ``"frontier"`` (default; best loss in the candidate's cell, see
             :func:`frontier_incumbent`) or ``"global"`` (best loss overall).
         schedule: Window schedule name or object (default ``"sweep"``).
@@ -62,6 +69,10 @@ class SearchLoop:
         refit_every: Refit the surrogate (hyperparameters included) every this many asks;
             in between, a surrogate with ``condition_on`` is conditioned on the new
             observations with the last hyperparameters and y scaling (default 1: always).
+        target_compute, target_law, cost_power, target_samples, target_every,
+            target_estimator: Settings of ``"target"`` (:class:`~scalebo.search.target.
+            TargetSettings`: FLOPs, ``"compute"`` or ``"chinchilla"``, γ of ``log VR −
+            γ·log(cost/C_total)``, ensemble size S, asks between rebuilds, estimator).
         rng: Seed or generator; the initial design is drawn first, from it.
     """
 
@@ -77,6 +88,12 @@ class SearchLoop:
         n_initial: int = 5,
         kappa: float = 2.0,
         refit_every: int = 1,
+        target_compute: float = 1e25,
+        target_law: str = "compute",
+        cost_power: float = 1.0,
+        target_samples: int = 32,
+        target_every: int = 1,
+        target_estimator: str = "stein",
         rng: np.random.Generator | int | None = None,
     ) -> None:
         if not (np.isfinite(budget_fraction) and budget_fraction > 0):
@@ -85,12 +102,7 @@ class SearchLoop:
             )
         if incumbent not in ("frontier", "global"):
             raise SearchError(f"incumbent must be 'frontier' or 'global', got {incumbent!r}.")
-        try:
-            self.acquisition = Acquisition(str(acquisition).lower())
-        except ValueError as err:
-            raise SearchError(
-                f"Unknown acquisition {acquisition!r}; expected 'ei', 'pi', 'lcb' or 'random'."
-            ) from err
+        self.acquisition = parse_acquisition(acquisition)
         random_order = self.acquisition is Acquisition.RANDOM
         if not random_order and not (hasattr(surrogate, "fit") and hasattr(surrogate, "predict")):
             raise SearchError(
@@ -110,6 +122,11 @@ class SearchLoop:
         # depends on how many candidates there are.
         self._rank = np.argsort(self._rng.permutation(grid.n_configs))
         self._random_order = random_order
+        self.target = tgt.TargetSettings(float(target_compute), str(target_law), float(cost_power),
+                                         int(target_samples), int(target_every), target_estimator)
+        self._ens: tgt.TargetEnsemble | None = None
+        if self.acquisition is Acquisition.TARGET:  # own stream: other acquisitions unchanged
+            self._target_rng = np.random.default_rng(self._rng.integers(2**63))
         self._X = grid.encode()
         self._obs_idx: list[int] = []
         self._obs_y: list[float] = []
@@ -193,18 +210,14 @@ class SearchLoop:
         arr = np.atleast_1d(np.asarray(idx))
         if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
             raise SearchError(f"Expected grid row indices (integers), got {idx!r}.")
-        bad = arr[(arr < 0) | (arr >= self.grid.n_configs)]
-        if bad.size:
-            raise SearchError(
-                f"Indices {bad[:5].tolist()} are outside the grid (0..{self.grid.n_configs - 1})."
-            )
+        if (bad := arr[(arr < 0) | (arr >= self.grid.n_configs)]).size:
+            raise SearchError(f"Indices {bad[:5].tolist()} are outside the grid "
+                              f"(0..{self.grid.n_configs - 1}).")
         if np.unique(arr).size != arr.size:
             raise SearchError(f"Indices repeat within one call: {arr.tolist()}.")
-        held = arr[self.grid.held_out[arr]]
-        if held.size:
-            raise SearchError(
-                f"Indices {held[:5].tolist()} are in held-out cells, which are never acquired."
-            )
+        if (held := arr[self.grid.held_out[arr]]).size:
+            raise SearchError(f"Indices {held[:5].tolist()} are in held-out cells, which are "
+                              "never acquired.")
         return arr.astype(np.int64)
 
     def tell(self, idx: int | Iterable[int], loss: float | Iterable[float]) -> None:
@@ -241,6 +254,8 @@ class SearchLoop:
         """Forget pending configurations (e.g. a crashed run); their cost is released."""
         arr = self._indices(idx)
         self._pending[arr] = False
+        if self._ens is not None and set(arr.tolist()) & self._ens.known:
+            self._ens = None  # it counted them as observed: rebuild at the next ask
 
     # ------------------------------------------------------------------ ask side
     def _fit(self, X: np.ndarray, y: np.ndarray) -> None:
@@ -288,6 +303,8 @@ class SearchLoop:
         model = None
         believed: dict[int, float] = {}
         y_std, mu, sd = np.zeros(0), 0.0, 1.0
+        self._ens = None if self._ens is None else self._ens.aged()
+        no_ensemble = ""  # why the target ensemble could not be built in this ask
         while len(picks) < q:
             adm_any = self._affordable()
             if not adm_any.any():
@@ -301,15 +318,12 @@ class SearchLoop:
                 continue
             cap, mask = self._window(self.committed)
             cand = np.flatnonzero(mask)
-            if self._random_order:
+            if self._random_order or not self._obs_y:
                 pick = self._first_ranked(cand)
                 self._record(pick, cap, None, f"random order: first of {cand.size} admissible "
-                             f"configurations under cap {cap:.3g} FLOPs in a seeded permutation")
-                picks.append(pick)
-                continue
-            if not self._obs_y:
-                pick = self._first_ranked(cand)
-                self._record(pick, cap, None, "random: no observation yet to fit a surrogate")
+                             f"configurations under cap {cap:.3g} FLOPs in a seeded permutation"
+                             if self._random_order else "random: no observation yet to fit a "
+                             "surrogate")
                 picks.append(pick)
                 continue
             if model is None:
@@ -323,18 +337,35 @@ class SearchLoop:
             if mean.shape != cand.shape or std.shape != cand.shape:
                 raise SearchError(f"predict returned shapes {mean.shape}, {std.shape}; "
                                   f"expected ({cand.size},) for both.")
-            s, inc = self._score(cand, mean, std, y_std, believed)
+            s, what = None, ""
+            if target := self.acquisition is Acquisition.TARGET:
+                if not no_ensemble:
+                    self._ens, no_ensemble = tgt.refresh_ensemble(
+                        self._ens, self.target, self.grid, cap, self._observed | self._pending,
+                        model, dict(zip(self._obs_idx, self._obs_y, strict=True)), believed,
+                        mu, sd, self._target_rng)
+                s, what = tgt.candidate_scores(self._ens, no_ensemble, self.target, self.grid,
+                                               cand)
+            inc = None
+            if s is None:
+                kind = Acquisition.EI if target else self.acquisition
+                s, inc = incumbent_score(
+                    kind, self.grid, np.array(self._obs_idx + list(believed), dtype=np.int64),
+                    np.concatenate([y_std, np.fromiter(believed.values(), dtype=np.float64)]),
+                    cand, mean, std, incumbent=self.incumbent, kappa=self.kappa)
+                what += f"max {kind.value} score"
             top = np.flatnonzero(s == s.max())
             j = int(top[0] if top.size == 1 else top[np.argmin(self._rank[cand[top]])])
             pick = int(cand[j])
-            reason = (
-                f"max {self.acquisition.value} score {s[j]:.4g} over {cand.size} admissible "
-                f"configurations under cap {cap:.3g} FLOPs ({self.incumbent} incumbent "
-                f"{inc[j] * sd + mu:.4g} nats)"
-            )
+            reason = (f"{what} {s[j]:.4g} over {cand.size} admissible configurations under cap "
+                      f"{cap:.3g} FLOPs")
+            if inc is not None:
+                reason += f" ({self.incumbent} incumbent {inc[j] * sd + mu:.4g} nats)"
             pred = (float(mean[j] * sd + mu), float(std[j] * sd), float(s[j]))
             self._record(pick, cap, pred, reason)
             picks.append(pick)
+            if self._ens is not None:
+                self._ens = self._ens.observe([pick])
         return picks
 
     def _first_ranked(self, cand: np.ndarray) -> int:
@@ -358,32 +389,10 @@ class SearchLoop:
         self._fit(self._X[rows], y)
         return self.surrogate
 
-    def _score(
-        self,
-        cand: np.ndarray,
-        mean: np.ndarray,
-        std: np.ndarray,
-        y_std: np.ndarray,
-        believed: dict[int, float],
-    ) -> tuple[np.ndarray, np.ndarray]:
-        idx = np.array(self._obs_idx + list(believed), dtype=np.int64)
-        y = np.concatenate([y_std, np.fromiter(believed.values(), dtype=np.float64)])
-        if self.incumbent == "global":
-            inc = np.full(cand.shape, y.min())
-        else:
-            inc = frontier_incumbent(self.grid, idx, y, cand)
-        return score(self.acquisition, mean, std, inc, kappa=self.kappa), inc
-
     def suggest(self, q: int = 1) -> list[Suggestion]:
         """Like :meth:`ask`, but each row comes with its configuration and a reason."""
         start = len(self._trace)
         self.ask(q)
-        out = []
-        for entry, reason in zip(self._trace[start:], self._reasons[start:], strict=True):
-            out.append(
-                Suggestion(
-                    entry.index, dict(entry.config), entry.predicted_mean, entry.predicted_std,
-                    entry.cost, entry.cap, entry.acquisition_value, reason,
-                )
-            )
-        return out
+        return [Suggestion(e.index, dict(e.config), e.predicted_mean, e.predicted_std, e.cost,
+                           e.cap, e.acquisition_value, reason)
+                for e, reason in zip(self._trace[start:], self._reasons[start:], strict=True)]
