@@ -37,3 +37,27 @@ def test_replay_file_json_plot_and_errors(tmp_path):
 
     bad = _scalebo("replay", "--dataset", str(path), "--budget", "2", cwd=tmp_path)
     assert bad.returncode == 2 and "--budget" in bad.stderr
+
+
+def test_replay_table_prints_the_law_intervals(tmp_path):
+    """The table ends with the law posterior's and the observed bootstrap's intervals at
+    1e25 FLOPs, equal to the JSON record's; --posterior-samples 0 drops them."""
+    frame = make_synthetic(N=5e7 * 2.0 ** np.arange(4), D=1e9 * 2.0 ** np.arange(4),
+                           lr=[5e-4, 1e-3, 2e-3], bs=[128, 256], seed=2)
+    path = tmp_path / "runs.csv"
+    frame[["N", "D", "lr", "bs", "loss"]].to_csv(path, index=False)
+    args = ("replay", "--dataset", str(path), "--axes", "lr,bs", "--budget", "0.2",
+            "--posterior-samples", "16", "--bootstrap-samples", "20", "--json", "rec.json")
+    out = _scalebo(*args, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "law intervals at 1e25 FLOPs" in out.stdout
+    rec = json.loads((tmp_path / "rec.json").read_text())
+    post = rec["metrics"][0]["law_posterior"]["compute"]
+    assert post["samples"] == 16
+    rows = [line.split() for line in out.stdout.splitlines()
+            if line.split()[:3] == ["0.2", "posterior", "compute"]]
+    assert len(rows) == 1
+    assert float(rows[0][5]) == round(post["predicted_loss"]["1e+25"]["q50"], 4)
+    assert any(line.split()[:2] == ["0.2", "bootstrap"] for line in out.stdout.splitlines())
+    none = _scalebo(*args[:-4], "--posterior-samples", "0", cwd=tmp_path)
+    assert none.returncode == 0 and "law intervals" not in none.stdout

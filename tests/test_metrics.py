@@ -164,3 +164,25 @@ def test_replay_fit_is_fit_law_with_the_reference_starts_and_never_sees_its_opti
         np.testing.assert_array_equal(got_c.x, want_c.x)
         np.testing.assert_array_equal(got_ch.x, want_ch.x)
         assert got_c.n_starts == want_c.n_starts and got_ch.n_starts == COARSE.shape[0]
+
+
+def test_score_intervals_cover_the_reference_by_hand(problem):
+    """covered = the reference's loss inside q10–q90 / q02.5–q97.5 (1e-6 relative slack)."""
+    from scalebo.bench.intervals import COVERAGE_RTOL, reference_losses, score_intervals
+
+    ref = reference_losses(problem, "compute")
+    C = np.array(EXTRAPOLATION_C)
+    np.testing.assert_allclose(list(ref.values()), problem.reference_compute.predict(C[:, None]))
+    r = ref["1e+25"]
+    quant = {"1e+25": {"q02.5": r - 2, "q10": r + 0.1, "q50": r + 0.2, "q90": r + 0.3,
+                       "q97.5": r + 0.4},  # 80 % misses (above), 95 % covers
+             "1e+27": {k: ref["1e+27"] * (1 + COVERAGE_RTOL / 2)  # a collapsed, exact fit
+                       for k in ("q02.5", "q10", "q50", "q90", "q97.5")},
+             "1e+29": {k: ref["1e+29"] * (1 + 10 * COVERAGE_RTOL)  # collapsed, off by 1e-5
+                       for k in ("q02.5", "q10", "q50", "q90", "q97.5")}}
+    out = score_intervals(problem, {"compute": {"predicted_loss": quant, "samples": 4}})
+    cov = out["compute"]["covered"]
+    assert cov["1e+25"] == {"80": False, "95": True}
+    assert cov["1e+27"] == {"80": True, "95": True}
+    assert cov["1e+29"] == {"80": False, "95": False}
+    assert out["compute"]["reference_loss"] == ref and out["compute"]["samples"] == 4

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from scalebo.bench.intervals import without_wall_times
 from scalebo.bench.problems import problem_from_table
 from scalebo.bench.replay import ClippedGP, MethodConfig, replay
 from scalebo.bench.synthetic import make_synthetic
@@ -22,7 +23,13 @@ def problem():
                               chinchilla_starts=CHINCHILLA.start_grid()[::30])
 
 
-FAST = MethodConfig(strategy="window", schedule="spent", fantasize=False, refit_every=5)
+def same(a, b) -> bool:
+    """Budget metrics equal but for wall-clock fields."""
+    return without_wall_times(a.to_dict()) == without_wall_times(b.to_dict())
+
+
+FAST = MethodConfig(strategy="window", schedule="spent", fantasize=False, refit_every=5,
+                    posterior_samples=8)
 
 
 def _trace(rec):
@@ -34,7 +41,7 @@ def test_same_seed_same_replay_and_different_seed_differs(problem):
     b = replay(problem, FAST, 0.1, seed=4)
     c = replay(problem, FAST, 0.1, seed=5)
     assert _trace(a) == _trace(b)
-    assert a.metrics[0].to_dict() == b.metrics[0].to_dict()
+    assert same(a.metrics[0], b.metrics[0])
     assert _trace(a) != _trace(c)
 
 
@@ -71,7 +78,7 @@ def test_recorded_budget_equals_a_separate_run(problem, surrogate, strategy, sch
     both = replay(problem, method, large, seed=2, record_budgets=(small,))
     alone = replay(problem, method, small, seed=2)
     assert not both.separate_runs
-    assert both.at(small).to_dict() == alone.at(small).to_dict()
+    assert same(both.at(small), alone.at(small))
     assert both.at(small).spent_fraction <= small + 1e-12
     assert both.at(large).spent_fraction > both.at(small).spent_fraction
 
@@ -82,7 +89,7 @@ def test_sweep_records_separate_runs(problem):
     both = replay(problem, method, 0.10, seed=2, record_budgets=(0.03,))
     alone = replay(problem, method, 0.03, seed=2)
     assert both.separate_runs
-    assert both.at(0.03).to_dict() == alone.at(0.03).to_dict()
+    assert same(both.at(0.03), alone.at(0.03))
 
 
 def test_fantasized_metrics_and_json(problem):
@@ -98,7 +105,7 @@ def test_fantasized_metrics_and_json(problem):
         row = problem.grid.configs.iloc[t["index"]]
         assert t["config"] == {"N": row.N, "D": row.D, "C": row.C, "lr": row.lr, "bs": row.bs}
         assert t["cost"] == pytest.approx(6 * row.N * row.D)
-    assert set(back["timings"]) == {"search", "fantasize", "metrics", "total"}
+    assert set(back["timings"]) == {"search", "fantasize", "posterior", "metrics", "total"}
 
 
 def test_bad_inputs(problem):
@@ -129,17 +136,42 @@ def test_clipped_gp_clips_outliers_at_median_plus_k_iqr():
 
 
 def test_fantasy_scope_is_the_final_window_by_default(problem):
-    from scalebo.bench.replay import _fantasy_scope, _finish, _make_loop
+    from scalebo.bench.replay import _finish, _make_loop, fantasy_scope
 
     loop = _make_loop(problem, FAST, 0.05, 0)
     _finish(loop, problem, FAST)
-    scope, cap = _fantasy_scope(loop, FAST)
+    scope, cap = fantasy_scope(loop, FAST)
     assert scope == "window" and cap == loop.window_cap()
     assert cap >= problem.grid.cost[loop.observed_indices].max()
     assert cap == pytest.approx(max(loop.spent, problem.grid.cost[loop.observed_indices].max()))
-    assert _fantasy_scope(loop, FAST.with_(fantasize_scope="observed")) == ("window", None)
-    assert _fantasy_scope(loop, FAST.with_(fantasize_scope="grid")) == ("grid", None)
+    assert fantasy_scope(loop, FAST.with_(fantasize_scope="observed")) == ("window", None)
+    assert fantasy_scope(loop, FAST.with_(fantasize_scope="grid")) == ("grid", None)
     full = FAST.with_(strategy="full")
     full_loop = _make_loop(problem, full, 0.05, 0)
     _finish(full_loop, problem, full)
-    assert _fantasy_scope(full_loop, full) == ("grid", None)
+    assert fantasy_scope(full_loop, full) == ("grid", None)
+
+
+def test_law_posterior_in_every_recorded_budget(problem):
+    """Each budget's metrics hold the law posterior's quantiles for both laws, ordered, with
+    the reference loss (the reference fit's own prediction) and coverage consistent with
+    them; the posterior never changes the search."""
+    from scalebo.bench.intervals import reference_losses
+
+    rec = replay(problem, FAST.with_(fantasize=True), 0.08, seed=1, record_budgets=(0.03,))
+    bare = replay(problem, FAST.with_(fantasize=True, posterior_samples=0), 0.08, seed=1)
+    assert _trace(rec) == _trace(bare) and bare.at(0.08).law_posterior is None
+    for m in rec.metrics:
+        for law in ("compute", "chinchilla"):
+            post = m.law_posterior[law]
+            assert post["samples"] == 8 and post["reference_loss"] == reference_losses(
+                problem, law)
+            for key, q in post["predicted_loss"].items():
+                values = [q[k] for k in ("q02.5", "q10", "q50", "q90", "q97.5")]
+                assert values == sorted(values) and all(np.isfinite(values))
+                ref = post["reference_loss"][key]
+                assert post["covered"][key]["80"] == (q["q10"] - 1e-6 * ref <= ref
+                                                      <= q["q90"] + 1e-6 * ref)
+    text = json.dumps(rec.to_dict(), allow_nan=False)
+    assert json.loads(text)["metrics"][0]["law_posterior"]["compute"]["predicted_loss"][
+        "1e+25"]["q50"] > 0

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from scalebo.bench import replay as replay_mod
-from scalebo.bench.metrics import without_wall_times
+from scalebo.bench.intervals import without_wall_times
 from scalebo.bench.records import (
     TIMING_FIELDS,
     Cell,

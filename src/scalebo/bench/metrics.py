@@ -113,6 +113,15 @@ class BudgetMetrics:
         observed: Law metrics on observed runs only, keyed by law name.
         fantasized: Law metrics on the fantasized table, or None if not fantasized.
         fantasize_message: Why fantasization was skipped or failed ('' otherwise).
+        law_posterior: Per law, the law posterior's summary
+            (:meth:`~scalebo.search.law_posterior.LawPosterior.summary`: quantiles of the
+            predicted loss at each :data:`EXTRAPOLATION_C`, of the parameters, N* and D*)
+            plus ``reference_loss`` (the reference law at each C, nats) and ``covered``
+            (``{"80": bool, "95": bool}`` per C: whether q10–q90 and q02.5–q97.5 contain
+            it); None when not computed (``posterior_message`` says why).
+        posterior_message: Why the law posterior is missing ('' otherwise).
+        observed_bootstrap: The same summaries from a bootstrap over the observed runs'
+            frontier (blind to the unobserved grid), or None (``bootstrap_samples`` 0).
     """
 
     budget: float
@@ -126,6 +135,9 @@ class BudgetMetrics:
     observed: Mapping[str, LawMetrics]
     fantasized: Mapping[str, LawMetrics] | None = None
     fantasize_message: str = ""
+    law_posterior: Mapping[str, Mapping] | None = None
+    posterior_message: str = ""
+    observed_bootstrap: Mapping[str, Mapping] | None = None
 
     def law(self, name: str = "compute", source: str = "fantasized") -> LawMetrics | None:
         """Metrics of law ``name`` on ``source`` (falls back to observed if not fantasized)."""
@@ -181,7 +193,9 @@ def _param_error(law: str, fit: FitResult, ref: FitResult) -> dict[str, float]:
     return out
 
 
-def _predict_compute(law: str, fit: FitResult, C: np.ndarray) -> np.ndarray:
+def predict_compute(law: str, fit: FitResult, C: np.ndarray) -> np.ndarray:
+    """``law``'s loss (nats) at computes ``C`` (FLOPs): the compute law itself, or
+    Chinchilla along its compute-optimal path (raises FitError without one)."""
     if law == "compute":
         return fit.predict(np.asarray(C, dtype=np.float64)[:, None])
     return compute_law_from_chinchilla(fit, np.asarray(C, dtype=np.float64))
@@ -210,7 +224,7 @@ def law_metrics(problem: ReplayProblem, law: str, table: pd.DataFrame) -> LawMet
     Cs = np.asarray(EXTRAPOLATION_C)
     message = fit.message
     try:
-        mine, theirs = _predict_compute(law, fit, Cs), _predict_compute(law, ref, Cs)
+        mine, theirs = predict_compute(law, fit, Cs), predict_compute(law, ref, Cs)
     except FitError as exc:  # e.g. an exponent at 0: no compute-optimal L(C) from L(N, D)
         extra = None
         message = f"{fit.message}; no extrapolation in compute: {exc}"
@@ -238,6 +252,9 @@ def evaluate(
     fantasized: pd.DataFrame | None = None,
     fantasize_message: str = "",
     laws: Sequence[str] = LAWS,
+    law_posterior: Mapping[str, Mapping] | None = None,
+    posterior_message: str = "",
+    observed_bootstrap: Mapping[str, Mapping] | None = None,
 ) -> BudgetMetrics:
     """All metrics of one strategy run at one budget.
 
@@ -248,6 +265,11 @@ def evaluate(
         fantasized: Table with columns N, D, C, loss (observed + predicted), or None.
         fantasize_message: Recorded when fantasization was skipped or failed.
         laws: Laws to evaluate.
+        law_posterior: Law posterior summaries by law, scored against the reference
+            (:func:`scalebo.bench.intervals.score_intervals`), or None.
+        posterior_message: Recorded when the law posterior was skipped or failed.
+        observed_bootstrap: Bootstrap summaries over the observed runs, scored likewise
+            (:func:`scalebo.bench.intervals.bootstrap_summary`), or None.
     """
     idx = np.asarray(observed_idx, dtype=np.int64)
     grid = problem.grid
@@ -270,4 +292,7 @@ def evaluate(
         floor_multiple_envelope=frac / problem.floor_envelope,
         envelope_recovery_pct=env_rec, cell_recovery_pct=cell_rec,
         observed=obs, fantasized=fan, fantasize_message=fantasize_message,
+        law_posterior=law_posterior,
+        posterior_message=posterior_message,
+        observed_bootstrap=observed_bootstrap,
     )

@@ -27,144 +27,26 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from scalebo.bench.metrics import BudgetMetrics, evaluate
+from scalebo.bench.intervals import bootstrap_summary, score_intervals
+from scalebo.bench.method import DEFAULT_METHOD, MethodConfig
+from scalebo.bench.metrics import EXTRAPOLATION_C, LAWS, BudgetMetrics, evaluate, observed_table
 from scalebo.bench.problems import ReplayProblem
-from scalebo.errors import SearchError
+from scalebo.errors import FitError, SearchError
 from scalebo.search.clipping import ClippedGP
 from scalebo.search.fantasize import fantasize
+from scalebo.search.law_posterior import law_posterior
 from scalebo.search.loop import SearchLoop
+from scalebo.search.optimum_shift import OptimumShiftSurrogate
 from scalebo.search.surrogates import make_surrogate
 from scalebo.search.trace import TraceEntry
-from scalebo.search.trend import TREND_FORMS, TrendSurrogate
+from scalebo.search.trend import TrendSurrogate
 from scalebo.search.window import COST_RTOL
 
 __all__ = ["DEFAULT_METHOD", "ClippedGP", "MethodConfig", "ReplayRecord", "replay"]
-
-_CHOICES = {
-    "strategy": ("window", "full"),
-    "schedule": ("sweep", "spent", "coverage"),
-    "surrogate": ("gp", "random", "trees"),
-    "acquisition": ("ei", "pi", "lcb"),
-    "incumbent": ("frontier", "global"),
-    "fantasize_scope": ("window", "observed", "grid"),
-    "estimator": ("mean", "cell_best"),
-    "law": ("compute", "chinchilla"),
-    "trend_form": TREND_FORMS,
-}
-
-
-@dataclass(frozen=True)
-class MethodConfig:
-    """A search strategy (defaults chosen by ``benchmarks/replay_baseline.py``).
-
-    Measured with ``benchmarks/replay_baseline.py`` (5 seeds, |rel. diff| of the compute law at
-    1e25 FLOPs, fantasized, budgets 1 / 5 / 10 %, hyperparameters refitted at every ask):
-    window ``spent`` + EI + frontier incumbent + posterior-mean fill-in gave OELLM-English
-    2.9 / 0.6 / 0.4 % and StepLaw 19.8 / 4.5 / 0.2 %; ``sweep`` was better on OELLM at 1–5 %
-    (1.7 / 0.4 %, the same runs for every seed) but worse at 10 % and on StepLaw
-    (22.0 / 9.6 / 3.2 %), at 25× the time per replay; Full was better on StepLaw at 1–5 %
-    (8.9 / 2.9 %) and worse on OELLM (5.8 / 1.0 / 0.7 %); the global incumbent and random
-    order were worse almost everywhere; ``cell_best`` was slightly better than ``mean``
-    everywhere (OELLM 2.4 / 0.4 / 0.3 %, StepLaw 17.6 / 4.4 / 0.2 %), within one SD, so the
-    published estimator stays the default. Refitting the GP's hyperparameters at every ask
-    instead of every max(10, n/4) asks (5 seeds, 1 / 5 / 10 / 25 %): OELLM
-    17.1 / 2.9 / 0.74 / 0.27 → 2.9 / 0.64 / 0.35 / 0.00 %, StepLaw 6.6 / 12.3 / 1.8 / 1.5 →
-    19.8 / 4.5 / 0.24 / 0.00 %, for ~3× the search time; hence ``refit_every=1,
-    refit_growth=0``.
-
-    Attributes:
-        strategy: ``"window"`` (candidates capped by a growing compute window) or ``"full"``.
-        schedule: Window schedule: ``"sweep"``, ``"spent"`` or ``"coverage"``.
-        surrogate: ``"gp"``, ``"random"`` (a uniformly random order of the admissible
-            configurations, whatever ``acquisition`` and ``incumbent``; fantasized with a
-            GP) or ``"trees"``.
-        kernel: GP kernel name (:func:`~scalebo.search.composite_kernels.make_kernel`).
-        acquisition: ``"ei"``, ``"pi"`` or ``"lcb"``.
-        incumbent: ``"frontier"`` (best loss in the candidate's cell) or ``"global"``.
-        kappa: LCB exploration weight.
-        fantasize: Also compute the metrics on observed + predicted losses.
-        fantasize_scope: ``"window"``: the search's final window (DESIGN.md), i.e.
-            configurations costing at most :meth:`~scalebo.search.loop.SearchLoop.window_cap`
-            (for ``spent``, the compute spent; for Full, no cap: the whole grid);
-            ``"observed"``: up to the costliest observed cell; ``"grid"``: every acquirable
-            configuration.
-        estimator: Fantasized cell losses: ``"mean"`` (posterior means) or ``"cell_best"``
-            (expected cell minimum over joint posterior samples).
-        law: Headline law of reports: ``"compute"`` or ``"chinchilla"`` (both are measured).
-        n_initial: Size of the shared initial design (cheapest compute levels).
-        q: Configurations asked per batch (kriging believer within a batch).
-        refit_every: Surrogate hyperparameters refitted at least this many asks apart.
-        refit_growth: ... and at least ``refit_growth × n_obs`` asks apart, so refits (each
-            ``O(n_obs³)`` per likelihood evaluation) get rarer as observations accumulate;
-            in between the GP is conditioned with fixed hyperparameters (``O(n_obs²)``).
-        clip_iqr: The GP sees losses clipped at ``median + clip_iqr × IQR`` of the losses
-            it is fitted on (see :class:`ClippedGP`); None: no clipping.
-        trend: Give the GP a mean in encoded ``log N`` and ``log D`` (see ``trend_form``)
-            (:class:`~scalebo.search.trend.TrendSurrogate`) so that it does not revert to
-            the average loss on the grid's unexplored, expensive cells.
-        trend_form: ``"linear"``, or ``"power"``: a saturating Chinchilla-form mean
-            ``c + a·N^(−α) + b·D^(−β)`` (rates on a grid, ``a, b ≥ 0``).
-    """
-
-    strategy: str = "window"
-    schedule: str = "spent"
-    surrogate: str = "gp"
-    kernel: str = "matern52"
-    acquisition: str = "ei"
-    incumbent: str = "frontier"
-    kappa: float = 2.0
-    fantasize: bool = True
-    fantasize_scope: str = "window"
-    estimator: str = "mean"
-    law: str = "compute"
-    n_initial: int = 5
-    q: int = 1
-    refit_every: int = 1
-    refit_growth: float = 0.0
-    clip_iqr: float | None = 5.0
-    trend: bool = False
-    trend_form: str = "linear"
-
-    def __post_init__(self) -> None:
-        for name, allowed in _CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"MethodConfig.{name} must be one of {list(allowed)}, got "
-                                 f"{getattr(self, name)!r}")
-        if self.q < 1 or self.refit_every < 1 or self.n_initial < 0 or self.refit_growth < 0:
-            raise ValueError("MethodConfig needs q >= 1, refit_every >= 1, n_initial >= 0 "
-                             "and refit_growth >= 0")
-
-    @property
-    def schedule_name(self) -> str:
-        """The window schedule actually used (``"full"`` for the full strategy)."""
-        return "full" if self.strategy == "full" else self.schedule
-
-    @property
-    def budget_independent(self) -> bool:
-        """Whether choices never depend on the total budget (see the module docstring)."""
-        return self.schedule_name != "sweep"
-
-    def label(self) -> str:
-        """Short human-readable name, e.g. ``"window-spent gp ei/frontier fant=mean"``."""
-        fant = f"fant={self.estimator}" if self.fantasize else "no-fant"
-        acq = self.acquisition + ("" if self.acquisition == "lcb" else f"/{self.incumbent}")
-        return f"{self.schedule_name if self.strategy == 'window' else 'full'} " \
-               f"{self.surrogate} {acq} {fant}"
-
-    def with_(self, **changes: object) -> MethodConfig:
-        """A copy with some fields changed (validated)."""
-        return replace(self, **changes)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-DEFAULT_METHOD = MethodConfig()
-
 
 @dataclass(frozen=True)
 class ReplayRecord:
@@ -179,7 +61,8 @@ class ReplayRecord:
             increasing.
         trace: Every configuration acquired in the run to ``budget`` (order, grid row,
             cost, cumulative compute committed, cap; FLOPs).
-        timings: Wall-clock seconds: ``search``, ``fantasize``, ``metrics``, ``total``.
+        timings: Wall-clock seconds: ``search``, ``fantasize``, ``posterior``, ``metrics``,
+            ``total``.
         separate_runs: True when each recorded budget was a separate run (sweep schedule).
     """
 
@@ -220,14 +103,17 @@ def _finite(entry: dict) -> dict:
             for k, v in entry.items()}
 
 
-def _surrogate(method: MethodConfig, problem: ReplayProblem, seed: int, *, fantasy: bool
-               ) -> object:
+def method_surrogate(method: MethodConfig, problem: ReplayProblem, seed: int, *,
+                     fantasy: bool) -> object:
+    """A fresh surrogate of ``method``'s kind (a GP for a random order when ``fantasy``)."""
     name = method.surrogate
     if name == "random":  # a random order has no model: fantasize with a GP
         name = "gp"
     if name == "gp":
         gp = make_surrogate("gp", kernel=method.kernel,
                             categorical=problem.grid.categorical_columns, rng=seed)
+        if method.shift_optimum:
+            gp = OptimumShiftSurrogate(gp, (0, 1), categorical=problem.grid.categorical_columns)
         if method.trend:
             gp = TrendSurrogate(gp, columns=(0, 1), form=method.trend_form)  # N, D first
         return gp if method.clip_iqr is None else ClippedGP(gp, method.clip_iqr)
@@ -250,7 +136,7 @@ def _fantasy_surrogate(loop: SearchLoop, method: MethodConfig, problem: ReplayPr
         model = copy.deepcopy(loop.surrogate)
         _innermost(model).gp_.n_restarts = 0
         return model
-    return _surrogate(method, problem, seed, fantasy=True)
+    return method_surrogate(method, problem, seed, fantasy=True)
 
 
 def _make_loop(problem: ReplayProblem, method: MethodConfig, budget: float, seed: int
@@ -258,11 +144,14 @@ def _make_loop(problem: ReplayProblem, method: MethodConfig, budget: float, seed
     random_order = method.surrogate == "random"
     return SearchLoop(
         problem.grid, budget,
-        None if random_order else _surrogate(method, problem, seed, fantasy=False),
+        None if random_order else method_surrogate(method, problem, seed, fantasy=False),
         acquisition="random" if random_order else method.acquisition,
         incumbent=method.incumbent,
         schedule=method.schedule_name, n_initial=method.n_initial, kappa=method.kappa,
-        refit_every=method.refit_every, rng=seed,
+        refit_every=method.refit_every, target_compute=method.target_compute,
+        target_law=method.target_law, cost_power=method.cost_power,
+        target_samples=method.target_samples, target_every=method.target_every,
+        target_estimator=method.target_estimator, rng=seed,
     )
 
 
@@ -285,7 +174,7 @@ def _copy(loop: SearchLoop) -> SearchLoop:
     return copy.deepcopy(loop, memo={id(loop.grid): loop.grid})
 
 
-def _fantasy_scope(loop: SearchLoop, method: MethodConfig) -> tuple[str, float | None]:
+def fantasy_scope(loop: SearchLoop, method: MethodConfig) -> tuple[str, float | None]:
     """``(scope, cap)`` for :func:`~scalebo.search.fantasize.fantasize`."""
     if method.fantasize_scope == "window":
         cap = loop.window_cap()
@@ -305,18 +194,62 @@ def _measure(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, bud
             message = "no observation: nothing to fantasize from"
         else:
             try:
-                scope, cap = _fantasy_scope(loop, method)
+                scope, cap = fantasy_scope(loop, method)
                 fantasized = fantasize(
                     problem.grid, idx, y, _fantasy_surrogate(loop, method, problem, seed),
                     scope=scope, cap=cap, estimator=method.estimator, rng=seed)
             except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
                 message = f"fantasization failed: {exc}"
         timings["fantasize"] += time.perf_counter() - t0
+    posterior, post_message = None, ""
+    if method.posterior_samples:
+        t0 = time.perf_counter()
+        posterior, post_message = _posterior(problem, method, loop, seed)
+        timings["posterior"] += time.perf_counter() - t0
+    boot = None
+    if method.bootstrap_samples:
+        t0 = time.perf_counter()
+        boot = _bootstrap(problem, method, loop, seed)
+        timings["posterior"] += time.perf_counter() - t0
     t0 = time.perf_counter()
     out = evaluate(problem, idx, budget=budget, fantasized=fantasized,
-                   fantasize_message=message)
+                   fantasize_message=message, law_posterior=posterior,
+                   posterior_message=post_message, observed_bootstrap=boot)
     timings["metrics"] += time.perf_counter() - t0
     return out
+
+
+def _posterior(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, seed: int
+               ) -> tuple[dict | None, str]:
+    """Law posterior summaries inside the fantasization scope, or None and why not."""
+    idx, y = loop.observed_indices, loop.observed_losses
+    if idx.size == 0:
+        return None, "no observation: no law posterior"
+    scope, cap = fantasy_scope(loop, method)
+    try:
+        post = law_posterior(problem.grid, idx, y, _fantasy_surrogate(loop, method, problem, seed),
+                             scope=scope, cap=cap, n_samples=method.posterior_samples,
+                             targets=EXTRAPOLATION_C, include_noise=method.posterior_noise,
+                             rng=seed)
+    except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
+        return None, f"law posterior failed: {exc}"
+    return score_intervals(problem, {law: p.summary() for law, p in post.items()}), ""
+
+
+def _bootstrap(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, seed: int
+               ) -> dict:
+    """Bootstrap summaries of each law over the observed runs, scored like the posterior
+    (a law whose point fit fails gets a ``message`` instead of quantiles)."""
+    table = observed_table(problem, loop.observed_indices)
+    out = {}
+    for law in LAWS:
+        try:
+            out[law] = bootstrap_summary(problem, law, table, n_resamples=method.bootstrap_samples,
+                                         seed=seed)
+        except (FitError, ValueError) as exc:
+            out[law] = {"predicted_loss": None, "samples": method.bootstrap_samples,
+                        "message": f"no bootstrap: {exc}"}
+    return score_intervals(problem, out)
 
 
 def replay(
@@ -344,7 +277,7 @@ def replay(
     if budgets[0] <= 0 or budgets[-1] > budget:
         raise ValueError(f"record_budgets must lie in (0, budget={budget}], got "
                          f"{list(record_budgets)}")
-    timings = {"search": 0.0, "fantasize": 0.0, "metrics": 0.0}
+    timings = {"search": 0.0, "fantasize": 0.0, "posterior": 0.0, "metrics": 0.0}
     t_start = time.perf_counter()
     records: list[BudgetMetrics] = []
     if not method.budget_independent:

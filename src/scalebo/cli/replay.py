@@ -30,7 +30,12 @@ example: scalebo replay --dataset steplaw --budget 0.05 --seed 0 --json out.json
 _METHOD_OPTIONS = {"strategy": "strategy", "schedule": "schedule", "surrogate": "surrogate",
                    "kernel": "kernel", "acq": "acquisition", "incumbent": "incumbent",
                    "fantasize": "fantasize", "estimator": "estimator",
-                   "scope": "fantasize_scope", "batch": "q"}
+                   "scope": "fantasize_scope", "batch": "q", "target_compute": "target_compute",
+                   "target_law": "target_law", "cost_power": "cost_power",
+                   "target_samples": "target_samples", "target_every": "target_every",
+                   "target_estimator": "target_estimator",
+                   "posterior_samples": "posterior_samples",
+                   "bootstrap_samples": "bootstrap_samples"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,7 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="window schedule")
     group.add_argument("--surrogate", choices=("gp", "random", "trees"))
     group.add_argument("--kernel", help="GP kernel (matern52, rbf, additive, mixed)")
-    group.add_argument("--acq", choices=("ei", "pi", "lcb"))
+    group.add_argument("--acq", choices=("ei", "pi", "lcb", "target"),
+                       help="acquisition; 'target': the run that most reduces the law "
+                            "posterior's variance at --target-compute per cost^--cost-power")
     group.add_argument("--incumbent", choices=("frontier", "global"))
     group.add_argument("--fantasize", action=argparse.BooleanOptionalAction, default=None,
                        help="also score observed + surrogate-predicted losses")
@@ -66,6 +73,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="fantasization scope: the final window (default), up to the "
                             "costliest observed cell, or the whole grid")
     group.add_argument("--batch", type=int, help="configurations per ask (q)")
+    group.add_argument("--posterior-samples", type=int, metavar="S",
+                       help="samples of the law posterior at every recorded budget (default "
+                            "64; 0: none)")
+    group.add_argument("--bootstrap-samples", type=int, metavar="B",
+                       help="also a bootstrap over the observed runs, for comparison "
+                            "(default 0: none)")
+    target = parser.add_argument_group("target acquisition (--acq target)")
+    target.add_argument("--target-compute", type=float, metavar="FLOPS",
+                        help="compute whose law prediction is sharpened (default 1e25)")
+    target.add_argument("--target-law", choices=("compute", "chinchilla"),
+                        help="law of the target prediction (default compute: L(C) on the "
+                             "envelope)")
+    target.add_argument("--cost-power", type=float, metavar="GAMMA",
+                        help="score = log(variance reduction) - GAMMA*log(cost/C_total); "
+                             "0: cost-blind, 1: per FLOP")
+    target.add_argument("--target-samples", type=int, metavar="S",
+                        help="posterior samples (law fits) per ensemble")
+    target.add_argument("--target-every", type=int, metavar="K",
+                        help="rebuild the ensemble every K asks (square-root updates between)")
+    target.add_argument("--target-estimator", choices=("stein", "ensemble"),
+                        help="covariance of target and candidate: exact GP covariance times "
+                             "the law's expected sensitivities (stein) or sample covariance")
     parser.add_argument("--json", default=None, metavar="OUT", help="write the full record")
     parser.add_argument("--plot", default=None, metavar="PNG",
                         help="plot the acquisition trace (compute vs order, cap; C vs loss)")
@@ -125,7 +154,34 @@ def _table(rec: Any) -> str:
     cols = list(rows[0]) if rows else []
     head = (f"{rec.dataset}: {rec.method.label()}, seed {rec.seed}; "
             f"{rec.timings['total']:.1f} s\n")
-    return head + format_table(rows, cols)
+    out = head + format_table(rows, cols)
+    intervals = _interval_rows(rec)
+    if intervals:
+        out += ("\n\nlaw intervals at 1e25 FLOPs (loss, nats; covers: whether the full-grid "
+                "reference is inside the 80 % / 95 % interval)\n"
+                + format_table(intervals, list(intervals[0])))
+    return out
+
+
+def _interval_rows(rec: Any) -> list[dict]:
+    """One row per budget × law × interval source (law posterior, observed bootstrap)."""
+    rows = []
+    for m in rec.metrics:
+        for source, table in (("posterior", m.law_posterior),
+                              ("bootstrap", m.observed_bootstrap)):
+            for law, entry in (table or {}).items():
+                q = (entry.get("predicted_loss") or {}).get("1e+25")
+                if not q or q.get("q10") is None:
+                    continue
+                cov = (entry.get("covered") or {}).get("1e+25") or {}
+                ref = (entry.get("reference_loss") or {}).get("1e+25")
+                rows.append({"budget": m.budget, "source": source, "law": law,
+                             "q02.5": q["q02.5"], "q10": q["q10"], "q50": q["q50"],
+                             "q90": q["q90"], "q97.5": q["q97.5"],
+                             "80%_halfwidth_%": 50 * (q["q90"] - q["q10"]) / q["q50"],
+                             "reference": ref, "covers_80": cov.get("80"),
+                             "covers_95": cov.get("95")})
+    return rows
 
 
 def plot_trace(rec: Any, problem: Any, path: str) -> None:

@@ -1,0 +1,165 @@
+"""A replay's search strategy: :class:`MethodConfig`, its validated settings and defaults."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from scalebo.search.trend import TREND_FORMS
+
+__all__ = ["DEFAULT_METHOD", "MethodConfig"]
+
+_CHOICES = {
+    "strategy": ("window", "full"),
+    "schedule": ("sweep", "spent", "coverage"),
+    "surrogate": ("gp", "random", "trees"),
+    "acquisition": ("ei", "pi", "lcb", "target"),
+    "incumbent": ("frontier", "global"),
+    "fantasize_scope": ("window", "observed", "grid"),
+    "estimator": ("mean", "cell_best"),
+    "law": ("compute", "chinchilla"),
+    "target_law": ("compute", "chinchilla"),
+    "target_estimator": ("stein", "ensemble"),
+    "trend_form": TREND_FORMS,
+}
+
+
+@dataclass(frozen=True)
+class MethodConfig:
+    """A search strategy (defaults chosen by ``benchmarks/replay_baseline.py``).
+
+    Measured with ``benchmarks/replay_baseline.py`` (5 seeds, |rel. diff| of the compute law at
+    1e25 FLOPs, fantasized, budgets 1 / 5 / 10 %, hyperparameters refitted at every ask):
+    window ``spent`` + EI + frontier incumbent + posterior-mean fill-in gave OELLM-English
+    2.9 / 0.6 / 0.4 % and StepLaw 19.8 / 4.5 / 0.2 %; ``sweep`` was better on OELLM at 1–5 %
+    (1.7 / 0.4 %, the same runs for every seed) but worse at 10 % and on StepLaw
+    (22.0 / 9.6 / 3.2 %), at 25× the time per replay; Full was better on StepLaw at 1–5 %
+    (8.9 / 2.9 %) and worse on OELLM (5.8 / 1.0 / 0.7 %); the global incumbent and random
+    order were worse almost everywhere; ``cell_best`` was slightly better than ``mean``
+    everywhere (OELLM 2.4 / 0.4 / 0.3 %, StepLaw 17.6 / 4.4 / 0.2 %), within one SD, so the
+    published estimator stays the default. Refitting the GP's hyperparameters at every ask
+    instead of every max(10, n/4) asks (5 seeds, 1 / 5 / 10 / 25 %): OELLM
+    17.1 / 2.9 / 0.74 / 0.27 → 2.9 / 0.64 / 0.35 / 0.00 %, StepLaw 6.6 / 12.3 / 1.8 / 1.5 →
+    19.8 / 4.5 / 0.24 / 0.00 %, for ~3× the search time; hence ``refit_every=1,
+    refit_growth=0``.
+
+    Attributes:
+        strategy: ``"window"`` (candidates capped by a growing compute window) or ``"full"``.
+        schedule: Window schedule: ``"sweep"``, ``"spent"`` or ``"coverage"``.
+        surrogate: ``"gp"``, ``"random"`` (a uniformly random order of the admissible
+            configurations, whatever ``acquisition`` and ``incumbent``; fantasized with a
+            GP) or ``"trees"``.
+        kernel: GP kernel name (:func:`~scalebo.search.composite_kernels.make_kernel`).
+        acquisition: ``"ei"``, ``"pi"``, ``"lcb"`` or ``"target"`` (expected reduction of
+            the law posterior's variance at ``target_compute`` per cost^``cost_power``,
+            :mod:`scalebo.search.target`).
+        incumbent: ``"frontier"`` (best loss in the candidate's cell) or ``"global"``.
+        kappa: LCB exploration weight.
+        fantasize: Also compute the metrics on observed + predicted losses.
+        fantasize_scope: ``"window"``: the search's final window (DESIGN.md), i.e.
+            configurations costing at most :meth:`~scalebo.search.loop.SearchLoop.window_cap`
+            (for ``spent``, the compute spent; for Full, no cap: the whole grid);
+            ``"observed"``: up to the costliest observed cell; ``"grid"``: every acquirable
+            configuration.
+        estimator: Fantasized cell losses: ``"mean"`` (posterior means) or ``"cell_best"``
+            (expected cell minimum over joint posterior samples).
+        law: Headline law of reports: ``"compute"`` or ``"chinchilla"`` (both are measured).
+        n_initial: Size of the shared initial design (cheapest compute levels).
+        q: Configurations asked per batch (kriging believer within a batch).
+        refit_every: Surrogate hyperparameters refitted at least this many asks apart.
+        refit_growth: ... and at least ``refit_growth × n_obs`` asks apart, so refits (each
+            ``O(n_obs³)`` per likelihood evaluation) get rarer as observations accumulate;
+            in between the GP is conditioned with fixed hyperparameters (``O(n_obs²)``).
+        clip_iqr: The GP sees losses clipped at ``median + clip_iqr × IQR`` of the losses
+            it is fitted on (see :class:`ClippedGP`); None: no clipping.
+        trend: Give the GP a mean in encoded ``log N`` and ``log D`` (see ``trend_form``)
+            (:class:`~scalebo.search.trend.TrendSurrogate`) so that it does not revert to
+            the average loss on the grid's unexplored, expensive cells.
+        trend_form: ``"linear"``, or ``"power"``: a saturating Chinchilla-form mean
+            ``c + a·N^(−α) + b·D^(−β)`` (rates on a grid, ``a, b ≥ 0``).
+        posterior_samples: Samples S of the law posterior recorded at every budget
+            (:func:`~scalebo.search.law_posterior.law_posterior`, inside the fantasization
+            scope); 0: none.
+        posterior_noise: Sample recorded losses (latent + observation noise) rather than
+            the latent loss.
+        bootstrap_samples: Resamples of a bootstrap over the observed runs' frontier
+            (what ``scalebo fit --bootstrap`` gives), recorded beside the law posterior for
+            comparison; 0: none.
+        shift_optimum: The GP sees hyperparameters relative to an optimum that moves with
+            N and D (:class:`~scalebo.search.optimum_shift.OptimumShiftSurrogate`).
+    """
+
+    strategy: str = "window"
+    schedule: str = "spent"
+    surrogate: str = "gp"
+    kernel: str = "matern52"
+    acquisition: str = "ei"
+    incumbent: str = "frontier"
+    kappa: float = 2.0
+    fantasize: bool = True
+    fantasize_scope: str = "window"
+    estimator: str = "mean"
+    law: str = "compute"
+    n_initial: int = 5
+    q: int = 1
+    refit_every: int = 1
+    refit_growth: float = 0.0
+    clip_iqr: float | None = 5.0
+    trend: bool = False
+    trend_form: str = "linear"
+    posterior_samples: int = 64
+    posterior_noise: bool = True
+    target_compute: float = 1e25
+    target_law: str = "compute"
+    cost_power: float = 1.0
+    target_samples: int = 32
+    target_every: int = 1
+    target_estimator: str = "stein"
+    shift_optimum: bool = False
+    bootstrap_samples: int = 0
+
+    def __post_init__(self) -> None:
+        for name, allowed in _CHOICES.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"MethodConfig.{name} must be one of {list(allowed)}, got "
+                                 f"{getattr(self, name)!r}")
+        if (self.q < 1 or self.refit_every < 1 or self.n_initial < 0 or self.refit_growth < 0
+                or self.posterior_samples < 0 or self.bootstrap_samples < 0):
+            raise ValueError("MethodConfig needs q >= 1, refit_every >= 1, n_initial >= 0, "
+                             "refit_growth >= 0, posterior_samples >= 0 and "
+                             "bootstrap_samples >= 0")
+        if not (self.target_compute > 0 and self.target_compute < float("inf")
+                and 0 <= self.cost_power < float("inf") and self.target_samples >= 8
+                and self.target_every >= 1):
+            raise ValueError("MethodConfig needs a finite target_compute > 0 FLOPs, a finite "
+                             "cost_power >= 0, target_samples >= 8 and target_every >= 1; got "
+                             f"{self.target_compute}, {self.cost_power}, "
+                             f"{self.target_samples}, {self.target_every}")
+
+    @property
+    def schedule_name(self) -> str:
+        """The window schedule actually used (``"full"`` for the full strategy)."""
+        return "full" if self.strategy == "full" else self.schedule
+
+    @property
+    def budget_independent(self) -> bool:
+        """Whether choices never depend on the total budget (see the module docstring)."""
+        return self.schedule_name != "sweep"
+
+    def label(self) -> str:
+        """Short human-readable name, e.g. ``"window-spent gp ei/frontier fant=mean"``."""
+        fant = f"fant={self.estimator}" if self.fantasize else "no-fant"
+        acq = self.acquisition + ("" if self.acquisition == "lcb" else f"/{self.incumbent}")
+        if self.acquisition == "target":
+            acq = f"target/{self.target_law}@{self.target_compute:.0e},γ={self.cost_power:g}"
+        return f"{self.schedule_name if self.strategy == 'window' else 'full'} " \
+               f"{self.surrogate} {acq} {fant}"
+
+    def with_(self, **changes: object) -> MethodConfig:
+        """A copy with some fields changed (validated)."""
+        return replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+DEFAULT_METHOD = MethodConfig()
