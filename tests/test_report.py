@@ -118,3 +118,46 @@ def test_cli_report_in_subprocess(tmp_path):
                            "--out", str(tmp_path / "x")], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 2 and "holds no scalebo record" in proc.stderr
+
+
+def _oracle_cell(m) -> str:
+    lm = m.observed["compute"]
+    return "no fit" if lm.extrapolation_pct is None else f"{lm.abs_extrapolation(1e25):.2f}"
+
+
+def test_oracle_rows_in_the_1e25_table(tmp_path, monkeypatch):
+    from test_oracle import tiny_problem
+
+    from scalebo.bench import problems as problems_mod
+    from scalebo.bench.oracle import floor_oracle
+
+    tiny = tiny_problem()
+    monkeypatch.setattr(problems_mod, "load_problem",
+                        lambda source, **kw: tiny if source == "toy" else None)
+    budgets = (0.002, 0.05, 0.25)
+    rec = _records(tmp_path, {**CONFIG, "budgets": list(budgets)})
+    md = write_report(rec, tmp_path / "out", figures=False).read_text()
+    for kind, label in (("envelope", "oracle: envelope"), ("cells", "oracle: cell bests")):
+        cells = [_oracle_cell(floor_oracle(tiny, b, kind, laws=("compute",))) for b in budgets]
+        assert f"| toy | {label} | " + " | ".join(cells) + " | – |" in md
+    # 0.2 % buys 2 configurations (too few for a fit); 25 % the whole envelope (exact refit).
+    assert "| toy | oracle: envelope | no fit | 1.37 | 0.00 | – |" in md
+    assert "| toy | oracle: cell bests | no fit | 1.77 | 0.00 | – |" in md
+    at25, at27 = md.index("at 1e25 FLOPs"), md.index("at 1e27 FLOPs")
+    assert at25 < md.index("oracle: envelope") < at27 and md.count("| toy | oracle:") == 2
+    # After the dataset's methods, and the floors are named.
+    assert md.index("| toy | window + fantasize |") < md.index("| toy | oracle: envelope |")
+    assert f"toy {100 * tiny.floor_envelope:.2f} / {100 * tiny.floor_cells:.2f}" in md
+
+
+def test_oracle_rows_skipped_when_the_dataset_cannot_be_loaded(tmp_path):
+    rec = _records(tmp_path)
+    md = write_report(rec, tmp_path / "out", figures=False).read_text()
+    assert "No oracle rows for toy (cannot load it: " in md and "| toy | oracle:" not in md
+    md = write_report(rec, tmp_path / "off", figures=False, oracle=False).read_text()
+    assert "Floor-oracle rows not computed" in md and "cannot load" not in md
+    proc = subprocess.run([sys.executable, "-m", "scalebo.cli", "bench", "report", str(rec),
+                           "--out", str(tmp_path / "cli"), "--no-figures", "--no-oracle"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "Floor-oracle rows not computed" in (tmp_path / "cli" / "report.md").read_text()

@@ -10,7 +10,12 @@ Tables (Markdown, :func:`write_report`):
 
 * relative extrapolation error ``|L̂(C) − L_ref(C)| / L_ref(C)`` in % at C = 1e25, 1e27 and
   1e29 FLOPs, one table per C — rows dataset × variant, columns budget fractions (the
-  original study's Table 1 layout);
+  original study's Table 1 layout); at 1e25 also the floor oracles' rows
+  (:mod:`scalebo.bench.oracle`: the reference envelope's / the cells' best configurations
+  bought cheapest first) for every dataset that can be loaded;
+* calibration of the law posterior at 1e25 FLOPs (:mod:`scalebo.bench.calibration`):
+  coverage of the 80 % / 95 % intervals and their median width per dataset × method × law ×
+  budget, and pooled per method × law against the project's target;
 * the fitted (incumbent) law's coefficients per budget — rows dataset × variant ×
   parameter, columns budgets (Table 5 layout);
 * compute saved: the smallest budget fraction ``f`` at which the mean error at 1e25 FLOPs is
@@ -21,7 +26,8 @@ Tables (Markdown, :func:`write_report`):
 Figures (matplotlib, imported lazily, Agg backend; only when the records hold the methods):
 per dataset a grid of recovery panels vs budget fraction with ±1 SD bands (one colour per
 method, observed dashed, fantasized solid), and comparisons of methods that differ only in
-their surrogate, kernel or acquisition.
+their surrogate, kernel or acquisition; coverage and interval width vs budget
+(``figures/calibration.png``).
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scalebo.bench.calibration import calibration_figure, calibration_section
+from scalebo.bench.oracle import report_oracle
 from scalebo.bench.records import IGNORED_ATTR, load_records
 
 __all__ = ["EXTRAPOLATION_KEYS", "coefficient_table", "comparison_groups",
@@ -103,15 +111,31 @@ def _pivot(summary: pd.DataFrame, metric: str, digits: int = 2,
     for ds, method, kind in variants or _variants(summary, metric):
         rows = sub[(sub["dataset"] == ds) & (sub["method"] == method) & (sub["kind"] == kind)]
         by_b = {r.budget: r for r in rows.itertuples()}
+        if kind == "oracle":  # deterministic: one value, "no fit" when the fit failed
+            cells = [("–" if b not in by_b else f"{by_b[b].mean:.{digits}f}"
+                      if math.isfinite(by_b[b].mean) else "no fit") for b in budgets]
+            lines.append(f"| {ds} | {method} | " + " | ".join(cells) + " | – |")
+            continue
         cells = [_fmt(by_b[b].mean, by_b[b].sd, digits) if b in by_b else "–" for b in budgets]
         n = int(rows["n"].min()) if len(rows) else 0
         lines.append(f"| {ds} | {_label(method, kind)} | " + " | ".join(cells) + f" | {n} |")
     return "\n".join(lines) + "\n"
 
 
-def extrapolation_table(summary: pd.DataFrame, C: str = "1e+25", law: str = "compute") -> str:
-    """Table 1 layout: |relative extrapolation error| (%) at ``C`` FLOPs, mean ± SD."""
-    return _pivot(summary, f"{law}.extrapolation_pct.{C}")
+def extrapolation_table(summary: pd.DataFrame, C: str = "1e+25", law: str = "compute",
+                        oracle: pd.DataFrame | None = None) -> str:
+    """Table 1 layout: |relative extrapolation error| (%) at ``C`` FLOPs, mean ± SD.
+
+    ``oracle`` (:attr:`scalebo.bench.oracle.OracleSummary.summary`) adds its rows after each
+    dataset's methods, one value per budget ("no fit" when the oracle's fit failed).
+    """
+    metric = f"{law}.extrapolation_pct.{C}"
+    if oracle is None or oracle.empty:
+        return _pivot(summary, metric)
+    variants, extra = _variants(summary, metric), _variants(oracle, metric)
+    ordered = [v for ds in dict.fromkeys(v[0] for v in variants + extra)
+               for v in (*[v for v in variants if v[0] == ds], *[v for v in extra if v[0] == ds])]
+    return _pivot(pd.concat([summary, oracle], ignore_index=True), metric, variants=ordered)
 
 
 def coefficient_table(summary: pd.DataFrame, law: str = "compute") -> str:
@@ -272,7 +296,8 @@ def comparison_figure(summary: pd.DataFrame, methods: Sequence[str], param: str,
 
 def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
                  title: str | None = None, figures: bool = True, law: str = "compute",
-                 threshold_pct: float = 1.0) -> Path:
+                 threshold_pct: float = 1.0, oracle: bool = True,
+                 data_dir: str | os.PathLike[str] | None = None) -> Path:
     """Write ``out_dir/report.md`` (and ``out_dir/figures/*.png``) from sweep records.
 
     Args:
@@ -283,6 +308,10 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
         law: Law whose metrics fill the tables: ``"compute"`` (L(C) on the envelope) or
             ``"chinchilla"`` (L(N, D) on per-cell bests, its compute-optimal path for C).
         threshold_pct: Accuracy target of the compute-saved table, % at 1e25 FLOPs.
+        oracle: Add the floor oracles' rows (:mod:`scalebo.bench.oracle`) to the table at
+            1e25 FLOPs; needs each dataset loadable (a dataset that is not is named in the
+            report and left out).
+        data_dir: Public datasets folder for the oracles (default ``$SCALEBO_DATA_DIR``).
 
     Returns:
         Path of the Markdown file. Raises ``ValueError`` when the directory holds no record.
@@ -312,9 +341,16 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
           f"Law in the tables: `{law}`. Cells are mean ± SD over seeds; `n` is the number of "
           "seeds. `method + fantasize` = the same runs with the law fitted on observed + "
           "surrogate-filled losses.", ""]
+    orc, caption = None, ["Floor-oracle rows not computed (`--no-oracle`).", ""]
+    if oracle:
+        orc, caption = report_oracle(records_dir, frame, data_dir, law)
     for C in EXTRAPOLATION_KEYS:
+        first = C == EXTRAPOLATION_KEYS[0]
+        rows = orc.summary if orc is not None and first else None
         md += [f"## |Relative extrapolation error| (%) at {C.replace('e+', 'e')} FLOPs", "",
-               extrapolation_table(summary, C, law)]
+               extrapolation_table(summary, C, law, rows), *(caption if first else [])]
+    calibration_md, iv = calibration_section(frame, EXTRAPOLATION_KEYS[0])
+    md += calibration_md
     md += [f"## Compute saved to reach ≤ {threshold_pct:g} % error at 1e25 FLOPs", "",
            savings_table(summary, threshold_pct, law=law),
            "## Fitted law coefficients (mean ± SD)", "", coefficient_table(summary, law),
@@ -331,6 +367,9 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
             methods = list(dict.fromkeys(frame.loc[frame["dataset"] == ds, "method"]))
             p = recovery_figure(summary, ds, methods, fig_dir / f"recovery_{ds}.png", law)
             md += [f"![{ds} recovery]({p.relative_to(out).as_posix()})", ""]
+        p = calibration_figure(iv, fig_dir / "calibration.png", EXTRAPOLATION_KEYS[0])
+        if p is not None:
+            md += [f"![law posterior calibration]({p.relative_to(out).as_posix()})", ""]
         for param in COMPARED:
             for i, group in enumerate(comparison_groups(frame, param)):
                 p = comparison_figure(summary, group, param,

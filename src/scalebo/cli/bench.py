@@ -10,8 +10,10 @@
   warnings raised while loading a dataset are shown once and kept in the records' ``notes``.
   Progress (cells done / total, ETA) on stderr; the summary on stdout.
 * ``scalebo bench report DIR --out REPORT_DIR`` writes ``REPORT_DIR/report.md`` with mean ± SD
-  tables and figures (:func:`scalebo.bench.report.write_report`); unusable record files are
-  named in a warning and counted in the report.
+  tables and figures (:func:`scalebo.bench.report.write_report`), the calibration of the law
+  posterior and floor-oracle rows (``--no-oracle`` leaves them out; they need the datasets,
+  ``--data-dir`` or ``$SCALEBO_DATA_DIR``); unusable record files are named in a warning and
+  counted in the report.
 """
 
 from __future__ import annotations
@@ -73,6 +75,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rep.add_argument("--no-figures", action="store_true", help="tables only")
     rep.add_argument("--law", choices=("compute", "chinchilla"), default="compute",
                      help="law whose metrics fill the tables (default compute)")
+    rep.add_argument("--no-oracle", action="store_true",
+                     help="leave out the floor-oracle rows (they load each dataset)")
+    rep.add_argument("--data-dir", default=None,
+                     help="public datasets folder for the floor oracles "
+                          "(default $SCALEBO_DATA_DIR)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -113,7 +120,8 @@ def _report(args: argparse.Namespace) -> int:
     from scalebo.bench.report import write_report
 
     path = write_report(args.records, args.out, title=args.title, figures=not args.no_figures,
-                        law=args.law)
+                        law=args.law, oracle=not args.no_oracle,
+                        data_dir=args.data_dir or os.environ.get("SCALEBO_DATA_DIR"))
     log(f"report written to {path}")
     print(path)
     return 0

@@ -1,0 +1,190 @@
+"""Floor oracles: planners that already know the answer (DESIGN.md, "The compute floor").
+
+Two oracles buy, **cheapest first**, configurations that only someone who had trained the
+whole grid could name, and stop when the next one no longer fits in the budget (the same
+admissibility rule as a replay: ``cost ≤ budget − spent``, relative slack
+:data:`~scalebo.search.window.COST_RTOL`):
+
+* ``kind="envelope"``: the reference Pareto envelope's configurations
+  (``problem.envelope_idx``); with the whole envelope affordable it spends exactly the
+  envelope floor ``problem.floor_envelope`` and refits the reference compute law exactly;
+* ``kind="cells"``: every acquirable (N, D) cell's best configuration
+  (``problem.cell_best_idx``), whose cost is the per-cell floor ``problem.floor_cells``.
+
+Their runs are scored with the replays' own metrics
+(:func:`scalebo.bench.metrics.evaluate`, observed runs only: no fantasization, no law
+posterior), so an oracle row in a report is the error a method would have if its search
+were perfect and its only loss of information were the budget. A budget below the cheapest
+such configuration trains nothing, and every law fit is recorded as failed.
+
+:func:`oracle_summary` evaluates both oracles for the datasets and budgets of a report, in
+the layout of :func:`scalebo.bench.report.summarize`, and says which datasets could not be
+loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from scalebo.bench.metrics import EXTRAPOLATION_C, LAWS, BudgetMetrics, c_key, evaluate
+from scalebo.bench.problems import ReplayProblem
+from scalebo.errors import ScaleboError
+from scalebo.search.window import COST_RTOL
+
+__all__ = ["ORACLE_KINDS", "ORACLE_LABELS", "OracleSummary", "floor_oracle",
+           "oracle_indices", "oracle_summary", "report_oracle"]
+
+#: Oracle kinds accepted by :func:`floor_oracle`.
+ORACLE_KINDS: tuple[str, ...] = ("envelope", "cells")
+#: Row label of each oracle kind in the report's tables.
+ORACLE_LABELS: Mapping[str, str] = {"envelope": "oracle: envelope", "cells": "oracle: cell bests"}
+
+
+def oracle_indices(problem: ReplayProblem, budget: float, kind: str = "envelope") -> np.ndarray:
+    """Grid rows the ``kind`` oracle trains under ``budget`` (fraction of ``C_total``).
+
+    The oracle's configurations sorted by cost (stable: ties keep the problem's order),
+    kept while their cumulative cost is ≤ ``budget · C_total`` (FLOPs, relative slack
+    ``COST_RTOL``). Shape ``(n,)``, possibly empty.
+    """
+    if kind not in ORACLE_KINDS:
+        raise ValueError(f"unknown oracle kind {kind!r}; expected one of {list(ORACLE_KINDS)}")
+    if not budget >= 0:
+        raise ValueError(f"budget must be a fraction >= 0 of C_total, got {budget!r}")
+    rows = problem.envelope_idx if kind == "envelope" else problem.cell_best_idx
+    rows = np.asarray(rows, dtype=np.int64)
+    rows = rows[np.argsort(problem.grid.cost[rows], kind="stable")]
+    spent = np.cumsum(problem.grid.cost[rows])
+    n = int(np.searchsorted(spent, budget * problem.C_total * (1 + COST_RTOL), side="right"))
+    return rows[:n]
+
+
+def floor_oracle(problem: ReplayProblem, budget: float, kind: str = "envelope", *,
+                 laws: Sequence[str] = LAWS) -> BudgetMetrics:
+    """Metrics of the ``kind`` oracle (``"envelope"`` or ``"cells"``) at ``budget``.
+
+    Args:
+        problem: The replay problem (its reference envelope and cell bests are the answer).
+        budget: Budget, fraction of ``C_total``.
+        kind: ``"envelope"`` (the reference envelope's configurations) or ``"cells"``
+            (each acquirable cell's best configuration), bought cheapest first.
+        laws: Laws to refit (default both).
+
+    Returns:
+        :func:`~scalebo.bench.metrics.evaluate` of the oracle's runs, observed only.
+    """
+    return evaluate(problem, oracle_indices(problem, budget, kind), budget=budget, laws=laws)
+
+
+@dataclass(frozen=True)
+class OracleSummary:
+    """Oracle metrics of a report's datasets and budgets.
+
+    Attributes:
+        summary: Rows like :func:`scalebo.bench.report.summarize` — ``dataset``, ``method``
+            (an :data:`ORACLE_LABELS` value), ``kind`` (``"oracle"``), ``metric`` (the
+            observed law metrics, e.g. ``compute.extrapolation_pct.1e+25``, and the run
+            quantities ``n_runs``, ``spent_fraction``), ``budget``, ``mean`` (the value;
+            NaN for a failed fit), ``sd`` (0: an oracle is deterministic) and ``n`` (1).
+        skipped: ``(dataset, reason)`` of each dataset that could not be loaded.
+        floors: ``(dataset, floor_envelope, floor_cells)`` of each loaded dataset, fractions
+            of ``C_total`` (the spend of each oracle once all its configurations fit).
+    """
+
+    summary: pd.DataFrame
+    skipped: tuple[tuple[str, str], ...] = ()
+    floors: tuple[tuple[str, float, float], ...] = ()
+
+
+def _rows(dataset: str, label: str, m: BudgetMetrics) -> list[dict]:
+    values: dict[str, float | None] = {"n_runs": m.n_runs, "spent_fraction": m.spent_fraction}
+    for law, lm in m.observed.items():
+        values[f"{law}.ok"] = float(lm.ok)
+        extra = lm.extrapolation_pct or {}
+        for c in map(c_key, EXTRAPOLATION_C):  # NaN: no fit (or no compute-optimal path)
+            values[f"{law}.extrapolation_pct.{c}"] = abs(extra[c]) if c in extra else None
+    return [{"dataset": dataset, "method": label, "kind": "oracle", "metric": k,
+             "budget": float(m.budget), "mean": np.nan if v is None else float(v), "sd": 0.0,
+             "n": 1} for k, v in values.items()]
+
+
+def oracle_summary(datasets: Mapping[str, tuple[str, Mapping]], budgets: Sequence[float], *,
+                   data_dir: str | os.PathLike[str] | None = None,
+                   laws: Sequence[str] = ("compute",)) -> OracleSummary:
+    """Both oracles on every dataset at every budget.
+
+    Args:
+        datasets: ``{name: (source, options)}`` as in the records' cells (``source`` is what
+            :func:`~scalebo.bench.problems.load_problem` loads, ``options`` its keywords).
+        budgets: Budgets, fractions of ``C_total``.
+        data_dir: Public datasets folder (default ``$SCALEBO_DATA_DIR``).
+        laws: Laws to refit (the report's law).
+
+    A dataset that cannot be loaded (e.g. ``SCALEBO_DATA_DIR`` unset, an unknown name) is
+    skipped and named in :attr:`OracleSummary.skipped` with the error.
+    """
+    from scalebo.bench.problems import load_problem
+
+    rows: list[dict] = []
+    skipped: list[tuple[str, str]] = []
+    floors: list[tuple[str, float, float]] = []
+    for name, (source, options) in datasets.items():
+        kwargs = dict(options or {})
+        if data_dir is not None:
+            kwargs.setdefault("data_dir", str(data_dir))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                problem = load_problem(source, **kwargs)
+        except (OSError, ValueError, TypeError, KeyError, ScaleboError) as exc:
+            skipped.append((name, f"{type(exc).__name__}: {exc}"))
+            continue
+        floors.append((name, problem.floor_envelope, problem.floor_cells))
+        for kind in ORACLE_KINDS:
+            for b in sorted(set(budgets)):
+                rows += _rows(name, ORACLE_LABELS[kind], floor_oracle(problem, b, kind,
+                                                                       laws=laws))
+    cols = ["dataset", "method", "kind", "metric", "budget", "mean", "sd", "n"]
+    return OracleSummary(pd.DataFrame(rows, columns=cols), tuple(skipped), tuple(floors))
+
+
+def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
+                  data_dir: str | os.PathLike[str] | None = None, law: str = "compute"
+                  ) -> tuple[OracleSummary, list[str]]:
+    """:func:`oracle_summary` of a record directory and the Markdown caption of its rows.
+
+    Args:
+        records_dir: Record directory; each dataset's ``source`` and ``options`` are read
+            from its records' cells.
+        frame: Its ok rows (:func:`~scalebo.bench.records.load_records`): the datasets and
+            budgets to evaluate.
+        data_dir: Public datasets folder (default ``$SCALEBO_DATA_DIR``).
+        law: The report's law.
+    """
+    from scalebo.bench.records import scan_records
+
+    names = set(frame["dataset"])
+    specs = {c["dataset"]["name"]: (c["dataset"]["source"], c["dataset"].get("options") or {})
+             for c in (r["cell"] for r in scan_records(records_dir)[0])
+             if c["dataset"]["name"] in names}
+    orc = oracle_summary(specs, sorted(frame["budget"].unique()), data_dir=data_dir,
+                         laws=(law,))
+    text = (f"Rows `{ORACLE_LABELS['envelope']}` / `{ORACLE_LABELS['cells']}` (floor "
+            "oracles): a planner that already knew the answer trains the reference envelope's "
+            "configurations / each cell's best configuration, cheapest first while they fit "
+            "in the budget; the law is fitted on these observed runs; one deterministic value "
+            "per budget (`no fit`: too few runs for a fit).")
+    if orc.floors:
+        text += " Their full cost (envelope / cell-best floor, % of C_total): " + "; ".join(
+            f"{d} {100 * e:.2f} / {100 * c:.2f}" for d, e, c in orc.floors) + "."
+    if orc.skipped:
+        text += (" No oracle rows for " + "; ".join(f"{d} (cannot load it: {why})"
+                                                   for d, why in orc.skipped)
+                 + " — set `SCALEBO_DATA_DIR` or pass `data_dir`.")
+    return orc, [text, ""]
