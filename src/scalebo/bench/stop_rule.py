@@ -1,0 +1,152 @@
+"""The stop rule, replayed: when would a campaign have stopped, and how wrong was it then?
+
+DESIGN.md's rule: stop once the law posterior's 80 % interval of the prediction at the
+target compute is narrower than a relative tolerance, ``(q90 − q10)/2 ≤ tol·q50`` (default
+``tol = 0.005``, i.e. ±0.5 %). :func:`replay_stop_rule` walks a finished replay's trace
+(the order in which the search bought its runs) and, at checkpoints where the compute spent
+has grown by a factor ``growth`` since the last one, computes the law posterior from the
+runs bought so far — a fresh surrogate of the method's kind fitted on them, fantasization
+inside the window the search had then — exactly what a campaign's status would see. The
+first checkpoint that satisfies the rule is the stop; the estimate reported there is the
+fit on the posterior-mean (fantasized) table, compared with the reference law only after
+the decision. Units: compute in FLOPs and fractions of ``C_total``, losses in nats.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from scalebo.bench.intervals import reference_losses
+from scalebo.bench.method import MethodConfig
+from scalebo.bench.metrics import predict_compute
+from scalebo.bench.problems import ReplayProblem
+from scalebo.bench.replay import fantasy_scope, method_surrogate
+from scalebo.errors import FitError, SearchError
+from scalebo.search.law_posterior import LawPosterior, law_posterior
+from scalebo.search.loop import SearchLoop
+
+__all__ = ["DEFAULT_TOLERANCE", "StopCheck", "StopOutcome", "replay_stop_rule"]
+
+#: Relative half-width of the 80 % interval at which the rule stops (±0.5 %).
+DEFAULT_TOLERANCE = 0.005
+
+
+@dataclass(frozen=True)
+class StopCheck:
+    """One checkpoint: runs bought, compute spent (fraction of ``C_total``), the 80 %
+    interval's relative half-width (%) and the point estimate's error (%, vs the reference;
+    None without a fit)."""
+
+    n_runs: int
+    spent_fraction: float
+    half_width_pct: float | None
+    error_pct: float | None
+
+
+@dataclass(frozen=True)
+class StopOutcome:
+    """Where the rule stopped (or the last checkpoint if it never did).
+
+    Attributes:
+        tolerance: Relative half-width that stops (e.g. 0.005).
+        target: Target compute, FLOPs. law: the law ("compute" or "chinchilla").
+        stopped: Whether the rule fired within the replay's budget.
+        n_runs, spent_fraction, half_width_pct, error_pct: At the stop (see
+            :class:`StopCheck`).
+        checks: Every checkpoint, in order.
+    """
+
+    tolerance: float
+    target: float
+    law: str
+    stopped: bool
+    n_runs: int
+    spent_fraction: float
+    half_width_pct: float | None
+    error_pct: float | None
+    checks: tuple[StopCheck, ...]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: int,
+           law: str, target: float, n_samples: int, seed: int, budget: float) -> StopCheck:
+    """The law posterior after the first ``k`` runs of ``order``."""
+    grid = problem.grid
+    idx = order[:k]
+    state = SearchLoop(grid, budget, None, acquisition="random",
+                       schedule=method.schedule_name, n_initial=0)
+    state.tell(idx, problem.loss[idx])
+    spent = float(grid.cost[idx].sum() / problem.C_total)
+    scope, cap = fantasy_scope(state, method)
+    try:
+        post = law_posterior(grid, idx, problem.loss[idx],
+                             method_surrogate(method, problem, seed, fantasy=True),
+                             laws=(law,), scope=scope, cap=cap, n_samples=n_samples,
+                             targets=(target,), include_noise=method.posterior_noise,
+                             rng=seed)[law]
+    except (SearchError, ValueError, np.linalg.LinAlgError):
+        return StopCheck(int(k), spent, None, None)
+    q = post.summary()["predicted_loss"][f"{target:.0e}"]
+    half = None if q["q10"] is None else 100 * (q["q90"] - q["q10"]) / 2 / q["q50"]
+    ref = reference_losses(problem, law)
+    point = _point_prediction(post, target)
+    err = None
+    if point is not None and ref is not None:
+        err = 100 * abs(point - ref[f"{target:.0e}"]) / ref[f"{target:.0e}"]
+    return StopCheck(int(k), spent, half, err)
+
+
+def _point_prediction(post: LawPosterior, target: float) -> float | None:
+    """The posterior-mean (fantasized) fit's prediction at ``target``, nats; None without
+    a fit or a compute-optimal path."""
+    if post.point is None:
+        return None
+    try:
+        return float(predict_compute(post.law, post.point, np.array([target]))[0])
+    except FitError:
+        return None
+
+
+def replay_stop_rule(problem: ReplayProblem, method: MethodConfig, trace_indices: object,
+                     *, budget: float, seed: int = 0, tolerance: float = DEFAULT_TOLERANCE,
+                     growth: float = 1.25, target: float = 1e25, law: str = "compute",
+                     n_samples: int = 64, first: int = 10) -> StopOutcome:
+    """Apply the stop rule along a replay's acquisition order (see the module docstring).
+
+    Args:
+        problem: The replay problem.
+        method: The method the replay ran (surrogate, schedule and fantasization scope).
+        trace_indices: Grid rows in the order bought, ``(n,)`` (``[t.index for t in
+            record.trace]``).
+        budget: The replay's budget, fraction of ``C_total`` (the window schedule's scale).
+        seed: Seed of the surrogate and the posterior samples.
+        tolerance: Relative half-width of the 80 % interval that stops.
+        growth: A checkpoint each time the compute spent has grown by this factor.
+        target: Target compute, FLOPs. law: ``"compute"`` or ``"chinchilla"``.
+        n_samples: Posterior samples per checkpoint.
+        first: Runs bought before the first checkpoint.
+    """
+    if not (0 < tolerance < 1) or growth <= 1 or first < 1:
+        raise ValueError("need 0 < tolerance < 1, growth > 1 and first >= 1")
+    order = np.asarray(trace_indices, dtype=np.int64)
+    spent = np.cumsum(problem.grid.cost[order])
+    checks: list[StopCheck] = []
+    last = 0.0
+    for k in range(min(first, order.size), order.size + 1):
+        if k < order.size and spent[k - 1] < growth * last:
+            continue
+        last = spent[k - 1]
+        c = _check(problem, method, order, k, law, target, n_samples, seed, budget)
+        checks.append(c)
+        if c.half_width_pct is not None and c.half_width_pct <= 100 * tolerance:
+            return StopOutcome(tolerance, target, law, True, c.n_runs, c.spent_fraction,
+                               c.half_width_pct, c.error_pct, tuple(checks))
+    if not checks:
+        raise ValueError("the trace is empty: nothing to check")
+    c = checks[-1]
+    return StopOutcome(tolerance, target, law, False, c.n_runs, c.spent_fraction,
+                       c.half_width_pct, c.error_pct, tuple(checks))
