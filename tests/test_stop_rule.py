@@ -1,0 +1,55 @@
+"""The stop rule replayed along an acquisition order, on a small synthetic grid."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scalebo.bench.method import DEFAULT_METHOD
+from scalebo.bench.problems import problem_from_table
+from scalebo.bench.stop_rule import replay_stop_rule
+from scalebo.bench.synthetic import make_synthetic
+from scalebo.laws import CHINCHILLA
+
+
+@pytest.fixture(scope="module")
+def problem():
+    frame = make_synthetic(N=5e7 * 2.0 ** np.arange(4), D=1e9 * 2.0 ** np.arange(4),
+                           lr=[5e-4, 1e-3, 2e-3], bs=[128, 256], seed=4)
+    return problem_from_table(frame[["N", "D", "lr", "bs", "loss"]], name="stop",
+                              chinchilla_starts=CHINCHILLA.start_grid()[::30])
+
+
+def test_stops_at_the_first_check_within_tolerance_and_reports_it(problem):
+    """A campaign that trains the whole acquirable grid, cheapest first: the posterior
+    collapses on the full table, which is the reference (error 0); the rule fires at the
+    first check whose half-width is within the tolerance, never before."""
+    order = np.flatnonzero(~problem.grid.held_out)
+    order = order[np.argsort(problem.grid.cost[order], kind="stable")]
+    out = replay_stop_rule(problem, DEFAULT_METHOD, order, budget=1.0, seed=0,
+                           tolerance=1e-4, n_samples=16, first=8)
+    assert out.stopped
+    last = out.checks[-1]
+    assert (last.n_runs, last.spent_fraction) == (out.n_runs, out.spent_fraction)
+    assert out.half_width_pct <= 1e-2
+    assert all(c.half_width_pct is None or c.half_width_pct > 1e-2 for c in out.checks[:-1])
+    spent = np.cumsum(problem.grid.cost[order]) / problem.C_total
+    for c in out.checks:
+        assert c.spent_fraction == pytest.approx(spent[c.n_runs - 1])
+    for a, b in zip(out.checks, out.checks[1:-1], strict=False):  # growth >= 1.25 between
+        assert b.spent_fraction >= 1.25 * a.spent_fraction * (1 - 1e-12)
+    if out.n_runs == order.size:
+        assert out.error_pct < 1e-6
+
+
+def test_a_loose_tolerance_stops_earlier_and_a_bad_one_is_refused(problem):
+    order = np.flatnonzero(~problem.grid.held_out)
+    order = order[np.argsort(problem.grid.cost[order], kind="stable")]
+    loose = replay_stop_rule(problem, DEFAULT_METHOD, order, budget=1.0, seed=0,
+                             tolerance=0.5, n_samples=16, first=8)
+    tight = replay_stop_rule(problem, DEFAULT_METHOD, order, budget=1.0, seed=0,
+                             tolerance=1e-4, n_samples=16, first=8)
+    assert loose.stopped and loose.n_runs <= tight.n_runs
+    assert loose.half_width_pct <= 50
+    with pytest.raises(ValueError, match="tolerance"):
+        replay_stop_rule(problem, DEFAULT_METHOD, order, budget=1.0, tolerance=0.0)
