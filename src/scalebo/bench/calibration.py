@@ -47,6 +47,9 @@ __all__ = ["BOOTSTRAP_SOURCE", "COVER_RTOL", "LEVELS", "TARGETS", "bootstrap_cal
 #: Relative tolerance of :func:`covers` (the records' own ``covered`` flags use the same):
 #: a reference within ``COVER_RTOL · ref`` of an interval's end counts as covered.
 COVER_RTOL = COVERAGE_RTOL
+#: Widths (%) below this are drawn at it in the figure (a log axis over 12 decades of
+#: rounding-level widths would hide the ones that matter).
+WIDTH_FLOOR_PCT = 1e-3
 #: Nominal level (%) → (lower, upper) quantile keys of the law posterior summary.
 LEVELS: Mapping[str, tuple[str, str]] = {"80": ("q10", "q90"), "95": ("q02.5", "q97.5")}
 #: Nominal level (%) → target range of the pooled coverage (fractions).
@@ -251,8 +254,8 @@ def calibration_figure(iv: pd.DataFrame, path: Path, C: str = "1e+25") -> Path |
 
     One column per dataset; rows: 80 % coverage, 95 % coverage (%, nominal level dashed,
     target range shaded), median 80 % width (% of the reference loss, log y; a width of 0,
-    a posterior collapsed onto the point fit, is drawn on a dotted floor line below the
-    smallest positive width). One colour per method, one line style per law; methods are
+    a posterior collapsed onto the point fit, and anything below :data:`WIDTH_FLOOR_PCT` is
+    drawn on a dotted floor line at it). One colour per method, one line style per law; methods are
     nudged sideways (±3 % of the budget) so that equal values stay visible. Returns None
     (no file) without intervals.
     """
@@ -270,7 +273,7 @@ def calibration_figure(iv: pd.DataFrame, path: Path, C: str = "1e+25") -> Path |
     styles = dict(zip(dict.fromkeys(s["law"]), ("-o", "--s", ":^", "-.v"), strict=False))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     width = s["median_width_80_pct"]
-    floor = float(width[width > 0].min()) / 3 if (width > 0).any() else 1e-3
+    floor = WIDTH_FLOOR_PCT
     fig, axes = plt.subplots(3, len(datasets), figsize=(5 * len(datasets), 10), squeeze=False,
                              constrained_layout=True, sharex="col")
     for j, ds in enumerate(datasets):
@@ -294,12 +297,13 @@ def calibration_figure(iv: pd.DataFrame, path: Path, C: str = "1e+25") -> Path |
             ax.set(ylim=(-5, 105), ylabel=f"{level} % interval coverage (%)",
                    title=ds if row == 0 else None)
         ax = axes[2, j]
-        if (width == 0).any():
+        if (width <= floor).any():
             ax.axhline(floor, color="0.5", ls=":", lw=1)
-            ax.annotate("width 0 (collapsed)", (0.02, floor), xycoords=("axes fraction", "data"),
-                        va="bottom", fontsize=7, color="0.4")
+            ax.annotate(f"≤ {floor:g} % (collapsed), drawn here", (0.02, floor),
+                        xycoords=("axes fraction", "data"), va="bottom", fontsize=7,
+                        color="0.4")
         ax.set(yscale="log", ylabel="median 80 % width (% of reference loss)")
-        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_locator(LogLocator(numticks=12))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
         for row, ax in enumerate(axes[:, j]):
