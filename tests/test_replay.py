@@ -8,19 +8,12 @@ import numpy as np
 import pytest
 
 from scalebo.bench.intervals import without_wall_times
-from scalebo.bench.problems import problem_from_table
 from scalebo.bench.replay import ClippedGP, MethodConfig, replay
-from scalebo.bench.synthetic import make_synthetic
-from scalebo.laws import CHINCHILLA
 
 
 @pytest.fixture(scope="module")
-def problem():
-    """4 N × 5 D cells × (4 lr × 3 bs): 240 configurations, seeded noise."""
-    frame = make_synthetic(N=5e7 * 2.0 ** np.arange(4), D=1e9 * 2.0 ** np.arange(5),
-                           lr=2.5e-4 * 2.0 ** np.arange(4), bs=[128, 256, 512], seed=3)
-    return problem_from_table(frame[["N", "D", "lr", "bs", "loss"]], name="small",
-                              chinchilla_starts=CHINCHILLA.start_grid()[::30])
+def problem(small_problem):
+    return small_problem
 
 
 def same(a, b) -> bool:

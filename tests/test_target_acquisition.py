@@ -11,12 +11,11 @@ import sys
 import numpy as np
 import pytest
 
-from scalebo.bench.problems import problem_from_table
 from scalebo.bench.replay import MethodConfig, _make_loop, replay
 from scalebo.bench.synthetic import make_synthetic
 from scalebo.errors import SearchError
 from scalebo.fit import fit_law
-from scalebo.laws import CHINCHILLA, COMPUTE_LAW
+from scalebo.laws import COMPUTE_LAW
 from scalebo.search.acquisition import Acquisition, score
 from scalebo.search.loop import SearchLoop
 from scalebo.search.target import (
@@ -140,11 +139,8 @@ def test_stein_weights_match_finite_differences_of_a_refit():
 
 
 @pytest.fixture(scope="module")
-def problem():
-    frame = make_synthetic(N=5e7 * 2.0 ** np.arange(4), D=1e9 * 2.0 ** np.arange(5),
-                           lr=2.5e-4 * 2.0 ** np.arange(4), bs=[128, 256, 512], seed=3)
-    return problem_from_table(frame[["N", "D", "lr", "bs", "loss"]], name="small",
-                              chinchilla_starts=CHINCHILLA.start_grid()[::30])
+def problem(small_problem):
+    return small_problem
 
 
 TARGET = MethodConfig(acquisition="target", fantasize=False, target_samples=16,
