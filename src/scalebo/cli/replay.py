@@ -87,7 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "envelope)")
     target.add_argument("--cost-power", type=float, metavar="GAMMA",
                         help="score = log(variance reduction) - GAMMA*log(cost/C_total); "
-                             "0: cost-blind, 1: per FLOP")
+                             "0: cost-blind, 1: per FLOP (default 0.5, the best over StepLaw "
+                             "and OELLM-English, docs/reproduction.md)")
     target.add_argument("--target-samples", type=int, metavar="S",
                         help="posterior samples (law fits) per ensemble")
     target.add_argument("--target-every", type=int, metavar="K",

@@ -90,7 +90,7 @@ class SearchLoop:
         refit_every: int = 1,
         target_compute: float = 1e25,
         target_law: str = "compute",
-        cost_power: float = 1.0,
+        cost_power: float = 0.5,
         target_samples: int = 32,
         target_every: int = 1,
         target_estimator: str = "stein",

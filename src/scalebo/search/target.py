@@ -79,7 +79,7 @@ class TargetSettings:
 
     compute: float = 1e25
     law: str = "compute"
-    cost_power: float = 1.0
+    cost_power: float = 0.5
     samples: int = 32
     every: int = 1
     estimator: str = "stein"
@@ -257,6 +257,8 @@ def build_ensemble(grid: Grid, model: Any, rows: np.ndarray, fixed: dict[int, fl
     draws = np.tile(mean, (S, 1))
     todo = np.flatnonzero(~is_fixed)
     X = grid.encode()[rows[todo]]
+    if todo.size and not hasattr(model, "sample_joint"):
+        return "the surrogate has no sample_joint (joint posterior samples)"
     if todo.size:
         m, _ = model.predict(X)
         mean[todo] = np.asarray(m, dtype=np.float64) * sd + mu
