@@ -12,10 +12,12 @@ from scalebo.search.acquisition import (
     expected_improvement,
     frontier_incumbent,
     global_incumbent,
+    incumbent_score,
     log_expected_improvement,
     log_h,
     log_probability_of_improvement,
     lower_confidence_bound,
+    parse_acquisition,
     score,
 )
 from scalebo.search.grid import Grid
@@ -92,6 +94,9 @@ def test_score_dispatch_and_errors():
         score("ei", np.array([np.nan]), np.array([1.0]), 0.0)
     with pytest.raises(SearchError, match=">= 0"):
         score("ei", mean, -std, 0.0)
+    assert parse_acquisition("TARGET") is Acquisition.TARGET
+    with pytest.raises(SearchError, match="law ensemble"):
+        score("target", mean, std, 0.0)
 
 
 def test_global_incumbent():
@@ -119,3 +124,17 @@ def test_frontier_incumbent_fallbacks():
     obs2, y2 = np.array([row[1e6, 1e-3], row[4e6, 1e-3]]), np.array([3.0, 1.0])
     inc2 = frontier_incumbent(g, obs2, y2, np.array([row[2e6, 1e-3], row[8e6, 1e-3]]))
     np.testing.assert_allclose(inc2, [3.0, 1.0])
+
+
+def test_incumbent_score_uses_the_frontier_or_the_global_best():
+    g = Grid.from_axes({"N": [1e6, 2e6], "D": [1e9], "lr": [1e-3, 1e-2]}, n_held_out_cells=0)
+    row = {(n, lr): i for i, (n, lr) in enumerate(zip(g.configs.N, g.configs.lr, strict=True))}
+    obs, y = np.array([row[1e6, 1e-3], row[2e6, 1e-3]]), np.array([1.0, 3.0])
+    cand = np.array([row[1e6, 1e-2], row[2e6, 1e-2]])
+    mean, std = np.array([2.0, 2.0]), np.array([1.0, 1.0])
+    s, inc = incumbent_score("ei", g, obs, y, cand, mean, std)
+    np.testing.assert_allclose(inc, [1.0, 3.0])  # each candidate's own cell best
+    np.testing.assert_allclose(s, score("ei", mean, std, np.array([1.0, 3.0])))
+    s, inc = incumbent_score("lcb", g, obs, y, cand, mean, std, incumbent="global", kappa=1.0)
+    np.testing.assert_allclose(inc, [1.0, 1.0])
+    np.testing.assert_allclose(s, [-1.0, -1.0])

@@ -320,3 +320,24 @@ def test_trace_entries_carry_their_configuration(grid):
         row = grid.configs.iloc[t.index]
         assert t.config == {"N": row.N, "D": row.D, "C": row.C, "lr": row.lr}
         assert all(type(v) is float for v in t.config.values())
+
+
+def test_target_without_joint_samples_falls_back_to_ei_and_says_why(grid):
+    truth = _truth(grid)
+
+    def run(acq):
+        loop = SearchLoop(grid, 0.4, TableStub(grid, truth, std=0.3), acquisition=acq,
+                          schedule="full", n_initial=2, rng=4)
+        out = []
+        while not loop.done:
+            for s in loop.suggest(2):
+                loop.tell(s.index, truth[s.index])
+                out.append(s)
+        return out
+
+    ei, target = run("ei"), run("target")
+    assert [s.index for s in target] == [s.index for s in ei]  # EI stood in for every pick
+    scored = [s for s in target if s.acquisition_value is not None]
+    assert scored and all(s.reason.startswith("target fallback to EI (the surrogate has no "
+                                              "sample_joint") for s in scored)
+    assert all("max ei score" in s.reason for s in scored)
