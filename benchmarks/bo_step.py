@@ -29,7 +29,7 @@ import warnings
 import numpy as np
 from scipy.stats import norm
 
-from scalebo.search.gp import GaussianProcess
+from scalebo.search.models.gp import GaussianProcess
 
 N_OBS, N_DIMS, N_CAND = 500, 4, 2_000
 LS_BOUNDS, AMP_BOUNDS, NOISE_BOUNDS = (1e-2, 1e2), (1e-2, 1e2), (1e-6, 1e1)

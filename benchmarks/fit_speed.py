@@ -3,7 +3,7 @@
 Data: Epoch AI's Chinchilla points (``$SCALEBO_DATA_DIR/epoch_chinchilla``; the 5 highest-loss
 points dropped, ``D = C / (6N)``); without the data a synthetic Chinchilla grid is used.
 
-* scalebo: :func:`scalebo.fit.fit_law` (vectorized batched L-BFGS, analytic gradients),
+* scalebo: :func:`scalebo.fitting.robust.fit_law` (vectorized batched L-BFGS, analytic gradients),
   timed ``--repeats`` times; the median is reported.
 * baseline: for every start of the same 4,500-point grid, ``scipy.optimize.minimize(...,
   method="L-BFGS-B")`` with numerical gradients (SciPy's default when no ``jac`` is given) on
@@ -29,7 +29,7 @@ import numpy as np
 from scipy.optimize import minimize
 from scipy.special import logsumexp
 
-from scalebo.fit import fit_law
+from scalebo.fitting.robust import fit_law
 from scalebo.laws import CHINCHILLA
 
 

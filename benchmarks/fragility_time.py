@@ -17,8 +17,7 @@ import time
 
 import numpy as np
 
-from scalebo.datasets import load_dataset
-from scalebo.fragility import (
+from scalebo.analysis.fragility import (
     StartPolicy,
     _check_law,
     _distinct,
@@ -27,6 +26,7 @@ from scalebo.fragility import (
     fragility,
     gemstones_extras,
 )
+from scalebo.data.datasets import load_dataset
 
 
 def main() -> None:

@@ -13,11 +13,11 @@ losses clipped at median + 5·IQR), fresh, seeded. Scope: the search's final win
   split: sampling (surrogate fit + joint draws, shared by the laws), the point fit on the
   posterior-mean table (start selection), the batched fit of the 64 tables, derived numbers.
 * baseline (same run): what a user would write — for each of the 64 sampled tables, build the
-  frontier with :mod:`scalebo.frontier` and call :func:`scalebo.fit.fit_law` with the same
-  starts; its median time is compared with the batched fit's, and the predictions at 1e25
-  FLOPs are compared. (They agree to ~1e-7 nats on the replay design. On ill-posed samples —
-  few envelope points, the random design — ``fit_law`` itself is chaotic: perturbing the 8
-  starts by 1e-12 relative flips a sample between two optima whose 1e25 predictions differ
+  frontier with :mod:`scalebo.fitting.frontier` and call :func:`scalebo.fitting.robust.fit_law`
+  with the same starts; its median time is compared with the batched fit's, and the predictions
+  at 1e25 FLOPs are compared. (They agree to ~1e-7 nats on the replay design. On ill-posed
+  samples — few envelope points, the random design — ``fit_law`` itself is chaotic: perturbing
+  the 8 starts by 1e-12 relative flips a sample between two optima whose 1e25 predictions differ
   by 0.4 nats, so the batch, whose sums differ only by rounding, can land in the other one.)
 
 Also printed: the 80 % interval (q10–q90) of the 1e25-FLOPs prediction vs the point estimate
@@ -35,14 +35,14 @@ import time
 
 import numpy as np
 
-from scalebo.allocation import compute_law_from_chinchilla
 from scalebo.errors import FitError
-from scalebo.fit import fit_law
-from scalebo.frontier import best_per_cell, pareto_envelope
+from scalebo.fitting.allocation import compute_law_from_chinchilla
+from scalebo.fitting.frontier import best_per_cell, pareto_envelope
+from scalebo.fitting.robust import fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
-from scalebo.search.clipping import ClippedGP
 from scalebo.search.law_posterior import law_posterior, sample_losses
-from scalebo.search.surrogates import make_surrogate
+from scalebo.search.models.clipping import ClippedGP
+from scalebo.search.models.surrogates import make_surrogate
 
 S = 64
 C25 = np.array([1e25])
@@ -156,7 +156,8 @@ def main() -> int:
         times.append(t)
         fit_times.append(t_fit)
     batched = sum(np.median([r[1][law].timings["fit"] for r in runs]) for law in post)
-    print(f"\nbaseline: {S} separate fit_law calls per law (frontiers with scalebo.frontier), "
+    print(f"\nbaseline: {S} separate fit_law calls per law "
+          "(frontiers with scalebo.fitting.frontier), "
           f"same starts, median of {args.repeats}: {np.median(times):.3f} s, of which "
           f"{np.median(fit_times):.3f} s in fit_law; batched fits (frontiers included): "
           f"{batched:.3f} s ({np.median(times) / batched:.1f}x; "

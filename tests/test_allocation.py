@@ -5,7 +5,8 @@ import pandas as pd
 import pytest
 from scipy.optimize import minimize_scalar
 
-from scalebo.allocation import (
+from scalebo.errors import FitError
+from scalebo.fitting.allocation import (
     approach1,
     approach2,
     approach3,
@@ -14,8 +15,7 @@ from scalebo.allocation import (
     fit_power,
     isoflop_minimum,
 )
-from scalebo.errors import FitError
-from scalebo.fit import FitResult, FitStatus
+from scalebo.fitting.robust import FitResult, FitStatus
 from scalebo.laws import CHINCHILLA
 
 HOFFMANN = {"E": 1.69, "A": 406.4, "alpha": 0.34, "B": 410.7, "beta": 0.28}
@@ -84,7 +84,7 @@ def test_approach2_reports_skipped_budgets_and_errors():
 def test_approach2_on_porian_tuned_isoflops(data_dir):
     """Porian et al. (2024): with tuned hyperparameters and no warmup/decay artefacts, the
     compute-optimal N grows as C^a with a ≈ 0.5 (Chinchilla-like)."""
-    from scalebo.datasets import load_dataset
+    from scalebo.data.datasets import load_dataset
 
     table = load_dataset("porian_isoflop", data_dir=data_dir, dataset="rw", hparams="tuned",
                          warmup="short", decay="const", param_count="standard",

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalebo.checkpoints import (
+from scalebo.data.checkpoints import (
     Phase,
     checkpoint_table,
     every_kth,
@@ -13,9 +13,9 @@ from scalebo.checkpoints import (
     phase,
     run_names,
 )
+from scalebo.data.runs import RunTable
 from scalebo.errors import RunTableError
-from scalebo.frontier import lower_convex_hull
-from scalebo.runs import RunTable
+from scalebo.fitting.frontier import lower_convex_hull
 
 
 def _raw() -> pd.DataFrame:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from scalebo.datasets import (
+from scalebo.data.datasets import (
     DATASETS,
     data_dir,
     list_datasets,
@@ -11,8 +11,8 @@ from scalebo.datasets import (
     register_dataset,
     round_significant,
 )
+from scalebo.data.runs import ExclusionReason, RunTable, load_runs
 from scalebo.errors import ExcludedRunsWarning, RunTableError
-from scalebo.runs import ExclusionReason, RunTable, load_runs
 
 # --------------------------------------------------------------------------- no data needed
 

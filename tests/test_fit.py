@@ -7,9 +7,9 @@ import pytest
 from scipy.optimize import minimize
 
 from scalebo.errors import FitError
-from scalebo.fit import FitStatus, fit_frame, fit_law, huber, make_objective, objective
+from scalebo.fitting.optim import StartStatus, minimize_batched
+from scalebo.fitting.robust import FitStatus, fit_frame, fit_law, huber, make_objective, objective
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW, GADRE, WIDTH_DEPTH, PowerLawSum, PowerTerm
-from scalebo.optim import StartStatus, minimize_batched
 
 HOFFMANN = {"E": 1.69, "A": 406.4, "alpha": 0.34, "B": 410.7, "beta": 0.28}
 

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from scalebo.errors import FitError
-from scalebo.fit import _log_targets, fit_law, make_objective
-from scalebo.fit_batch import fit_batch
+from scalebo.fitting.batch import fit_batch
+from scalebo.fitting.robust import _log_targets, fit_law, make_objective
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
 
 

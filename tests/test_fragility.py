@@ -8,9 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalebo.downstream import fit_downstream
-from scalebo.fit import FitStatus
-from scalebo.fragility import (
+from scalebo.analysis.fragility import (
     StartPolicy,
     Variant,
     build_variants,
@@ -18,6 +16,8 @@ from scalebo.fragility import (
     fragility,
     plot_fragility,
 )
+from scalebo.fitting.downstream import fit_downstream
+from scalebo.fitting.robust import FitStatus
 from scalebo.laws import CHINCHILLA
 
 #: A small start grid (72 starts) for the base fits of these tests, to keep them fast.
@@ -169,7 +169,7 @@ def test_cli_default_delta_matches_the_library_and_help_is_light():
     import sys
 
     from scalebo.cli import fragility as cli
-    from scalebo.fit import DEFAULT_HUBER_DELTA
+    from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
 
     assert cli.DEFAULT_HUBER_DELTA == DEFAULT_HUBER_DELTA
     code = ("import sys, scalebo.cli.fragility; "

@@ -5,14 +5,14 @@ import pandas as pd
 import pytest
 from scipy.spatial import ConvexHull
 
-from scalebo.frontier import (
+from scalebo.data.runs import load_runs
+from scalebo.fitting.frontier import (
     FrontierMethod,
     best_per_cell,
     frontier,
     lower_convex_hull,
     pareto_envelope,
 )
-from scalebo.runs import load_runs
 
 
 def test_envelope_hand_case_with_ties():

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from scalebo.fit import objective
+from scalebo.fitting.robust import objective
 from scalebo.laws import CHINCHILLA
 
 #: Published approach-3 parameters for wandb_df_for_fitting_hot (Huber δ = 1e-4).

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from scipy.spatial import ConvexHull
 
-from scalebo.datasets import load_gemstones
-from scalebo.fit import FitStatus, objective
+from scalebo.analysis.shape import ShapeSpec, fit_width_depth, optimal_shape
+from scalebo.data.datasets import load_gemstones
+from scalebo.data.resources import approach1_on_hull, resource_values
+from scalebo.fitting.robust import FitStatus, objective
 from scalebo.laws import WIDTH_DEPTH
-from scalebo.resources import approach1_on_hull, resource_values
-from scalebo.shape import ShapeSpec, fit_width_depth, optimal_shape
 
 VOCAB = 50304
 TOKENS_PER_STEP = 2048 * 2048  # batch 2048 sequences × context 2048 (SOURCE.md)

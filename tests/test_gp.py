@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from scalebo.errors import NumericalWarning
-from scalebo.search import gp as gp_module
-from scalebo.search.composite_kernels import KERNEL_NAMES, make_kernel
-from scalebo.search.gp import GaussianProcess, GPPrior
-from scalebo.search.kernels import Matern52
+from scalebo.search.models import gp as gp_module
+from scalebo.search.models.composite_kernels import KERNEL_NAMES, make_kernel
+from scalebo.search.models.gp import GaussianProcess, GPPrior
+from scalebo.search.models.kernels import Matern52
 
 sk_gp = pytest.importorskip("sklearn.gaussian_process")
 sk_kernels = pytest.importorskip("sklearn.gaussian_process.kernels")

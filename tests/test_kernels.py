@@ -4,8 +4,8 @@ full gradient tensor, diag vs the full matrix, PSD, and values against scikit-le
 import numpy as np
 import pytest
 
-from scalebo.search.composite_kernels import KERNEL_NAMES, Additive, Mixed, make_kernel
-from scalebo.search.kernels import RBF, Categorical, Matern52
+from scalebo.search.models.composite_kernels import KERNEL_NAMES, Additive, Mixed, make_kernel
+from scalebo.search.models.kernels import RBF, Categorical, Matern52
 
 
 def _X(n: int = 25, seed: int = 0) -> np.ndarray:

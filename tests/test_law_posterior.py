@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 import scalebo.search.law_posterior as lp
-from scalebo.allocation import approach3, compute_law_from_chinchilla
 from scalebo.bench.synthetic import SyntheticLaw, make_synthetic
 from scalebo.errors import FitError, SearchError
-from scalebo.fit import fit_law
-from scalebo.frontier import best_per_cell, pareto_envelope
+from scalebo.fitting.allocation import approach3, compute_law_from_chinchilla
+from scalebo.fitting.frontier import best_per_cell, pareto_envelope
+from scalebo.fitting.robust import fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
 from scalebo.search.fantasize import fantasize
 from scalebo.search.grid import Grid
@@ -20,7 +20,7 @@ from scalebo.search.law_posterior import (
     law_posterior,
     sample_losses,
 )
-from scalebo.search.surrogates import GPSurrogate
+from scalebo.search.models.surrogates import GPSurrogate
 
 TRUE_COMPUTE = {"E": 1.7, "A": 300.0, "alpha": 0.15}
 TARGETS = (1e25, 1e27, 1e29)
@@ -187,7 +187,7 @@ def test_each_sample_equals_fitting_its_drawn_table_with_fit_law(known):
 
 
 def _frontier_of(name, grid, rows, values):
-    """Frontier of a table built with the DataFrame functions of scalebo.frontier."""
+    """Frontier of a table built with the DataFrame functions of scalebo.fitting.frontier."""
     if name == "compute":
         C = grid.cost[rows]
         keep = pareto_envelope(C, values)

@@ -141,8 +141,8 @@ def test_replay_fit_is_fit_law_with_the_reference_starts_and_never_sees_its_opti
     import dataclasses
 
     from scalebo.bench.metrics import fit_table
-    from scalebo.fit import fit_law
-    from scalebo.frontier import best_per_cell, pareto_envelope
+    from scalebo.fitting.frontier import best_per_cell, pareto_envelope
+    from scalebo.fitting.robust import fit_law
     from scalebo.laws import COMPUTE_LAW
 
     rng = np.random.default_rng(0)

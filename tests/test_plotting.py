@@ -15,10 +15,10 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from matplotlib.collections import PolyCollection  # noqa: E402
 
-from scalebo.fit import fit_law  # noqa: E402
+from scalebo.fitting.bootstrap import bootstrap_fit  # noqa: E402
+from scalebo.fitting.robust import fit_law  # noqa: E402
 from scalebo.laws import get_law  # noqa: E402
 from scalebo.plotting import law_curve, plot_fit  # noqa: E402
-from scalebo.uncertainty import bootstrap_fit  # noqa: E402
 
 TRUTH_C = {"E": 1.8, "A": 600.0, "alpha": 0.15}
 TRUTH_ND = {"E": 1.69, "A": 406.4, "alpha": 0.34, "B": 410.7, "beta": 0.28}

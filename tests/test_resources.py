@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalebo.resources import (
+from scalebo.data.resources import (
     FlopsConvention,
     approach1_on_hull,
     flops,

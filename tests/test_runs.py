@@ -7,14 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalebo.errors import ExcludedRunsWarning, RunTableError
-from scalebo.runs import (
+from scalebo.data.runs import (
     ExclusionReason,
     RunTable,
     compute_flops,
     load_runs,
     parse_mapping,
 )
+from scalebo.errors import ExcludedRunsWarning, RunTableError
 
 
 def _frame():

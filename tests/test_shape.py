@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from scipy.optimize import minimize_scalar
 
-from scalebo.fit import FitStatus
+from scalebo.analysis.shape import ShapeSpec, fit_width_depth, optimal_shape
+from scalebo.fitting.robust import FitStatus
 from scalebo.laws import WIDTH_DEPTH
-from scalebo.shape import ShapeSpec, fit_width_depth, optimal_shape
 
 TRUE = {"E": 1.8, "A": 40.0, "alpha": 0.6, "B": 1.5, "beta": 0.9, "G": 300.0, "gamma": 0.3}
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from scalebo.search.gp import GaussianProcess
-from scalebo.search.surrogates import (
+from scalebo.search.models.gp import GaussianProcess
+from scalebo.search.models.surrogates import (
     GPSurrogate,
     RandomSurrogate,
     Surrogate,

@@ -14,7 +14,7 @@ import pytest
 from scalebo.bench.replay import MethodConfig, _make_loop, replay
 from scalebo.bench.synthetic import make_synthetic
 from scalebo.errors import SearchError
-from scalebo.fit import fit_law
+from scalebo.fitting.robust import fit_law
 from scalebo.laws import COMPUTE_LAW
 from scalebo.search.acquisition import Acquisition, score
 from scalebo.search.loop import SearchLoop

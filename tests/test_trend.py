@@ -4,8 +4,8 @@ reverts to its mean, and passes optional capabilities through only when the inne
 import numpy as np
 import pytest
 
-from scalebo.search.surrogates import GPSurrogate
-from scalebo.search.trend import TrendSurrogate
+from scalebo.search.models.surrogates import GPSurrogate
+from scalebo.search.models.trend import TrendSurrogate
 
 
 class ZeroMean:

@@ -4,9 +4,9 @@ refitting resampled data one replicate at a time."""
 import numpy as np
 import pytest
 
-from scalebo.fit import fit_law
+from scalebo.fitting.bootstrap import bootstrap_fit
+from scalebo.fitting.robust import fit_law
 from scalebo.laws import COMPUTE_LAW
-from scalebo.uncertainty import bootstrap_fit
 
 TRUTH = {"E": 1.8, "A": 180.0, "alpha": 0.11}
 

@@ -17,13 +17,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from scalebo.fit import FitResult
+from scalebo.fitting.robust import FitResult
 from scalebo.laws import PowerLawSum
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
 
-    from scalebo.uncertainty import BootstrapResult
+    from scalebo.fitting.bootstrap import BootstrapResult
 
 __all__ = ["law_curve", "plot_fit"]
 
@@ -55,7 +55,7 @@ def law_curve(fit: FitResult, compute: np.ndarray) -> np.ndarray:
     if variables == ("C",):
         return fit.predict(compute.reshape(-1, 1)).reshape(compute.shape)
     if isinstance(fit.law, PowerLawSum) and variables == ("N", "D"):
-        from scalebo.allocation import compute_law_from_chinchilla
+        from scalebo.fitting.allocation import compute_law_from_chinchilla
 
         return compute_law_from_chinchilla(fit, compute.ravel()).reshape(compute.shape)
     raise ValueError(

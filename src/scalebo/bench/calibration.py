@@ -25,7 +25,7 @@ come with a 95 % Wilson score interval of the binomial proportion, so that a han
 seeds is not read as a verdict.
 
 Not computed here: the bootstrap over observed runs (``scalebo fit --bootstrap``,
-:func:`scalebo.uncertainty.bootstrap_fit`). :func:`bootstrap_calibration` is the hook for
+:func:`scalebo.fitting.bootstrap.bootstrap_fit`). :func:`bootstrap_calibration` is the hook for
 it: it reads a bootstrap only if the records carry one, and returns None otherwise.
 """
 
@@ -236,7 +236,7 @@ def pooled_table(iv: pd.DataFrame) -> str:
 def bootstrap_calibration(frame: pd.DataFrame, C: str = "1e+25", rtol: float = COVER_RTOL
                           ) -> pd.DataFrame | None:
     """Hook: calibration of the bootstrap over observed runs (``scalebo fit --bootstrap``,
-    :func:`scalebo.uncertainty.bootstrap_fit`) beside the law posterior's.
+    :func:`scalebo.fitting.bootstrap.bootstrap_fit`) beside the law posterior's.
 
     The report never refits a bootstrap (it would rerun every cell's fits). When the
     records carry one as ``result.metrics.<BOOTSTRAP_SOURCE>`` (laid out like the law

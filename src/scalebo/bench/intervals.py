@@ -26,8 +26,8 @@ from scalebo.bench.metrics import (
 )
 from scalebo.bench.problems import ReplayProblem
 from scalebo.errors import FitError
+from scalebo.fitting.bootstrap import bootstrap_fit
 from scalebo.search.law_posterior import QUANTILES
-from scalebo.uncertainty import bootstrap_fit
 
 __all__ = ["COVERAGE_RTOL", "bootstrap_summary", "reference_losses", "score_intervals",
            "without_wall_times"]
@@ -86,7 +86,7 @@ def without_wall_times(value: object) -> object:
 def bootstrap_summary(problem: ReplayProblem, law: str, table: pd.DataFrame, *,
                       n_resamples: int = 200, seed: int = 0) -> dict:
     """Quantiles of ``law``'s loss at each C from a bootstrap over the frontier points of
-    ``table`` (observed runs; :func:`~scalebo.uncertainty.bootstrap_fit`, resampling the
+    ``table`` (observed runs; :func:`~scalebo.fitting.bootstrap.bootstrap_fit`, resampling the
     points with replacement, as ``scalebo fit --bootstrap``). Same layout as a law
     posterior's summary; ``message`` says why it is empty.
 

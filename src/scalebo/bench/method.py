@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
-from scalebo.search.trend import TREND_FORMS
+from scalebo.search.models.trend import TREND_FORMS
 
 __all__ = ["DEFAULT_METHOD", "MethodConfig"]
 
@@ -48,7 +48,7 @@ class MethodConfig:
         surrogate: ``"gp"``, ``"random"`` (a uniformly random order of the admissible
             configurations, whatever ``acquisition`` and ``incumbent``; fantasized with a
             GP) or ``"trees"``.
-        kernel: GP kernel name (:func:`~scalebo.search.composite_kernels.make_kernel`).
+        kernel: GP kernel name (:func:`~scalebo.search.models.composite_kernels.make_kernel`).
         acquisition: ``"ei"``, ``"pi"``, ``"lcb"`` or ``"target"`` (expected reduction of
             the law posterior's variance at ``target_compute`` per cost^``cost_power``,
             :mod:`scalebo.search.target`). Measured (10 seeds, 1 / 5 / 10 %, γ = 0.5):
@@ -76,7 +76,7 @@ class MethodConfig:
         clip_iqr: The GP sees losses clipped at ``median + clip_iqr × IQR`` of the losses
             it is fitted on (see :class:`ClippedGP`); None: no clipping.
         trend: Give the GP a mean in encoded ``log N`` and ``log D`` (see ``trend_form``)
-            (:class:`~scalebo.search.trend.TrendSurrogate`) so that it does not revert to
+            (:class:`~scalebo.search.models.trend.TrendSurrogate`) so that it does not revert to
             the average loss on the grid's unexplored, expensive cells.
         trend_form: ``"linear"``, or ``"power"``: a saturating Chinchilla-form mean
             ``c + a·N^(−α) + b·D^(−β)`` (rates on a grid, ``a, b ≥ 0``).

@@ -35,11 +35,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
-from scalebo.allocation import compute_law_from_chinchilla
 from scalebo.bench.problems import ReplayProblem
 from scalebo.errors import FitError
-from scalebo.fit import FitResult, fit_law
-from scalebo.frontier import best_per_cell, pareto_envelope
+from scalebo.fitting.allocation import compute_law_from_chinchilla
+from scalebo.fitting.frontier import best_per_cell, pareto_envelope
+from scalebo.fitting.robust import FitResult, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
 
 __all__ = ["EXTRAPOLATION_C", "LAWS", "BudgetMetrics", "LawMetrics", "evaluate",
@@ -62,7 +62,7 @@ class LawMetrics:
 
     Attributes:
         law: ``"compute"`` or ``"chinchilla"``.
-        status: :class:`~scalebo.fit.FitStatus` value, or ``"failed"`` when no estimate.
+        status: :class:`~scalebo.fitting.robust.FitStatus` value, or ``"failed"`` when no estimate.
         message: The fitter's message (or the error).
         n_points: Frontier points fitted.
         params: Natural parameters, or None on failure.

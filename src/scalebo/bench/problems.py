@@ -30,10 +30,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalebo.fit import FitResult, fit_law
-from scalebo.frontier import pareto_envelope
+from scalebo.data.runs import RunTable, load_runs
+from scalebo.fitting.frontier import pareto_envelope
+from scalebo.fitting.robust import FitResult, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
-from scalebo.runs import RunTable, load_runs
 from scalebo.search.grid import Grid
 
 __all__ = ["ReplayProblem", "load_problem", "problem_from_table", "REGISTERED"]
@@ -228,7 +228,7 @@ def load_problem(
             table (CSV, TSV, Parquet, JSON lines).
         mapping: Column mapping for a file (as ``scalebo fit --map``).
         axes: Hyperparameter axes for a file (default: the numeric columns that vary inside
-            an (N, D) cell, see :func:`~scalebo.runs.load_runs`); datasets use their own.
+            an (N, D) cell, see :func:`~scalebo.data.runs.load_runs`); datasets use their own.
         n_held_out_cells: Largest-compute cells held out (default 2).
         data_dir: Folder of the public datasets (default ``$SCALEBO_DATA_DIR``).
         seed: Noise seed of the synthetic grid (ignored otherwise).
@@ -268,7 +268,7 @@ def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir:
         return problem_from_table(synthetic_runs(seed=seed), name=name, axes=axes,
                                   n_held_out_cells=n_held)
     if name in REGISTERED:
-        from scalebo.datasets import load_dataset
+        from scalebo.data.datasets import load_dataset
 
         table = load_dataset(name, data_dir=data_dir)
         return problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held)

@@ -36,14 +36,14 @@ from scalebo.bench.method import DEFAULT_METHOD, MethodConfig
 from scalebo.bench.metrics import EXTRAPOLATION_C, LAWS, BudgetMetrics, evaluate, observed_table
 from scalebo.bench.problems import ReplayProblem
 from scalebo.errors import FitError, SearchError
-from scalebo.search.clipping import ClippedGP
 from scalebo.search.fantasize import fantasize
 from scalebo.search.law_posterior import law_posterior
 from scalebo.search.loop import SearchLoop
+from scalebo.search.models.clipping import ClippedGP
+from scalebo.search.models.surrogates import make_surrogate
+from scalebo.search.models.trend import TrendSurrogate
 from scalebo.search.optimum_shift import OptimumShiftSurrogate
-from scalebo.search.surrogates import make_surrogate
 from scalebo.search.trace import TraceEntry
-from scalebo.search.trend import TrendSurrogate
 from scalebo.search.window import COST_RTOL
 
 __all__ = ["DEFAULT_METHOD", "ClippedGP", "MethodConfig", "ReplayRecord", "replay"]

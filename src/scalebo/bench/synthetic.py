@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from scalebo.runs import RunTable, load_runs
+from scalebo.data.runs import RunTable, load_runs
 
 __all__ = ["SyntheticLaw", "DEFAULT_LAW", "make_synthetic", "synthetic_runs"]
 
@@ -116,7 +116,7 @@ def make_synthetic(
 
 def synthetic_runs(law: SyntheticLaw = DEFAULT_LAW, *, seed: int = 0, **axes: np.ndarray
                    ) -> RunTable:
-    """:func:`make_synthetic` as a validated :class:`~scalebo.runs.RunTable` (axes lr, bs)."""
+    """:func:`make_synthetic` as a validated :class:`~scalebo.data.runs.RunTable` (axes lr, bs)."""
     frame = make_synthetic(law, seed=seed, **axes)
     return load_runs(frame, hyperparameters=("lr", "bs"), run_id="run_id",
                      source_name=f"synthetic(seed={seed})")

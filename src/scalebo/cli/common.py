@@ -5,7 +5,7 @@ Input: every command that reads runs takes one positional ``RUNS`` argument, eit
 dataset read from ``--data-dir`` / ``$SCALEBO_DATA_DIR``. :func:`add_input_arguments` declares
 it with ``--map``, ``--duplicates``, ``--diverged-above``, ``--hyperparameters``,
 ``--data-dir`` and ``--dataset-option``; :func:`load_input` turns the parsed options into a
-validated :class:`~scalebo.runs.RunTable`.
+validated :class:`~scalebo.data.runs.RunTable`.
 
 Output: data go to stdout (``--format table|json|csv``), logs and progress to stderr
 (:func:`log`, silenced by the root ``--quiet``).
@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from scalebo.errors import RunTableError
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from scalebo.runs import RunTable
+    from scalebo.data.runs import RunTable
 
 # numpy, pandas, PyYAML and the library are imported inside the functions that need them, so
 # that ``scalebo --help`` and usage errors answer without loading them (as Optuna's CLI does).
@@ -169,7 +169,7 @@ def load_input(args: argparse.Namespace) -> RunTable:
     """
     import pandas as pd
 
-    from scalebo.runs import RunTable, load_runs, parse_mapping
+    from scalebo.data.runs import RunTable, load_runs, parse_mapping
 
     source: str = args.runs
     options = dict(getattr(args, "dataset_option", None) or [])
@@ -184,7 +184,7 @@ def load_input(args: argparse.Namespace) -> RunTable:
             duplicates=args.duplicates,
             diverged_above=args.diverged_above,
         )
-    from scalebo.datasets import load_dataset
+    from scalebo.data.datasets import load_dataset
 
     name = source[len(DATASET_PREFIX):]
     if args.map or hyperparameters is not None:

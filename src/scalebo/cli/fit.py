@@ -1,8 +1,8 @@
 """``scalebo fit``: fit a scaling law to a run table, with intervals and predictions.
 
 Pipeline: load runs → choose the points to fit (a frontier, or all runs) → multi-start Huber
-fit (:func:`scalebo.fit.fit_law`) → optional bootstrap over the fitted points
-(:func:`scalebo.uncertainty.bootstrap_fit`, one batched call) → predictions at ``--predict``
+fit (:func:`scalebo.fitting.robust.fit_law`) → optional bootstrap over the fitted points
+(:func:`scalebo.fitting.bootstrap.bootstrap_fit`, one batched call) → predictions at ``--predict``
 compute budgets → table / JSON / CSV on stdout, ``--json`` file, ``--plot`` figure.
 
 Default points (``--frontier``):
@@ -46,11 +46,11 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     import numpy as np
     import pandas as pd
 
-    from scalebo.allocation import ComputeOptimal
-    from scalebo.fit import FitResult
+    from scalebo.data.runs import RunTable
+    from scalebo.fitting.allocation import ComputeOptimal
+    from scalebo.fitting.bootstrap import BootstrapResult
+    from scalebo.fitting.robust import FitResult
     from scalebo.laws import Law
-    from scalebo.runs import RunTable
-    from scalebo.uncertainty import BootstrapResult
 
 # The numerical library (numpy, pandas, scipy) is imported inside the functions that use it,
 # so that ``scalebo --help`` does not load it.
@@ -90,7 +90,7 @@ failed or did not converge within the iteration limit, 2 bad input.
 """
 
 FRONTIERS = ("envelope", "hull", "cell", "all")
-#: Same value as :data:`scalebo.fit.DEFAULT_HUBER_DELTA` (a test checks it).
+#: Same value as :data:`scalebo.fitting.robust.DEFAULT_HUBER_DELTA` (a test checks it).
 DEFAULT_HUBER_DELTA = 1e-3
 UNITS = {"C": "FLOPs", "N": "parameters", "D": "tokens", "loss": "nats"}
 CSV_COLUMNS = ("kind", "name", "C", "estimate", "lower", "upper")
@@ -173,7 +173,7 @@ def default_frontier(law: Law) -> str:
 
 def select_points(frame: pd.DataFrame, method: str, law: Law, target: str) -> pd.DataFrame:
     """Rows of ``frame`` to fit: a frontier of (C, target) or of cells, or all rows."""
-    from scalebo.frontier import frontier
+    from scalebo.fitting.frontier import frontier
 
     needed = [*law.variables, target]
     missing = [c for c in needed if c not in frame.columns]
@@ -216,7 +216,7 @@ def _percentile(values: np.ndarray, level: float) -> list[float] | None:
 
 
 def _safe_optimal(fit: FitResult, C: float) -> ComputeOptimal | None:
-    from scalebo.allocation import compute_optimal
+    from scalebo.fitting.allocation import compute_optimal
 
     try:
         return compute_optimal(fit, C)
@@ -234,7 +234,7 @@ def predictions(
     """
     import numpy as np
 
-    from scalebo.allocation import compute_optimal
+    from scalebo.fitting.allocation import compute_optimal
 
     kind = prediction_kind(fit.law)
     if kind is None:
@@ -397,7 +397,7 @@ def csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 def _bootstrap(fit: FitResult, X: np.ndarray, y: np.ndarray, args) -> BootstrapResult:
     from tqdm import tqdm
 
-    from scalebo.uncertainty import bootstrap_fit
+    from scalebo.fitting.bootstrap import bootstrap_fit
 
     log(f"bootstrap: {args.bootstrap} resamples of {len(y)} runs in one batched fit ...")
     with tqdm(total=args.bootstrap, desc="bootstrap", unit="resample", file=sys.stderr,
@@ -412,7 +412,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``scalebo fit`` (see the module docstring); returns the exit code."""
     import numpy as np
 
-    from scalebo.fit import FitStatus, fit_law
+    from scalebo.fitting.robust import FitStatus, fit_law
     from scalebo.laws import get_law
 
     law = get_law(args.law)

@@ -1,6 +1,6 @@
 """``scalebo fragility``: refit a law under named variants and report how much it moves.
 
-Thin wrapper of :func:`scalebo.fragility.fragility`: load the base points (every run or
+Thin wrapper of :func:`scalebo.analysis.fragility.fragility`: load the base points (every run or
 checkpoint of RUNS), build the variants, fit them (joblib), print a table / JSON / CSV, and
 optionally write the figure and a JSON file.
 """
@@ -23,8 +23,8 @@ from scalebo.cli.common import (
     write_json,
 )
 
-#: Same value as :data:`scalebo.fit.DEFAULT_HUBER_DELTA` (kept literal so that ``--help`` does
-#: not import numpy; tests/test_fragility.py checks it).
+#: Same value as :data:`scalebo.fitting.robust.DEFAULT_HUBER_DELTA` (kept literal so
+#: that ``--help`` does not import numpy; tests/test_fragility.py checks it).
 DEFAULT_HUBER_DELTA = 1e-3
 
 NAME = "fragility"
@@ -122,11 +122,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _extras(args: argparse.Namespace) -> dict:
-    from scalebo.runs import load_runs, parse_mapping
+    from scalebo.data.runs import load_runs, parse_mapping
 
     extra = {}
     if args.runs == f"{DATASET_PREFIX}gemstones" and not args.no_dataset_variants:
-        from scalebo.fragility import gemstones_extras
+        from scalebo.analysis.fragility import gemstones_extras
 
         extra.update(gemstones_extras(args.data_dir))
     text = args.variant_map or args.map
@@ -139,7 +139,7 @@ def _extras(args: argparse.Namespace) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``scalebo fragility``; exit 0 when the base and every variant fit, 1 otherwise."""
-    from scalebo.fragility import StartPolicy, fragility, plot_fragility
+    from scalebo.analysis.fragility import StartPolicy, fragility, plot_fragility
 
     if args.bootstrap < 0:
         raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")

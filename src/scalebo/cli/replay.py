@@ -105,7 +105,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from scalebo.bench.problems import load_problem
     from scalebo.bench.replay import MethodConfig, replay
-    from scalebo.runs import parse_mapping
+    from scalebo.data.runs import parse_mapping
 
     axes = None if args.axes is None else [a.strip() for a in args.axes.split(",") if a.strip()]
     mapping = parse_mapping(args.map) if args.map else None

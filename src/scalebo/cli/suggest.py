@@ -46,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _read(path: str, mapping: dict[str, str] | None) -> Any:
-    from scalebo.runs import read_table
+    from scalebo.data.runs import read_table
 
     frame = read_table(path)
     return frame.rename(columns={v: k for k, v in (mapping or {}).items()})
@@ -71,11 +71,11 @@ def _grid(path: str, mapping: dict[str, str] | None) -> Any:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
+    from scalebo.data.runs import load_runs, parse_mapping
     from scalebo.errors import SearchError
-    from scalebo.runs import load_runs, parse_mapping
-    from scalebo.search.clipping import ClippedGP
     from scalebo.search.loop import SearchLoop
-    from scalebo.search.surrogates import make_surrogate
+    from scalebo.search.models.clipping import ClippedGP
+    from scalebo.search.models.surrogates import make_surrogate
 
     mapping = parse_mapping(args.map) if args.map else None
     if not (0 < args.budget <= 1):

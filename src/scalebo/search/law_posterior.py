@@ -3,7 +3,7 @@
 S joint posterior samples of the **unobserved** losses inside the fantasization scope (same
 scope and standardization as :func:`~scalebo.search.fantasize.fantasize`; observed
 configurations keep their observed losses) give S fantasized tables; the law is fitted on
-each — all S in one batched call (:func:`scalebo.fit_batch.fit_batch`) — and the S fits give
+each — all S in one batched call (:func:`scalebo.fitting.batch.fit_batch`) — and the S fits give
 the distribution of any derived number:
 
 * ``compute``: ``L(C) = E + A·C^−α`` on each table's Pareto envelope of (C, loss), built for
@@ -11,12 +11,13 @@ the distribution of any derived number:
   its own rows 1 and the others 0. Derived: the loss at the targets (no allocation).
 * ``chinchilla``: ``L(N, D) = E + A/N^α + B/D^β`` on each table's per-(N, D)-cell best
   losses (the same cells for every sample); derived: the loss along its compute-optimal path
-  and ``N*(C)``, ``D*(C)`` (Approach 3, :mod:`scalebo.allocation`).
+  and ``N*(C)``, ``D*(C)`` (Approach 3, :mod:`scalebo.fitting.allocation`).
 
 By default the samples are of a *recorded* loss (latent + observation noise,
 ``include_noise=True``), since a reference law is fitted on recorded, noisy losses.
 
-Starts: the ``n_starts`` best distinct converged optima of :func:`~scalebo.fit.fit_law` with
+Starts: the ``n_starts`` best distinct converged optima of
+:func:`~scalebo.fitting.robust.fit_law` with
 the law's default start grid on the posterior-mean table (the ordinary fantasized table), so
 every sample starts from the campaign's own point estimate.
 
@@ -42,10 +43,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from scalebo.allocation import approach3, compute_law_from_chinchilla
 from scalebo.errors import FitError, SearchError
-from scalebo.fit import FitResult, FitStatus, fit_law
-from scalebo.fit_batch import fit_batch
+from scalebo.fitting.allocation import approach3, compute_law_from_chinchilla
+from scalebo.fitting.batch import fit_batch
+from scalebo.fitting.robust import FitResult, FitStatus, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW, PowerLawSum
 from scalebo.search.fantasize import _check_obs, _require_finite, _scope_mask
 from scalebo.search.grid import Grid
@@ -230,7 +231,8 @@ def sample_losses(
 def envelope_masks(cost: np.ndarray, losses: np.ndarray) -> np.ndarray:
     """Pareto envelope of ``(cost, losses[s])`` for every sample at once, mask ``(S, m)``.
 
-    Row ``s`` equals :func:`scalebo.frontier.pareto_envelope` ``(cost, losses[s])``: a row is
+    Row ``s`` equals :func:`scalebo.fitting.frontier.pareto_envelope` ``(cost, losses[s])``:
+    a row is
     kept iff its loss is below the minimum of every cheaper cost level and it is the first
     (lowest position) lowest loss of its own cost level. ``cost`` in FLOPs ``(m,)``, losses
     in nats ``(S, m)``, finite.

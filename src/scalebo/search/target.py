@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from scalebo.errors import SearchError
-from scalebo.fit import DEFAULT_HUBER_DELTA
+from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
 from scalebo.search.grid import Grid
 from scalebo.search.law_posterior import LAW_NAMES, _one_law, envelope_masks
 from scalebo.search.window import COST_RTOL

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo.errors import FitError
-from scalebo.fit import FitResult
+from scalebo.fitting.robust import FitResult
 from scalebo.laws import PowerLawSum
 
 

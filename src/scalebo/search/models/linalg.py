@@ -1,7 +1,7 @@
 """Linear-algebra helpers of the exact GP: a BLAS thread limit, a Cholesky factorization with
 jitter, the log marginal likelihood from the factor and the inverse from it.
 
-Conventions as in :mod:`scalebo.search.gp`: ``K`` (n, n) is a symmetric covariance matrix (of
+Conventions as in :mod:`scalebo.search.models.gp`: ``K`` (n, n) is a symmetric covariance matrix (of
 the training data, or a posterior covariance or Schur complement); ``L`` its lower Cholesky
 factor as LAPACK ``dpotrf`` returns it (Fortran order, upper triangle zeroed); ``α = K⁻¹y``
 for ``y`` of shape ``(n,)``; a log marginal likelihood is in nats. A matrix that is not

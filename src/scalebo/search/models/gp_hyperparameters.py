@@ -1,7 +1,7 @@
 """The GP's hyperparameters outside the model: the prior of a MAP fit and how a fit went.
 
 ``theta`` are GP log hyperparameters ``[log σ², θ_kernel…, log σ_n²]``, shape
-``(n_params,)``, as in :mod:`scalebo.search.gp`: the signal variance ``σ²`` and the noise
+``(n_params,)``, as in :mod:`scalebo.search.models.gp`: the signal variance ``σ²`` and the noise
 variance ``σ_n²`` in standardized y units (nats² without ``normalize_y``), the kernel's log
 length scales and log weights in encoded input units. A log density or log marginal
 likelihood is in nats.

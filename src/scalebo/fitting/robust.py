@@ -7,7 +7,7 @@ For a law with log prediction ``log L̂(θ; X)`` and observations ``L`` the obje
 with ``huber_δ(r) = r²/2`` for ``|r| ≤ δ`` and ``δ·(|r| − δ/2)`` otherwise (Hoffmann et al.
 2022, App. D.2; δ = 1e-3 by default). The sum (not the mean) matters: a mean makes the
 gradient tiny and stops L-BFGS early (Besiroglu et al. 2024). Every start of the grid is
-optimized in one vectorized batch (:mod:`scalebo.optim`); the estimate is the best converged
+optimized in one vectorized batch (:mod:`scalebo.fitting.optim`); the estimate is the best converged
 start.
 """
 
@@ -21,8 +21,8 @@ import numpy as np
 import pandas as pd
 
 from scalebo.errors import FitError
+from scalebo.fitting.optim import BatchedResult, StartStatus, minimize_batched
 from scalebo.laws import Law, as_inputs
-from scalebo.optim import BatchedResult, StartStatus, minimize_batched
 
 DEFAULT_HUBER_DELTA = 1e-3
 
@@ -163,7 +163,7 @@ def make_objective(
     delta: float,
     weights=None,
 ):
-    """``fun_grad(theta (s, p), rows (s,))`` for :func:`scalebo.optim.minimize_batched`.
+    """``fun_grad(theta (s, p), rows (s,))`` for :func:`scalebo.fitting.optim.minimize_batched`.
 
     ``weights`` is ``None``, shape ``(n,)``, or per-start ``(S, n)`` (bootstrap counts);
     ``log_y`` is ``(n,)`` or per-start ``(S, n)`` (many data sets on shared inputs). Per-start

@@ -22,7 +22,7 @@ from enum import StrEnum
 import numpy as np
 import pandas as pd
 
-from scalebo.runs import RunTable
+from scalebo.data.runs import RunTable
 
 __all__ = [
     "FrontierMethod",

@@ -5,10 +5,12 @@ tables: the inputs ``X`` (n, k) are the same rows for every table (grid cells, o
 of every table's envelope rows), only the targets ``y`` (S, n) and the 0/1 weights ``w``
 (S, n) that say which rows a table uses differ. :func:`fit_batch` gives every data set its
 own block of starts and optimizes all blocks at once with
-:func:`scalebo.optim.minimize_batched` — the same two phases as :func:`scalebo.fit.run_starts`
+:func:`scalebo.fitting.optim.minimize_batched` — the same two phases as
+:func:`scalebo.fitting.robust.run_starts`
 (screening at SciPy's default tolerances, then polishing each data set's ``n_polish`` best
-starts) — and picks each data set's estimate with :func:`scalebo.fit.summarize_starts`, so
-every data set's outcome is the one :func:`scalebo.fit.fit_law` gives on it with the same
+starts) — and picks each data set's estimate with
+:func:`scalebo.fitting.robust.summarize_starts`, so
+every data set's outcome is the one :func:`scalebo.fitting.robust.fit_law` gives on it with the same
 starts (up to floating-point rounding of the batched sums). A row of weight 0 contributes
 exactly nothing, so it is the same as dropping the row.
 
@@ -23,7 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalebo.errors import FitError
-from scalebo.fit import (
+from scalebo.fitting.optim import BatchedResult, minimize_batched
+from scalebo.fitting.robust import (
     DEFAULT_HUBER_DELTA,
     N_POLISH,
     POLISH_TOL,
@@ -33,7 +36,6 @@ from scalebo.fit import (
     summarize_starts,
 )
 from scalebo.laws import Law, as_inputs
-from scalebo.optim import BatchedResult, minimize_batched
 
 __all__ = ["BatchFit", "fit_batch"]
 
@@ -43,7 +45,8 @@ class BatchFit:
     """Outcome of :func:`fit_batch`, one entry per data set.
 
     Attributes:
-        results: The :class:`~scalebo.fit.FitResult` of each data set (best converged start,
+        results: The :class:`~scalebo.fitting.robust.FitResult` of each data set (best
+            converged start,
             status converged / bound hit / max iterations), or None where there is no
             estimate (too few rows of positive weight, or no start with a finite objective).
         errors: Why a data set has no estimate ('' where it has one).
@@ -119,7 +122,8 @@ def fit_batch(
     Returns:
         :class:`BatchFit`. A data set with fewer rows of positive weight than the law has
         parameters, or whose starts all give non-finite objectives, gets None and a reason
-        (where :func:`~scalebo.fit.fit_law` would raise :class:`~scalebo.errors.FitError`).
+        (where :func:`~scalebo.fitting.robust.fit_law` would raise
+        :class:`~scalebo.errors.FitError`).
     """
     X = as_inputs(X, len(law.variables))
     y = np.atleast_2d(np.asarray(y, dtype=np.float64))

@@ -2,7 +2,7 @@
 
 Each loader reads one file of a *data directory* laid out as ``<data_dir>/<folder>/<file>``
 (the folder's ``SOURCE.md`` documents provenance, columns and counts) and returns a validated
-:class:`~scalebo.runs.RunTable`. Loaders only read CSV: nothing is unpickled.
+:class:`~scalebo.data.runs.RunTable`. Loaders only read CSV: nothing is unpickled.
 
 The data directory is an explicit argument or the ``SCALEBO_DATA_DIR`` environment variable.
 Register more loaders with :func:`register_dataset`::
@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scalebo.data.runs import ExclusionReason, RunTable, load_runs, read_table
 from scalebo.errors import RunTableError
-from scalebo.runs import ExclusionReason, RunTable, load_runs, read_table
 
 __all__ = [
     "DATASETS",
@@ -343,7 +343,7 @@ def load_gemstones(root: Path, *, variant: str = "hot", validation: str = "main"
     ``final_loss`` (nats); ``run`` = ``run_name``, ``phase`` (``stable``, or
     ``cooldown-start`` / ``cooldown-end`` for ``cool_begin`` / ``cool_end``); ``width``,
     ``depth``, ``step``, ``num_nodes``, ``seconds_per_step`` are kept (for GPU-hours).
-    See :mod:`scalebo.checkpoints`.
+    See :mod:`scalebo.data.checkpoints`.
 
     Args:
         variant: A key of :data:`GEMSTONES_VARIANTS` (``hot`` = 220 checkpoints, 22 models,
@@ -358,7 +358,7 @@ def load_gemstones(root: Path, *, variant: str = "hot", validation: str = "main"
         ValueError: unknown variant or validation set.
         RunTableError: a validation set that lacks some of the variant's checkpoints.
     """
-    from scalebo.checkpoints import checkpoint_table
+    from scalebo.data.checkpoints import checkpoint_table
 
     if variant not in GEMSTONES_VARIANTS:
         raise ValueError(f"gemstones: unknown variant {variant!r}; expected one of "

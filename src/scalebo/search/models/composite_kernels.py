@@ -1,7 +1,7 @@
 """Composite covariance kernels and the kernel factory of the in-house Gaussian process.
 
 :class:`Additive` (a weighted sum of kernels on column groups) and :class:`Mixed` (numeric ×
-categorical product) combine the base kernels of :mod:`scalebo.search.kernels`, with the
+categorical product) combine the base kernels of :mod:`scalebo.search.models.kernels`, with the
 same conventions: immutable, unit-amplitude, hyperparameters in log space (``theta``,
 ``bounds``), ``X`` of shape ``(n, n_dims)`` with numeric columns in [0, 1] and categorical
 columns holding integer codes. :func:`make_kernel` builds a kernel from one of
@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from scalebo.search.kernels import (
+from scalebo.search.models.kernels import (
     DEFAULT_WEIGHT_BOUNDS,
     RBF,
     Categorical,

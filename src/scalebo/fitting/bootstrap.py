@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from scalebo.fit import DEFAULT_HUBER_DELTA, FitResult, run_starts
+from scalebo.fitting.optim import StartStatus
+from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, run_starts
 from scalebo.laws import Law, as_inputs
-from scalebo.optim import StartStatus
 
 
 @dataclass(frozen=True)

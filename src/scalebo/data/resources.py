@@ -36,9 +36,9 @@ from enum import StrEnum
 import numpy as np
 import pandas as pd
 
-from scalebo.allocation import AllocationLaw, approach1
-from scalebo.frontier import lower_convex_hull
-from scalebo.runs import RunTable
+from scalebo.data.runs import RunTable
+from scalebo.fitting.allocation import AllocationLaw, approach1
+from scalebo.fitting.frontier import lower_convex_hull
 
 __all__ = [
     "DEFAULT_GPUS_PER_NODE",

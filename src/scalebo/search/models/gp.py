@@ -35,13 +35,18 @@ from scipy.linalg import cho_solve, lapack, solve_triangular
 from scipy.optimize import minimize
 
 from scalebo.errors import NumericalWarning
-from scalebo.search.composite_kernels import make_kernel
+from scalebo.search.models.composite_kernels import make_kernel
 
 # GPPrior, HyperparameterFit and blas_threads are also public names of this module (kept
 # importable from here).
-from scalebo.search.gp_hyperparameters import GPPrior, HyperparameterFit
-from scalebo.search.kernels import Kernel
-from scalebo.search.linalg import _cholesky, _half_inverse_from_cholesky, _lml_value, blas_threads
+from scalebo.search.models.gp_hyperparameters import GPPrior, HyperparameterFit
+from scalebo.search.models.kernels import Kernel
+from scalebo.search.models.linalg import (
+    _cholesky,
+    _half_inverse_from_cholesky,
+    _lml_value,
+    blas_threads,
+)
 
 _LOOSE_FTOL = 1e-7  # relative reduction of −lml at which a non-final start stops
 
@@ -62,7 +67,7 @@ class GaussianProcess:
     with ``_``).
 
     Args:
-        kernel: a :class:`~scalebo.search.kernels.Kernel` (unit amplitude; its current
+        kernel: a :class:`~scalebo.search.models.kernels.Kernel` (unit amplitude; its current
             ``theta`` is the first start) or a name for :func:`make_kernel` built at ``fit``.
         categorical: categorical columns, used when ``kernel`` is a name.
         amplitude, noise: initial signal variance ``σ²`` and noise variance ``σ_n²``, in

@@ -2,7 +2,7 @@
 
 Every kernel is an immutable object whose hyperparameters live in log space (``theta``,
 ``bounds``), as in scikit-learn. A kernel is unit-amplitude: the signal variance (amplitude)
-and the noise variance are hyperparameters of :class:`scalebo.search.gp.GaussianProcess`.
+and the noise variance are hyperparameters of :class:`scalebo.search.models.gp.GaussianProcess`.
 
 Notations
 ---------

@@ -30,10 +30,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize_scalar
 
-from scalebo.fit import DEFAULT_HUBER_DELTA, FitResult, fit_law
+from scalebo.data.resources import FlopsConvention, flops_per_token
+from scalebo.data.runs import RunTable
+from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, fit_law
 from scalebo.laws import WIDTH_DEPTH, PowerLawSum
-from scalebo.resources import FlopsConvention, flops_per_token
-from scalebo.runs import RunTable
 
 __all__ = ["OptimalShape", "ShapeSpec", "fit_width_depth", "optimal_shape"]
 
@@ -72,7 +72,7 @@ class ShapeSpec:
         vocab: Embedding rows counted in ``N`` (tokens): the vocabulary size (default 50,304)
             with tied embeddings, 2× it with untied ones; adds ``vocab·width`` parameters.
         embeddings: Count the embedding matrix in ``N`` (Gemstones' N does).
-        convention: FLOPs per token (:class:`~scalebo.resources.FlopsConvention`), applied
+        convention: FLOPs per token (:class:`~scalebo.data.resources.FlopsConvention`), applied
             to ``N(w, d)``: ``6N`` counts ``6·N(w, d)``.
         seq_len: Context length (tokens), for the ``kaplan`` / ``chinchilla`` conventions.
     """

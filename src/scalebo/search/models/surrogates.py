@@ -7,7 +7,7 @@ Notations
 - ``predict(X_*) -> (mean, std)``, each of shape ``(m,)``, in the units of ``y``.
 - ``sample_joint(X_*, n_samples, rng)`` (optional) → shape ``(n_samples, m)``.
 
-Adapters: :class:`GPSurrogate` (the exact GP of :mod:`scalebo.search.gp`),
+Adapters: :class:`GPSurrogate` (the exact GP of :mod:`scalebo.search.models.gp`),
 :class:`RandomSurrogate` (no model: random scores, for a random acquisition order) and
 :class:`TreeEnsembleSurrogate` (bagged gradient-boosted trees, needs the ``[trees]`` extra).
 """
@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from scalebo.search.gp import GaussianProcess, GPPrior
+from scalebo.search.models.gp import GaussianProcess, GPPrior
 
 
 @runtime_checkable
@@ -46,14 +46,15 @@ class GPSurrogate:
     """Exact GP surrogate (Matérn-5/2 ARD by default).
 
     Args:
-        kernel: kernel name for :func:`~scalebo.search.composite_kernels.make_kernel` or a Kernel.
+        kernel: kernel name for
+            :func:`~scalebo.search.models.composite_kernels.make_kernel` or a Kernel.
         categorical: indices of categorical columns.
         n_restarts: random restarts of a full hyperparameter fit.
         restart_every: with ``fit(..., warm_start=True)``, every ``restart_every``-th fit is
             still a full fit with restarts (the others start only from the previous optimum).
-        prior: optional :class:`~scalebo.search.gp.GPPrior` (MAP instead of ML).
+        prior: optional :class:`~scalebo.search.models.gp.GPPrior` (MAP instead of ML).
         rng: seed of the restarts and of ``sample_joint`` when none is given.
-        **gp_kwargs: other :class:`~scalebo.search.gp.GaussianProcess` arguments.
+        **gp_kwargs: other :class:`~scalebo.search.models.gp.GaussianProcess` arguments.
     """
 
     def __init__(self, kernel: Any = "matern52", *, categorical: Sequence[int] = (),

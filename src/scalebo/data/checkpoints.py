@@ -6,7 +6,7 @@ frontiers and law fits, with its own compute ``C`` = FLOPs spent up to that chec
 (``6·N·D`` by default). This is how the Gemstones study (McLeish et al. 2025) fits laws: 22
 models × checkpoints every ~10B tokens.
 
-A checkpoint table is an ordinary :class:`~scalebo.runs.RunTable` whose frame has two more
+A checkpoint table is an ordinary :class:`~scalebo.data.runs.RunTable` whose frame has two more
 columns:
 
 ========== ====== ===========================================================================
@@ -34,8 +34,8 @@ from typing import TypeVar
 import numpy as np
 import pandas as pd
 
+from scalebo.data.runs import RunTable, load_runs
 from scalebo.errors import RunTableError
-from scalebo.runs import RunTable, load_runs
 
 __all__ = [
     "Phase",
@@ -74,7 +74,7 @@ def checkpoint_table(
     Args:
         source: File path or DataFrame with one row per checkpoint.
         run: Column naming each checkpoint's training run (renamed to ``run``).
-        mapping: Canonical name → source column (as in :func:`scalebo.runs.load_runs`),
+        mapping: Canonical name → source column (as in :func:`scalebo.data.runs.load_runs`),
             e.g. ``{"N": "params_active_precise", "D": "tokens", "loss": "final_loss"}``.
         phase: Phase of every row, or ``None`` if the source has a ``phase`` column already.
         source_name: Name used in messages.
@@ -84,7 +84,7 @@ def checkpoint_table(
 
     Raises:
         RunTableError: missing run column, unknown phase, or the validation errors of
-            :func:`~scalebo.runs.load_runs` (e.g. one run listing the same D twice).
+            :func:`~scalebo.data.runs.load_runs` (e.g. one run listing the same D twice).
     """
     frame = source.copy() if isinstance(source, pd.DataFrame) else _read(source)
     name = source_name or (str(source) if not isinstance(source, pd.DataFrame) else "<DataFrame>")
@@ -120,7 +120,7 @@ def checkpoint_table(
 
 
 def _read(path: str) -> pd.DataFrame:
-    from scalebo.runs import read_table
+    from scalebo.data.runs import read_table
 
     return read_table(path)
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from scalebo.fit import DEFAULT_HUBER_DELTA, FitResult, fit_law
+from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, fit_law
 from scalebo.laws import GadreDownstreamLaw, SigmoidDownstreamLaw, get_law
 
 __all__ = ["fit_downstream"]

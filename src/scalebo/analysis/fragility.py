@@ -12,7 +12,7 @@ Variants (:func:`build_variants`; names as printed):
 * ``base`` — all points as given, δ = ``huber_delta``;
 * ``leave out N=<N>`` — one per distinct model size (every checkpoint of that model removed);
 * ``drop <k> smallest`` / ``drop <k> largest`` — the k smallest / largest model sizes removed;
-* ``every <k>th checkpoint`` — :func:`scalebo.checkpoints.every_kth` (needs a ``run``
+* ``every <k>th checkpoint`` — :func:`scalebo.data.checkpoints.every_kth` (needs a ``run``
   column);
 * ``huber δ=<δ>`` — the base points with another Huber δ;
 * any *extra* table by name (``extra={"half lr": table}``, CLI ``--variant-file NAME=PATH``):
@@ -39,9 +39,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from scalebo.allocation import compute_optimal
+from scalebo.data.runs import RunTable
 from scalebo.errors import FitError
-from scalebo.fit import (
+from scalebo.fitting.allocation import compute_optimal
+from scalebo.fitting.robust import (
     DEFAULT_HUBER_DELTA,
     FitResult,
     fit_law,
@@ -50,7 +51,6 @@ from scalebo.fit import (
     summarize_starts,
 )
 from scalebo.laws import Law, PowerLawSum, get_law
-from scalebo.runs import RunTable
 
 __all__ = [
     "FragilityReport",
@@ -110,7 +110,7 @@ class VariantResult:
         N_opt, D_opt: Compute-optimal parameters and tokens at ``target`` FLOPs (C = 6ND).
         tokens_per_param: ``D_opt / N_opt``.
         loss_at_target: Predicted loss (nats) at (N_opt, D_opt).
-        status: :class:`~scalebo.fit.FitStatus` value, or ``failed``; message: details.
+        status: :class:`~scalebo.fitting.robust.FitStatus` value, or ``failed``; message: details.
     """
 
     name: str
@@ -222,7 +222,7 @@ def build_variants(
             ``huber_delta`` is skipped).
         extra: Further named tables (e.g. cooled-down losses), fitted as given.
     """
-    from scalebo.checkpoints import every_kth
+    from scalebo.data.checkpoints import every_kth
 
     base = _points(table)
     variants = [Variant("base", "base", base, huber_delta)]
@@ -262,7 +262,7 @@ def gemstones_extras(data_dir=None) -> dict[str, RunTable]:
     the main runs' losses on other validation sets; ``checkpoints every 2B``: the same runs
     with checkpoints every 477 steps (~2B tokens, 1,100 points).
     """
-    from scalebo.datasets import load_dataset
+    from scalebo.data.datasets import load_dataset
 
     def load(**kw):
         return load_dataset("gemstones", data_dir, **kw)
@@ -379,7 +379,7 @@ def fragility(
         base_starts: Starts of the base fit, ``(S, p)`` internal parameters (default: the
             law's full grid); with ``policy.full`` they are used for every variant too.
         bootstrap: If > 0, resample the base points this many times
-            (:func:`scalebo.uncertainty.bootstrap_fit`) and report 95 % percentile intervals
+            (:func:`scalebo.fitting.bootstrap.bootstrap_fit`) and report 95 % percentile intervals
             of alpha, beta, E, N_opt and the loss at ``target``.
         rng: Seed of the bootstrap.
     """
@@ -420,7 +420,7 @@ def _fit_row(law, variant, target, optima, policy, starts) -> VariantResult:
 def _bootstrap_summary(law, fit, base: Variant, target, n_resamples, rng) -> dict:
     from dataclasses import replace
 
-    from scalebo.uncertainty import bootstrap_fit
+    from scalebo.fitting.bootstrap import bootstrap_fit
 
     X = base.frame[["N", "D"]].to_numpy(dtype=np.float64)
     y = base.frame["loss"].to_numpy(dtype=np.float64)
