@@ -257,3 +257,31 @@ def test_epoch_chinchilla_reference_fit(data_dir: Path) -> None:
     assert_params_close(out["fit"]["params"], reference, rel=1e-3)
     assert out["fit"]["objective"] == pytest.approx(1.0183e-3, rel=1e-3)
     assert out["fit"]["n_starts"] == 4500
+
+
+def test_json_equals_library_fit_summary(compute_csv: Path) -> None:
+    """What ``fit --format json`` prints is the library's fit summary, serialized."""
+    from scalebo.data.runs import load_runs
+    from scalebo.fitting.summary import fit_summary
+    from scalebo.outputs import jsonable
+
+    proc = run_cli("fit", str(compute_csv), "--map", "N=params", "--bootstrap", "30",
+                   "--seed", "4", "--predict", "1e24", "--predict", "1e25", "--format",
+                   "json", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    summary = fit_summary(load_runs(compute_csv, mapping={"N": "params"}), "compute",
+                          bootstrap=30, seed=4, predict=[1e24, 1e25])
+    assert json.loads(proc.stdout) == json.loads(json.dumps(jsonable(summary.to_dict())))
+    assert summary.bootstrap is not None and summary.predictions[1]["loss_interval"]
+
+
+def test_output_in_missing_folder_fails_before_fitting(compute_csv: Path, tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    missing = tmp_path / "no" / "such" / "fit.json"
+    assert cli_main(["fit", str(compute_csv), "--map", "N=params", "--bootstrap", "50",
+                     "--json", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert "--json" in err and "does not exist" in err
+    assert "fitting" not in err  # no work was done
+    assert not missing.parent.exists()

@@ -9,7 +9,7 @@ import warnings
 
 import pytest
 
-from scalebo.bench import records as rec_mod
+from scalebo import outputs
 from scalebo.bench.records import (
     ID_COLUMNS,
     IGNORED_ATTR,
@@ -73,10 +73,10 @@ def test_failed_write_leaves_no_partial_record(tmp_path, monkeypatch):
     write_record(tmp_path, make_record(CELL, "ok", {"v": 1}, None, 1.0, 1))
     before = record_path(tmp_path, CELL).read_text()
 
-    def boom(*a, **k):
+    def boom(*a, **k):  # the new content is in the temporary file, not yet renamed
         raise OSError("disk full")
 
-    monkeypatch.setattr(rec_mod.json, "dump", boom)
+    monkeypatch.setattr(outputs.os, "fsync", boom)
     with pytest.raises(OSError, match="disk full"):
         write_record(tmp_path, make_record(CELL, "ok", {"v": 2}, None, 1.0, 1))
     assert record_path(tmp_path, CELL).read_text() == before  # old record intact

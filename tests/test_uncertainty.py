@@ -29,6 +29,20 @@ def test_seeded_and_reproducible():
     assert a.seed == 7 and a.n_failed == 0 and a.samples.shape == (50, 3)
 
 
+def test_generator_draws_like_its_seed():
+    """A Generator is accepted like every seeded function: the same stream as its seed."""
+    C, y = _data()
+    fit = fit_law(COMPUTE_LAW, C, y)
+    by_seed = bootstrap_fit(fit, C, y, n_resamples=20, rng=3)
+    by_gen = bootstrap_fit(fit, C, y, n_resamples=20, rng=np.random.default_rng(3))
+    np.testing.assert_array_equal(by_seed.samples, by_gen.samples)
+    assert by_gen.seed is None  # a Generator's state is not a seed; not recorded as one
+    gen = np.random.default_rng(3)
+    first = bootstrap_fit(fit, C, y, n_resamples=20, rng=gen)
+    second = bootstrap_fit(fit, C, y, n_resamples=20, rng=gen)  # the stream moved on
+    assert not np.array_equal(first.samples, second.samples)
+
+
 def test_replicate_equals_refit_on_resampled_rows():
     """Weights from multinomial counts are the same estimator as refitting duplicated rows."""
     C, y = _data(n=25)

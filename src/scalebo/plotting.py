@@ -19,6 +19,7 @@ import pandas as pd
 
 from scalebo.fitting.robust import FitResult
 from scalebo.laws import PowerLawSum
+from scalebo.outputs import save_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from matplotlib.figure import Figure
@@ -167,6 +168,6 @@ def plot_fit(
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=8, loc="best")
     if path is not None:
-        fig.savefig(path, dpi=120)
+        save_figure(fig, path, dpi=120)
         plt.close(fig)
     return fig

@@ -51,6 +51,7 @@ from scalebo.fitting.robust import (
     summarize_starts,
 )
 from scalebo.laws import Law, PowerLawSum, get_law
+from scalebo.outputs import save_figure
 
 __all__ = [
     "FragilityReport",
@@ -481,5 +482,5 @@ def plot_fragility(report: FragilityReport, path: str | None = None):
                  "FLOPs (solid: median, dashed: base, band: min–max)", fontsize=10)
     fig.tight_layout()
     if path is not None:
-        fig.savefig(path, dpi=120)
+        save_figure(fig, path, dpi=120)
     return fig

@@ -39,6 +39,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo.bench.intervals import COVERAGE_RTOL
+from scalebo.outputs import save_figure
 
 __all__ = ["BOOTSTRAP_SOURCE", "COVER_RTOL", "LEVELS", "TARGETS", "bootstrap_calibration",
            "calibration_figure", "calibration_section", "calibration_summary",
@@ -314,7 +315,7 @@ def calibration_figure(iv: pd.DataFrame, path: Path, C: str = "1e+25") -> Path |
     axes[0, 0].legend(fontsize=7)
     fig.suptitle(f"Law posterior calibration at {C.replace('e+', 'e')} FLOPs: coverage of the "
                  "reference law's loss and interval width (over seeds)")
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 

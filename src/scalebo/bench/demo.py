@@ -30,6 +30,8 @@ from typing import Any
 
 import numpy as np
 
+from scalebo.outputs import save_figure
+
 __all__ = ["DemoResult", "LawRow", "plot_demo", "run_demo", "true_compute_law"]
 
 EXTRAPOLATION_C = (1e25, 1e27, 1e29)
@@ -218,6 +220,6 @@ def plot_demo(result: DemoResult, path: str | Path) -> Path:
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
     path = Path(path)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path

@@ -25,7 +25,6 @@ import math
 import os
 import socket
 import time
-import uuid
 import warnings
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
@@ -43,6 +42,7 @@ from scalebo.bench.sweep_config import (
     identity_key,
     package_version,
 )
+from scalebo.outputs import jsonable, write_json_file
 
 __all__ = [
     "ID_COLUMNS", "IGNORED_ATTR", "RECORD_SCHEMA", "RECORD_SCHEMA_VERSION", "TIMING_FIELDS",
@@ -91,19 +91,6 @@ def record_path(out_dir: str | os.PathLike[str], cell: Cell) -> Path:
     return Path(out_dir) / f"{cell.key}.json"
 
 
-def jsonable(value: Any) -> Any:
-    """Plain JSON types; NaN/inf become None (strict JSON has no NaN), numpy → Python."""
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if hasattr(value, "tolist"):  # numpy scalar or array
-        return jsonable(value.tolist())
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
 def write_record(out_dir: str | os.PathLike[str], record: Mapping[str, Any]) -> Path:
     """Atomically write ``record`` to ``out_dir/<record['key']>.json``.
 
@@ -113,19 +100,7 @@ def write_record(out_dir: str | os.PathLike[str], record: Mapping[str, Any]) -> 
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    target = out / f"{record['key']}.json"
-    tmp = out / f".{record['key']}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    try:
-        with tmp.open("w") as fh:
-            json.dump(jsonable(record), fh, indent=1, sort_keys=True, allow_nan=False)
-            fh.write("\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return target
+    return write_json_file(record, out / f"{record['key']}.json", indent=1, sort_keys=True)
 
 
 def make_record(cell: Cell, status: str, result: Any, error: Mapping[str, str] | None,
@@ -149,12 +124,8 @@ def make_record(cell: Cell, status: str, result: Any, error: Mapping[str, str] |
 
 
 def write_json(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path:
-    """Atomically write any JSON payload to ``path`` (temporary file + :func:`os.replace`)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.write_text(json.dumps(jsonable(payload), indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-    return path
+    """Atomically write any JSON payload to ``path`` (:func:`scalebo.outputs.write_json_file`)."""
+    return write_json_file(payload, path, indent=1, sort_keys=True)
 
 
 def read_record(path: str | os.PathLike[str]) -> dict[str, Any]:

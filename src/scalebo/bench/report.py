@@ -44,6 +44,7 @@ import pandas as pd
 from scalebo.bench.calibration import calibration_figure, calibration_section
 from scalebo.bench.oracle import report_oracle
 from scalebo.bench.records import IGNORED_ATTR, load_records
+from scalebo.outputs import save_figure, write_text_file
 
 __all__ = ["EXTRAPOLATION_KEYS", "coefficient_table", "comparison_groups",
            "extrapolation_table", "savings_table", "summarize", "write_report"]
@@ -263,7 +264,7 @@ def recovery_figure(summary: pd.DataFrame, dataset: str, methods: Sequence[str],
         ax.grid(alpha=0.3, which="both")
     axes.flat[0].legend(fontsize=7)
     fig.suptitle(f"{dataset}: recovery vs budget ({law} law; mean ± 1 SD over seeds)")
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -287,7 +288,7 @@ def comparison_figure(summary: pd.DataFrame, methods: Sequence[str], param: str,
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=7)
     fig.suptitle(f"{param} comparison (mean ± 1 SD over seeds)")
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path
 
@@ -377,5 +378,5 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
                 md += [f"![{param} comparison]({p.relative_to(out).as_posix()})", ""]
     out.mkdir(parents=True, exist_ok=True)
     path = out / "report.md"
-    path.write_text("\n".join(md))
+    write_text_file(path, "\n".join(md))
     return path

@@ -24,6 +24,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from scalebo.errors import RunTableError
+from scalebo.outputs import (  # noqa: F401 - re-exported for the commands
+    atomic_path,
+    check_output_path,
+    jsonable,
+    write_json_file,
+    write_text_file,
+)
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from scalebo.data.runs import RunTable
@@ -227,28 +234,6 @@ def add_format_argument(parser: argparse.ArgumentParser, default: str = "table")
         "--format", choices=FORMATS, default=default,
         help=f"what to print on stdout: a readable table, JSON or CSV (default {default})",
     )
-
-
-def jsonable(value: Any) -> Any:
-    """Convert numpy scalars/arrays, tuples, paths and enums to JSON types; NaN/inf → None."""
-    import numpy as np
-
-    if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return [jsonable(v) for v in value.tolist()]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        return value if math.isfinite(value) else None
-    if value is None or isinstance(value, str):
-        return value
-    return str(value)
 
 
 def write_json(data: Any, stream: TextIO | None = None) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from scalebo.cli.common import format_table, log
+from scalebo.cli.common import check_output_path, format_table, log
 
 NAME = "demo"
 HELP = "end-to-end demonstration on a synthetic grid (no data needed); --quick for a short one"
@@ -72,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
 
     if not 0 < args.budget <= 1:
         raise ValueError(f"--budget must be a fraction in (0, 1], got {args.budget}")
+    if not args.no_plot:
+        check_output_path(args.plot, "--plot")
     result = run_demo(quick=args.quick, budget=args.budget, seed=args.seed, log=log)
     out = result.to_dict()
     if not args.no_plot:

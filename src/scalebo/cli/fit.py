@@ -22,35 +22,23 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from collections.abc import Callable, Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from scalebo import __version__
 from scalebo.cli.common import (
     INPUT_HELP,
     add_format_argument,
     add_input_arguments,
+    check_output_path,
     format_number,
     format_table,
-    is_quiet,
     load_input,
     log,
     positive_float,
     write_csv,
     write_json,
+    write_json_file,
 )
-from scalebo.errors import FitError
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    import numpy as np
-    import pandas as pd
-
-    from scalebo.data.runs import RunTable
-    from scalebo.fitting.allocation import ComputeOptimal
-    from scalebo.fitting.bootstrap import BootstrapResult
-    from scalebo.fitting.robust import FitResult
-    from scalebo.laws import Law
 
 # The numerical library (numpy, pandas, scipy) is imported inside the functions that use it,
 # so that ``scalebo --help`` does not load it.
@@ -89,10 +77,10 @@ exit codes: 0 converged (or a parameter at a bound: a warning is printed), 1 the
 failed or did not converge within the iteration limit, 2 bad input.
 """
 
-FRONTIERS = ("envelope", "hull", "cell", "all")
 #: Same value as :data:`scalebo.fitting.robust.DEFAULT_HUBER_DELTA` (a test checks it).
 DEFAULT_HUBER_DELTA = 1e-3
-UNITS = {"C": "FLOPs", "N": "parameters", "D": "tokens", "loss": "nats"}
+#: Same as :data:`scalebo.fitting.summary.FRONTIERS` (literal so ``--help`` loads no numpy).
+FRONTIERS = ("envelope", "hull", "cell", "all")
 CSV_COLUMNS = ("kind", "name", "C", "estimate", "lower", "upper")
 
 
@@ -136,188 +124,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="save a log-log plot of loss vs compute (PNG, PDF, SVG) to PATH")
 
 
-# --------------------------------------------------------------------------- helpers
-
-
-def law_formula(law: Law) -> str:
-    """The law as a readable formula (ASCII-friendly Unicode)."""
-    from scalebo.laws import GadreDownstreamLaw, PowerLawSum, SigmoidDownstreamLaw
-
-    if isinstance(law, PowerLawSum):
-        args = ", ".join(t.variable for t in law.terms)
-        terms = " + ".join(f"{t.coef}/{t.variable}^{t.exponent}" for t in law.terms)
-        return f"L({args}) = E + {terms}"
-    if isinstance(law, GadreDownstreamLaw):
-        return "Err(L) = epsilon - k*exp(-gamma*L)"
-    if isinstance(law, SigmoidDownstreamLaw):
-        return "Err(L) = a/(1 + exp(-k*(L - L0))) + b"
-    return law.name  # pragma: no cover - every registered law is covered above
-
-
-def prediction_kind(law: Law) -> str | None:
-    """``"compute"`` for L(C), ``"allocation"`` for L(N, D) sums of power laws, else None."""
-    from scalebo.laws import PowerLawSum
-
-    if tuple(law.variables) == ("C",):
-        return "compute"
-    if isinstance(law, PowerLawSum) and tuple(law.variables) == ("N", "D"):
-        return "allocation"
-    return None
-
-
-def default_frontier(law: Law) -> str:
-    """Default ``--frontier`` for a law (see the module docstring for the reasons)."""
-    kind = prediction_kind(law)
-    return {"compute": "envelope", "allocation": "cell"}.get(kind, "all")
-
-
-def select_points(frame: pd.DataFrame, method: str, law: Law, target: str) -> pd.DataFrame:
-    """Rows of ``frame`` to fit: a frontier of (C, target) or of cells, or all rows."""
-    from scalebo.fitting.frontier import frontier
-
-    needed = [*law.variables, target]
-    missing = [c for c in needed if c not in frame.columns]
-    if missing:
-        raise ValueError(
-            f"law {law.name!r} needs column(s) {missing}; the runs have "
-            f"{list(frame.columns)}. Map yours with --map (canonical N, D, C, loss) or "
-            "choose another --law/--target"
-        )
-    if method == "all":
-        return frame
-    if method == "cell":
-        cell = tuple(law.variables)
-        if set(cell) & {"C", "loss", target}:
-            cell = ("N", "D")
-        return frontier(frame, "cell", loss=target, cell=cell)
-    return frontier(frame, method, loss=target)
-
-
-def _collect(fn: Callable[[], Any], sink: list[str]) -> Any:
-    """Call ``fn``, print its warnings to stderr as ``warning: ...`` and append them to sink."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = fn()
-    for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr, flush=True)
-        sink.append(str(w.message))
-    return result
-
-
-def _percentile(values: np.ndarray, level: float) -> list[float] | None:
-    import numpy as np
-
-    values = np.asarray(values, dtype=np.float64)
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return None
-    tail = 100 * (1 - level) / 2
-    return [float(v) for v in np.percentile(values, [tail, 100 - tail])]
-
-
-def _safe_optimal(fit: FitResult, C: float) -> ComputeOptimal | None:
-    from scalebo.fitting.allocation import compute_optimal
-
-    try:
-        return compute_optimal(fit, C)
-    except (FitError, ValueError, FloatingPointError):
-        return None
-
-
-def predictions(
-    fit: FitResult, boot: BootstrapResult | None, compute: Sequence[float]
-) -> list[dict[str, Any]]:
-    """Predicted loss (nats) at each compute (FLOPs), with intervals if ``boot`` is given.
-
-    For laws in N and D: the compute-optimal N* (parameters), D* (tokens), D*/N* and the
-    loss along that path (Hoffmann et al. 2022, approach 3), each with its interval.
-    """
-    import numpy as np
-
-    from scalebo.fitting.allocation import compute_optimal
-
-    kind = prediction_kind(fit.law)
-    if kind is None:
-        raise ValueError(
-            f"--predict needs a law in C or in (N, D); {fit.law.name!r} has variables "
-            f"{list(fit.law.variables)}"
-        )
-    out: list[dict[str, Any]] = []
-    if kind == "compute":
-        C = np.asarray(compute, dtype=np.float64)
-        loss = fit.predict(C[:, None])
-        bands = boot.predict_samples(C[:, None]) if boot is not None and len(C) else None
-        for i, c in enumerate(C):
-            rec: dict[str, Any] = {"C": float(c), "loss": float(loss[i])}
-            rec["loss_interval"] = (
-                _percentile(bands[:, i], boot.confidence_level) if bands is not None else None
-            )
-            out.append(rec)
-        return out
-    fields = ("loss", "N_opt", "D_opt", "tokens_per_param")
-    for c in compute:
-        best = compute_optimal(fit, c)
-        rec = {"C": float(c)} | {f: float(getattr(best, f)) for f in fields}
-        if boot is None:
-            rec |= {f"{f}_interval": None for f in fields}
-        else:
-            reps = [_safe_optimal(replace(fit, x=s), c) for s in boot.samples]
-            for f in fields:
-                vals = np.array([getattr(r, f) if r is not None else np.nan for r in reps])
-                rec[f"{f}_interval"] = _percentile(vals, boot.confidence_level)
-        out.append(rec)
-    return out
-
-
-def _bootstrap_summary(boot: BootstrapResult) -> dict[str, Any]:
-    return {
-        "n_resamples": boot.n_resamples,
-        "n_failed": boot.n_failed,
-        "confidence_level": boot.confidence_level,
-        "seed": boot.seed,
-        "method": "percentile, resampling the fitted runs",
-        "intervals": {k: list(v) for k, v in boot.intervals.items()},
-        "standard_error": boot.standard_error if len(boot.samples) > 1 else None,
-    }
-
-
-def build_result(
-    *,
-    args: argparse.Namespace,
-    law: Law,
-    method: str,
-    target: str,
-    table: RunTable,
-    points: pd.DataFrame,
-    fit: FitResult,
-    boot: BootstrapResult | None,
-    preds: list[dict[str, Any]],
-    warnings_seen: list[str],
-) -> dict[str, Any]:
-    """The machine-readable result (what ``--json`` writes)."""
-    reasons = (
-        table.excluded["reason"].astype(str).value_counts().to_dict()
-        if table.n_excluded and "reason" in table.excluded.columns else {}
-    )
-    cols = [c for c in ("run_id", "N", "D", "C", *law.variables, target) if c in points]
-    cols = list(dict.fromkeys(cols))
-    return {
-        "command": NAME,
-        "scalebo_version": __version__,
-        "source": table.source,
-        "law": {"name": law.name, "formula": law_formula(law),
-                "variables": list(law.variables), "target": target,
-                "units": {v: UNITS.get(v, "") for v in (*law.variables, target)}},
-        "frontier": method,
-        "runs": {"loaded": len(table), "used": len(points), "excluded": table.n_excluded,
-                 "excluded_by_reason": reasons},
-        "fit": fit.to_dict(),
-        "bootstrap": _bootstrap_summary(boot) if boot is not None else None,
-        "predictions": preds,
-        "points": points[cols].to_dict(orient="records"),
-        "warnings": warnings_seen,
-        "plot": args.plot,
-    }
+# --------------------------------------------------------------------------- printing
 
 
 def render_table(result: dict[str, Any]) -> str:
@@ -394,71 +201,55 @@ def csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- command
 
 
-def _bootstrap(fit: FitResult, X: np.ndarray, y: np.ndarray, args) -> BootstrapResult:
-    from tqdm import tqdm
-
-    from scalebo.fitting.bootstrap import bootstrap_fit
-
-    log(f"bootstrap: {args.bootstrap} resamples of {len(y)} runs in one batched fit ...")
-    with tqdm(total=args.bootstrap, desc="bootstrap", unit="resample", file=sys.stderr,
-              disable=True if is_quiet() else None, leave=False) as bar:
-        boot = bootstrap_fit(fit, X, y, n_resamples=args.bootstrap,
-                             confidence_level=args.confidence, rng=args.seed)
-        bar.update(args.bootstrap)
-    return boot
+def _collect(fn: Callable[[], Any], sink: list[str]) -> Any:
+    """Call ``fn``, print its warnings to stderr as ``warning: ...`` and append them to sink."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn()
+    for w in caught:
+        print(f"warning: {w.message}", file=sys.stderr, flush=True)
+        sink.append(str(w.message))
+    return result
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``scalebo fit`` (see the module docstring); returns the exit code."""
-    import numpy as np
-
-    from scalebo.fitting.robust import FitStatus, fit_law
+    """Run ``scalebo fit`` (see :mod:`scalebo.fitting.summary`); returns the exit code."""
+    from scalebo.fitting.summary import fit_summary, prediction_kind
     from scalebo.laws import get_law
 
     law = get_law(args.law)
-    kind = prediction_kind(law)
+    if args.predict and prediction_kind(law) is None:
+        raise ValueError(f"--predict needs a law in C or in (N, D), not {law.name!r}")
+    if args.plot and prediction_kind(law) is None:
+        raise ValueError(f"--plot needs a law in C or in (N, D), not {law.name!r}")
     if args.bootstrap < 0:
         raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
-    if args.predict and kind is None:
-        raise ValueError(f"--predict needs a law in C or in (N, D), not {law.name!r}")
-    if args.plot and kind is None:
-        raise ValueError(f"--plot needs a law in C or in (N, D), not {law.name!r}")
-    target = args.target or "loss"
-    if target in law.variables:
-        raise ValueError(f"law {law.name!r} takes {target!r} as input: give --target COLUMN")
-    method = args.frontier or default_frontier(law)
+    if args.plot:
+        check_output_path(args.plot, "--plot")
+    if args.json:
+        check_output_path(args.json, "--json")
     seen: list[str] = []
-
     table = _collect(lambda: load_input(args), seen)
-    points = select_points(table.frame, method, law, target)
-    X = points[list(law.variables)].to_numpy(dtype=np.float64)
-    y = points[target].to_numpy(dtype=np.float64)
-    if len(y) < law.n_params:
-        raise FitError(
-            f"law {law.name!r} has {law.n_params} parameters but the {method} frontier "
-            f"has only {len(y)} runs; use more runs or --frontier all"
-        )
-    starts = law.start_grid(law.prepare(X))
-    log(f"fitting {law.name} to {len(y)} runs ({method}) from {len(starts)} starts ...")
-    fit = _collect(lambda: fit_law(law, X, y, huber_delta=args.huber_delta, starts=starts),
-                   seen)
-    boot = _collect(lambda: _bootstrap(fit, X, y, args), seen) if args.bootstrap else None
-    preds = predictions(fit, boot, args.predict) if args.predict else []
-    result = build_result(args=args, law=law, method=method, target=target, table=table,
-                          points=points, fit=fit, boot=boot, preds=preds, warnings_seen=seen)
-    if fit.status is not FitStatus.CONVERGED:
-        note = f"fit status '{fit.status}': {fit.message}"
-        print(f"warning: {note}", file=sys.stderr, flush=True)
-        seen.append(note)
+    if args.bootstrap:
+        log(f"fitting {law.name}, then {args.bootstrap} bootstrap resamples in one batched "
+            "fit ...")
+    else:
+        log(f"fitting {law.name} ...")
+    summary = _collect(
+        lambda: fit_summary(table, law, frontier=args.frontier, target=args.target or "loss",
+                            huber_delta=args.huber_delta, bootstrap=args.bootstrap,
+                            confidence_level=args.confidence, seed=args.seed,
+                            predict=args.predict, notes=seen),
+        [])
+    result = summary.to_dict()
     if args.plot:
         from scalebo.plotting import plot_fit
 
-        plot_fit(table.frame, points, fit, bootstrap=boot, predict_at=args.predict,
-                 path=args.plot, loss=target)
+        plot_fit(table.frame, summary.points, summary.fit, bootstrap=summary.bootstrap,
+                 predict_at=args.predict, path=args.plot, loss=summary.target)
         log(f"plot written to {args.plot}")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            write_json(result, fh)
+        write_json_file(result, args.json)
         log(f"JSON written to {args.json}")
     if args.format == "json":
         write_json(result)
@@ -466,4 +257,4 @@ def run(args: argparse.Namespace) -> int:
         write_csv(csv_rows(result), CSV_COLUMNS)
     else:
         sys.stdout.write(render_table(result))
-    return 0 if fit.success else 1
+    return 0 if summary.fit.success else 1

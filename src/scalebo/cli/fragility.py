@@ -15,12 +15,14 @@ from scalebo.cli.common import (
     INPUT_HELP,
     add_format_argument,
     add_input_arguments,
+    check_output_path,
     format_table,
     load_input,
     log,
     positive_float,
     write_csv,
     write_json,
+    write_json_file,
 )
 
 #: Same value as :data:`scalebo.fitting.robust.DEFAULT_HUBER_DELTA` (kept literal so
@@ -143,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.bootstrap < 0:
         raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
+    for path, option in ((args.json, "--json"), (args.plot, "--plot")):
+        if path:
+            check_output_path(path, option)
     table = load_input(args)
     extra = _extras(args)
     options = {
@@ -161,8 +166,7 @@ def run(args: argparse.Namespace) -> int:
         plot_fragility(report, args.plot)
         log(f"figure written to {args.plot}")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            write_json(result, fh)
+        write_json_file(result, args.json)
     rows = result["variants"]
     if args.format == "json":
         write_json(result)

@@ -135,7 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_FIT_ERROR
-        except (RunTableError, SearchError, ValueError, FileNotFoundError) as exc:
+        except (RunTableError, SearchError, ValueError, FileNotFoundError,
+                IsADirectoryError) as exc:
             if debug:
                 raise
             print(f"error: {exc}", file=sys.stderr)

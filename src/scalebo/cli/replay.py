@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 from typing import Any
 
-from scalebo.cli.common import add_format_argument, format_table, jsonable, log, write_json
+from scalebo.cli.common import (
+    add_format_argument,
+    check_output_path,
+    format_table,
+    log,
+    write_json,
+    write_json_file,
+)
+from scalebo.outputs import save_figure
 
 NAME = "replay"
 HELP = "replay a budgeted search on a recorded grid and score the recovered law"
@@ -114,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
     method = MethodConfig(**{field: getattr(args, option)
                              for option, field in _METHOD_OPTIONS.items()
                              if getattr(args, option) is not None})
+    for path, option in ((args.json, "--json"), (args.plot, "--plot")):
+        if path:
+            check_output_path(path, option)
     log(f"loading {args.dataset} and its reference fit ...")
     problem = load_problem(args.dataset, mapping=mapping, axes=axes,
                            n_held_out_cells=args.held_out_cells, data_dir=args.data_dir)
@@ -125,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     data = rec.to_dict()
     data["problem"] = problem.summary()
     if args.json:
-        Path(args.json).write_text(json.dumps(jsonable(data), indent=2, allow_nan=False))
+        write_json_file(data, args.json)
         log(f"wrote {args.json}")
     if args.plot:
         plot_trace(rec, problem, args.plot)
@@ -220,5 +229,5 @@ def plot_trace(rec: Any, problem: Any, path: str) -> None:
           ylim=(problem.loss.min() * 0.98, top))
     b.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)

@@ -6,7 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from scalebo.cli.common import add_format_argument, format_table, log, write_json
+from scalebo.cli.common import (
+    add_format_argument,
+    check_output_path,
+    format_table,
+    log,
+    write_json,
+    write_text_file,
+)
 
 NAME = "suggest"
 HELP = "suggest the next training runs of a grid under a compute budget"
@@ -77,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     from scalebo.search.models.clipping import ClippedGP
     from scalebo.search.models.surrogates import make_surrogate
 
+    if args.out:
+        check_output_path(args.out, "--out")
     mapping = parse_mapping(args.map) if args.map else None
     if not (0 < args.budget <= 1):
         raise ValueError(f"--budget must be a fraction of C_total in (0, 1], got {args.budget}")
@@ -130,9 +139,9 @@ def _write(rows: list[dict], args: argparse.Namespace) -> None:
     if args.out:
         frame = pd.DataFrame(rows)
         if args.out.endswith(".json"):
-            frame.to_json(args.out, orient="records", indent=2)
+            write_text_file(args.out, frame.to_json(orient="records", indent=2))
         else:
-            frame.to_csv(args.out, index=False)
+            write_text_file(args.out, frame.to_csv(index=False))
         log(f"wrote {args.out}")
     if args.format == "json":
         write_json({"suggestions": rows})

@@ -31,7 +31,8 @@ class BootstrapResult:
         n_resamples: replicates drawn.
         n_failed: replicates whose starts all failed to converge (excluded, counted here).
         confidence_level: e.g. 0.95.
-        seed: seed of the resampling (reproducible).
+        seed: integer seed of the resampling (reproducible), or None when a Generator or
+            fresh entropy was used.
     """
 
     law: Law
@@ -52,6 +53,28 @@ class BootstrapResult:
         tail = 100 * (1 - self.confidence_level) / 2
         lo, hi = np.percentile(values, [tail, 100 - tail], axis=axis)
         return lo, hi
+
+    def percentile(self, values: np.ndarray) -> tuple[float, float] | None:
+        """Percentile interval at :attr:`confidence_level` of the finite entries of a vector
+        of replicate values (e.g. a derived quantity per replicate); None if none is finite."""
+        values = np.asarray(values, dtype=np.float64)
+        values = values[np.isfinite(values)]
+        if values.size == 0:
+            return None
+        lo, hi = self._bounds(values)
+        return float(lo), float(hi)
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary: counts, level, seed and the parameters' percentile intervals."""
+        return {
+            "n_resamples": self.n_resamples,
+            "n_failed": self.n_failed,
+            "confidence_level": self.confidence_level,
+            "seed": self.seed,
+            "method": "percentile, resampling the fitted runs",
+            "intervals": {k: list(v) for k, v in self.intervals.items()},
+            "standard_error": self.standard_error if len(self.samples) > 1 else None,
+        }
 
     @property
     def intervals(self) -> dict[str, tuple[float, float]]:
@@ -107,7 +130,7 @@ def bootstrap_fit(
     *,
     n_resamples: int = 1000,
     confidence_level: float = 0.95,
-    rng: int | None = 0,
+    rng: int | np.random.Generator | None = 0,
     n_starts: int = 4,
     huber_delta: float | None = None,
 ) -> BootstrapResult:
@@ -118,10 +141,15 @@ def bootstrap_fit(
         X: inputs, shape ``(n, k)``; y: targets, shape ``(n,)`` — the data ``fit`` was made on.
         n_resamples: replicates.
         confidence_level: level of the percentile intervals.
-        rng: integer seed (recorded in the result) or None.
+        rng: integer seed (recorded in the result), a ``numpy.random.Generator`` (drawn
+            from; the result's ``seed`` is then None) or None (fresh entropy).
         n_starts: starts per replicate (the full-data optimum and other distinct optima).
         huber_delta: defaults to the fit's δ.
     """
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if not 0 < confidence_level < 1:
+        raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
     law = fit.law
     X = as_inputs(X, len(law.variables))
     y = np.asarray(y, dtype=np.float64).ravel()
@@ -148,5 +176,5 @@ def bootstrap_fit(
         n_resamples=n_resamples,
         n_failed=int(np.sum(~good)),
         confidence_level=confidence_level,
-        seed=rng,
+        seed=int(rng) if isinstance(rng, int | np.integer) else None,
     )

@@ -1,0 +1,260 @@
+"""The fit summary: one call from a run table to a fitted law, intervals and predictions.
+
+What ``scalebo fit`` computes, as a library function (:func:`fit_summary`); the command only
+loads the table, calls it, draws and prints :meth:`FitSummary.to_dict`.
+
+Pipeline: choose the points to fit (a frontier, or all runs) → multi-start Huber fit on
+natural-log residuals (:func:`~scalebo.fitting.robust.fit_law`) → optional bootstrap over the
+fitted points (:func:`~scalebo.fitting.bootstrap.bootstrap_fit`, one batched call) →
+predictions at compute budgets (FLOPs).
+
+Default points (``frontier=None``):
+
+* ``compute`` law ``L(C)``: the Pareto **envelope** of (C, loss) — the best loss reached at each
+  compute, which is what ``L(C)`` describes;
+* laws in ``N`` and ``D`` (``chinchilla``, ``powerlaw:N,D``): the best run of each (N, D)
+  **cell**. ``L(N, D)`` describes the loss of a well-tuned model at every (N, D), not only at
+  the compute-optimal one, so every cell is informative; keeping only the best run per cell
+  drops badly tuned hyperparameters. With one run per cell (e.g. Epoch's Chinchilla points)
+  this is the same as ``all`` (Hoffmann et al.'s approach 3);
+* other laws: **all** runs.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scalebo import __version__
+from scalebo.data.runs import RunTable
+from scalebo.errors import FitError
+from scalebo.fitting.allocation import ComputeOptimal, compute_optimal
+from scalebo.fitting.bootstrap import BootstrapResult, bootstrap_fit
+from scalebo.fitting.frontier import frontier as select_frontier
+from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, FitStatus, fit_law
+from scalebo.laws import GadreDownstreamLaw, Law, PowerLawSum, SigmoidDownstreamLaw, get_law
+
+__all__ = ["FRONTIERS", "UNITS", "FitSummary", "default_frontier", "fit_summary", "law_formula",
+           "prediction_kind", "predictions", "select_points"]
+
+FRONTIERS = ("envelope", "hull", "cell", "all")
+#: Units of the canonical columns, as printed and written.
+UNITS = {"C": "FLOPs", "N": "parameters", "D": "tokens", "loss": "nats"}
+_PATH_FIELDS = ("loss", "N_opt", "D_opt", "tokens_per_param")
+
+
+def law_formula(law: Law) -> str:
+    """The law as a readable formula (ASCII-friendly Unicode)."""
+    if isinstance(law, PowerLawSum):
+        args = ", ".join(t.variable for t in law.terms)
+        terms = " + ".join(f"{t.coef}/{t.variable}^{t.exponent}" for t in law.terms)
+        return f"L({args}) = E + {terms}"
+    if isinstance(law, GadreDownstreamLaw):
+        return "Err(L) = epsilon - k*exp(-gamma*L)"
+    if isinstance(law, SigmoidDownstreamLaw):
+        return "Err(L) = a/(1 + exp(-k*(L - L0))) + b"
+    return law.name
+
+
+def prediction_kind(law: Law) -> str | None:
+    """``"compute"`` for L(C), ``"allocation"`` for L(N, D) sums of power laws, else None."""
+    if tuple(law.variables) == ("C",):
+        return "compute"
+    if isinstance(law, PowerLawSum) and tuple(law.variables) == ("N", "D"):
+        return "allocation"
+    return None
+
+
+def default_frontier(law: Law) -> str:
+    """Default points for a law (see the module docstring for the reasons)."""
+    return {"compute": "envelope", "allocation": "cell"}.get(prediction_kind(law), "all")
+
+
+def select_points(frame: pd.DataFrame, method: str, law: Law, target: str) -> pd.DataFrame:
+    """Rows of ``frame`` to fit: a frontier of (C, target) or of cells, or all rows.
+
+    Raises:
+        ValueError: a column the law needs is missing, or ``method`` is unknown.
+    """
+    if method not in FRONTIERS:
+        raise ValueError(f"unknown frontier {method!r}; expected one of {list(FRONTIERS)}")
+    needed = [*law.variables, target]
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"law {law.name!r} needs column(s) {missing}; the runs have "
+            f"{list(frame.columns)}. Map yours with --map (canonical N, D, C, loss) or "
+            "choose another --law/--target"
+        )
+    if method == "all":
+        return frame
+    if method == "cell":
+        cell = tuple(law.variables)
+        if set(cell) & {"C", "loss", target}:
+            cell = ("N", "D")
+        return select_frontier(frame, "cell", loss=target, cell=cell)
+    return select_frontier(frame, method, loss=target)
+
+
+def _safe_optimal(fit: FitResult, C: float) -> ComputeOptimal | None:
+    try:
+        return compute_optimal(fit, C)
+    except (FitError, ValueError, FloatingPointError):
+        return None
+
+
+def predictions(fit: FitResult, boot: BootstrapResult | None,
+                compute: Sequence[float]) -> list[dict[str, Any]]:
+    """Predicted loss (nats) at each compute (FLOPs), with intervals if ``boot`` is given.
+
+    For laws in N and D: the compute-optimal N* (parameters), D* (tokens), D*/N* and the
+    loss along that path (Hoffmann et al. 2022, approach 3), each with its interval.
+
+    Raises:
+        ValueError: the law is neither in C nor in (N, D).
+    """
+    kind = prediction_kind(fit.law)
+    if kind is None:
+        raise ValueError(
+            f"predictions need a law in C or in (N, D); {fit.law.name!r} has variables "
+            f"{list(fit.law.variables)}"
+        )
+    out: list[dict[str, Any]] = []
+    if kind == "compute":
+        C = np.asarray(compute, dtype=np.float64)
+        loss = fit.predict(C[:, None])
+        bands = boot.predict_samples(C[:, None]) if boot is not None and len(C) else None
+        for i, c in enumerate(C):
+            iv = boot.percentile(bands[:, i]) if bands is not None else None
+            out.append({"C": float(c), "loss": float(loss[i]),
+                        "loss_interval": list(iv) if iv else None})
+        return out
+    for c in compute:
+        best = compute_optimal(fit, c)
+        rec: dict[str, Any] = {"C": float(c)} | {f: float(getattr(best, f)) for f in _PATH_FIELDS}
+        if boot is None:
+            rec |= {f"{f}_interval": None for f in _PATH_FIELDS}
+        else:
+            reps = [_safe_optimal(replace(fit, x=s), c) for s in boot.samples]
+            for f in _PATH_FIELDS:
+                iv = boot.percentile(np.array([getattr(r, f) if r is not None else np.nan
+                                               for r in reps]))
+                rec[f"{f}_interval"] = list(iv) if iv else None
+        out.append(rec)
+    return out
+
+
+@dataclass(frozen=True)
+class FitSummary:
+    """A fitted law with the points it was fitted on, its bootstrap and its predictions.
+
+    Attributes:
+        table: the run table (after loading, exclusions counted in it).
+        law: the law fitted.
+        frontier: how the points were chosen (``envelope``, ``hull``, ``cell``, ``all``).
+        target: the fitted column (``loss`` in nats unless another is named).
+        points: the fitted rows of ``table.frame``.
+        fit: the multi-start fit; its ``status`` says whether the law is identified.
+        bootstrap: the bootstrap over ``points``, or None.
+        predictions: one dict per compute (see :func:`predictions`).
+        warnings: messages of the warnings raised while fitting, plus ``notes`` given by the
+            caller (e.g. warnings of loading) — they are also re-emitted, never swallowed.
+    """
+
+    table: RunTable
+    law: Law
+    frontier: str
+    target: str
+    points: pd.DataFrame = field(repr=False)
+    fit: FitResult
+    bootstrap: BootstrapResult | None
+    predictions: list[dict[str, Any]]
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (what ``scalebo fit --format json`` prints)."""
+        table, law = self.table, self.law
+        reasons = (
+            table.excluded["reason"].astype(str).value_counts().to_dict()
+            if table.n_excluded and "reason" in table.excluded.columns else {}
+        )
+        cols = [c for c in ("run_id", "N", "D", "C", *law.variables, self.target)
+                if c in self.points]
+        return {
+            "scalebo_version": __version__,
+            "source": table.source,
+            "law": {"name": law.name, "formula": law_formula(law),
+                    "variables": list(law.variables), "target": self.target,
+                    "units": {v: UNITS.get(v, "") for v in (*law.variables, self.target)}},
+            "frontier": self.frontier,
+            "runs": {"loaded": len(table), "used": len(self.points),
+                     "excluded": table.n_excluded, "excluded_by_reason": reasons},
+            "fit": self.fit.to_dict(),
+            "bootstrap": self.bootstrap.to_dict() if self.bootstrap is not None else None,
+            "predictions": self.predictions,
+            "points": self.points[list(dict.fromkeys(cols))].to_dict(orient="records"),
+            "warnings": list(self.warnings),
+        }
+
+
+def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | None = None,
+                target: str = "loss", huber_delta: float = DEFAULT_HUBER_DELTA,
+                bootstrap: int = 0, confidence_level: float = 0.95,
+                seed: int | np.random.Generator | None = 0, predict: Sequence[float] = (),
+                notes: Sequence[str] = ()) -> FitSummary:
+    """Fit ``law`` to ``table`` as ``scalebo fit`` does (see the module docstring).
+
+    Args:
+        table: validated runs (:func:`~scalebo.data.runs.load_runs`).
+        law: a :class:`~scalebo.laws.Law` or a registry name (``compute``, ``chinchilla``, …).
+        frontier: points to fit; None picks the law's default (:func:`default_frontier`).
+        target: column to fit (natural units; log residuals are used).
+        huber_delta: δ of the Huber loss on natural-log residuals.
+        bootstrap: resamples over the fitted points (0: none).
+        confidence_level: level of every percentile interval.
+        seed: seed (or Generator) of the bootstrap.
+        predict: compute budgets in FLOPs at which to predict (laws in C or in (N, D)).
+        notes: messages to carry into :attr:`FitSummary.warnings` (e.g. of loading).
+
+    Raises:
+        ValueError: bad options (a law that cannot predict asked for predictions, a target
+            that is an input of the law, a negative bootstrap count).
+        FitError: fewer fitted points than the law has parameters.
+    """
+    law = get_law(law) if isinstance(law, str) else law
+    if bootstrap < 0:
+        raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
+    if len(predict) and prediction_kind(law) is None:
+        raise ValueError(f"predictions need a law in C or in (N, D), not {law.name!r}")
+    if target in law.variables:
+        raise ValueError(f"law {law.name!r} takes {target!r} as input: fit another column")
+    method = frontier or default_frontier(law)
+    points = select_points(table.frame, method, law, target)
+    X = points[list(law.variables)].to_numpy(dtype=np.float64)
+    y = points[target].to_numpy(dtype=np.float64)
+    if len(y) < law.n_params:
+        raise FitError(
+            f"law {law.name!r} has {law.n_params} parameters but the {method} points "
+            f"are only {len(y)} runs; use more runs or all runs (frontier 'all')"
+        )
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fit = fit_law(law, X, y, huber_delta=huber_delta,
+                      starts=law.start_grid(law.prepare(X)))
+        if fit.status is not FitStatus.CONVERGED:
+            warnings.warn(f"fit status '{fit.status}': {fit.message}", RuntimeWarning,
+                          stacklevel=2)
+        boot = (bootstrap_fit(fit, X, y, n_resamples=bootstrap,
+                              confidence_level=confidence_level, rng=seed)
+                if bootstrap else None)
+        preds = predictions(fit, boot, predict) if len(predict) else []
+    for w in caught:  # re-emitted for the caller's own filters: recorded, not swallowed
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    return FitSummary(table=table, law=law, frontier=method, target=target, points=points,
+                      fit=fit, bootstrap=boot, predictions=preds,
+                      warnings=(*notes, *(str(w.message) for w in caught)))
