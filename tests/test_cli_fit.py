@@ -285,3 +285,19 @@ def test_output_in_missing_folder_fails_before_fitting(compute_csv: Path, tmp_pa
     assert "--json" in err and "does not exist" in err
     assert "fitting" not in err  # no work was done
     assert not missing.parent.exists()
+
+
+def test_public_face_names_the_library_objects() -> None:
+    """``scalebo.<name>`` is the object of the module that defines it, loaded lazily."""
+    import importlib
+
+    import scalebo
+
+    assert sorted(scalebo.__all__) == sorted([*scalebo._PUBLIC, "__version__"])
+    for name, module in scalebo._PUBLIC.items():
+        assert getattr(scalebo, name) is getattr(importlib.import_module(module), name)
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        scalebo.nope  # noqa: B018
+    proc = subprocess.run([sys.executable, "-c", "import scalebo, sys; print('numpy' in "
+                           "sys.modules)"], capture_output=True, text=True, timeout=60)
+    assert proc.stdout.strip() == "False"  # import scalebo stays light
