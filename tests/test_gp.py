@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from scalebo.errors import NumericalWarning
-from scalebo.search.models import gp as gp_module
+from scalebo.search.models import gp_hyperparameters
 from scalebo.search.models.composite_kernels import KERNEL_NAMES, make_kernel
 from scalebo.search.models.gp import GaussianProcess, GPPrior
 from scalebo.search.models.kernels import Matern52
@@ -175,7 +175,7 @@ def test_optimizer_failing_everywhere_falls_back_with_a_warning(monkeypatch):
     def broken(*args, **kwargs):
         raise np.linalg.LinAlgError("simulated")
 
-    monkeypatch.setattr(gp_module, "minimize", broken)
+    monkeypatch.setattr(gp_hyperparameters, "minimize", broken)
     X, y = _data(20)
     with pytest.warns(NumericalWarning, match="failed from all 3 starts"):
         gp = GaussianProcess(rng=0).fit(X, y)

@@ -39,6 +39,7 @@ from scalebo.errors import SearchError
 from scalebo.search import target as tgt
 from scalebo.search.acquisition import Acquisition, incumbent_score, parse_acquisition
 from scalebo.search.grid import Grid
+from scalebo.search.models.scaling import standardization
 from scalebo.search.trace import Suggestion, TraceEntry
 from scalebo.search.window import WindowSchedule, admissible_mask, initial_design, make_schedule
 
@@ -276,8 +277,7 @@ class SearchLoop:
                 model = model.condition_on(self._X[self._obs_idx[n0:]], y_std[n0:])
             self._since_fit += 1
             return model, y_std, mu, sd
-        mu, sd = float(y.mean()), float(y.std()) if n > 1 else 1.0
-        sd = sd if sd > 0 else 1.0
+        mu, sd = standardization(y)
         self._fit(self._X[self._obs_idx], (y - mu) / sd)
         self._base, self._since_fit = (self.surrogate, n, mu, sd), 1
         return self.surrogate, (y - mu) / sd, mu, sd

@@ -32,14 +32,19 @@ from typing import Any
 
 import numpy as np
 from scipy.linalg import cho_solve, lapack, solve_triangular
-from scipy.optimize import minimize
 
 from scalebo.errors import NumericalWarning
 from scalebo.search.models.composite_kernels import make_kernel
 
 # GPPrior, HyperparameterFit and blas_threads are also public names of this module (kept
 # importable from here).
-from scalebo.search.models.gp_hyperparameters import GPPrior, HyperparameterFit
+from scalebo.search.models.gp_hyperparameters import (
+    GPPrior,
+    HyperparameterFit,
+    best_restarts,
+    optimize_hyperparameters,
+    restart_candidates,
+)
 from scalebo.search.models.kernels import Kernel
 from scalebo.search.models.linalg import (
     _cholesky,
@@ -47,8 +52,7 @@ from scalebo.search.models.linalg import (
     _lml_value,
     blas_threads,
 )
-
-_LOOSE_FTOL = 1e-7  # relative reduction of −lml at which a non-final start stops
+from scalebo.search.models.scaling import standardization
 
 
 def _with_blas_limit(method: Callable) -> Callable:
@@ -138,9 +142,7 @@ class GaussianProcess:
         self._base_kernel = base
         self.X_train_ = X
         if self.normalize_y:
-            self.y_mean_ = float(np.mean(y))
-            std = float(np.std(y))
-            self.y_std_ = std if std > 0 else 1.0
+            self.y_mean_, self.y_std_ = standardization(y)
         else:
             self.y_mean_, self.y_std_ = 0.0, 1.0
         self.y_train_ = (y - self.y_mean_) / self.y_std_
@@ -170,34 +172,21 @@ class GaussianProcess:
         return self
 
     def _screened_restarts(self, bounds: np.ndarray) -> list[np.ndarray]:
-        """The ``n_restarts`` best (by LML, value only: one Cholesky each, on a random subset
-        of at most 256 rows) of ``n_screen × n_restarts`` uniform draws in the central 60 % of
-        the log bounds.
-
-        NOTE: screening is what keeps restarts cheap: an unscreened uniform start (e.g. high
-        noise, short length scales) can take 3× the L-BFGS-B evaluations of a good one.
-        """
+        """The ``n_restarts`` best by LML (value only, on a random subset of at most 256
+        rows) of ``n_screen × n_restarts`` draws (:func:`restart_candidates`)."""
         gen = np.random.default_rng(self.rng)
-        lo = bounds[:, 0] + 0.2 * (bounds[:, 1] - bounds[:, 0])
-        hi = bounds[:, 0] + 0.8 * (bounds[:, 1] - bounds[:, 0])
-        cands = gen.uniform(lo, hi, size=(self.n_restarts * max(self.n_screen, 1), len(lo)))
+        cands = restart_candidates(bounds, self.n_restarts * max(self.n_screen, 1), gen)
         if self.n_screen <= 1:
             return list(cands)
-        # ranking only: on at most 256 rows, so screening costs little next to one fit
         n = self.X_train_.shape[0]
         rows = np.sort(gen.choice(n, 256, replace=False)) if n > 256 else slice(None)
-        Xs, ys = self.X_train_[rows], self.y_train_[rows]
-        scores = np.full(len(cands), -np.inf)
-        for i, c in enumerate(cands):
-            try:
-                val = self._lml(c, eval_gradient=False, warn=False, data=(Xs, ys))
-            except np.linalg.LinAlgError:
-                continue
-            if self.prior is not None:
-                val += self.prior.log_pdf_and_grad(c)[0]
-            scores[i] = val if np.isfinite(val) else -np.inf
-        order = np.argsort(-scores, kind="stable")[: self.n_restarts]
-        return [cands[i] for i in order]
+        data = (self.X_train_[rows], self.y_train_[rows])
+
+        def score(theta: np.ndarray) -> float:
+            val = self._lml(theta, eval_gradient=False, warn=False, data=data)
+            return val + (self.prior.log_pdf_and_grad(theta)[0] if self.prior else 0.0)
+
+        return best_restarts(score, cands, self.n_restarts)
 
     def _bounds(self, base: Kernel) -> np.ndarray:
         b = [np.log(np.asarray(self.amplitude_bounds, dtype=np.float64))[None], base.bounds,
@@ -213,38 +202,9 @@ class GaussianProcess:
                 lml, grad = lml + lp, grad + gp
             return -lml, -grad
 
-        def run(x0: np.ndarray, options: dict) -> Any:
-            nonlocal nit, nfev
-            try:
-                res = minimize(objective, x0, jac=True, method="L-BFGS-B", bounds=bounds,
-                               options={"maxiter": self.max_iter, **options})
-            except (np.linalg.LinAlgError, ValueError, FloatingPointError):
-                return None
-            nit, nfev = nit + int(res.nit), nfev + int(res.nfev)
-            return res if np.isfinite(res.fun) and np.all(np.isfinite(res.x)) else None
-
-        # NOTE: with several starts, each runs to a loose tolerance and only the winner is
-        # polished at L-BFGS-B's default one: the tail of a run that loses is wasted work.
-        loose = {"ftol": _LOOSE_FTOL} if len(starts) > 1 else {}
-        best, nit, nfev = None, 0, 0
-        for x0 in starts:
-            res = run(x0, loose)
-            if res is not None and (best is None or res.fun < best.fun):
-                best = res
-        if best is not None and loose:
-            polished = run(best.x, {})
-            if polished is not None and polished.fun <= best.fun:
-                best = polished
-        if best is None:
-            theta0 = starts[0]
-            warnings.warn(f"GP hyperparameter fit failed from all {len(starts)} starts: using "
-                          "the initial hyperparameters", NumericalWarning, stacklevel=3)
-            return theta0, HyperparameterFit(theta0, np.nan, nit, nfev, len(starts), False, 3,
-                                             "all starts failed; initial values used", warm)
-        lml = self._lml(best.x, eval_gradient=False, warn=False)
-        fit = HyperparameterFit(np.array(best.x), float(lml), nit, nfev, len(starts),
-                                bool(best.success), int(best.status), str(best.message), warm)
-        return np.array(best.x), fit
+        return optimize_hyperparameters(
+            objective, lambda th: self._lml(th, eval_gradient=False, warn=False), starts,
+            bounds, max_iter=self.max_iter, warm=warm)
 
     def _split(self, theta: np.ndarray) -> tuple[float, Kernel, float]:
         return float(np.exp(theta[0])), self._base_kernel.with_theta(theta[1:-1]), \

@@ -21,6 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from scalebo.search.models.gp import GaussianProcess, GPPrior
+from scalebo.search.models.scaling import standardization
 
 
 @runtime_checkable
@@ -117,8 +118,7 @@ class RandomSurrogate:
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> RandomSurrogate:
         _, y = _check_Xy(X, y)
-        self.y_mean_ = float(np.mean(y))
-        self.y_std_ = float(np.std(y)) or 1.0
+        self.y_mean_, self.y_std_ = standardization(y)
         return self
 
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -171,7 +171,7 @@ class TreeEnsembleSurrogate:
         xgb = _import_xgboost()
         X, y = _check_Xy(X, y)
         gen = np.random.default_rng(self.rng)
-        self.y_std_ = float(np.std(y)) or 1.0
+        _, self.y_std_ = standardization(y)
         params = {"max_depth": self.max_depth, "eta": self.learning_rate,
                   "objective": "reg:squarederror", "nthread": self.n_threads,
                   "base_score": float(np.mean(y)), "verbosity": 0}
