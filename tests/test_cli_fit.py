@@ -119,10 +119,6 @@ def test_help_does_not_load_the_numerical_stack() -> None:
                           timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
-    from scalebo.cli.fit import DEFAULT_HUBER_DELTA
-    from scalebo.fitting.robust import DEFAULT_HUBER_DELTA as LIBRARY_DELTA
-
-    assert DEFAULT_HUBER_DELTA == LIBRARY_DELTA
 
 
 def test_compute_law_recovered_on_envelope(compute_csv: Path) -> None:

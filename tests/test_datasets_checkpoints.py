@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 from scalebo.data.checkpoints import every_kth
-from scalebo.data.datasets import GEMSTONES_VARIANTS, load_dataset
+from scalebo.data.datasets import load_dataset
+from scalebo.data.loaders import GEMSTONES_VARIANTS
 from scalebo.errors import RunTableError
 
 COUNTS = {"hot": (220, 22), "hot_477": (1100, 22), "hot_100b+": (770, 22),

@@ -164,14 +164,10 @@ def test_fit_downstream_recovers_gadre_and_sigmoid():
         fit_downstream(sig, "chinchilla")
 
 
-def test_cli_default_delta_matches_the_library_and_help_is_light():
+def test_cli_help_is_light():
     import subprocess
     import sys
 
-    from scalebo.cli import fragility as cli
-    from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
-
-    assert cli.DEFAULT_HUBER_DELTA == DEFAULT_HUBER_DELTA
     code = ("import sys, scalebo.cli.fragility; "
             "print('numpy' in sys.modules, 'pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)

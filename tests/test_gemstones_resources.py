@@ -15,7 +15,7 @@ import pytest
 from scipy.spatial import ConvexHull
 
 from scalebo.analysis.shape import ShapeSpec, fit_width_depth, optimal_shape
-from scalebo.data.datasets import load_gemstones
+from scalebo.data.loaders import load_gemstones
 from scalebo.data.resources import approach1_on_hull, resource_values
 from scalebo.fitting.robust import FitStatus, objective
 from scalebo.laws import WIDTH_DEPTH

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scalebo.data.columns import default_hyperparameters
 from scalebo.data.runs import RunTable, load_runs
 from scalebo.fitting.frontier import pareto_envelope
 from scalebo.fitting.robust import FitResult, fit_law
@@ -149,11 +150,8 @@ def problem_from_table(
     """
     frame = table.frame if isinstance(table, RunTable) else table
     if axes is None:
-        axes = table.hyperparameters if isinstance(table, RunTable) else [
-            c for c in frame.columns
-            if c not in ("run_id", "N", "D", "C", "loss", "n_repeats")
-            and pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(
-                frame[c])]
+        axes = (table.hyperparameters if isinstance(table, RunTable)
+                else default_hyperparameters(frame))
     axes = tuple(axes)
     key = ["N", "D", *axes]
     notes: list[str] = []

@@ -174,9 +174,7 @@ def load_input(args: argparse.Namespace) -> RunTable:
         FileNotFoundError: missing data directory or dataset file.
         ValueError: unknown dataset name.
     """
-    import pandas as pd
-
-    from scalebo.data.runs import RunTable, load_runs, parse_mapping
+    from scalebo.data.runs import load_runs, parse_mapping, refilter_runs
 
     source: str = args.runs
     options = dict(getattr(args, "dataset_option", None) or [])
@@ -200,29 +198,7 @@ def load_input(args: argparse.Namespace) -> RunTable:
             "dataset, whose columns are fixed"
         )
     table = load_dataset(name, data_dir=args.data_dir, **options)
-    if args.diverged_above is None and args.duplicates == "error":
-        return table
-    reloaded = load_runs(
-        table.frame.drop(columns=["n_repeats"], errors="ignore"),
-        hyperparameters=table.hyperparameters,
-        duplicates=args.duplicates,
-        diverged_above=args.diverged_above,
-        config_columns=table.config_columns,
-        source_name=table.source,
-    )
-    if table.n_excluded == 0:
-        return reloaded
-    excluded = pd.concat([table.excluded, reloaded.excluded]) if reloaded.n_excluded else (
-        table.excluded
-    )
-    return RunTable(
-        frame=reloaded.frame,
-        hyperparameters=reloaded.hyperparameters,
-        source=reloaded.source,
-        n_excluded=len(excluded),
-        excluded=excluded,
-        config_columns=reloaded.config_columns,
-    )
+    return refilter_runs(table, duplicates=args.duplicates, diverged_above=args.diverged_above)
 
 
 # --------------------------------------------------------------------------- output

@@ -39,6 +39,7 @@ from scalebo.cli.common import (
     write_json,
     write_json_file,
 )
+from scalebo.fitting.defaults import DEFAULT_HUBER_DELTA
 
 # The numerical library (numpy, pandas, scipy) is imported inside the functions that use it,
 # so that ``scalebo --help`` does not load it.
@@ -77,8 +78,6 @@ exit codes: 0 converged (or a parameter at a bound: a warning is printed), 1 the
 failed or did not converge within the iteration limit, 2 bad input.
 """
 
-#: Same value as :data:`scalebo.fitting.robust.DEFAULT_HUBER_DELTA` (a test checks it).
-DEFAULT_HUBER_DELTA = 1e-3
 #: Same as :data:`scalebo.fitting.summary.FRONTIERS` (literal so ``--help`` loads no numpy).
 FRONTIERS = ("envelope", "hull", "cell", "all")
 CSV_COLUMNS = ("kind", "name", "C", "estimate", "lower", "upper")

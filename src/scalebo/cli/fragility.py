@@ -24,10 +24,7 @@ from scalebo.cli.common import (
     write_json,
     write_json_file,
 )
-
-#: Same value as :data:`scalebo.fitting.robust.DEFAULT_HUBER_DELTA` (kept literal so
-#: that ``--help`` does not import numpy; tests/test_fragility.py checks it).
-DEFAULT_HUBER_DELTA = 1e-3
+from scalebo.fitting.defaults import DEFAULT_HUBER_DELTA
 
 NAME = "fragility"
 HELP = "refit a law under variants (leave one model out, checkpoints, cooldown, δ, ...)"

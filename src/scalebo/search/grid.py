@@ -24,12 +24,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scalebo.data.columns import default_hyperparameters
 from scalebo.errors import SearchError
 
 #: Relative tolerance used by :meth:`Grid.index_of` to match numeric values to grid values.
 INDEX_RTOL = 1e-6
-#: Columns that are never hyperparameter axes when a grid is built from a run table.
-_RESERVED = ("run_id", "N", "D", "C", "loss", "n_repeats")
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
@@ -133,8 +132,9 @@ class Grid:
             frame: A DataFrame with columns ``N``, ``D`` (optionally ``C`` in FLOPs) and the
                 axes, or an object with ``.frame`` (e.g. a ``RunTable``).
             axes: Hyperparameter columns. Default: ``frame.hyperparameters`` plus
-                ``frame.config_columns`` for a RunTable, else every column except run_id,
-                N, D, C, loss and n_repeats.
+                ``frame.config_columns`` for a RunTable, else
+                :func:`~scalebo.data.columns.default_hyperparameters` (numeric or text
+                columns that vary inside a cell).
             n_held_out_cells: Number of largest-compute (N, D) cells held out (default 2).
 
         Raises:
@@ -147,7 +147,7 @@ class Grid:
         if not isinstance(df, pd.DataFrame):
             raise SearchError(f"Expected a DataFrame or a RunTable, got {type(frame).__name__}.")
         if axes is None:
-            axes = [c for c in df.columns if c not in _RESERVED]
+            axes = default_hyperparameters(df, numeric_only=False)
         axes = tuple(axes)
         missing = [c for c in ("N", "D", *axes) if c not in df.columns]
         if missing:

@@ -1,0 +1,276 @@
+"""Validation and cleaning steps of :func:`scalebo.data.runs.load_runs`: mapping, numeric and
+positive checks, run ids, hyperparameter columns, exclusions (NaN, diverged) and repeated
+configurations. Messages name the source, the 1-based data row(s) and the column."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from scalebo.data.columns import (
+    CANONICAL_COLUMNS,
+    REQUIRED_COLUMNS,
+    UNMAPPED_SUFFIX,
+    ExclusionReason,
+    default_hyperparameters,
+)
+from scalebo.errors import ExcludedRunsWarning, RunTableError
+
+_ROWS_SHOWN = 5
+
+
+def _rows(positions: Sequence[int] | np.ndarray) -> str:
+    """Format 0-based positions as 1-based data rows: ``"rows 3, 7 (and 4 more)"``."""
+    rows = [int(p) + 1 for p in positions]
+    shown = ", ".join(str(r) for r in rows[:_ROWS_SHOWN])
+    more = f" (and {len(rows) - _ROWS_SHOWN} more)" if len(rows) > _ROWS_SHOWN else ""
+    return f"row{'s' if len(rows) > 1 else ''} {shown}{more}"
+
+
+def _merge_run_id(
+    mapping: Mapping[str, str] | None, run_id: str | None, name: str
+) -> dict[str, str]:
+    merged = dict(mapping or {})
+    if run_id is not None:
+        if merged.get("run_id", run_id) != run_id:
+            raise RunTableError(
+                f"{name}: run_id={run_id!r} conflicts with mapping run_id="
+                f"{merged['run_id']!r}; give the run-id column once."
+            )
+        merged["run_id"] = run_id
+    return merged
+
+
+def _apply_mapping(frame: pd.DataFrame, mapping: Mapping[str, str], name: str) -> pd.DataFrame:
+    unknown = [key for key in mapping if key not in CANONICAL_COLUMNS]
+    if unknown:
+        raise RunTableError(
+            f"{name}: mapping keys {unknown} are not canonical columns; expected keys among "
+            f"{list(CANONICAL_COLUMNS)} (canonical name -> your column, e.g. N=params)."
+        )
+    absent = {key: col for key, col in mapping.items() if col not in frame.columns}
+    if absent:
+        raise RunTableError(
+            f"{name}: mapped column(s) {absent} not found; available columns: "
+            f"{list(frame.columns)}."
+        )
+    sources = list(mapping.values())
+    if len(set(sources)) != len(sources):
+        raise RunTableError(
+            f"{name}: one column is mapped to several canonical names in {dict(mapping)}; "
+            "map each column once."
+        )
+    rename = {col: key for key, col in mapping.items() if col != key}
+    for key in list(rename.values()):
+        if key in frame.columns and key not in rename:
+            rename[key] = key + UNMAPPED_SUFFIX
+    renamed = frame.rename(columns=rename)
+    if renamed.columns.duplicated().any():
+        clash = list(renamed.columns[renamed.columns.duplicated()])
+        raise RunTableError(
+            f"{name}: mapping {dict(mapping)} produces repeated column names {clash}; "
+            "rename those columns first."
+        )
+    return renamed
+
+
+def _check_required(frame: pd.DataFrame, name: str) -> None:
+    missing = [col for col in REQUIRED_COLUMNS if col not in frame.columns]
+    if missing:
+        example = ",".join(f"{col}=<column>" for col in missing)
+        raise RunTableError(
+            f"{name}: missing required column(s) {missing} (N: parameters, D: tokens, "
+            f"loss: nats). Available columns: {list(frame.columns)}. Map yours with "
+            f"--map {example} (mapping={{...}} in Python)."
+        )
+
+
+def _check_columns_exist(
+    frame: pd.DataFrame, columns: Sequence[str], what: str, name: str
+) -> None:
+    missing = [col for col in columns if col not in frame.columns]
+    if missing:
+        raise RunTableError(
+            f"{name}: {what}(s) {missing} not found; available columns: {list(frame.columns)}."
+        )
+
+
+def _to_float(series: pd.Series, column: str, name: str) -> pd.Series:
+    """Cast to float64; a value that is present but not a number raises, naming it."""
+    if pd.api.types.is_bool_dtype(series.dtype):
+        raise RunTableError(
+            f"{name}: column {column!r} holds booleans; expected numbers."
+        )
+    values = pd.to_numeric(series, errors="coerce")
+    bad = np.flatnonzero(values.isna().to_numpy() & series.notna().to_numpy())
+    if bad.size:
+        first = bad[0]
+        raise RunTableError(
+            f"{name}: column {column!r}, {_rows(bad)}: expected a number, got "
+            f"{_scalar(series.iloc[first])!r} (row {first + 1}). Fix the value(s) or map another "
+            f"column with --map."
+        )
+    return values.astype(np.float64)
+
+
+def _check_positive(series: pd.Series, column: str, name: str) -> None:
+    values = series.to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))
+    if bad.size:
+        unit = {"N": "parameters", "D": "tokens", "C": "FLOPs"}[column]
+        raise RunTableError(
+            f"{name}: column {column!r} ({unit}), {_rows(bad)}: expected a finite value > 0, "
+            f"got {values[bad[0]].item()!r} (row {bad[0] + 1})."
+        )
+
+
+def _check_no_missing(series: pd.Series, column: str, name: str) -> None:
+    if pd.api.types.is_float_dtype(series.dtype):
+        bad = np.flatnonzero(~np.isfinite(series.to_numpy(dtype=np.float64)))
+    else:
+        bad = np.flatnonzero(series.isna().to_numpy())
+    if bad.size:
+        raise RunTableError(
+            f"{name}: column {column!r}, {_rows(bad)}: missing or non-finite value; every run "
+            "needs one. Fill it in, or drop those runs before loading."
+        )
+
+
+def _run_ids(frame: pd.DataFrame, name: str) -> pd.Series:
+    if "run_id" not in frame.columns:
+        return pd.Series([f"row{k + 1}" for k in range(len(frame))], index=frame.index,
+                         dtype="str")
+    ids = frame["run_id"]
+    _check_no_missing(ids, "run_id", name)
+    ids = ids.astype("str")
+    repeated = ids.duplicated(keep=False).to_numpy()
+    if repeated.any():
+        first = ids[repeated].iloc[0]
+        rows = np.flatnonzero((ids == first).to_numpy())
+        raise RunTableError(
+            f"{name}: column 'run_id': id {first!r} appears on {_rows(rows)} "
+            f"({int(repeated.sum())} rows share an id); run ids must be unique."
+        )
+    return ids
+
+
+def _resolve_hyperparameters(
+    frame: pd.DataFrame,
+    hyperparameters: Sequence[str] | None,
+    config_columns: tuple[str, ...],
+    name: str,
+) -> tuple[str, ...]:
+    if hyperparameters is None:
+        return default_hyperparameters(frame, config_columns)
+    if isinstance(hyperparameters, str):
+        raise RunTableError(
+            f"{name}: hyperparameters must be a sequence of column names, got the string "
+            f"{hyperparameters!r}; write [{hyperparameters!r}]."
+        )
+    hps = tuple(hyperparameters)
+    reserved = [hp for hp in hps if hp in CANONICAL_COLUMNS or hp in config_columns]
+    if reserved:
+        raise RunTableError(
+            f"{name}: {reserved} cannot be hyperparameters (canonical or config columns)."
+        )
+    if len(set(hps)) != len(hps):
+        raise RunTableError(f"{name}: hyperparameters {list(hps)} name a column twice.")
+    _check_columns_exist(frame, hps, "hyperparameter column", name)
+    return hps
+
+
+def _exclude(
+    frame: pd.DataFrame, diverged_above: float | None, name: str
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    loss = frame["loss"].to_numpy(dtype=np.float64)
+    finite = np.isfinite(loss)
+    nonpositive = np.flatnonzero(finite & (loss <= 0))
+    if nonpositive.size:
+        raise RunTableError(
+            f"{name}: column 'loss' (nats), {_rows(nonpositive)}: expected a loss > 0, got "
+            f"{loss[nonpositive[0]].item()!r} (row {nonpositive[0] + 1}); laws are fitted in "
+            "log space."
+        )
+    reason = np.full(len(frame), "", dtype=object)
+    reason[~finite] = ExclusionReason.NON_FINITE
+    if diverged_above is not None:
+        if not np.isfinite(diverged_above):
+            raise RunTableError(f"diverged_above must be a finite loss, got {diverged_above!r}.")
+        reason[finite & (loss > diverged_above)] = ExclusionReason.DIVERGED
+    drop = reason != ""
+    if drop.all():
+        raise RunTableError(
+            f"{name}: all {len(frame)} runs have a non-finite or diverged loss "
+            f"(diverged_above={diverged_above}); nothing is left to fit."
+        )
+    excluded = frame.loc[drop].assign(reason=reason[drop])
+    if drop.any():
+        parts = []
+        for why in (ExclusionReason.NON_FINITE, ExclusionReason.DIVERGED):
+            rows = np.flatnonzero(reason == why)
+            if rows.size:
+                label = "non-finite loss" if why is ExclusionReason.NON_FINITE else (
+                    f"diverged (loss > {diverged_above})"
+                )
+                parts.append(f"{rows.size} {label} ({_rows(rows)})")
+        warnings.warn(
+            f"{name}: excluded {int(drop.sum())} of {len(frame)} runs: {'; '.join(parts)}. "
+            "They are listed in RunTable.excluded.",
+            ExcludedRunsWarning,
+            stacklevel=3,
+        )
+    return frame.loc[~drop], excluded
+
+
+def _handle_duplicates(
+    frame: pd.DataFrame, keys: list[str], duplicates: str, name: str
+) -> pd.DataFrame:
+    group = frame.groupby(keys, sort=False).ngroup().to_numpy()
+    n_groups = int(group.max()) + 1
+    if n_groups == len(frame):
+        if duplicates == "mean":
+            frame = frame.assign(n_repeats=np.ones(len(frame), dtype=np.int64))
+        return frame
+    if duplicates == "error":
+        _, first_of_group = np.unique(group, return_index=True)
+        repeat = next(k for k in range(len(group)) if first_of_group[group[k]] != k)
+        partner = first_of_group[group[repeat]]
+        pos_a, pos_b = frame.index[partner], frame.index[repeat]
+        config = ", ".join(f"{k}={_scalar(frame[k].iloc[repeat])!r}" for k in keys)
+        raise RunTableError(
+            f"{name}: rows {pos_a + 1} and {pos_b + 1} repeat the configuration ({config}); "
+            f"{len(frame) - n_groups} row(s) repeat an earlier one. Average repeats with "
+            "duplicates='mean' (CLI: --duplicates mean), or name the column that tells them "
+            "apart as a hyperparameter."
+        )
+    counts = np.bincount(group, minlength=n_groups)
+    mean_loss = np.bincount(group, weights=frame["loss"].to_numpy(), minlength=n_groups) / counts
+    _, first_of_group = np.unique(group, return_index=True)
+    merged = frame.iloc[first_of_group].copy()
+    merged["loss"] = mean_loss
+    merged["n_repeats"] = counts.astype(np.int64)
+    warnings.warn(
+        f"{name}: averaged the loss of repeated configurations: {len(frame)} runs merged "
+        f"into {n_groups} ({int((counts > 1).sum())} configurations had repeats; other "
+        "columns keep the first run's values).",
+        UserWarning,
+        stacklevel=3,
+    )
+    return merged
+
+
+def _scalar(value: object) -> object:
+    """A numpy scalar as the Python value (for readable messages)."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _order_columns(frame: pd.DataFrame, hps: tuple[str, ...]) -> pd.DataFrame:
+    head = ["run_id", "N", "D", "C", "loss"]
+    if "n_repeats" in frame.columns:
+        head.append("n_repeats")
+    head += list(hps)
+    rest = [col for col in frame.columns if col not in head]
+    return frame.loc[:, head + rest]

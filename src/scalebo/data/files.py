@@ -1,0 +1,86 @@
+"""Reading run tables from files (CSV, TSV, Parquet, JSON lines, JSON) and parsing the
+command line's column mapping ``"N=params,D=tokens"``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from scalebo.data.columns import CANONICAL_COLUMNS
+from scalebo.errors import RunTableError
+
+__all__ = ["SUFFIXES", "parse_mapping", "read_table"]
+
+#: File suffixes :func:`read_table` reads.
+SUFFIXES = (".csv", ".tsv", ".parquet", ".pq", ".jsonl", ".ndjson", ".json")
+
+
+def parse_mapping(text: str) -> dict[str, str]:
+    """Parse a CLI column mapping ``"N=params,D=tokens"`` into ``{"N": "params", ...}``.
+
+    Keys are canonical names (``run_id``, ``N``, ``D``, ``C``, ``loss``); values are column
+    names of the user's table (spaces inside are kept, surrounding spaces are stripped).
+
+    Raises:
+        RunTableError: on an item without ``=``, an empty name, an unknown canonical name, or
+            a canonical name given twice.
+    """
+    mapping: dict[str, str] = {}
+    for item in text.split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key or not value:
+            raise RunTableError(
+                f"column mapping {text!r}: item {item.strip()!r} is not of the form "
+                f"CANONICAL=column, e.g. 'N=params,D=tokens'."
+            )
+        if key not in CANONICAL_COLUMNS:
+            raise RunTableError(
+                f"column mapping {text!r}: {key!r} is not a canonical column; "
+                f"expected one of {list(CANONICAL_COLUMNS)}."
+            )
+        if key in mapping:
+            raise RunTableError(
+                f"column mapping {text!r}: {key!r} is mapped twice "
+                f"({mapping[key]!r} and {value!r}); keep one."
+            )
+        mapping[key] = value
+    return mapping
+
+
+def read_table(path: str | Path) -> pd.DataFrame:
+    """Read a run table from disk, choosing the format by suffix.
+
+    Supported: ``.csv``, ``.tsv``, ``.parquet`` / ``.pq``, ``.jsonl`` / ``.ndjson`` (JSON
+    lines) and ``.json`` (a list of records, or JSON lines).
+
+    Raises:
+        RunTableError: missing file, unknown suffix, or a file the parser rejects.
+    """
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise RunTableError(
+            f"{path}: unsupported file type {suffix or '(no suffix)'!r}; expected one of "
+            f"{list(SUFFIXES)}. Convert the file or load it with pandas and pass the DataFrame."
+        )
+    if not path.is_file():
+        raise RunTableError(f"{path}: no such file.")
+    try:
+        if suffix == ".csv":
+            return pd.read_csv(path)
+        if suffix == ".tsv":
+            return pd.read_csv(path, sep="\t")
+        if suffix in (".parquet", ".pq"):
+            return pd.read_parquet(path)
+        if suffix in (".jsonl", ".ndjson"):
+            return pd.read_json(path, lines=True, dtype=False)
+        try:
+            return pd.read_json(path, orient="records", dtype=False)
+        except ValueError:
+            return pd.read_json(path, lines=True, dtype=False)
+    except (ValueError, OSError, ImportError) as exc:
+        raise RunTableError(f"{path}: could not be read as {suffix[1:]}: {exc}") from exc
