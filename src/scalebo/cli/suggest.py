@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from scalebo.cli.common import (
     add_format_argument,
@@ -32,7 +31,9 @@ QUIET_FLAGS = ("--quiet",)
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grid", required=True, help="YAML axes or a table of configurations")
-    parser.add_argument("--runs", required=True, help="table of completed runs (with loss)")
+    parser.add_argument("--runs", default=None,
+                        help="table of completed runs (with loss); omit it for the first "
+                             "batch (the initial design)")
     parser.add_argument("--pending", default=None, help="table of configurations in flight")
     parser.add_argument("--map", default=None, metavar="CANON=COL,...",
                         help="column mapping for the tables, e.g. N=params,D=tokens")
@@ -52,76 +53,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_format_argument(parser)
 
 
-def _read(path: str, mapping: dict[str, str] | None) -> Any:
-    from scalebo.data.runs import read_table
-
-    frame = read_table(path)
-    return frame.rename(columns={v: k for k, v in (mapping or {}).items()})
-
-
-def _grid(path: str, mapping: dict[str, str] | None) -> Any:
-    from scalebo.search.grid import Grid
-
-    if Path(path).suffix.lower() in (".yaml", ".yml"):
-        grid = Grid.from_yaml(path)
-        if grid.n_held_out_cells:  # a real campaign holds nothing out unless asked
-            import yaml
-
-            if "held_out_cells" not in (yaml.safe_load(Path(path).read_text()) or {}):
-                axes = {c: list(dict.fromkeys(grid.configs[c])) for c in grid.input_columns}
-                grid = Grid.from_axes(axes, n_held_out_cells=0)
-        return grid
-    frame = _read(path, mapping)
-    return Grid.from_frame(frame.drop(columns=["loss"], errors="ignore"), n_held_out_cells=0)
-
-
 def run(args: argparse.Namespace) -> int:
+    """Parse, call :func:`scalebo.search.campaign.suggest_runs`, print."""
     import numpy as np
 
+    from scalebo.data.files import read_table
     from scalebo.data.runs import load_runs, parse_mapping
-    from scalebo.errors import SearchError
-    from scalebo.search.loop import SearchLoop
-    from scalebo.search.models.clipping import ClippedGP
-    from scalebo.search.models.surrogates import make_surrogate
+    from scalebo.search.campaign import campaign_grid, suggest_runs
 
     if args.out:
         check_output_path(args.out, "--out")
     mapping = parse_mapping(args.map) if args.map else None
     if not (0 < args.budget <= 1):
         raise ValueError(f"--budget must be a fraction of C_total in (0, 1], got {args.budget}")
-    grid = _grid(args.grid, mapping)
-    runs = load_runs(Path(args.runs), mapping=mapping, hyperparameters=grid.axes)
-    idx = grid.index_of(runs.frame)  # off-grid runs: SearchError naming them
-    if np.unique(idx).size != idx.size:
-        dup = sorted({int(i) for i in idx if (idx == i).sum() > 1})
-        raise SearchError(f"{args.runs}: several runs map to the same grid configuration "
-                          f"(grid rows {dup[:5]}); average repeats first.")
-    budget = args.budget * grid.C_total
-    spent = float(grid.cost[idx].sum())
-    pending = np.zeros(0, dtype=np.int64)
+    grid = campaign_grid(args.grid, mapping)
+    runs = (load_runs(Path(args.runs), mapping=mapping, hyperparameters=grid.axes)
+            if args.runs else None)
+    pending = None
     if args.pending:
-        pending = grid.index_of(_read(args.pending, mapping))
-    committed = spent + float(grid.cost[pending].sum())
-    if committed >= budget:
-        raise SearchError(f"the budget is already spent: {committed:.3g} FLOPs of "
-                          f"{budget:.3g} ({args.budget:g} of C_total {grid.C_total:.3g}) are "
-                          "done or pending; raise --budget to continue.")
-    surrogate = make_surrogate("gp", categorical=grid.categorical_columns, rng=args.seed)
-    if args.clip_iqr > 0:  # diverged runs would otherwise dominate the standardized GP
-        surrogate = ClippedGP(surrogate, args.clip_iqr)
-    loop = SearchLoop(grid, args.budget, surrogate, acquisition=args.acq,
-                      incumbent=args.incumbent, schedule=args.schedule,
-                      n_initial=max(0, 5 - idx.size), rng=args.seed)
-    if idx.size:
-        loop.tell(idx, runs.loss)
-    if pending.size:
-        loop.mark_pending(pending)
-    log(f"{idx.size} runs ({spent / grid.C_total:.4g} of C_total), {pending.size} pending; "
-        f"budget {args.budget:g} of C_total = {budget:.3g} FLOPs")
-    suggestions = loop.suggest(args.q)
-    if not suggestions:
-        raise SearchError("no configuration fits the remaining budget "
-                          f"({budget - committed:.3g} FLOPs).")
+        pending = read_table(args.pending).rename(
+            columns={v: k for k, v in (mapping or {}).items()})
+    suggestions, acc = suggest_runs(grid, runs, args.budget, pending=pending, batch=args.q,
+                                    schedule=args.schedule, acquisition=args.acq,
+                                    incumbent=args.incumbent, clip_iqr=args.clip_iqr,
+                                    seed=args.seed, runs_name=str(args.runs))
+    n_runs = 0 if runs is None else len(runs)
+    log(f"{n_runs} runs ({acc['spent'] / acc['C_total']:.4g} of C_total), "
+        f"{acc['pending'] / acc['C_total']:.4g} of C_total pending; budget {args.budget:g} "
+        f"of C_total = {acc['budget']:.3g} FLOPs")
     rows = []
     for s in suggestions:
         row = {k: v for k, v in s.config.items()}
