@@ -16,10 +16,9 @@ the distribution of any derived number:
 By default the samples are of a *recorded* loss (latent + observation noise,
 ``include_noise=True``), since a reference law is fitted on recorded, noisy losses.
 
-Starts: the ``n_starts`` best distinct converged optima of
-:func:`~scalebo.fitting.robust.fit_law` with
-the law's default start grid on the posterior-mean table (the ordinary fantasized table), so
-every sample starts from the campaign's own point estimate.
+Starts: the ``n_starts`` best distinct converged optima of :func:`~scalebo.fitting.robust.
+fit_law` with the law's default start grid on the posterior-mean table (the ordinary
+fantasized table), so every sample starts from the campaign's own point estimate.
 
 Failures are counted, never NaN: a sample without an estimate, whose fit did not converge
 (max iterations), whose Chinchilla fit has an exponent at 0 (no compute-optimal path) or
@@ -232,10 +231,9 @@ def envelope_masks(cost: np.ndarray, losses: np.ndarray) -> np.ndarray:
     """Pareto envelope of ``(cost, losses[s])`` for every sample at once, mask ``(S, m)``.
 
     Row ``s`` equals :func:`scalebo.fitting.frontier.pareto_envelope` ``(cost, losses[s])``:
-    a row is
-    kept iff its loss is below the minimum of every cheaper cost level and it is the first
-    (lowest position) lowest loss of its own cost level. ``cost`` in FLOPs ``(m,)``, losses
-    in nats ``(S, m)``, finite.
+    a row is kept iff its loss is below the minimum of every cheaper cost level and it is
+    the first (lowest position) lowest loss of its own cost level. ``cost`` in FLOPs
+    ``(m,)``, losses in nats ``(S, m)``, finite.
     """
     cost = np.asarray(cost, dtype=np.float64)
     L = np.atleast_2d(np.asarray(losses, dtype=np.float64))
