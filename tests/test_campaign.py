@@ -55,3 +55,19 @@ def test_budget_spent_and_off_grid_runs_are_errors(grid):
         suggest_runs(grid, off, 0.5)
     with pytest.raises(ValueError, match="fraction"):
         suggest_runs(grid, None, 1.5)
+
+
+def test_campaign_posterior_is_the_law_posterior_of_its_runs(grid):
+    from scalebo.search.campaign import campaign_posterior, grid_rows
+    from scalebo.search.law_posterior import law_posterior
+    from scalebo.search.models.surrogates import make_surrogate
+
+    runs = _runs(grid, np.argsort(grid.cost, kind="stable")[:10])
+    post = campaign_posterior(grid, runs, n_samples=16, seed=3)["compute"].summary()
+    direct = law_posterior(grid, grid_rows(grid, runs.frame, "runs"), runs.loss,
+                           make_surrogate("gp", rng=3), laws=("compute",), scope="grid",
+                           n_samples=16, targets=(1e25,), rng=3)["compute"].summary()
+    post.pop("seconds"), direct.pop("seconds")  # wall time
+    assert post == direct
+    q = post["predicted_loss"]["1e+25"]
+    assert q["q02.5"] <= q["q10"] <= q["q50"] <= q["q90"] <= q["q97.5"]

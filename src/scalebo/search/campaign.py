@@ -26,7 +26,8 @@ from scalebo.search.grid import Grid
 from scalebo.search.loop import SearchLoop
 from scalebo.search.trace import Suggestion
 
-__all__ = ["DEFAULT_N_INITIAL", "campaign_grid", "grid_rows", "suggest_runs"]
+__all__ = ["DEFAULT_N_INITIAL", "campaign_grid", "campaign_posterior", "grid_rows",
+           "suggest_runs"]
 
 #: Size of a campaign's initial design, completed runs included.
 DEFAULT_N_INITIAL = 5
@@ -136,3 +137,24 @@ def suggest_runs(grid: Grid, runs: RunTable | None, budget_fraction: float, *,
         raise SearchError("no configuration fits the remaining budget "
                           f"({budget - committed:.3g} FLOPs).")
     return suggestions, accounting
+
+
+def campaign_posterior(grid: Grid, runs: RunTable, *, laws: tuple[str, ...] = ("compute",),
+                       targets: tuple[float, ...] = (1e25,), n_samples: int = 64,
+                       scope: str = "grid", seed: int = 0,
+                       runs_name: str = "runs") -> dict:
+    """The law posterior of a campaign from its grid and completed runs.
+
+    :func:`~scalebo.search.law_posterior.law_posterior` with the campaign's GP (the one
+    :func:`suggest_runs` uses, seeded by ``seed``): S joint samples of the unobserved
+    configurations' losses (``scope="grid"``: all of them; ``"window"``: those the compute
+    window admits), one law fit per fantasized table. Returns ``{law: LawPosterior}``;
+    ``LawPosterior.summary()`` gives the quantiles (nats) at each target (FLOPs).
+    """
+    from scalebo.search.law_posterior import law_posterior
+    from scalebo.search.models.surrogates import make_surrogate
+
+    idx = grid_rows(grid, runs.frame, runs_name)
+    surrogate = make_surrogate("gp", categorical=grid.categorical_columns, rng=seed)
+    return law_posterior(grid, idx, runs.loss, surrogate, laws=laws, scope=scope,
+                         n_samples=n_samples, targets=targets, rng=seed)
