@@ -46,14 +46,10 @@ def campaign_grid(path: str | Path, mapping: Mapping[str, str] | None = None) ->
     """
     path = Path(path)
     if path.suffix.lower() in (".yaml", ".yml"):
-        grid = Grid.from_yaml(path)
-        if grid.n_held_out_cells:
-            import yaml
+        from scalebo.search.grid_file import read_grid_file
 
-            if "held_out_cells" not in (yaml.safe_load(path.read_text()) or {}):
-                axes = {c: list(dict.fromkeys(grid.configs[c])) for c in grid.input_columns}
-                grid = Grid.from_axes(axes, n_held_out_cells=0)
-        return grid
+        axes, held = read_grid_file(path)
+        return Grid.from_axes(axes, n_held_out_cells=held or 0)
     frame = _renamed(read_table(path), mapping)
     return Grid.from_frame(frame.drop(columns=["loss"], errors="ignore"), n_held_out_cells=0)
 

@@ -195,25 +195,15 @@ class Grid:
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> Grid:
-        """Grid from YAML: ``axes: {N: [...], D: [...], lr: [...]}``, optional ``held_out_cells``.
-
-        Numbers in YAML such as ``1e9`` are read as strings by some loaders; numeric-looking
-        strings are converted to float, other strings make a categorical axis.
+        """Grid from YAML: ``axes: {N: [...], D: [...], lr: [...]}``, optional
+        ``held_out_cells`` (default 2), validated by
+        :func:`~scalebo.search.grid_file.read_grid_file` (errors name the axis and item).
         """
-        import yaml
+        from scalebo.search.grid_file import read_grid_file
 
-        path = Path(path)
-        with path.open() as fh:
-            spec = yaml.safe_load(fh)
-        if not isinstance(spec, dict) or not isinstance(spec.get("axes"), dict):
-            raise SearchError(
-                f"{path}: expected a mapping with an 'axes' mapping, e.g. "
-                "'axes: {N: [1e8], D: [1e9], lr: [1e-3]}'."
-            )
-        axes = {str(k): [_yaml_value(v) for v in vals] for k, vals in spec["axes"].items()}
-        n_held = int(spec.get("held_out_cells", 2))
+        axes, held = read_grid_file(path)
         try:
-            return cls.from_axes(axes, n_held_out_cells=n_held)
+            return cls.from_axes(axes, n_held_out_cells=2 if held is None else held)
         except SearchError as err:
             raise SearchError(f"{path}: {err}") from err
 
@@ -380,12 +370,3 @@ class Grid:
                 f"{example}). Add their values to the grid axes or drop those runs."
             )
         return out
-
-
-def _yaml_value(v: Any) -> Any:
-    if isinstance(v, str):
-        try:
-            return float(v)
-        except ValueError:
-            return v
-    return v

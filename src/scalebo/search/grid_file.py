@@ -1,0 +1,116 @@
+"""Reading and validating a grid file (YAML axes).
+
+Format::
+
+    axes:
+      N: [1.0e8, 3.0e8, 1.0e9]      # parameters (required, positive)
+      D: [2e9, 6e9, 2e10]           # tokens (required, positive)
+      lr: [1e-3, 3e-3]              # any further axis: numbers, or text (categorical)
+    held_out_cells: 0               # optional: largest-compute cells held out (default 2)
+
+Every mistake is an error naming the file, the axis, the 1-based item and what was expected:
+a YAML syntax error (with its line and column), an axis given as a string (``lr: 1e-3,
+3e-3``) rather than a list, a value that is not a number on a numeric axis (``le-3``), a
+mix of numbers and text, non-finite or repeated values, non-positive N or D, unknown
+top-level keys. Numeric-looking strings (``"1e9"``, which YAML 1.1 reads as text) are
+numbers. A single number (``lr: 3e-3``) is a one-value axis.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from scalebo.errors import SearchError
+
+__all__ = ["GRID_KEYS", "read_grid_file"]
+
+#: Top-level keys of a grid file.
+GRID_KEYS = ("axes", "held_out_cells")
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _axis(path: Path, name: str, values: Any) -> list[Any]:
+    where = f"{path}: axis {name!r}"
+    if isinstance(values, str) and _number(values) is not None:
+        values = [values]  # one number that YAML 1.1 read as text (3e-3)
+    if isinstance(values, str):
+        raise SearchError(f"{where} is the text {values!r}, not a list; write it as a YAML "
+                          f"list, e.g. {name}: [{values}].")
+    if isinstance(values, int | float) and not isinstance(values, bool):
+        values = [values]
+    if not isinstance(values, list) or not values:
+        raise SearchError(f"{where}: expected a non-empty list of values, e.g. "
+                          f"{name}: [1e-3, 3e-3]; got {values!r}.")
+    numbers = [_number(v) for v in values]
+    if any(n is None for n in numbers):
+        if name in ("N", "D") or any(n is not None for n in numbers):
+            bad = next(i for i, n in enumerate(numbers) if n is None)
+            raise SearchError(
+                f"{where}, item {bad + 1}: {values[bad]!r} is not a number"
+                + (" (N and D are numbers)" if name in ("N", "D") else
+                   ", while other values of the axis are; a typo? (a categorical axis is all "
+                   "text)") + ".")
+        out: list[Any] = [str(v) for v in values]
+    else:
+        for i, n in enumerate(numbers):
+            if not math.isfinite(n):
+                raise SearchError(f"{where}, item {i + 1}: {values[i]!r} is not finite.")
+            if name in ("N", "D") and n <= 0:
+                raise SearchError(f"{where}, item {i + 1}: {values[i]!r} must be positive "
+                                  f"({'parameters' if name == 'N' else 'tokens'}).")
+        out = numbers
+    seen: dict[Any, int] = {}
+    for i, v in enumerate(out):
+        if v in seen:
+            raise SearchError(f"{where}: items {seen[v] + 1} and {i + 1} repeat the value "
+                              f"{values[i]!r}; list each value once.")
+        seen[v] = i
+    return out
+
+
+def read_grid_file(path: str | Path) -> tuple[dict[str, list[Any]], int | None]:
+    """``(axes, held_out_cells)`` of a grid YAML file, validated (see the module docstring);
+    ``held_out_cells`` is None when the file does not say.
+
+    Raises:
+        SearchError: any mistake in the file (names file, axis, item).
+        FileNotFoundError: no such file.
+    """
+    import yaml
+
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: no such grid file.")
+    try:
+        spec = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SearchError(f"{path}: not valid YAML{at}: {problem}.") from None
+    if not isinstance(spec, dict) or not isinstance(spec.get("axes"), dict):
+        raise SearchError(f"{path}: expected a mapping with an 'axes' mapping, e.g. "
+                          "'axes: {N: [1e8, 1e9], D: [1e9, 1e10], lr: [1e-3, 3e-3]}'.")
+    unknown = [k for k in spec if k not in GRID_KEYS]
+    if unknown:
+        raise SearchError(f"{path}: unknown key(s) {unknown}; a grid file has "
+                          f"{list(GRID_KEYS)}.")
+    axes = {str(k): _axis(path, str(k), v) for k, v in spec["axes"].items()}
+    held = spec.get("held_out_cells")
+    if held is not None and (isinstance(held, bool) or not isinstance(held, int) or held < 0):
+        raise SearchError(f"{path}: held_out_cells must be a whole number >= 0, got {held!r}.")
+    return axes, held

@@ -1,0 +1,55 @@
+"""Grid files: every mistake of a hand-written YAML grid is an error that names the file, the
+axis and the item (the typos of issue 10: ``le-3``, ``lr: 1e-3, 3e-3``, a syntax error)."""
+
+import pytest
+
+from scalebo.errors import SearchError
+from scalebo.search.grid import Grid
+from scalebo.search.grid_file import read_grid_file
+
+
+def _file(tmp_path, text):
+    path = tmp_path / "grid.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(("text", "match"), [
+    ("axes:\n  N: [1e8]\n  D: [1e9]\n  lr: [le-3, 3e-3]\n",
+     r"axis 'lr', item 1: 'le-3' is not a number, while other values .* are; a typo"),
+    ("axes:\n  N: [1e8]\n  D: [1e9]\n  lr: 1e-3, 3e-3\n",
+     r"axis 'lr' is the text '1e-3, 3e-3', not a list; .* lr: \[1e-3, 3e-3\]"),
+    ("axes:\n  N: [1e8\n  D: [1e9]\n", r"not valid YAML at line \d+, column \d+"),
+    ("axes:\n  N: [1e8, -1e9]\n  D: [1e9]\n", r"axis 'N', item 2: .* must be positive"),
+    ("axes:\n  N: [1e8]\n  D: [1e9, 1e9]\n", r"axis 'D': items 1 and 2 repeat"),
+    ("axes:\n  N: [1e8]\n  D: [.nan]\n", r"axis 'D', item 1: .* not finite"),
+    ("axes:\n  N: [1e8]\n  D: [1e9]\nheld_out: 1\n", r"unknown key\(s\) \['held_out'\]"),
+    ("axes:\n  N: [1e8]\n  D: [1e9]\nheld_out_cells: -1\n", r"held_out_cells must be"),
+    ("axes:\n  N: [1e8]\n  D: [tokens]\n", r"axis 'D', item 1: 'tokens' is not a number"),
+    ("N: [1e8]\n", r"expected a mapping with an 'axes' mapping"),
+])
+def test_mistakes_are_named(tmp_path, text, match):
+    path = _file(tmp_path, text)
+    with pytest.raises(SearchError, match=match) as err:
+        read_grid_file(path)
+    assert str(path) in str(err.value)
+
+
+def test_valid_file_numbers_text_and_single_values(tmp_path):
+    path = _file(tmp_path, 'axes:\n  N: ["1e8", 3e8]\n  D: [1e9]\n  lr: 3e-3\n'
+                           "  opt: [adam, lion]\nheld_out_cells: 0\n")
+    axes, held = read_grid_file(path)
+    assert axes == {"N": [1e8, 3e8], "D": [1e9], "lr": [3e-3], "opt": ["adam", "lion"]}
+    assert held == 0
+    grid = Grid.from_yaml(path)
+    assert len(grid) == 2 * 1 * 1 * 2 and grid.categorical_columns
+    assert read_grid_file(_file(tmp_path, "axes: {N: [1e8], D: [1e9]}\n"))[1] is None
+
+
+def test_cli_reports_the_typo_with_exit_2(tmp_path, capsys):
+    from scalebo.cli.main import main
+
+    path = _file(tmp_path, "axes:\n  N: [1e8]\n  D: [1e9]\n  lr: [le-3, 3e-3]\n")
+    assert main(["suggest", "--grid", str(path), "--budget", "0.5"]) == 2
+    err = capsys.readouterr().err
+    assert "'le-3' is not a number" in err and "Traceback" not in err
