@@ -37,7 +37,7 @@ import pandas as pd
 
 from scalebo.bench.problems import ReplayProblem
 from scalebo.errors import FitError
-from scalebo.fitting.allocation import compute_law_from_chinchilla
+from scalebo.fitting.allocation import predict_compute
 from scalebo.fitting.frontier import best_per_cell, pareto_envelope
 from scalebo.fitting.robust import FitResult, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
@@ -191,14 +191,6 @@ def _param_error(law: str, fit: FitResult, ref: FitResult) -> dict[str, float]:
         else:
             out[name] = abs(p[name] - r[name])
     return out
-
-
-def predict_compute(law: str, fit: FitResult, C: np.ndarray) -> np.ndarray:
-    """``law``'s loss (nats) at computes ``C`` (FLOPs): the compute law itself, or
-    Chinchilla along its compute-optimal path (raises FitError without one)."""
-    if law == "compute":
-        return fit.predict(np.asarray(C, dtype=np.float64)[:, None])
-    return compute_law_from_chinchilla(fit, np.asarray(C, dtype=np.float64))
 
 
 def law_metrics(problem: ReplayProblem, law: str, table: pd.DataFrame) -> LawMetrics:

@@ -26,11 +26,10 @@ from scalebo.bench.replay import fantasy_scope, method_surrogate
 from scalebo.errors import FitError, SearchError
 from scalebo.search.law_posterior import LawPosterior, law_posterior
 from scalebo.search.loop import SearchLoop
+from scalebo.search.stopping import DEFAULT_TOLERANCE, half_width
 
 __all__ = ["DEFAULT_TOLERANCE", "StopCheck", "StopOutcome", "replay_stop_rule"]
 
-#: Relative half-width of the 80 % interval at which the rule stops (±0.5 %).
-DEFAULT_TOLERANCE = 0.005
 
 
 @dataclass(frozen=True)
@@ -91,7 +90,8 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
     except (SearchError, ValueError, np.linalg.LinAlgError):
         return StopCheck(int(k), spent, None, None)
     q = post.summary()["predicted_loss"][f"{target:.0e}"]
-    half = None if q["q10"] is None else 100 * (q["q90"] - q["q10"]) / 2 / q["q50"]
+    width = half_width(q)
+    half = None if width is None else 100 * width
     ref = reference_losses(problem, law)
     point = _point_prediction(post, target)
     err = None

@@ -43,6 +43,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "fragility",
     "replay",
     "suggest",
+    "status",
 )
 
 EXIT_OK = 0

@@ -61,6 +61,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
         RunTableError: missing file, unknown suffix, or a file the parser rejects.
     """
     path = Path(path)
+    if path.is_dir():
+        raise RunTableError(f"{path}: is a folder, not a run table file; give the file.")
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
         raise RunTableError(

@@ -194,3 +194,12 @@ def compute_law_from_chinchilla(fit: FitResult, C: np.ndarray) -> np.ndarray:
     alloc = approach3(fit).at(np.asarray(C, dtype=np.float64))
     X = np.column_stack([np.atleast_1d(alloc["N_opt"]), np.atleast_1d(alloc["D_opt"])])
     return fit.predict(X)
+
+
+def predict_compute(law: str, fit: FitResult, C: np.ndarray) -> np.ndarray:
+    """A law's loss (nats) at computes ``C`` (FLOPs): ``law="compute"`` is ``L(C)`` itself;
+    any other (``"chinchilla"``) is ``L(N*, D*)`` along the compute-optimal path (raises
+    FitError without one, e.g. an exponent at 0)."""
+    if law == "compute":
+        return fit.predict(np.asarray(C, dtype=np.float64)[:, None])
+    return compute_law_from_chinchilla(fit, np.asarray(C, dtype=np.float64))

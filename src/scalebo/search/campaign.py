@@ -14,6 +14,7 @@ more completed runs the surrogate-driven search starts at once.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,11 +27,53 @@ from scalebo.search.grid import Grid
 from scalebo.search.loop import SearchLoop
 from scalebo.search.trace import Suggestion
 
-__all__ = ["DEFAULT_N_INITIAL", "campaign_grid", "campaign_posterior", "grid_rows",
-           "suggest_runs"]
+__all__ = ["DEFAULT_N_INITIAL", "Budget", "campaign_grid", "campaign_posterior", "grid_rows",
+           "parse_budget", "suggest_runs"]
 
 #: Size of a campaign's initial design, completed runs included.
 DEFAULT_N_INITIAL = 5
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A campaign budget: ``fraction`` of ``C_total`` or an absolute number of ``flops``."""
+
+    fraction: float | None = None
+    flops: float | None = None
+
+    def resolve(self, C_total: float) -> float:
+        """The budget in FLOPs for a grid of total compute ``C_total`` (FLOPs)."""
+        return self.fraction * C_total if self.fraction is not None else float(self.flops)
+
+    def __str__(self) -> str:
+        return (f"{self.fraction:g} of C_total" if self.fraction is not None
+                else f"{self.flops:.3g} FLOPs")
+
+
+def parse_budget(text: str | float) -> Budget:
+    """``"0.05"`` (a fraction of C_total in (0, 1]) or ``"2e21FLOPs"`` / ``"2e21 flops"``.
+
+    Raises:
+        ValueError: anything else, with the accepted forms.
+    """
+    raw = str(text).strip()
+    number, unit = raw, ""
+    low = raw.lower()
+    if low.endswith("flops"):
+        number, unit = raw[: -len("flops")].strip(), "flops"
+    try:
+        value = float(number)
+    except ValueError:
+        raise ValueError(f"budget {raw!r}: expected a fraction of C_total such as 0.05 or an "
+                         "amount of compute such as 2e21FLOPs") from None
+    if not np.isfinite(value) or value <= 0:
+        raise ValueError(f"budget {raw!r} must be positive and finite")
+    if unit:
+        return Budget(flops=value)
+    if value > 1:
+        raise ValueError(f"budget {raw!r}: a fraction of C_total is at most 1; for an amount "
+                         f"of compute write {raw}FLOPs")
+    return Budget(fraction=value)
 
 
 def _renamed(frame: pd.DataFrame, mapping: Mapping[str, str] | None) -> pd.DataFrame:

@@ -321,20 +321,24 @@ class Grid:
         row = self.configs.iloc[int(index)]
         return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
 
-    def index_of(self, frame: pd.DataFrame) -> np.ndarray:
+    def index_of(self, frame: pd.DataFrame, source: str | None = None) -> np.ndarray:
         """Grid row of each row of ``frame`` (runs → configurations), shape ``(len(frame),)``.
 
         Numeric columns (N, D, numeric axes) match a grid value within a relative tolerance
-        of :data:`INDEX_RTOL`; categorical axes match exactly (as strings).
+        of :data:`INDEX_RTOL`; categorical axes match exactly (as strings). Errors name
+        ``source`` and 1-based data rows (an integer index is read as 0-based source
+        positions, as :class:`~scalebo.data.runs.RunTable` keeps them).
 
         Raises:
             SearchError: a column is missing or some rows are not on the grid (names them).
         """
         frame = frame.frame if hasattr(frame, "frame") else frame
         missing = [c for c in self.input_columns if c not in frame.columns]
+        where = f"{source}: " if source else ""
         if missing:
             raise SearchError(
-                f"Columns {missing} are missing (need {list(self.input_columns)}); rename them."
+                f"{where}columns {missing} are missing (need {list(self.input_columns)}); "
+                "rename them (--map) or add them."
             )
         n = len(frame)
         codes = np.zeros((n, len(self.input_columns)), dtype=np.int64)
@@ -363,10 +367,12 @@ class Grid:
             out[i] = table.get(tuple(codes[i].tolist()), -1)
         bad = np.flatnonzero(out < 0)
         if bad.size:
-            labels = frame.index[bad[:5]].tolist()
+            integer = pd.api.types.is_integer_dtype(frame.index.dtype)
+            rows = [int(frame.index[b]) + 1 if integer else int(b) + 1 for b in bad[:5]]
             example = frame.iloc[bad[0]][list(self.input_columns)].to_dict()
             raise SearchError(
-                f"{bad.size} of {n} rows are not on the grid (index labels {labels}; first: "
-                f"{example}). Add their values to the grid axes or drop those runs."
+                f"{where}{bad.size} of {n} rows are not on the grid (data rows {rows}"
+                f"{' …' if bad.size > 5 else ''}; first: {example}). Add their values to "
+                "the grid axes or drop those runs."
             )
         return out

@@ -1,0 +1,50 @@
+"""Options shared by the campaign commands (``suggest``, ``status``): parsing only."""
+
+from __future__ import annotations
+
+import argparse
+
+from scalebo.cli.common import positive_float
+
+GRID_HELP = ("GRID: a YAML axis product ('axes: {N: [...], D: [...], lr: [...]}', optional "
+             "'held_out_cells', default none for a campaign) or a table of candidate "
+             "configurations. RUNS: the campaign's runs (the grid's columns, loss in nats, "
+             "optional status completed|failed|running and cost in FLOPs); a NaN or missing "
+             "loss is a failed run, whose compute counts as spent.")
+
+
+def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: bool) -> None:
+    """``--grid``, ``--runs``, ``--map``, ``--budget``, ``--diverged-above``, ``--seed``,
+    ``--schedule``, ``--clip-iqr``."""
+    group = parser.add_argument_group("campaign")
+    group.add_argument("--grid", required=True, help="YAML axes or a table of configurations")
+    group.add_argument("--runs", default=None,
+                       help="table of the campaign's runs (omit it before the first run)")
+    group.add_argument("--map", default=None, metavar="CANON=COL,...",
+                       help="column mapping for the tables, e.g. N=params,D=tokens")
+    group.add_argument("--budget", required=budget_required, default=None,
+                       help="total budget: a fraction of C_total (the summed compute of the "
+                            "grid), e.g. 0.05, or an amount of compute, e.g. 2e21FLOPs")
+    group.add_argument("--diverged-above", type=positive_float, default=None, metavar="LOSS",
+                       help="a loss (nats) above this counts as a failed (diverged) run")
+    group.add_argument("--schedule", choices=("sweep", "spent", "coverage", "full"),
+                       default="spent", help="compute window of the search (default spent)")
+    group.add_argument("--clip-iqr", type=float, default=5.0,
+                       help="the GP sees losses clipped at median + K x IQR of the completed "
+                            "runs, so diverged runs do not swamp it (default 5; 0: off)")
+    group.add_argument("--seed", type=int, default=0, help="seed of the GP and samples "
+                       "(default 0)")
+
+
+def load_campaign(args: argparse.Namespace):
+    """``(grid, runs, budget_flops)`` from the parsed campaign options."""
+    from scalebo.data.runs import parse_mapping
+    from scalebo.search.campaign import campaign_grid, parse_budget
+    from scalebo.search.campaign_runs import read_campaign_runs
+
+    mapping = parse_mapping(args.map) if args.map else None
+    budget = parse_budget(args.budget) if args.budget is not None else None
+    grid = campaign_grid(args.grid, mapping)
+    runs = read_campaign_runs(args.runs, grid, mapping=mapping,
+                              diverged_above=args.diverged_above)
+    return grid, runs, (budget.resolve(grid.C_total) if budget is not None else None)

@@ -1,0 +1,108 @@
+"""``scalebo status``: how sure the campaign's law is, what is spent, and whether to stop."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from scalebo.cli.campaign_args import GRID_HELP, add_campaign_arguments, load_campaign
+from scalebo.cli.common import (
+    add_format_argument,
+    check_output_path,
+    format_number,
+    format_table,
+    log,
+    positive_float,
+    write_csv,
+    write_json,
+    write_json_file,
+)
+
+NAME = "status"
+HELP = "a campaign's law with its intervals, the compute spent, and whether to stop"
+DESCRIPTION = """\
+Fit the compute law L(C) = E + A/C^alpha on the campaign's observed and fantasized losses,
+with 80 % and 95 % intervals from the law posterior (joint GP samples of the untrained
+configurations, one law fit each), the compute-optimal N* and D* (Chinchilla law), the
+compute spent, pending and remaining, and the stop rule: stop once the 80 % interval at
+every target is within +-tolerance, or when the budget is gone.
+""" + GRID_HELP
+EPILOG = ("example: scalebo status --grid grid.yaml --runs runs.csv --budget 0.05 "
+          "--target 1e24 --target 1e25 --plot status.png")
+CSV_COLUMNS = ("C", "prediction", "low_80", "high_80", "low_95", "high_95", "N_opt", "D_opt")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_campaign_arguments(parser, budget_required=True)
+    group = parser.add_argument_group("status")
+    group.add_argument("--target", type=positive_float, action="append", default=None,
+                       metavar="C", help="target compute in FLOPs (repeatable; default 1e25)")
+    group.add_argument("--tolerance", type=positive_float, default=0.005,
+                       help="stop when the 80 %% interval is within +-this relative "
+                            "half-width at every target (default 0.005)")
+    group.add_argument("--samples", type=int, default=64,
+                       help="law-posterior samples (default 64)")
+    group.add_argument("--plot", default=None, metavar="PATH",
+                       help="draw runs, envelope, law with its bands, failed, pending")
+    group.add_argument("--json", default=None, metavar="PATH", help="also write JSON to PATH")
+    add_format_argument(parser)
+
+
+def _interval(iv: list[float] | None) -> str:
+    return "-" if iv is None else f"[{format_number(iv[0], 4)}, {format_number(iv[1], 4)}]"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Parse, call :func:`scalebo.search.status.campaign_status`, print."""
+    from scalebo.search.status import campaign_status
+
+    for path, option in ((args.json, "--json"), (args.plot, "--plot")):
+        if path:
+            check_output_path(path, option)
+    if args.samples < 8:
+        raise ValueError(f"--samples must be >= 8, got {args.samples}")
+    grid, runs, budget = load_campaign(args)
+    log(f"{runs.n_runs} runs ({runs.completed.size} completed, {runs.failed.size} failed, "
+        f"{runs.running.size} running); law posterior with {args.samples} samples ...")
+    status = campaign_status(grid, runs, budget, targets=tuple(args.target or (1e25,)),
+                             tolerance=args.tolerance, n_samples=args.samples,
+                             schedule=args.schedule, clip_iqr=args.clip_iqr, seed=args.seed)
+    result = status.to_dict()
+    if args.plot:
+        from scalebo.search.status_plot import plot_status
+
+        plot_status(grid, runs, status, args.plot,
+                    posterior=status.law_posteriors.get("compute"))
+        log(f"wrote {args.plot}")
+    if args.json:
+        write_json_file(result, args.json)
+        log(f"wrote {args.json}")
+    rows = [{"C": t.C, "prediction": t.prediction, "interval_80": _interval(t.interval_80),
+             "interval_95": _interval(t.interval_95), "half_width_pct": t.half_width_pct,
+             "N_opt": t.N_opt, "D_opt": t.D_opt} for t in status.targets]
+    if args.format == "json":
+        write_json(result)
+    elif args.format == "csv":
+        write_csv([{"C": t.C, "prediction": t.prediction,
+                    "low_80": (t.interval_80 or [None, None])[0],
+                    "high_80": (t.interval_80 or [None, None])[1],
+                    "low_95": (t.interval_95 or [None, None])[0],
+                    "high_95": (t.interval_95 or [None, None])[1],
+                    "N_opt": t.N_opt, "D_opt": t.D_opt} for t in status.targets], CSV_COLUMNS)
+    else:
+        law = status.law
+        params = ", ".join(f"{k} {format_number(v)}" for k, v in (law.get("params") or {}).items())
+        out = [f"law         {law['formula']}: {params or law.get('message', '-')}",
+               f"runs        {status.n_completed} completed, {status.n_failed} failed, "
+               f"{status.n_running} running",
+               f"compute     spent {status.spent:.3g} FLOPs ({result['spent_fraction']:.3%}), "
+               f"pending {status.pending:.3g} ({result['pending_fraction']:.3%}), remaining "
+               f"{status.remaining:.3g} ({result['remaining_fraction']:.3%}) of budget "
+               f"{status.budget:.3g} (C_total {status.C_total:.3g})",
+               "", "predictions (C in FLOPs, loss in nats, N* parameters, D* tokens)",
+               format_table(rows, list(rows[0]), ["C", "loss", "80 %", "95 %", "±80 % (%)",
+                                                  "N*", "D*"]).rstrip("\n"),
+               "", f"{'STOP' if status.stop else 'continue'}: {status.reason}"]
+        out += [f"note: {n}" for n in status.notes]
+        sys.stdout.write("\n".join(out) + "\n")
+    return 0

@@ -1,0 +1,169 @@
+"""A campaign's runs table: completed, failed and running runs placed on the grid.
+
+Columns: the grid's columns (``N`` parameters, ``D`` tokens, each axis; renamed through
+``mapping``), ``loss`` (nats; may be empty for running or failed runs), and optionally
+
+* ``status``: ``completed``, ``failed`` or ``running`` (case-insensitive; default: completed
+  when the loss is a finite number, failed otherwise);
+* ``cost``: the compute the run actually used, in FLOPs (default: the grid's ``6·N·D``).
+
+A NaN, infinite or missing loss, or a loss above ``diverged_above``, makes a run failed even
+when its status says completed (the note says so). A failed run's compute counts as spent
+and the search never proposes it again unless asked to retry it; running runs are pending
+(their compute is committed). Every row is accounted for: nothing is dropped silently.
+A header-only file is a campaign with no runs yet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from scalebo.data.files import read_table
+from scalebo.errors import RunTableError, SearchError
+from scalebo.search.grid import Grid
+
+__all__ = ["CampaignRuns", "RunStatus", "read_campaign_runs"]
+
+
+class RunStatus(StrEnum):
+    """State of a campaign run."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    RUNNING = "running"
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class CampaignRuns:
+    """The runs of a campaign on its grid.
+
+    Attributes:
+        completed: grid indices of completed runs, ``(n_c,)``; ``losses`` their losses (nats).
+        failed: grid indices of failed runs (crashed, NaN or diverged loss).
+        running: grid indices of runs in flight (pending).
+        cost: compute of each grid index that has a run, FLOPs: the ``cost`` column where
+            given, else the grid's cost.
+        notes: remarks on rows (1-based data rows), e.g. why a run counts as failed.
+        source: where the runs came from.
+    """
+
+    completed: np.ndarray = field(default_factory=lambda: _EMPTY)
+    losses: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    failed: np.ndarray = field(default_factory=lambda: _EMPTY)
+    running: np.ndarray = field(default_factory=lambda: _EMPTY)
+    cost: dict[int, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    source: str = "<none>"
+
+    def spent(self) -> float:
+        """FLOPs of completed and failed runs."""
+        return float(sum(self.cost[int(i)] for i in (*self.completed, *self.failed)))
+
+    def pending(self) -> float:
+        """FLOPs committed to running runs."""
+        return float(sum(self.cost[int(i)] for i in self.running))
+
+    @property
+    def n_runs(self) -> int:
+        return int(self.completed.size + self.failed.size + self.running.size)
+
+
+def _status(frame: pd.DataFrame, name: str) -> list[RunStatus | None]:
+    if "status" not in frame.columns:
+        return [None] * len(frame)
+    out: list[RunStatus | None] = []
+    allowed = [s.value for s in RunStatus]
+    for pos, value in enumerate(frame["status"].tolist()):
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            out.append(None)
+            continue
+        text = str(value).strip().lower()
+        if text not in allowed:
+            raise RunTableError(f"{name}: data row {pos + 1}, column 'status': {value!r} is not "
+                                f"one of {allowed}.")
+        out.append(RunStatus(text))
+    return out
+
+
+def _numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:
+    if column not in frame.columns:
+        return np.full(len(frame), np.nan)
+    values = pd.to_numeric(frame[column], errors="coerce")
+    bad = values.isna() & frame[column].notna() & (frame[column].astype(str).str.strip() != "")
+    text = frame[column].astype(str).str.strip().str.lower()
+    bad &= ~text.isin(["nan", "inf", "-inf", "+inf"])
+    if bad.any():
+        pos = int(np.flatnonzero(bad.to_numpy())[0])
+        raise RunTableError(f"{name}: data row {pos + 1}, column {column!r}: "
+                            f"{frame[column].iloc[pos]!r} is not a number.")
+    return values.to_numpy(dtype=np.float64)
+
+
+def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
+                       mapping: Mapping[str, str] | None = None,
+                       diverged_above: float | None = None) -> CampaignRuns:
+    """Read a campaign's runs (see the module docstring); ``None`` means no runs yet.
+
+    Raises:
+        RunTableError: unreadable file, a bad ``status``, ``loss`` or ``cost`` value (names
+            the 1-based data row and column), a non-positive cost.
+        SearchError: a run that is not on the grid, or two runs of one configuration.
+    """
+    if source is None:
+        return CampaignRuns()
+    if isinstance(source, pd.DataFrame):
+        name, frame = "<DataFrame>", source.copy()
+    else:
+        name, frame = str(source), read_table(source)
+    frame = frame.rename(columns={v: k for k, v in (mapping or {}).items()})
+    frame = frame.reset_index(drop=True)
+    if len(frame) == 0:
+        return CampaignRuns(source=name)
+    idx = grid.index_of(frame, source=name)
+    if np.unique(idx).size != idx.size:
+        first = next(int(i) for i in idx if (idx == i).sum() > 1)
+        rows = (np.flatnonzero(idx == first) + 1).tolist()
+        raise SearchError(f"{name}: data rows {rows} are the same configuration "
+                          f"{grid.config(first)}; keep one run per configuration (average "
+                          "repeats, or drop the older one).")
+    status = _status(frame, name)
+    loss = _numbers(frame, "loss", name)
+    cost = _numbers(frame, "cost", name)
+    if np.any(np.isfinite(cost) & (cost <= 0)):
+        pos = int(np.flatnonzero(np.isfinite(cost) & (cost <= 0))[0])
+        raise RunTableError(f"{name}: data row {pos + 1}, column 'cost': {cost[pos]!r} must "
+                            "be positive (FLOPs).")
+    groups: dict[RunStatus, list[int]] = {s: [] for s in RunStatus}
+    losses: list[float] = []
+    notes: list[str] = []
+    for pos, (g, st, y) in enumerate(zip(idx.tolist(), status, loss, strict=True)):
+        if st is RunStatus.RUNNING:
+            groups[st].append(g)
+            continue
+        finite = math.isfinite(y)
+        diverged = finite and diverged_above is not None and y > diverged_above
+        if st is RunStatus.FAILED or not finite or diverged:
+            if st is not RunStatus.FAILED:
+                why = (f"loss {y:g} is above diverged_above={diverged_above:g}" if diverged
+                       else "its loss is missing or not finite")
+                notes.append(f"data row {pos + 1}: counted as failed because {why}")
+            groups[RunStatus.FAILED].append(g)
+            continue
+        groups[RunStatus.COMPLETED].append(g)
+        losses.append(float(y))
+    costs = {g: float(c) if math.isfinite(c) else float(grid.cost[g])
+             for g, c in zip(idx.tolist(), cost, strict=True)}
+    as_idx = {s: np.asarray(v, dtype=np.int64) for s, v in groups.items()}
+    return CampaignRuns(completed=as_idx[RunStatus.COMPLETED], losses=np.asarray(losses),
+                        failed=as_idx[RunStatus.FAILED], running=as_idx[RunStatus.RUNNING],
+                        cost=costs, notes=tuple(notes), source=name)

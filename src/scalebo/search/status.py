@@ -1,0 +1,169 @@
+"""How sure is the campaign's law, and should it stop? (``scalebo status``.)
+
+From a grid, the campaign's runs (:mod:`scalebo.search.campaign_runs`) and a budget:
+
+* the law fitted on observed + fantasized losses (the posterior-mean table inside the
+  search's compute window, as replays measure it), with its natural parameters;
+* per target compute (FLOPs): the point prediction (nats), the 80 % and 95 % intervals of
+  the law posterior (:func:`~scalebo.search.law_posterior.law_posterior`: S joint samples of
+  the unobserved losses, one fit each), and N*, D* from the Chinchilla law's posterior
+  medians (parameters, tokens) when it can be fitted;
+* spent / pending / remaining compute (FLOPs and fractions of ``C_total``);
+* ``stop`` and its ``reason`` (:func:`~scalebo.search.stopping.stop_decision`).
+
+The intervals come from the posterior's quantiles; when the posterior cannot be computed
+(too few runs) they are None and the reason says so — never a made-up interval.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scalebo.errors import FitError, SearchError
+from scalebo.search.campaign_runs import CampaignRuns
+from scalebo.search.grid import Grid
+from scalebo.search.stopping import DEFAULT_TOLERANCE, half_width, stop_decision
+
+__all__ = ["CampaignStatus", "TargetStatus", "campaign_status"]
+
+
+@dataclass(frozen=True)
+class TargetStatus:
+    """The law at one target compute ``C`` (FLOPs): loss in nats, N* parameters, D* tokens.
+    Intervals are ``[low, high]`` (80 %: q10–q90, 95 %: q2.5–q97.5) or None."""
+
+    C: float
+    prediction: float | None
+    interval_80: list[float] | None
+    interval_95: list[float] | None
+    half_width_pct: float | None
+    N_opt: float | None
+    D_opt: float | None
+
+
+@dataclass(frozen=True)
+class CampaignStatus:
+    """A campaign's status (see the module docstring); compute in FLOPs."""
+
+    law: dict[str, Any]
+    targets: tuple[TargetStatus, ...]
+    budget: float
+    C_total: float
+    spent: float
+    pending: float
+    remaining: float
+    n_completed: int
+    n_failed: int
+    n_running: int
+    stop: bool
+    reason: str
+    tolerance: float
+    posterior: dict[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+    #: The :class:`~scalebo.search.law_posterior.LawPosterior` of each law (samples; not
+    #: serialized — ``posterior`` holds their summaries).
+    law_posteriors: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready status (what ``scalebo status --format json`` prints)."""
+        out = {k: v for k, v in self.__dict__.items() if k != "law_posteriors"}
+        out["targets"] = [asdict(t) for t in self.targets]
+        for key in ("spent", "pending", "remaining"):
+            out[f"{key}_fraction"] = getattr(self, key) / self.C_total
+        return out
+
+
+def _interval(q: dict[str, float | None], lo: str, hi: str) -> list[float] | None:
+    return None if q.get(lo) is None else [float(q[lo]), float(q[hi])]
+
+
+def _point(post: Any, C: float) -> float | None:
+    from scalebo.fitting.allocation import predict_compute
+
+    if post is None or post.point is None:
+        return None
+    try:
+        return float(predict_compute(post.law, post.point, np.array([C]))[0])
+    except FitError:
+        return None
+
+
+def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
+                    targets: tuple[float, ...] = (1e25,), tolerance: float = DEFAULT_TOLERANCE,
+                    n_samples: int = 64, schedule: str = "spent", clip_iqr: float = 5.0,
+                    seed: int = 0) -> CampaignStatus:
+    """The status of a campaign (see the module docstring).
+
+    Args:
+        grid: candidate configurations. runs: its completed, failed and running runs.
+        budget: total budget in FLOPs. targets: target computes, FLOPs.
+        tolerance: relative half-width of the 80 % interval that stops.
+        n_samples: law-posterior samples S. schedule: the search's window schedule.
+        clip_iqr: the GP's loss clipping (as the search's). seed: seed of GP and samples.
+    """
+    from scalebo.search.law_posterior import law_posterior
+    from scalebo.search.loop import SearchLoop
+    from scalebo.search.models.clipping import ClippedGP
+    from scalebo.search.models.surrogates import make_surrogate
+
+    spent, pending = runs.spent(), runs.pending()
+    remaining = budget - spent - pending
+    untried = np.ones(len(grid), dtype=bool)
+    for arr in (runs.completed, runs.failed, runs.running):
+        untried[arr] = False
+    untried &= ~grid.held_out
+    cheapest = float(grid.cost[untried].min()) if untried.any() else None
+    posts: dict[str, Any] = {}
+    message = ""
+    if runs.completed.size:
+        loop = SearchLoop(grid, min(1.0, budget / grid.C_total), None, acquisition="random",
+                          schedule=schedule, n_initial=0)
+        loop.tell(runs.completed, runs.losses)
+        cap = loop.window_cap()
+        scope, cap = ("grid", None) if np.isinf(cap) else ("window", cap)
+        gp = make_surrogate("gp", categorical=grid.categorical_columns, rng=seed)
+        gp = ClippedGP(gp, clip_iqr) if clip_iqr > 0 else gp
+        for law in ("compute", "chinchilla"):
+            try:
+                posts[law] = law_posterior(grid, runs.completed, runs.losses, gp, laws=(law,),
+                                           scope=scope, cap=cap, n_samples=n_samples,
+                                           targets=targets, rng=seed)[law]
+            except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
+                message = f"{law} law posterior unavailable: {exc}"
+    else:
+        message = "no completed run yet: no law"
+    compute = posts.get("compute")
+    summary = compute.summary() if compute is not None else None
+    chin = posts["chinchilla"].summary() if "chinchilla" in posts else None
+    rows, widths = [], {}
+    for C in targets:
+        key = f"{C:.0e}"
+        q = summary["predicted_loss"][key] if summary else {}
+        w = half_width(q) if q else None
+        widths[C] = w
+        n_opt = chin["N_opt"][key]["q50"] if chin and chin["N_opt"] else None
+        d_opt = chin["D_opt"][key]["q50"] if chin and chin["D_opt"] else None
+        rows.append(TargetStatus(C=float(C), prediction=_point(compute, C),
+                                 interval_80=_interval(q, "q10", "q90"),
+                                 interval_95=_interval(q, "q02.5", "q97.5"),
+                                 half_width_pct=None if w is None else 100 * w,
+                                 N_opt=n_opt, D_opt=d_opt))
+    stop, reason = stop_decision(widths, remaining=remaining, cheapest_left=cheapest,
+                                 tolerance=tolerance)
+    law: dict[str, Any] = {"name": "compute", "formula": "L(C) = E + A/C^alpha"}
+    if compute is not None and compute.point is not None:
+        law |= {"params": compute.point.params, "status": str(compute.point.status),
+                "fitted_on": "observed + fantasized (posterior mean inside the window)"}
+    else:
+        law |= {"params": None, "status": None, "message": message or compute.message}
+    notes = (*runs.notes, *([message] if message else []))
+    return CampaignStatus(law=law, targets=tuple(rows), budget=float(budget),
+                          C_total=float(grid.C_total), spent=spent, pending=pending,
+                          remaining=remaining, n_completed=int(runs.completed.size),
+                          n_failed=int(runs.failed.size), n_running=int(runs.running.size),
+                          stop=stop, reason=reason, tolerance=tolerance,
+                          posterior={k: v.summary() for k, v in posts.items()}, notes=notes,
+                          law_posteriors=posts)

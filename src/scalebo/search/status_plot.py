@@ -1,0 +1,125 @@
+"""The campaign figure of ``scalebo status``: loss (nats) against compute (FLOPs), log–log.
+
+Completed runs (grey), their Pareto envelope (black), failed runs (red crosses at the top
+edge, at their compute), runs in flight and the next proposed runs (triangles at the bottom
+edge and stars at their predicted loss), the compute law fitted on observed + fantasized
+losses (blue; dashed beyond the costliest run) with the law posterior's 80 % and 95 % bands,
+and each target's prediction with its 80 % interval.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scalebo.fitting.frontier import pareto_envelope
+from scalebo.outputs import save_figure
+from scalebo.search.campaign_runs import CampaignRuns
+from scalebo.search.grid import Grid
+from scalebo.search.status import CampaignStatus
+
+__all__ = ["plot_status"]
+
+
+def _bands(post: Any, C: np.ndarray) -> tuple[np.ndarray, ...] | None:
+    """q2.5, q10, q90, q97.5 of the compute law over the posterior's samples at ``C``."""
+    if post is None or not len(post.params.get("E", ())):
+        return None
+    E, A, a = (np.asarray(post.params[k])[:, None] for k in ("E", "A", "alpha"))
+    curves = E + A * C[None, :] ** (-a)
+    return tuple(np.quantile(curves, [0.025, 0.10, 0.90, 0.975], axis=0))
+
+
+def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: str | Path, *,
+                posterior: Any = None, proposed: Sequence[Any] = (),
+                title: str | None = None) -> Path:
+    """Draw the campaign figure (module docstring) to ``path`` (format from its suffix).
+
+    Args:
+        grid, runs, status: the campaign and its :func:`~scalebo.search.status.campaign_status`.
+        posterior: the compute law's :class:`~scalebo.search.law_posterior.LawPosterior` for
+            the bands (None: no band).
+        proposed: next suggestions (objects with ``index`` and ``predicted_mean``).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 5.0))
+    C_obs = grid.cost[runs.completed]
+    y = runs.losses
+    if C_obs.size:
+        ax.scatter(C_obs, y, s=12, color="0.6", label=f"completed ({C_obs.size})", zorder=2)
+        env = pareto_envelope(C_obs, y)
+        order = np.argsort(C_obs[env])
+        ax.plot(C_obs[env][order], y[env][order], "o-", color="black", ms=4, lw=1,
+                label="envelope", zorder=3)
+    targets = [t.C for t in status.targets]
+    lo_c = float(grid.cost.min()) / 2
+    hi_c = max([float(grid.cost.max()), *targets]) * 2
+    C = np.geomspace(lo_c, hi_c, 200)
+    params = status.law.get("params")
+    ymin, ymax = (float(y.min()), float(y.max())) if y.size else (1.0, 10.0)
+    if params:
+        curve = params["E"] + params["A"] * C ** (-params["alpha"])
+        edge = float(C_obs.max()) if C_obs.size else lo_c
+        ax.plot(C[C <= edge], curve[C <= edge], color="tab:blue", lw=1.8,
+                label="law (observed + fantasized)", zorder=4)
+        ax.plot(C[C >= edge], curve[C >= edge], color="tab:blue", lw=1.8, ls="--", zorder=4)
+        ymin = min(ymin, float(curve.min()))
+        bands = _bands(posterior, C)
+        if bands is not None:
+            q025, q10, q90, q975 = bands
+            ax.fill_between(C, q025, q975, color="tab:blue", alpha=0.12, lw=0,
+                            label="95 % (law posterior)")
+            ax.fill_between(C, q10, q90, color="tab:blue", alpha=0.25, lw=0,
+                            label="80 % (law posterior)")
+    for t in status.targets:
+        if t.prediction is not None:
+            err = None
+            if t.interval_80:
+                err = [[t.prediction - t.interval_80[0]], [t.interval_80[1] - t.prediction]]
+            ax.errorbar([t.C], [t.prediction], yerr=err, fmt="D", color="tab:purple",
+                        capsize=4, zorder=5, label=f"target {t.C:.0e}: {t.prediction:.4g}")
+            ymin = min(ymin, t.prediction if not t.interval_80 else t.interval_80[0])
+    ylo, yhi = 0.95 * max(ymin, 1e-3), 1.05 * ymax
+    if runs.failed.size:
+        ax.scatter(grid.cost[runs.failed], np.full(runs.failed.size, yhi / 1.02), marker="x",
+                   color="tab:red", s=30, label=f"failed ({runs.failed.size})", zorder=5)
+    if runs.running.size:
+        ax.scatter(grid.cost[runs.running], np.full(runs.running.size, ylo * 1.02),
+                   marker="^", color="tab:orange", s=30,
+                   label=f"running ({runs.running.size})", zorder=5)
+    if proposed:
+        pc = np.array([grid.cost[s.index] for s in proposed])
+        pm = [s.predicted_mean for s in proposed]
+        ax.scatter(pc, np.full(pc.size, ylo * 1.02), marker="^", color="tab:green", s=30,
+                   zorder=5)
+        if all(m is not None for m in pm):
+            ax.scatter(pc, pm, marker="*", color="tab:green", s=80, zorder=6,
+                       label=f"next ({len(proposed)}, at predicted loss)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_ylim(ylo, yhi)
+    from matplotlib.ticker import ScalarFormatter
+
+    for axis in (ax.yaxis,):
+        axis.set_major_formatter(ScalarFormatter())
+        axis.set_minor_formatter(ScalarFormatter())
+    ax.set_xlabel("training compute C (FLOPs)")
+    ax.set_ylabel("loss (nats)")
+    spent = status.spent / status.C_total
+    ax.set_title(title or (f"campaign: {status.n_completed} completed, {status.n_failed} "
+                           f"failed, {status.n_running} running; spent {spent:.2%} of C_total"
+                           f"\n{'STOP' if status.stop else 'continue'}: {status.reason}"),
+                 fontsize=9)
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    out = save_figure(fig, path, dpi=120)
+    plt.close(fig)
+    return out

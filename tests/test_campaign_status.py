@@ -1,0 +1,115 @@
+"""Campaign runs (completed / failed / running), budgets, the stop rule and ``status``,
+on a synthetic grid whose law is known (:mod:`scalebo.bench.synthetic`)."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.bench.synthetic import DEFAULT_LAW, make_synthetic
+from scalebo.errors import RunTableError, SearchError
+from scalebo.search.campaign import parse_budget
+from scalebo.search.campaign_runs import read_campaign_runs
+from scalebo.search.grid import Grid
+from scalebo.search.status import campaign_status
+from scalebo.search.stopping import half_width, stop_decision
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    frame = make_synthetic(lr=1.25e-4 * 4.0 ** np.arange(4), bs=np.array([128.0, 512.0]))
+    grid = Grid.from_frame(frame[["N", "D", "lr", "bs"]], n_held_out_cells=0)
+    return frame, grid
+
+
+def test_budget_forms():
+    assert parse_budget("0.05").resolve(1e22) == pytest.approx(5e20)
+    assert parse_budget("2e21FLOPs").resolve(1e22) == 2e21
+    assert parse_budget("2e21 flops").flops == 2e21
+    for bad, match in (("5", "at most 1; .* 5FLOPs"), ("-0.1", "positive"),
+                       ("lots", "expected a fraction")):
+        with pytest.raises(ValueError, match=match):
+            parse_budget(bad)
+
+
+def test_runs_by_status_and_cost(synthetic):
+    frame, grid = synthetic
+    rows = frame.iloc[[0, 1, 2, 3, 4]][["N", "D", "lr", "bs", "loss"]].copy()
+    rows["status"] = ["completed", "failed", "running", "Completed", None]
+    rows.iloc[3, 4] = np.nan   # says completed but has no loss: failed, with a note
+    rows["cost"] = [np.nan, 5e17, np.nan, np.nan, np.nan]
+    runs = read_campaign_runs(rows, grid, diverged_above=10.0)
+    idx = grid.index_of(rows)
+    assert runs.completed.tolist() == [idx[0], idx[4]]
+    assert runs.failed.tolist() == [idx[1], idx[3]] and runs.running.tolist() == [idx[2]]
+    assert runs.notes == ("data row 4: counted as failed because its loss is missing or not "
+                          "finite",)
+    by_hand = 6 * rows["N"] * rows["D"]  # FLOPs, except the given cost of row 2
+    assert runs.spent() == pytest.approx(by_hand.iloc[[0, 3, 4]].sum() + 5e17)
+    assert runs.pending() == pytest.approx(by_hand.iloc[2])
+    assert read_campaign_runs(rows.iloc[:0], grid).n_runs == 0  # header only: no runs yet
+
+
+def test_bad_rows_are_named(synthetic, tmp_path):
+    frame, grid = synthetic
+    rows = frame.iloc[[0, 1]][["N", "D", "lr", "bs", "loss"]].copy()
+    path = tmp_path / "runs.csv"
+    rows.assign(status=["completed", "done"]).to_csv(path, index=False)
+    with pytest.raises(RunTableError, match=r"runs.csv: data row 2, column 'status': 'done'"):
+        read_campaign_runs(path, grid)
+    rows.assign(loss=["3.1", "x"]).to_csv(path, index=False)
+    with pytest.raises(RunTableError, match=r"data row 2, column 'loss': 'x' is not a number"):
+        read_campaign_runs(path, grid)
+    pd.concat([rows, rows.iloc[:1]]).to_csv(path, index=False)
+    with pytest.raises(SearchError, match=r"data rows \[1, 3\] are the same configuration"):
+        read_campaign_runs(path, grid)
+    off = rows.assign(N=[1.23e8, rows["N"].iloc[1]])
+    off.to_csv(path, index=False)
+    with pytest.raises(SearchError, match=r"runs.csv: 1 of 2 rows are not on the grid \(data "
+                                          r"rows \[1\]"):
+        read_campaign_runs(path, grid)
+
+
+def test_stop_rule_by_hand():
+    assert half_width({"q10": 1.99, "q50": 2.0, "q90": 2.01}) == pytest.approx(0.005)
+    stop, why = stop_decision({1e25: 0.004}, remaining=1e20, cheapest_left=1e18)
+    assert stop and "within ±0.5 %" in why
+    stop, why = stop_decision({1e25: 0.004, 1e24: 0.02}, remaining=1e20, cheapest_left=1e18)
+    assert not stop and "1e+24" in why and "±2 %" in why
+    stop, why = stop_decision({1e25: 0.3}, remaining=1e17, cheapest_left=1e18)
+    assert stop and "budget is spent" in why
+    assert stop_decision({1e25: None}, remaining=1e20, cheapest_left=1e18)[0] is False
+
+
+def test_status_covers_the_known_law_and_counts_compute(synthetic):
+    """With every cell's best configuration up to 1e20 FLOPs observed, the 95 % interval at
+    1e21 FLOPs (one decade out) holds the known law's compute-optimal loss."""
+    frame, grid = synthetic
+    rows = frame[frame["is_optimum"] & (6 * frame["N"] * frame["D"] <= 1e20)]
+    runs = read_campaign_runs(rows[["N", "D", "lr", "bs", "loss"]], grid)
+    st = campaign_status(grid, runs, 0.2 * grid.C_total, targets=(1e21,), n_samples=32)
+    t = st.targets[0]
+    # the law's compute-optimal loss at C = 6ND = 1e21, minimized over N on a fine grid
+    N = np.geomspace(1e7, 1e12, 20001)
+    truth = DEFAULT_LAW.law_loss(N, 1e21 / (6 * N)).min()
+    assert t.interval_95[0] <= truth <= t.interval_95[1]
+    assert t.interval_95[0] <= t.interval_80[0] <= t.prediction <= t.interval_80[1]
+    assert st.spent == pytest.approx(float((6 * rows["N"] * rows["D"]).sum()))
+    assert st.remaining == pytest.approx(0.2 * grid.C_total - st.spent)
+    assert st.law["params"]["alpha"] > 0 and st.law["status"] == "converged"
+
+
+def test_status_command_json_and_no_runs(synthetic, tmp_path):
+    frame, grid = synthetic
+    frame[["N", "D", "lr", "bs"]].to_csv(tmp_path / "grid.csv", index=False)
+    cmd = [sys.executable, "-m", "scalebo.cli", "status", "--grid", str(tmp_path / "grid.csv"),
+           "--budget", "2e21FLOPs", "--format", "json", "--quiet"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["stop"] is False and out["targets"][0]["interval_80"] is None  # no made-up one
+    assert out["spent"] == 0 and out["budget"] == 2e21 and out["law"]["params"] is None
+    assert "no completed run" in " ".join(out["notes"])
