@@ -1,0 +1,177 @@
+"""An Optuna sampler that proposes grid configurations through scalebo's search loop.
+
+``ScaleboSampler(grid, budget=0.05)`` (extra ``scalebo[optuna]``) lets a campaign use Optuna's
+storages (RDB, journal files), its dashboard and several workers. The objective asks for
+every grid column with ``trial.suggest_categorical(column, values)`` (the grid's values of
+that column: ``sampler.values(column)``) and returns the final loss in nats::
+
+    sampler = ScaleboSampler(grid, budget=0.05, seed=0)
+    study = optuna.create_study(sampler=sampler, storage=storage, study_name="campaign")
+    study.optimize(objective)        # stops by itself when the budget is spent
+
+How trials map to a campaign (:mod:`scalebo.search.campaign_runs`): COMPLETE trials are
+observations (a NaN or infinite value is a failed run); RUNNING trials of other workers are
+pending (their compute is committed); FAIL trials and trials pruned by the objective count
+their compute as spent and are never proposed again. The cost of a trial is the grid's
+``6·N·D`` FLOPs, or its user attribute ``cost`` (FLOPs) when set.
+
+Workers claim a configuration by writing it to the trial's system attributes
+(``scalebo:index``) while holding a lock (``lock_path``, a lock file all workers see; Optuna's
+``JournalFileOpenLock``): the state read, the suggestion and the claim happen as one step,
+so no configuration is claimed twice and the budget is never overrun. When nothing
+admissible is left, the trial is pruned before the objective trains
+anything (the sampler raises ``TrialPruned`` from ``suggest_categorical``; attribute
+``scalebo:skipped``) and ``study.stop()`` is called, as Optuna's ``GridSampler`` stops a study.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scalebo.errors import SearchError
+from scalebo.search.campaign import parse_budget, suggest_runs
+from scalebo.search.campaign_runs import CampaignRuns
+from scalebo.search.grid import INDEX_RTOL, Grid
+
+__all__ = ["ScaleboSampler"]
+
+_INDEX = "scalebo:index"
+_SKIPPED = "scalebo:skipped"
+_MAX_ROUNDS = 20
+
+
+try:
+    import optuna
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise ImportError("scalebo.integrations.optuna needs Optuna: pip install "
+                      "'scalebo[optuna]'") from exc
+
+TrialState = optuna.trial.TrialState
+
+
+class ScaleboSampler(optuna.samplers.BaseSampler):
+    """Propose grid configurations with scalebo's loop (see the module docstring).
+
+    Args:
+        grid: the candidate configurations (:class:`~scalebo.search.grid.Grid`).
+        budget: a fraction of ``grid.C_total`` (e.g. 0.05), FLOPs as ``"2e21FLOPs"``, or a
+            :class:`~scalebo.search.campaign.Budget`.
+        seed: seed of the initial design and of the GP.
+        schedule, acquisition, incumbent, clip_iqr: as for
+            :func:`~scalebo.search.campaign.suggest_runs`.
+    """
+
+    def __init__(self, grid: Grid, budget: Any, *, seed: int = 0, schedule: str = "spent",
+                 acquisition: str = "ei", incumbent: str = "frontier", clip_iqr: float = 5.0,
+                 lock_path: str | Path | None = None) -> None:
+        self.grid = grid
+        self.lock_path = None if lock_path is None else Path(lock_path)
+        self._thread_lock = threading.Lock()
+        parsed = budget if hasattr(budget, "resolve") else parse_budget(budget)
+        self.budget = parsed.resolve(grid.C_total)
+        self.seed, self.schedule = seed, schedule
+        self.acquisition, self.incumbent, self.clip_iqr = acquisition, incumbent, clip_iqr
+
+    def values(self, column: str) -> list[Any]:
+        """The grid's distinct values of ``column`` (the choices to suggest), in order."""
+        if column not in self.grid.input_columns:
+            raise ValueError(f"{column!r} is not a grid column {list(self.grid.input_columns)}")
+        return [v.item() if hasattr(v, "item") else v
+                for v in dict.fromkeys(self.grid.configs[column].tolist())]
+
+    # --------------------------------------------------------------- Optuna hooks
+    def infer_relative_search_space(self, study: Any, trial: Any) -> dict:
+        return {}
+
+    def sample_relative(self, study: Any, trial: Any, search_space: dict) -> dict:
+        return {}
+
+    def before_trial(self, study: Any, trial: Any) -> None:
+        index = self._claim(study, trial)
+        storage = study._storage
+        if index is None:
+            storage.set_trial_system_attr(trial._trial_id, _SKIPPED, True)
+            study.stop()
+
+    def sample_independent(self, study: Any, trial: Any, param_name: str,
+                           param_distribution: Any) -> Any:
+        if trial.system_attrs.get(_SKIPPED):
+            raise optuna.TrialPruned("scalebo: no configuration fits the remaining budget")
+        index = trial.system_attrs.get(_INDEX)
+        if index is None:
+            raise RuntimeError("ScaleboSampler: the trial has no claimed configuration")
+        if param_name not in self.grid.input_columns:
+            raise ValueError(f"{param_name!r} is not a grid column "
+                             f"{list(self.grid.input_columns)}")
+        value = self.grid.configs[param_name].iloc[int(index)]
+        return _choice(param_distribution, value, param_name)
+
+    # --------------------------------------------------------------- claims
+    def _campaign(self, study: Any, me: Any) -> CampaignRuns:
+        """The campaign of every other trial that holds a claim."""
+        completed, losses, failed, running, cost = [], [], [], [], {}
+        for t in study.get_trials(deepcopy=False):
+            idx = t.system_attrs.get(_INDEX)
+            if t.number == me.number or idx is None or t.system_attrs.get(_SKIPPED):
+                continue
+            idx = int(idx)
+            cost[idx] = float(t.user_attrs.get("cost", self.grid.cost[idx]))
+            if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(
+                    t.value):
+                completed.append(idx)
+                losses.append(float(t.value))
+            elif t.state in (TrialState.RUNNING, TrialState.WAITING):
+                running.append(idx)
+            else:  # FAIL, pruned by the objective, or a non-finite value
+                failed.append(idx)
+        arr = lambda v: np.asarray(v, dtype=np.int64)  # noqa: E731
+        return CampaignRuns(completed=arr(completed), losses=np.asarray(losses),
+                            failed=arr(failed), running=arr(running), cost=cost,
+                            source="optuna")
+
+    def _claim(self, study: Any, trial: Any) -> int | None:
+        """Under the claim lock: the campaign as the storage has it, one suggestion, and its
+        claim written to the trial (None: nothing admissible is left)."""
+        with self._thread_lock:
+            lock = (optuna.storages.journal.JournalFileOpenLock(str(self.lock_path),
+                                                                grace_period=120)
+                    if self.lock_path is not None else None)
+            if lock is not None:
+                lock.acquire()
+            try:
+                runs = self._campaign(study, trial)
+                try:
+                    res = suggest_runs(self.grid, runs, self.budget, batch=1,
+                                       schedule=self.schedule, acquisition=self.acquisition,
+                                       incumbent=self.incumbent, clip_iqr=self.clip_iqr,
+                                       seed=self.seed + trial.number)
+                except SearchError:  # the budget is spent or nothing fits it
+                    return None
+                index = int(res.suggestions[0].index)
+                study._storage.set_trial_system_attr(trial._trial_id, _INDEX, index)
+                return index
+            finally:
+                if lock is not None:
+                    lock.release()
+
+
+def _choice(distribution: Any, value: Any, name: str) -> Any:
+    """The choice of a categorical ``distribution`` equal to the grid ``value`` (numbers
+    within :data:`~scalebo.search.grid.INDEX_RTOL`)."""
+    choices = getattr(distribution, "choices", None)
+    if choices is None:
+        raise ValueError(f"ask for {name!r} with trial.suggest_categorical({name!r}, values)")
+    for c in choices:
+        if isinstance(c, int | float) and isinstance(value, int | float | np.number):
+            if abs(float(c) - float(value)) <= INDEX_RTOL * max(abs(float(c)), abs(float(value))):
+                return c
+        elif str(c) == str(value):
+            return c
+    raise ValueError(f"the grid's value {value!r} of {name!r} is not among the choices "
+                     f"{list(choices)}; pass the grid's values")
+
