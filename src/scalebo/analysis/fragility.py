@@ -7,17 +7,13 @@ cooldown, the learning rate, the validation set, the Huber δ. :func:`fragility`
 law in ``(N, D)`` (``chinchilla`` or any ``powerlaw:N,D``) under each variant and reports the
 spread of the exponents, of ``N*``/``D*`` at a target compute and of the predicted loss there.
 
-Variants (:func:`build_variants`; names as printed):
-
-* ``base`` — all points as given, δ = ``huber_delta``;
-* ``leave out N=<N>`` — one per distinct model size (every checkpoint of that model removed);
-* ``drop <k> smallest`` / ``drop <k> largest`` — the k smallest / largest model sizes removed;
-* ``every <k>th checkpoint`` — :func:`scalebo.data.checkpoints.every_kth` (needs a ``run``
-  column);
-* ``huber δ=<δ>`` — the base points with another Huber δ;
-* any *extra* table by name (``extra={"half lr": table}``, CLI ``--variant-file NAME=PATH``):
-  for Gemstones (:func:`gemstones_extras`) ``cooldown end``, ``cooldown start``, ``half lr``,
-  ``val fineweb_edu``, ``val dclm``, ``checkpoints every 2B``.
+Variants (base, leave one model out, drop the smallest / largest, every k-th checkpoint,
+other Huber δ, extra tables) are built by :func:`~scalebo.analysis.variants.build_variants`
+and the figure is :func:`~scalebo.analysis.fragility_plot.plot_fragility`; both (and
+:class:`~scalebo.analysis.variants.Variant`, :func:`~scalebo.analysis.variants.
+gemstones_extras`) are re-exported here. A variant whose points cannot identify the law
+(e.g. fewer than 3 model sizes left) gets status ``unidentified`` and, like a ``failed``
+one, is left out of the spread and the figure.
 
 Starts. The base fit uses the law's full grid (4,500 starts for Chinchilla). Each variant
 starts from (a) the base fit's distinct converged optima (up to ``n_optima``) and (b) the
@@ -26,32 +22,37 @@ starts from (a) the base fit's distinct converged optima (up to ``n_optima``) an
 best ``n_polish`` polished. On Gemstones this reproduced the full-grid optimum to ≤ 1e-14
 relative objective on every variant measured (see docs/fragility.md) at ~1/15 of the cost.
 
-Fits are independent and run with joblib (``n_jobs``: None = 1, −1 = all cores).
+Fits are independent and run with joblib (``n_jobs``: None = 1, −1 = all cores). The
+optional bootstrap of the base fit reports percentile intervals at ``confidence_level``
+(default 0.95).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from scalebo.analysis.fragility_plot import plot_fragility
+from scalebo.analysis.variants import Variant, build_variants, gemstones_extras
 from scalebo.data.runs import RunTable
 from scalebo.errors import FitError
 from scalebo.fitting.allocation import compute_optimal
+from scalebo.fitting.identifiability import identification_problem
 from scalebo.fitting.robust import (
     DEFAULT_HUBER_DELTA,
     FitResult,
+    FitStatus,
     fit_law,
     objective,
     run_starts,
     summarize_starts,
 )
 from scalebo.laws import Law, PowerLawSum, get_law
-from scalebo.outputs import save_figure
 
 __all__ = [
     "FragilityReport",
@@ -67,25 +68,8 @@ __all__ = [
 
 #: Quantities whose spread across variants is summarized.
 SPREAD_COLUMNS = ("alpha", "beta", "E", "N_opt", "D_opt", "tokens_per_param", "loss_at_target")
-
-
-@dataclass(frozen=True)
-class Variant:
-    """One refit: its points and Huber δ.
-
-    Attributes:
-        name: Printed name, e.g. ``"leave out N=1.2e+08"``.
-        kind: ``base``, ``leave_one_out``, ``drop_smallest``, ``drop_largest``,
-            ``every_kth``, ``huber`` or ``extra``.
-        frame: Points to fit, ``(n_points, ...)`` with columns ``N`` (parameters),
-            ``D`` (tokens), ``loss`` (nats).
-        huber_delta: δ of the Huber loss on log residuals.
-    """
-
-    name: str
-    kind: str
-    frame: pd.DataFrame = field(repr=False)
-    huber_delta: float = DEFAULT_HUBER_DELTA
+#: Row statuses without a usable estimate: left out of the spread and the figure.
+UNUSABLE_STATUSES = ("failed", str(FitStatus.UNIDENTIFIED))
 
 
 @dataclass(frozen=True)
@@ -111,7 +95,8 @@ class VariantResult:
         N_opt, D_opt: Compute-optimal parameters and tokens at ``target`` FLOPs (C = 6ND).
         tokens_per_param: ``D_opt / N_opt``.
         loss_at_target: Predicted loss (nats) at (N_opt, D_opt).
-        status: :class:`~scalebo.fitting.robust.FitStatus` value, or ``failed``; message: details.
+        status: :class:`~scalebo.fitting.robust.FitStatus` value (``unidentified`` when the
+            points cannot determine the law), or ``failed``; message: details.
     """
 
     name: str
@@ -149,7 +134,9 @@ class FragilityReport:
         law: Law name; target: compute in FLOPs at which N*, D*, loss are evaluated.
         results: One :class:`VariantResult` per variant, the base first.
         seconds: Wall-clock time of the whole analysis.
-        bootstrap: Optional bootstrap summary of the base fit (see :func:`fragility`).
+        bootstrap: Optional bootstrap summary of the base fit (see :func:`fragility`):
+            ``n_resamples``, ``n_failed``, ``seed``, ``confidence_level`` and, per quantity,
+            the percentile interval ``{"lower", "upper"}`` at that level.
     """
 
     law: str
@@ -164,11 +151,17 @@ class FragilityReport:
         return pd.DataFrame([r.row() for r in self.results])
 
     @property
+    def usable(self) -> np.ndarray:
+        """Mask over :attr:`table` rows ``(n_variants,)``: variants with an estimate to compare
+        (status not in :data:`UNUSABLE_STATUSES`)."""
+        return ~self.table["status"].isin(UNUSABLE_STATUSES).to_numpy()
+
+    @property
     def spread(self) -> dict[str, dict[str, float]]:
-        """Per quantity over successful variants: min, max, median, base and
+        """Per quantity over usable variants (:attr:`usable`): min, max, median, base and
         ``rel_spread = (max − min) / |median|``."""
         table = self.table
-        ok = table[table["status"] != "failed"]
+        ok = table[self.usable]
         out = {}
         for column in SPREAD_COLUMNS:
             values = ok[column].to_numpy(dtype=np.float64)
@@ -188,94 +181,6 @@ class FragilityReport:
         return {"law": self.law, "target_flops": self.target, "seconds": self.seconds,
                 "variants": [r.row() for r in self.results], "spread": self.spread,
                 "bootstrap": self.bootstrap}
-
-
-# --------------------------------------------------------------------------- variants
-
-
-def _points(table: RunTable | pd.DataFrame) -> pd.DataFrame:
-    frame = table.frame if isinstance(table, RunTable) else table
-    missing = [c for c in ("N", "D", "loss") if c not in frame.columns]
-    if missing:
-        raise ValueError(f"fragility needs columns N, D, loss; missing {missing}.")
-    return frame
-
-
-def build_variants(
-    table: RunTable | pd.DataFrame,
-    *,
-    huber_delta: float = DEFAULT_HUBER_DELTA,
-    leave_one_out: bool = True,
-    drop_count: int = 3,
-    every_k: Sequence[int] = (2, 5),
-    huber_deltas: Sequence[float] = (1e-4, 1e-2),
-    extra: Mapping[str, RunTable | pd.DataFrame] | None = None,
-) -> list[Variant]:
-    """The named variants of the module docstring, base first.
-
-    Args:
-        table: Base points (runs or checkpoints) with ``N``, ``D``, ``loss``.
-        huber_delta: δ of the base fit and of every data variant.
-        leave_one_out: Add one variant per distinct N.
-        drop_count: k of ``drop k smallest / largest`` (0 to skip).
-        every_k: Checkpoint spacings (needs a ``run`` column; skipped otherwise).
-        huber_deltas: Other δ values, fitted on the base points (a value equal to
-            ``huber_delta`` is skipped).
-        extra: Further named tables (e.g. cooled-down losses), fitted as given.
-    """
-    from scalebo.data.checkpoints import every_kth
-
-    base = _points(table)
-    variants = [Variant("base", "base", base, huber_delta)]
-    sizes = np.unique(base["N"].to_numpy(dtype=np.float64))
-    if leave_one_out:
-        for n in sizes:
-            variants.append(Variant(f"leave out N={n:.4g}", "leave_one_out",
-                                    base[base["N"] != n], huber_delta))
-    if drop_count and sizes.size > drop_count + 2:
-        variants.append(Variant(f"drop {drop_count} smallest", "drop_smallest",
-                                base[base["N"] > sizes[drop_count - 1]], huber_delta))
-        variants.append(Variant(f"drop {drop_count} largest", "drop_largest",
-                                base[base["N"] < sizes[-drop_count]], huber_delta))
-    if "run" in base.columns:
-        for k in every_k:
-            if k > 1:
-                variants.append(Variant(f"every {_ordinal(k)} checkpoint", "every_kth",
-                                        every_kth(base, k), huber_delta))
-    for delta in huber_deltas:
-        if not math.isclose(delta, huber_delta):
-            variants.append(Variant(f"huber δ={delta:g}", "huber", base, float(delta)))
-    for name, other in (extra or {}).items():
-        variants.append(Variant(name, "extra", _points(other), huber_delta))
-    return variants
-
-
-def _ordinal(k: int) -> str:
-    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
-    return f"{k}{suffix}"
-
-
-def gemstones_extras(data_dir=None) -> dict[str, RunTable]:
-    """Gemstones tables for the data variants (hot, to 100B tokens, unless named).
-
-    ``cooldown end`` / ``cooldown start``: losses at the end / start of the 10 % cooldown
-    (20 models); ``half lr``: the half-learning-rate runs; ``val fineweb_edu`` / ``val dclm``:
-    the main runs' losses on other validation sets; ``checkpoints every 2B``: the same runs
-    with checkpoints every 477 steps (~2B tokens, 1,100 points).
-    """
-    from scalebo.data.datasets import load_dataset
-
-    def load(**kw):
-        return load_dataset("gemstones", data_dir, **kw)
-
-    return {
-        "cooldown end": load(variant="cool_end"),
-        "cooldown start": load(variant="cool_begin"),
-        "half lr": load(variant="lr_ablation_hot"),
-        "val fineweb_edu": load(validation="fineweb_edu"),
-        "val dclm": load(validation="dclm"),
-        "checkpoints every 2B": load(variant="hot_477"),
-    }
 
 
 # --------------------------------------------------------------------------- fitting
@@ -333,7 +238,8 @@ def fit_variant(
                 starts = np.vstack([starts, grid[order[: policy.n_grid]]])
             res = run_starts(law, X, y, starts, huber_delta=variant.huber_delta,
                              max_iter=policy.max_iter, n_polish=policy.n_polish)
-            fit = summarize_starts(law, res, huber_delta=variant.huber_delta, n_obs=y.size)
+            fit = summarize_starts(law, res, huber_delta=variant.huber_delta, n_obs=y.size,
+                                   unidentified=identification_problem(law, X))
         opt = compute_optimal(fit, target)
         result = VariantResult(
             name=variant.name, kind=variant.kind, huber_delta=variant.huber_delta,
@@ -364,6 +270,7 @@ def fragility(
     base_starts: np.ndarray | None = None,
     bootstrap: int = 0,
     rng: int | None = 0,
+    confidence_level: float = 0.95,
     **variant_options,
 ) -> FragilityReport:
     """Refit ``law`` under every variant and report the spread (module docstring).
@@ -380,10 +287,18 @@ def fragility(
         base_starts: Starts of the base fit, ``(S, p)`` internal parameters (default: the
             law's full grid); with ``policy.full`` they are used for every variant too.
         bootstrap: If > 0, resample the base points this many times
-            (:func:`scalebo.fitting.bootstrap.bootstrap_fit`) and report 95 % percentile intervals
+            (:func:`scalebo.fitting.bootstrap.bootstrap_fit`) and report percentile intervals
             of alpha, beta, E, N_opt and the loss at ``target``.
         rng: Seed of the bootstrap.
+        confidence_level: Level of the bootstrap's percentile intervals, in (0, 1) (default
+            0.95: the 2.5th and 97.5th percentiles), as ``scalebo fit --confidence``.
+
+    Raises:
+        ValueError: a ``confidence_level`` outside (0, 1), a law not in (N, D), or variants
+            whose first is not the base.
     """
+    if not 0 < confidence_level < 1:
+        raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
     start = time.perf_counter()
     law = _check_law(law)
     if variants is None:
@@ -407,7 +322,8 @@ def fragility(
         )
     summary = None
     if bootstrap > 0:
-        summary = _bootstrap_summary(law, base_fit, variants[0], target, bootstrap, rng)
+        summary = _bootstrap_summary(base_fit, variants[0], target, bootstrap, rng,
+                                     confidence_level)
     return FragilityReport(law=law.name, target=float(target),
                            results=(base_result, *results),
                            seconds=time.perf_counter() - start, bootstrap=summary)
@@ -418,69 +334,28 @@ def _fit_row(law, variant, target, optima, policy, starts) -> VariantResult:
                        starts=starts)[0]
 
 
-def _bootstrap_summary(law, fit, base: Variant, target, n_resamples, rng) -> dict:
+def _bootstrap_summary(fit: FitResult, base: Variant, target: float, n_resamples: int,
+                       rng: int | None, confidence_level: float) -> dict:
+    """Bootstrap of the base fit: percentile intervals at ``confidence_level`` (via
+    :meth:`~scalebo.fitting.bootstrap.BootstrapResult.percentile`, over finite replicate
+    values; NaN bounds when none is finite) of alpha, beta, E, N_opt (parameters) and the
+    loss at ``target`` FLOPs (nats)."""
     from dataclasses import replace
 
     from scalebo.fitting.bootstrap import bootstrap_fit
 
     X = base.frame[["N", "D"]].to_numpy(dtype=np.float64)
     y = base.frame["loss"].to_numpy(dtype=np.float64)
-    boot = bootstrap_fit(fit, X, y, n_resamples=n_resamples, rng=rng)
+    boot = bootstrap_fit(fit, X, y, n_resamples=n_resamples, rng=rng,
+                         confidence_level=confidence_level)
     natural = boot.natural_samples
     values = {"alpha": natural["alpha"], "beta": natural["beta"], "E": natural["E"]}
     opts = [compute_optimal(replace(fit, x=s), target) for s in boot.samples]
     values["N_opt"] = np.array([o.N_opt for o in opts])
     values["loss_at_target"] = np.array([o.loss for o in opts])
     out = {"n_resamples": n_resamples, "n_failed": boot.n_failed, "seed": rng,
-           "confidence_level": 0.95}
+           "confidence_level": boot.confidence_level}
     for key, v in values.items():
-        lo, hi = np.percentile(v, [2.5, 97.5]) if v.size else (math.nan, math.nan)
-        out[key] = {"lower": float(lo), "upper": float(hi)}
+        lo, hi = boot.percentile(v) or (math.nan, math.nan)
+        out[key] = {"lower": lo, "upper": hi}
     return out
-
-
-# --------------------------------------------------------------------------- figure
-
-
-def plot_fragility(report: FragilityReport, path: str | None = None):
-    """Three panels across variants — exponents (α, β), N*(target), loss at target — with
-    the median (solid) and base (dashed) lines and the min–max band; relative spread in the
-    panel titles. Returns the figure (saved to ``path`` if given)."""
-    import matplotlib
-
-    if path is not None:
-        matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    table = report.table
-    ok = table[table["status"] != "failed"].reset_index(drop=True)
-    spread = report.spread
-    y = np.arange(len(ok))[::-1]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 0.22 * len(ok) + 2.0), sharey=True)
-    panels = [("alpha", "beta", "exponents"), ("N_opt", None, "N* (parameters)"),
-              ("loss_at_target", None, "loss at target (nats)")]
-    for ax, (col, col2, label) in zip(axes, panels, strict=True):
-        ax.scatter(ok[col], y, s=14, color="C0", label=col if col2 else None, zorder=3)
-        cols = [col]
-        if col2:
-            ax.scatter(ok[col2], y, s=14, color="C1", marker="s", label=col2, zorder=3)
-            cols.append(col2)
-            ax.legend(loc="lower right", fontsize=7)
-        for c, colour in zip(cols, ("C0", "C1"), strict=False):
-            s = spread[c]
-            ax.axvspan(s["min"], s["max"], color=colour, alpha=0.08)
-            ax.axvline(s["median"], color=colour, lw=1)
-            ax.axvline(s["base"], color=colour, lw=1, ls="--")
-        if col == "N_opt":
-            ax.set_xscale("log")
-        title = ", ".join(f"{c}: spread {100 * spread[c]['rel_spread']:.0f}%" for c in cols)
-        ax.set_title(f"{label}\n{title}", fontsize=9)
-        ax.grid(axis="x", alpha=0.3)
-    axes[0].set_yticks(y)
-    axes[0].set_yticklabels(ok["variant"], fontsize=7)
-    fig.suptitle(f"{report.law} fit under {len(ok)} variants, target C = {report.target:.0e} "
-                 "FLOPs (solid: median, dashed: base, band: min–max)", fontsize=10)
-    fig.tight_layout()
-    if path is not None:
-        save_figure(fig, path, dpi=120)
-    return fig

@@ -78,6 +78,14 @@ def _floats(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"{err} in {text!r} (e.g. 1e-4,1e-2)") from None
 
 
+def _level(text: str) -> float:
+    """argparse type of ``--confidence``: a level in (0, 1), as ``scalebo fit --confidence``."""
+    value = positive_float(text)
+    if not value < 1:
+        raise argparse.ArgumentTypeError(f"expected a level in (0, 1), got {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``scalebo fragility``."""
     add_input_arguments(parser)
@@ -96,7 +104,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "whole Gemstones analysis is ~21 CPU-seconds, so worker start-up "
                             "and a busy machine cost more than they save)")
     group.add_argument("--bootstrap", metavar="B", type=int, default=0,
-                       help="also bootstrap the base fit B times (95%% percentile intervals)")
+                       help="also bootstrap the base fit B times (percentile intervals at "
+                            "--confidence)")
+    group.add_argument("--confidence", type=_level, default=0.95,
+                       help="level of the bootstrap's percentile intervals (default 0.95)")
     group.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
     var = parser.add_argument_group("variants")
     var.add_argument("--no-leave-one-out", action="store_true",
@@ -156,7 +167,8 @@ def run(args: argparse.Namespace) -> int:
         f"n_jobs={args.n_jobs} ...")
     report = fragility(table, law=args.law, target=args.target, huber_delta=args.huber_delta,
                        policy=StartPolicy(full=args.starts == "full"), n_jobs=args.n_jobs,
-                       bootstrap=args.bootstrap, rng=args.seed, **options)
+                       bootstrap=args.bootstrap, rng=args.seed,
+                       confidence_level=args.confidence, **options)
     log(f"{len(report.results)} fits in {report.seconds:.1f} s")
     result = report.to_dict()
     if args.plot:

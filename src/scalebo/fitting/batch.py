@@ -12,7 +12,9 @@ starts) — and picks each data set's estimate with
 :func:`scalebo.fitting.robust.summarize_starts`, so
 every data set's outcome is the one :func:`scalebo.fitting.robust.fit_law` gives on it with the same
 starts (up to floating-point rounding of the batched sums). A row of weight 0 contributes
-exactly nothing, so it is the same as dropping the row.
+exactly nothing, so it is the same as dropping the row (also for identifiability: a data set
+whose rows of positive weight have too few distinct inputs gets status ``unidentified``, as
+:func:`~scalebo.fitting.robust.fit_law` gives on those rows).
 
 Notation: ``S`` data sets (``n_sets``), ``n`` shared rows, ``k`` input variables, ``p``
 parameters, ``n_starts`` starts per data set.
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scalebo.errors import FitError
+from scalebo.fitting.identifiability import identification_problem
 from scalebo.fitting.optim import BatchedResult, minimize_batched
 from scalebo.fitting.robust import (
     DEFAULT_HUBER_DELTA,
@@ -46,9 +49,9 @@ class BatchFit:
 
     Attributes:
         results: The :class:`~scalebo.fitting.robust.FitResult` of each data set (best
-            converged start,
-            status converged / bound hit / max iterations), or None where there is no
-            estimate (too few rows of positive weight, or no start with a finite objective).
+            converged start, status converged / bound hit / max iterations / unidentified),
+            or None where there is no estimate (too few rows of positive weight, or no start
+            with a finite objective).
         errors: Why a data set has no estimate ('' where it has one).
         nfev: Objective evaluations summed over every start of every data set.
     """
@@ -70,7 +73,8 @@ class BatchFit:
 
     @property
     def n_failed(self) -> int:
-        """Data sets without a successful estimate (no estimate, or max iterations)."""
+        """Data sets without a successful estimate (no estimate, max iterations or
+        unidentified)."""
         return int(np.count_nonzero(~self.success))
 
 
@@ -123,7 +127,8 @@ def fit_batch(
         :class:`BatchFit`. A data set with fewer rows of positive weight than the law has
         parameters, or whose starts all give non-finite objectives, gets None and a reason
         (where :func:`~scalebo.fitting.robust.fit_law` would raise
-        :class:`~scalebo.errors.FitError`).
+        :class:`~scalebo.errors.FitError`); one whose rows of positive weight have too few
+        distinct inputs gets a result of status ``unidentified`` (as ``fit_law`` does).
     """
     X = as_inputs(X, len(law.variables))
     y = np.atleast_2d(np.asarray(y, dtype=np.float64))
@@ -171,7 +176,8 @@ def fit_batch(
         part = _slice(res, slice(a * n_starts, (a + 1) * n_starts))
         try:
             results[s] = summarize_starts(law, part, huber_delta=huber_delta,
-                                          n_obs=int(n_obs[s]))
+                                          n_obs=int(n_obs[s]),
+                                          unidentified=identification_problem(law, X, w[s]))
         except FitError as exc:
             errors[s] = str(exc)
     return BatchFit(tuple(results), tuple(errors), int(res.nfev))

@@ -8,7 +8,8 @@ with ``huber_δ(r) = r²/2`` for ``|r| ≤ δ`` and ``δ·(|r| − δ/2)`` other
 2022, App. D.2; δ = 1e-3 by default). The sum (not the mean) matters: a mean makes the
 gradient tiny and stops L-BFGS early (Besiroglu et al. 2024). Every start of the grid is
 optimized in one vectorized batch (:mod:`scalebo.fitting.optim`); the estimate is the best converged
-start.
+start. Inputs with fewer distinct points than the law needs are still fitted, but the result's
+status is :attr:`FitStatus.UNIDENTIFIED` (:mod:`scalebo.fitting.identifiability`).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ import numpy as np
 import pandas as pd
 
 from scalebo.errors import FitError
+from scalebo.fitting.defaults import DEFAULT_HUBER_DELTA
+from scalebo.fitting.identifiability import identification_problem
 from scalebo.fitting.optim import BatchedResult, StartStatus, minimize_batched
 from scalebo.laws import Law, as_inputs
-
-DEFAULT_HUBER_DELTA = 1e-3
 
 
 class FitStatus(StrEnum):
@@ -36,6 +37,9 @@ class FitStatus(StrEnum):
     """The best start converged with a parameter at a bound: widen the bounds or distrust it."""
     MAX_ITER = "max iterations"
     """No start converged within the iteration limit; the best unconverged start is returned."""
+    UNIDENTIFIED = "unidentified"
+    """The inputs cannot identify the law (e.g. fewer distinct points than parameters): the
+    best start is returned, but other parameters fit as well; the message says why."""
     FAILED = "failed"
     """Reserved for results built after an exception (never returned by :func:`fit_law`)."""
 
@@ -93,6 +97,8 @@ class FitResult:
 
     @property
     def success(self) -> bool:
+        """True for a usable estimate: status converged or bound hit (not max iterations,
+        not unidentified)."""
         return self.status in (FitStatus.CONVERGED, FitStatus.BOUND_HIT)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
@@ -256,9 +262,15 @@ def run_starts(
 
 
 def summarize_starts(
-    law: Law, res: BatchedResult, *, huber_delta: float, n_obs: int
+    law: Law, res: BatchedResult, *, huber_delta: float, n_obs: int, unidentified: str = ""
 ) -> FitResult:
-    """Pick the best converged start and build a :class:`FitResult` (raises FitError)."""
+    """Pick the best converged start and build a :class:`FitResult` (raises FitError).
+
+    ``unidentified``: why the inputs cannot identify the law
+    (:func:`~scalebo.fitting.identifiability.identification_problem`); when not empty the
+    status is :attr:`FitStatus.UNIDENTIFIED` whatever the optimizer did, and the message
+    gives the reason first.
+    """
     finite = np.isfinite(res.fun) & (res.status != StartStatus.NON_FINITE)
     if not np.any(finite):
         raise FitError(
@@ -293,6 +305,9 @@ def summarize_starts(
     else:
         status = FitStatus.CONVERGED
         message = f"converged; {n_agree} of {int(conv.sum())} converged starts agree"
+    if unidentified:
+        status = FitStatus.UNIDENTIFIED
+        message = f"cannot be identified: {unidentified} (optimizer: {message})"
     return FitResult(
         law=law,
         x=x,
@@ -333,8 +348,11 @@ def fit_law(
         max_iter: L-BFGS iteration limit per start.
 
     Returns:
-        :class:`FitResult` with the best converged start. Raises :class:`FitError` only when
-        no start gives a finite objective.
+        :class:`FitResult` with the best converged start; its status is
+        :attr:`FitStatus.UNIDENTIFIED` (not converged) when the inputs have too few distinct
+        points for the law (rows of zero ``sample_weight`` do not count). Raises
+        :class:`FitError` only when there are fewer observations than parameters or no
+        start gives a finite objective.
     """
     X = as_inputs(X, len(law.variables))
     y = np.asarray(y, dtype=np.float64).ravel()
@@ -351,7 +369,9 @@ def fit_law(
         law, X, y, np.atleast_2d(starts), huber_delta=huber_delta,
         sample_weight=sample_weight, max_iter=max_iter,
     )
-    return summarize_starts(law, res, huber_delta=huber_delta, n_obs=y.shape[0])
+    why = identification_problem(law, X, sample_weight)
+    return summarize_starts(law, res, huber_delta=huber_delta, n_obs=y.shape[0],
+                            unidentified=why)
 
 
 def fit_frame(

@@ -6,9 +6,13 @@ One step of :meth:`SearchLoop.ask`:
    compute level(s), identical for every strategy given the seed) is not exhausted, return
    its next configuration; it ignores the window cap but not the budget;
 2. otherwise standardize the observed losses, fit the surrogate (warm start after the first
-   fit when ``fit`` accepts ``warm_start``), treat pending configurations as observed at the
-   posterior mean (kriging believer), and return the admissible configuration (see
-   :func:`~scalebo.search.window.admissible_mask`) that maximizes the acquisition score.
+   fit when ``fit`` accepts ``warm_start``, :mod:`scalebo.search.models.protocol`), treat
+   pending configurations as observed at the posterior mean (kriging believer), and return
+   the admissible configuration (see :func:`~scalebo.search.window.admissible_mask`) that
+   maximizes the acquisition score. If the posterior (mean or std, at a candidate or a
+   pending configuration) or a score is not finite, the search does not stop: the
+   admissible configuration first in the seeded permutation below is returned instead, and
+   the trace entry's ``fallback`` says why (the surrogate is not used again in that ask).
    With ``acquisition="random"`` no surrogate is used: the admissible configuration that
    comes first in a seeded permutation of the grid (drawn once, after the initial design)
    is returned, so the order is uniformly random over the admissible set whatever the
@@ -24,12 +28,12 @@ For ``q > 1`` each pick is in turn treated as observed at its predicted mean bef
 one is chosen (``surrogate.condition_on`` when available, else a refit on augmented data);
 believed values also count toward the incumbents.
 Budget accounting counts pending runs as committed: a configuration is admissible only if
-its cost fits ``budget − spent − pending``.
+its cost fits ``budget − spent − pending``. Every pick made with the surrogate records how its
+last hyperparameter fit went (``fit_result_``, e.g. the GP's status and message) in the trace.
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterable
 from typing import Any
 
@@ -39,19 +43,25 @@ from scalebo.errors import SearchError
 from scalebo.search import target as tgt
 from scalebo.search.acquisition import Acquisition, incumbent_score, parse_acquisition
 from scalebo.search.grid import Grid
+from scalebo.search.ledger import ObservationLedger
+from scalebo.search.models.protocol import accepts_warm_start, fit_surrogate, hyperparameter_fit
 from scalebo.search.models.scaling import standardization
 from scalebo.search.trace import Suggestion, TraceEntry
 from scalebo.search.window import WindowSchedule, admissible_mask, initial_design, make_schedule
 
 
-def _accepts(fn: Any, name: str) -> bool:
-    """Whether ``fn`` takes a keyword argument ``name`` (explicitly or via ``**kwargs``)."""
-    params = inspect.signature(fn).parameters
-    return name in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+def _not_finite(what: str, *arrays: np.ndarray) -> str:
+    """Why ``arrays`` (each ``(m,)``) cannot be used, e.g. ``"posterior mean/std not finite
+    at 3 of 40 candidates"``, or ``""`` when every entry is finite."""
+    bad = ~np.all([np.isfinite(a) for a in arrays], axis=0)
+    return f"{what} not finite at {int(bad.sum())} of {bad.size} candidates" if bad.any() else ""
 
 
-class SearchLoop:
+class SearchLoop(ObservationLedger):
     """Budgeted Bayesian optimization over a finite grid, ask/tell style.
+
+    The tell side (:meth:`tell`, :meth:`mark_pending`, :attr:`spent`, :attr:`committed`,
+    :attr:`observed_indices`, ...) is :class:`~scalebo.search.ledger.ObservationLedger`'s.
 
     Args:
         grid: Candidate configurations.
@@ -109,7 +119,7 @@ class SearchLoop:
             raise SearchError(
                 f"The surrogate must have fit(X, y) and predict(X); got {type(surrogate).__name__}."
             )
-        self.grid = grid
+        super().__init__(grid)
         self.budget = float(budget_fraction) * grid.C_total
         self.surrogate = surrogate
         self.incumbent = incumbent
@@ -129,14 +139,10 @@ class SearchLoop:
         if self.acquisition is Acquisition.TARGET:  # own stream: other acquisitions unchanged
             self._target_rng = np.random.default_rng(self._rng.integers(2**63))
         self._X = grid.encode()
-        self._obs_idx: list[int] = []
-        self._obs_y: list[float] = []
-        self._observed = np.zeros(grid.n_configs, dtype=bool)
-        self._pending = np.zeros(grid.n_configs, dtype=bool)
         self._trace: list[TraceEntry] = []
         self._reasons: list[str] = []
         self._n_fits = 0
-        self._warm = not random_order and _accepts(surrogate.fit, "warm_start")
+        self._warm = not random_order and accepts_warm_start(surrogate)
         if refit_every < 1:
             raise SearchError(f"refit_every must be >= 1 ask, got {refit_every}.")
         self.refit_every = int(refit_every)
@@ -144,16 +150,6 @@ class SearchLoop:
         self._since_fit = 0
 
     # ------------------------------------------------------------------ state
-    @property
-    def spent(self) -> float:
-        """Compute of the observed (told) runs, FLOPs."""
-        return float(self.grid.cost[self._observed].sum())
-
-    @property
-    def committed(self) -> float:
-        """Compute of observed plus pending runs, FLOPs."""
-        return float(self.grid.cost[self._observed | self._pending].sum())
-
     @property
     def remaining(self) -> float:
         """Budget not yet committed, FLOPs (``budget − committed``; negative if overrun)."""
@@ -167,22 +163,8 @@ class SearchLoop:
     def _affordable(self) -> np.ndarray:
         """Admissible configurations ignoring the window cap, ``(n_cfg,)`` bool."""
         c = self.committed
-        return admissible_mask(self.grid, self._observed, self._pending, c, self.budget, np.inf)[0]
-
-    @property
-    def observed_indices(self) -> np.ndarray:
-        """Grid rows of the observations in the order told, shape ``(n_obs,)``."""
-        return np.array(self._obs_idx, dtype=np.int64)
-
-    @property
-    def observed_losses(self) -> np.ndarray:
-        """Observed losses (nats) aligned with :attr:`observed_indices`, ``(n_obs,)``."""
-        return np.array(self._obs_y, dtype=np.float64)
-
-    @property
-    def pending_indices(self) -> np.ndarray:
-        """Grid rows asked or marked pending and not yet told, ``(n_pending,)``."""
-        return np.flatnonzero(self._pending)
+        return admissible_mask(self.grid, self._unavailable, self._pending, c, self.budget,
+                               np.inf)[0]
 
     @property
     def trace(self) -> list[TraceEntry]:
@@ -207,50 +189,6 @@ class SearchLoop:
         return self._window(self.committed)[0]
 
     # ------------------------------------------------------------------ tell side
-    def _indices(self, idx: int | Iterable[int]) -> np.ndarray:
-        arr = np.atleast_1d(np.asarray(idx))
-        if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer):
-            raise SearchError(f"Expected grid row indices (integers), got {idx!r}.")
-        if (bad := arr[(arr < 0) | (arr >= self.grid.n_configs)]).size:
-            raise SearchError(f"Indices {bad[:5].tolist()} are outside the grid "
-                              f"(0..{self.grid.n_configs - 1}).")
-        if np.unique(arr).size != arr.size:
-            raise SearchError(f"Indices repeat within one call: {arr.tolist()}.")
-        if (held := arr[self.grid.held_out[arr]]).size:
-            raise SearchError(f"Indices {held[:5].tolist()} are in held-out cells, which are "
-                              "never acquired.")
-        return arr.astype(np.int64)
-
-    def tell(self, idx: int | Iterable[int], loss: float | Iterable[float]) -> None:
-        """Record observed losses (nats) at grid rows; clears them from pending.
-
-        Raises:
-            SearchError: an index is off-grid, held out, repeated or already observed, or a
-                loss is not finite (record a diverged run as a large finite loss or leave it
-                out).
-        """
-        arr = self._indices(idx)
-        y = np.atleast_1d(np.asarray(loss, dtype=np.float64))
-        if y.shape != arr.shape:
-            raise SearchError(f"Got {arr.size} indices but {y.size} losses; pass one per index.")
-        if not np.all(np.isfinite(y)):
-            raise SearchError(f"Losses must be finite, got {y.tolist()} for rows {arr.tolist()}.")
-        dup = arr[self._observed[arr]]
-        if dup.size:
-            raise SearchError(f"Rows {dup.tolist()} are already observed; average repeats first.")
-        self._observed[arr] = True
-        self._pending[arr] = False
-        self._obs_idx.extend(arr.tolist())
-        self._obs_y.extend(y.tolist())
-
-    def mark_pending(self, idx: int | Iterable[int]) -> None:
-        """Declare configurations as running (cost committed, believed at the mean)."""
-        arr = self._indices(idx)
-        taken = arr[self._observed[arr] | self._pending[arr]]
-        if taken.size:
-            raise SearchError(f"Rows {taken.tolist()} are already observed or pending.")
-        self._pending[arr] = True
-
     def cancel(self, idx: int | Iterable[int]) -> None:
         """Forget pending configurations (e.g. a crashed run); their cost is released."""
         arr = self._indices(idx)
@@ -261,7 +199,7 @@ class SearchLoop:
     # ------------------------------------------------------------------ ask side
     def _fit(self, X: np.ndarray, y: np.ndarray) -> None:
         if self._warm and self._n_fits > 0:
-            self.surrogate.fit(X, y, warm_start=True)
+            fit_surrogate(self.surrogate, X, y, warm_start=True)
         else:
             self.surrogate.fit(X, y)
         self._n_fits += 1
@@ -282,12 +220,19 @@ class SearchLoop:
         self._base, self._since_fit = (self.surrogate, n, mu, sd), 1
         return self.surrogate, (y - mu) / sd, mu, sd
 
-    def _record(self, idx: int, cap: float, pred: tuple | None, reason: str) -> None:
+    def _record(self, idx: int, cap: float, pred: tuple | None, reason: str, *,
+                fitted: bool = False, fallback: str | None = None) -> None:
+        """Mark ``idx`` pending and trace it; ``fitted``: the pick used the surrogate, whose
+        last hyperparameter fit (if it reports one) is recorded."""
         self._pending[idx] = True
         mean, std, acq = pred if pred is not None else (None, None, None)
         cost = float(self.grid.cost[idx])
+        hp = hyperparameter_fit(self.surrogate) if fitted else None
+        status = None if hp is None else int(getattr(hp, "status", -1))
+        message = None if hp is None else str(getattr(hp, "message", ""))
         entry = TraceEntry(len(self._trace), int(idx), cost, self.committed, cap, mean, std, acq,
-                           self.grid.config(idx))
+                           self.grid.config(idx), fallback=fallback,
+                           surrogate_fit_status=status, surrogate_fit_message=message)
         self._trace.append(entry)
         self._reasons.append(reason)
 
@@ -305,6 +250,7 @@ class SearchLoop:
         y_std, mu, sd = np.zeros(0), 0.0, 1.0
         self._ens = None if self._ens is None else self._ens.aged()
         no_ensemble = ""  # why the target ensemble could not be built in this ask
+        broken = ""  # why the surrogate's posterior is unusable in this ask (not finite)
         while len(picks) < q:
             adm_any = self._affordable()
             if not adm_any.any():
@@ -329,14 +275,21 @@ class SearchLoop:
             if model is None:
                 model, y_std, mu, sd = self._posterior()
             new = [int(i) for i in np.flatnonzero(self._pending) if i not in believed]
-            if new:
-                m_new, _ = model.predict(self._X[new])
-                model = self._believe(model, new, np.asarray(m_new, dtype=np.float64),
-                                      believed, y_std)
-            mean, std = (np.asarray(a, dtype=np.float64) for a in model.predict(self._X[cand]))
-            if mean.shape != cand.shape or std.shape != cand.shape:
-                raise SearchError(f"predict returned shapes {mean.shape}, {std.shape}; "
-                                  f"expected ({cand.size},) for both.")
+            if new and not broken:
+                m_new = np.asarray(model.predict(self._X[new])[0], dtype=np.float64)
+                broken = _not_finite("posterior mean", m_new).replace("candidates", "pending")
+                if not broken:
+                    model = self._believe(model, new, m_new, believed, y_std)
+            if not broken:
+                mean, std = (np.asarray(a, dtype=np.float64)
+                             for a in model.predict(self._X[cand]))
+                if mean.shape != cand.shape or std.shape != cand.shape:
+                    raise SearchError(f"predict returned shapes {mean.shape}, {std.shape}; "
+                                      f"expected ({cand.size},) for both.")
+                broken = _not_finite("posterior mean/std", mean, std)
+            if broken:
+                self._fall_back(cand, cap, broken, picks)
+                continue
             s, what = None, ""
             if target := self.acquisition is Acquisition.TARGET:
                 if not no_ensemble:
@@ -346,14 +299,18 @@ class SearchLoop:
                         mu, sd, self._target_rng)
                 s, what = tgt.candidate_scores(self._ens, no_ensemble, self.target, self.grid,
                                                cand)
-            inc = None
+            inc, stand_in = None, None
             if s is None:
+                stand_in = what.rstrip(": ") if target else None  # why EI stands in
                 kind = Acquisition.EI if target else self.acquisition
                 s, inc = incumbent_score(
                     kind, self.grid, np.array(self._obs_idx + list(believed), dtype=np.int64),
                     np.concatenate([y_std, np.fromiter(believed.values(), dtype=np.float64)]),
                     cand, mean, std, incumbent=self.incumbent, kappa=self.kappa)
                 what += f"max {kind.value} score"
+            if broken := _not_finite("acquisition score", np.where(np.isnan(s), np.nan, 0.0)):
+                self._fall_back(cand, cap, broken, picks)
+                continue
             top = np.flatnonzero(s == s.max())
             j = int(top[0] if top.size == 1 else top[np.argmin(self._rank[cand[top]])])
             pick = int(cand[j])
@@ -362,11 +319,22 @@ class SearchLoop:
             if inc is not None:
                 reason += f" ({self.incumbent} incumbent {inc[j] * sd + mu:.4g} nats)"
             pred = (float(mean[j] * sd + mu), float(std[j] * sd), float(s[j]))
-            self._record(pick, cap, pred, reason)
+            self._record(pick, cap, pred, reason, fitted=True, fallback=stand_in)
             picks.append(pick)
             if self._ens is not None:
                 self._ens = self._ens.observe([pick])
         return picks
+
+    def _fall_back(self, cand: np.ndarray, cap: float, why: str, picks: list[int]) -> None:
+        """Pick (and trace) the candidate first in the seeded permutation because the
+        surrogate's posterior is unusable (``why``)."""
+        pick = self._first_ranked(cand)
+        self._record(pick, cap, None, f"fallback ({why}): first of {cand.size} admissible "
+                     f"configurations under cap {cap:.3g} FLOPs in a seeded permutation",
+                     fitted=True, fallback=why)
+        picks.append(pick)
+        if self._ens is not None:
+            self._ens = self._ens.observe([pick])
 
     def _first_ranked(self, cand: np.ndarray) -> int:
         """The candidate row that comes first in the seeded permutation."""
@@ -374,7 +342,8 @@ class SearchLoop:
 
     def _window(self, committed: float) -> tuple[float, np.ndarray]:
         cap = self.schedule.cap(committed, self.budget, self.grid, self._observed | self._pending)
-        adm = admissible_mask(self.grid, self._observed, self._pending, committed, self.budget, cap)
+        adm = admissible_mask(self.grid, self._unavailable, self._pending, committed,
+                              self.budget, cap)
         return adm.cap, adm.mask
 
     def _believe(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 __all__ = ["Suggestion", "TraceEntry"]
@@ -25,6 +27,17 @@ class TraceEntry:
             likewise.
         config: The configuration: ``N`` (parameters), ``D`` (tokens), ``C`` (FLOPs) and each
             axis value, so that a trace can be read without the grid.
+        fallback: Why the pick is not the acquisition's own, or None when it is: the
+            surrogate's posterior or score was not finite (a seeded-permutation pick instead),
+            or the target acquisition could not score (EI stood in).
+        surrogate_fit_status: Status of the surrogate's last hyperparameter fit when it
+            reports one (``fit_result_``, e.g. the GP's L-BFGS-B code: 0 converged,
+            1 iteration or evaluation limit, 2 abnormal, 3 every start failed); None when no
+            surrogate was used or it reports no fit.
+        surrogate_fit_message: That fit's message; None likewise.
+
+    Entries written before the last three fields existed read back with them None
+    (:meth:`from_dict`).
     """
 
     order: int
@@ -36,6 +49,26 @@ class TraceEntry:
     predicted_std: float | None
     acquisition_value: float | None
     config: dict[str, Any] = field(default_factory=dict)
+    fallback: str | None = None
+    surrogate_fit_status: int | None = None
+    surrogate_fit_message: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: every field; an infinite ``cap`` (no cap) becomes None."""
+        out = asdict(self)
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                for k, v in out.items()}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TraceEntry:
+        """Read an entry written by :meth:`to_dict` (or a replay record's trace, of any
+        version: missing optional fields take their defaults, unknown keys are ignored, a
+        None ``cap`` is ``inf``)."""
+        names = {f.name for f in fields(cls)}
+        kw = {k: v for k, v in data.items() if k in names}
+        if kw.get("cap") is None:
+            kw["cap"] = math.inf
+        return cls(**kw)
 
 
 @dataclass(frozen=True)

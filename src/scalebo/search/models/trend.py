@@ -28,6 +28,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from scalebo.search.models.protocol import fit_surrogate
+
 #: Mean forms of :class:`TrendSurrogate`.
 TREND_FORMS = ("linear", "power")
 #: Rates ``k`` tried by the power form, per unit of an encoded column (encoded log N spans
@@ -41,8 +43,9 @@ class TrendSurrogate:
 
     Args:
         inner: any surrogate with ``fit(X, y)`` and ``predict(X) -> (mean, std)``;
-            ``fit(..., warm_start=)``, ``sample_joint`` and ``condition_on`` are passed
-            through when it has them.
+            ``fit(..., warm_start=)`` (detected from its signature,
+            :func:`~scalebo.search.models.protocol.fit_surrogate`), ``sample_joint`` and
+            ``condition_on`` are passed through when it has them.
         columns: input columns of the trend (default ``(0, 1)``: encoded N and D).
         ridge: Tikhonov weight on the slopes (not the intercept), in units of ``y²`` per
             unit input²; keeps the trend finite when a column has one observed value.
@@ -95,6 +98,9 @@ class TrendSurrogate:
         return grid[best], coef[best]
 
     def fit(self, X: np.ndarray, y: np.ndarray, *, warm_start: bool = False) -> TrendSurrogate:
+        """Fit the trend to ``y`` (n,) by ridge least squares, then the inner surrogate to the
+        residuals; ``warm_start`` reaches the inner ``fit`` only if it takes it (an error
+        inside the inner ``fit`` is raised, never retried)."""
         y = np.asarray(y, dtype=np.float64)
         self.rates_ = None
         if self.form == "power":
@@ -104,10 +110,7 @@ class TrendSurrogate:
         if self.rates_ is None:
             self.coef_ = self._ridge_solve(self._design(X), y)
         resid = y - self.trend(X)
-        try:
-            self.inner.fit(X, resid, warm_start=warm_start)
-        except TypeError:  # inner surrogate without warm starts
-            self.inner.fit(X, resid)
+        fit_surrogate(self.inner, X, resid, warm_start=warm_start)
         return self
 
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,65 @@
+"""The fragility figure: each variant's exponents, N* and loss at the target compute.
+
+:func:`plot_fragility` draws a :class:`~scalebo.analysis.fragility.FragilityReport` (re-exported
+by :mod:`scalebo.analysis.fragility`); matplotlib is imported only when it is called.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from scalebo.outputs import save_figure
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from scalebo.analysis.fragility import FragilityReport
+
+__all__ = ["plot_fragility"]
+
+
+def plot_fragility(report: FragilityReport, path: str | None = None) -> Figure:
+    """Three panels across variants — exponents (α, β), N*(target), loss at target — with
+    the median (solid) and base (dashed) lines and the min–max band; relative spread in the
+    panel titles; variants without a usable fit (failed, unidentified) are left out. Returns
+    the figure (saved to ``path`` if given)."""
+    import matplotlib
+
+    if path is not None:
+        matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    table = report.table
+    ok = table[report.usable].reset_index(drop=True)
+    spread = report.spread
+    y = np.arange(len(ok))[::-1]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 0.22 * len(ok) + 2.0), sharey=True)
+    panels = [("alpha", "beta", "exponents"), ("N_opt", None, "N* (parameters)"),
+              ("loss_at_target", None, "loss at target (nats)")]
+    for ax, (col, col2, label) in zip(axes, panels, strict=True):
+        ax.scatter(ok[col], y, s=14, color="C0", label=col if col2 else None, zorder=3)
+        cols = [col]
+        if col2:
+            ax.scatter(ok[col2], y, s=14, color="C1", marker="s", label=col2, zorder=3)
+            cols.append(col2)
+            ax.legend(loc="lower right", fontsize=7)
+        for c, colour in zip(cols, ("C0", "C1"), strict=False):
+            s = spread[c]
+            ax.axvspan(s["min"], s["max"], color=colour, alpha=0.08)
+            ax.axvline(s["median"], color=colour, lw=1)
+            ax.axvline(s["base"], color=colour, lw=1, ls="--")
+        if col == "N_opt":
+            ax.set_xscale("log")
+        title = ", ".join(f"{c}: spread {100 * spread[c]['rel_spread']:.0f}%" for c in cols)
+        ax.set_title(f"{label}\n{title}", fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    axes[0].set_yticks(y)
+    axes[0].set_yticklabels(ok["variant"], fontsize=7)
+    fig.suptitle(f"{report.law} fit under {len(ok)} variants, target C = {report.target:.0e} "
+                 "FLOPs (solid: median, dashed: base, band: min–max)", fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        save_figure(fig, path, dpi=120)
+    return fig

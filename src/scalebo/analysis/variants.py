@@ -1,0 +1,135 @@
+"""Named variants of a scaling-law fit's data and fitting choices (for :mod:`.fragility`).
+
+A :class:`Variant` is one refit: the points ``(N, D, loss)`` it fits and its Huber δ.
+:func:`build_variants` makes the standard set from one table, base first (names as printed):
+
+* ``base`` — all points as given, δ = ``huber_delta``;
+* ``leave out N=<N>`` — one per distinct model size (every checkpoint of that model removed);
+* ``drop <k> smallest`` / ``drop <k> largest`` — the k smallest / largest model sizes removed;
+* ``every <k>th checkpoint`` — :func:`scalebo.data.checkpoints.every_kth` (needs a ``run``
+  column);
+* ``huber δ=<δ>`` — the base points with another Huber δ;
+* any *extra* table by name (``extra={"half lr": table}``, CLI ``--variant-file NAME=PATH``):
+  for Gemstones (:func:`gemstones_extras`) ``cooldown end``, ``cooldown start``, ``half lr``,
+  ``val fineweb_edu``, ``val dclm``, ``checkpoints every 2B``.
+
+Units: ``N`` parameters, ``D`` tokens, ``loss`` nats.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from scalebo.data.runs import RunTable
+from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
+
+__all__ = ["Variant", "build_variants", "gemstones_extras"]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One refit: its points and Huber δ.
+
+    Attributes:
+        name: Printed name, e.g. ``"leave out N=1.2e+08"``.
+        kind: ``base``, ``leave_one_out``, ``drop_smallest``, ``drop_largest``,
+            ``every_kth``, ``huber`` or ``extra``.
+        frame: Points to fit, ``(n_points, ...)`` with columns ``N`` (parameters),
+            ``D`` (tokens), ``loss`` (nats).
+        huber_delta: δ of the Huber loss on log residuals.
+    """
+
+    name: str
+    kind: str
+    frame: pd.DataFrame = field(repr=False)
+    huber_delta: float = DEFAULT_HUBER_DELTA
+
+
+def _points(table: RunTable | pd.DataFrame) -> pd.DataFrame:
+    frame = table.frame if isinstance(table, RunTable) else table
+    missing = [c for c in ("N", "D", "loss") if c not in frame.columns]
+    if missing:
+        raise ValueError(f"fragility needs columns N, D, loss; missing {missing}.")
+    return frame
+
+
+def build_variants(
+    table: RunTable | pd.DataFrame,
+    *,
+    huber_delta: float = DEFAULT_HUBER_DELTA,
+    leave_one_out: bool = True,
+    drop_count: int = 3,
+    every_k: Sequence[int] = (2, 5),
+    huber_deltas: Sequence[float] = (1e-4, 1e-2),
+    extra: Mapping[str, RunTable | pd.DataFrame] | None = None,
+) -> list[Variant]:
+    """The named variants of the module docstring, base first.
+
+    Args:
+        table: Base points (runs or checkpoints) with ``N``, ``D``, ``loss``.
+        huber_delta: δ of the base fit and of every data variant.
+        leave_one_out: Add one variant per distinct N.
+        drop_count: k of ``drop k smallest / largest`` (0 to skip).
+        every_k: Checkpoint spacings (needs a ``run`` column; skipped otherwise).
+        huber_deltas: Other δ values, fitted on the base points (a value equal to
+            ``huber_delta`` is skipped).
+        extra: Further named tables (e.g. cooled-down losses), fitted as given.
+    """
+    from scalebo.data.checkpoints import every_kth
+
+    base = _points(table)
+    variants = [Variant("base", "base", base, huber_delta)]
+    sizes = np.unique(base["N"].to_numpy(dtype=np.float64))
+    if leave_one_out:
+        for n in sizes:
+            variants.append(Variant(f"leave out N={n:.4g}", "leave_one_out",
+                                    base[base["N"] != n], huber_delta))
+    if drop_count and sizes.size > drop_count + 2:
+        variants.append(Variant(f"drop {drop_count} smallest", "drop_smallest",
+                                base[base["N"] > sizes[drop_count - 1]], huber_delta))
+        variants.append(Variant(f"drop {drop_count} largest", "drop_largest",
+                                base[base["N"] < sizes[-drop_count]], huber_delta))
+    if "run" in base.columns:
+        for k in every_k:
+            if k > 1:
+                variants.append(Variant(f"every {_ordinal(k)} checkpoint", "every_kth",
+                                        every_kth(base, k), huber_delta))
+    for delta in huber_deltas:
+        if not math.isclose(delta, huber_delta):
+            variants.append(Variant(f"huber δ={delta:g}", "huber", base, float(delta)))
+    for name, other in (extra or {}).items():
+        variants.append(Variant(name, "extra", _points(other), huber_delta))
+    return variants
+
+
+def _ordinal(k: int) -> str:
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
+
+
+def gemstones_extras(data_dir=None) -> dict[str, RunTable]:
+    """Gemstones tables for the data variants (hot, to 100B tokens, unless named).
+
+    ``cooldown end`` / ``cooldown start``: losses at the end / start of the 10 % cooldown
+    (20 models); ``half lr``: the half-learning-rate runs; ``val fineweb_edu`` / ``val dclm``:
+    the main runs' losses on other validation sets; ``checkpoints every 2B``: the same runs
+    with checkpoints every 477 steps (~2B tokens, 1,100 points).
+    """
+    from scalebo.data.datasets import load_dataset
+
+    def load(**kw):
+        return load_dataset("gemstones", data_dir, **kw)
+
+    return {
+        "cooldown end": load(variant="cool_end"),
+        "cooldown start": load(variant="cool_begin"),
+        "half lr": load(variant="lr_ablation_hot"),
+        "val fineweb_edu": load(validation="fineweb_edu"),
+        "val dclm": load(validation="dclm"),
+        "checkpoints every 2B": load(variant="hot_477"),
+    }

@@ -1,0 +1,74 @@
+"""Can a law be identified from its inputs? Distinct input points against parameters.
+
+A least-squares (or Huber) fit of a law with ``p`` parameters is determined only by the
+*distinct* input points: six runs at one compute give one value of ``C`` however many losses
+are recorded there, and ``L(C) = E + A·C^−α`` (``p = 3``) then has a whole curve of exact
+optima. The optimizer still stops ("converged"), so the fit must say that the law cannot be
+identified instead (:attr:`scalebo.fitting.robust.FitStatus.UNIDENTIFIED`).
+
+Two necessary conditions are checked (neither is sufficient in general):
+
+1. the number of distinct rows of ``X`` (among rows of positive weight) is at least
+   ``law.n_params``;
+2. for a sum of power laws (:class:`~scalebo.laws.PowerLawSum`) whose terms are in different
+   variables, every term's variable takes at least 3 distinct values: with two values the
+   term ``A·X^−α`` and the constant ``E`` can trade a constant (``E + c``, ``A·X^−α − c`` fit
+   equally well), with one value the term is a constant.
+
+Notation: ``X`` is ``(n, k)`` inputs in natural units, columns ``law.variables``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalebo.laws import Law, PowerLawSum, as_inputs
+
+__all__ = ["MIN_VALUES_PER_TERM", "distinct_points", "identification_problem"]
+
+#: Distinct values a power term's variable needs beside the constant E (see module docstring).
+MIN_VALUES_PER_TERM = 3
+
+
+def distinct_points(X: np.ndarray) -> int:
+    """Number of distinct rows of ``X`` ``(n, k)`` (exact equality of the floats)."""
+    X = np.asarray(X, dtype=np.float64)
+    return int(np.unique(X, axis=0).shape[0]) if X.shape[0] else 0
+
+
+def _points_name(law: Law, count: int) -> str:
+    if len(law.variables) == 1:
+        return f"value{'' if count == 1 else 's'} of {law.variables[0]}"
+    return f"({', '.join(law.variables)}) point{'' if count == 1 else 's'}"
+
+
+def identification_problem(law: Law, X: np.ndarray, weights: np.ndarray | None = None) -> str:
+    """Why ``law`` cannot be identified from inputs ``X`` (n, k), or ``""`` when it can.
+
+    Args:
+        law: The law; ``X`` columns follow ``law.variables``.
+        X: Inputs in natural units, shape ``(n, k)``.
+        weights: Optional weight per row ``(n,)``; rows of weight 0 are not data.
+
+    Returns:
+        A one-line reason, e.g. ``"6 runs but only 1 distinct value of C; the law has 3
+        parameters"``, or ``""``.
+    """
+    X = as_inputs(X, len(law.variables))
+    if weights is not None:
+        X = X[np.asarray(weights, dtype=np.float64).ravel() > 0]
+    n, p = X.shape[0], law.n_params
+    k = distinct_points(X)
+    if k < p:
+        return (f"{n} run{'' if n == 1 else 's'} but only {k} distinct "
+                f"{_points_name(law, k)}; the law has {p} parameters")
+    if isinstance(law, PowerLawSum) and len(law.variables) > 1:
+        if len(set(law.variables)) == len(law.variables):
+            for j, term in enumerate(law.terms):
+                m = int(np.unique(X[:, j]).size)
+                if m < MIN_VALUES_PER_TERM:
+                    return (f"{n} runs but only {m} distinct value{'' if m == 1 else 's'} of "
+                            f"{term.variable}; its term {term.coef}·{term.variable}^-"
+                            f"{term.exponent} needs {MIN_VALUES_PER_TERM} to be told apart "
+                            "from the constant E")
+    return ""

@@ -1,0 +1,106 @@
+"""Issue 11: the fragility bootstrap follows a confidence level (library and CLI); variants
+that cannot identify the law are reported as such and left out of the spread; the split
+modules are re-exported by scalebo.analysis.fragility."""
+
+import itertools
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.analysis.fragility import fragility
+from scalebo.fitting.bootstrap import bootstrap_fit
+from scalebo.fitting.robust import fit_law
+from scalebo.laws import CHINCHILLA
+
+STARTS = np.array(list(itertools.product((0.0, 1.0), (0.0, 5.0, 10.0), (0.2, 0.5),
+                                         (0.0, 5.0, 10.0), (0.2, 0.5))))
+TRUE = {"E": 1.9, "A": 400.0, "alpha": 0.34, "B": 2000.0, "beta": 0.37}
+KEYS = ("alpha", "beta", "E", "N_opt", "loss_at_target")
+
+
+def _table(sizes=(5e7, 1e8, 2e8, 4e8, 8e8, 1.6e9), noise=0.01, seed=2) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = [{"N": N, "D": 2e9 * j} for N in sizes for j in range(1, 7)]
+    frame = pd.DataFrame(rows)
+    law = TRUE["E"] + TRUE["A"] * frame.N ** -TRUE["alpha"] + TRUE["B"] * frame.D ** -TRUE["beta"]
+    frame["loss"] = law * np.exp(noise * rng.standard_normal(len(frame)))
+    return frame
+
+
+def _report(level):
+    return fragility(_table(), target=1e22, leave_one_out=False, drop_count=0, every_k=(),
+                     huber_deltas=(), bootstrap=40, rng=5, base_starts=STARTS,
+                     confidence_level=level)
+
+
+def test_bootstrap_intervals_follow_the_confidence_level():
+    wide, narrow = _report(0.95).bootstrap, _report(0.8).bootstrap
+    assert wide["confidence_level"] == 0.95 and narrow["confidence_level"] == 0.8
+    for key in KEYS:  # same replicates (same seed): the 80 % interval sits inside the 95 %
+        assert wide[key]["lower"] <= narrow[key]["lower"] <= narrow[key]["upper"]
+        assert narrow[key]["upper"] <= wide[key]["upper"]
+    assert any(narrow[k]["upper"] - narrow[k]["lower"] < wide[k]["upper"] - wide[k]["lower"]
+               for k in KEYS)
+
+
+def test_intervals_are_the_bootstrap_percentiles():
+    frame = _table()
+    X, y = frame[["N", "D"]].to_numpy(), frame["loss"].to_numpy()
+    fit = fit_law(CHINCHILLA, X, y, starts=STARTS)
+    boot = bootstrap_fit(fit, X, y, n_resamples=40, rng=5, confidence_level=0.8)
+    expected = boot.percentile(boot.natural_samples["alpha"])
+    got = _report(0.8).bootstrap["alpha"]
+    assert (got["lower"], got["upper"]) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("level", [0.0, 1.0, 95.0, -0.5])
+def test_a_level_outside_zero_one_is_rejected(level):
+    with pytest.raises(ValueError, match="confidence_level"):
+        fragility(_table(), confidence_level=level)
+
+
+def test_cli_confidence_option(tmp_path, capsys):
+    from scalebo.cli.main import build_parser, main
+
+    parser = build_parser()
+    assert parser.parse_args(["fragility", "x.csv"]).confidence == 0.95
+    assert parser.parse_args(["fragility", "x.csv", "--confidence", "0.8"]).confidence == 0.8
+    for bad in ("1", "0", "1.5", "abc"):
+        with pytest.raises(SystemExit):
+            parser.parse_args(["fragility", "x.csv", "--confidence", bad])
+    path = tmp_path / "points.csv"
+    _table(sizes=(5e7, 2e8, 8e8, 1.6e9)).to_csv(path, index=False)
+    code = main(["fragility", str(path), "--no-leave-one-out", "--drop-count", "0",
+                 "--huber-deltas", "1e-3", "--bootstrap", "10", "--confidence", "0.8",
+                 "--format", "json", "--quiet"])
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0
+    assert out["bootstrap"]["confidence_level"] == 0.8
+
+
+def test_unidentified_variants_are_reported_and_left_out_of_the_spread(tmp_path):
+    from scalebo.analysis.fragility import plot_fragility
+
+    report = fragility(_table(sizes=(1e8, 4e8, 1.6e9)), target=1e22, drop_count=0,
+                       every_k=(), huber_deltas=(), base_starts=STARTS)
+    table = report.table
+    left_out = table[table["kind"] == "leave_one_out"]
+    assert len(left_out) == 3 and set(left_out["status"]) == {"unidentified"}
+    assert all("only 2 distinct values of N" in m for m in left_out["message"])
+    assert report.usable.tolist() == [True, False, False, False]
+    spread = report.spread
+    assert spread["alpha"]["min"] == spread["alpha"]["max"] == spread["alpha"]["base"]
+    plot_fragility(report, str(tmp_path / "f.png"))
+
+
+def test_split_modules_are_re_exported():
+    import scalebo.analysis.fragility as frag
+    import scalebo.analysis.fragility_plot as plot
+    import scalebo.analysis.variants as variants
+
+    assert frag.plot_fragility is plot.plot_fragility
+    for name in ("Variant", "build_variants", "gemstones_extras"):
+        assert getattr(frag, name) is getattr(variants, name)
+        assert name in frag.__all__

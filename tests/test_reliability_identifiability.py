@@ -1,0 +1,126 @@
+"""Issue 11: a law the inputs cannot identify is reported as such, by fit_law and fit_batch
+alike (hand-made data with known distinct points)."""
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.fitting.batch import fit_batch
+from scalebo.fitting.identifiability import distinct_points, identification_problem
+from scalebo.fitting.robust import FitStatus, fit_law
+from scalebo.laws import CHINCHILLA, COMPUTE_LAW
+
+#: A small Chinchilla start grid (72 starts) to keep the fits fast.
+STARTS = np.array(list(itertools.product((0.0, 1.0), (0.0, 5.0, 10.0), (0.2, 0.5),
+                                         (0.0, 5.0, 10.0), (0.2, 0.5))))
+TRUE = {"E": 1.9, "A": 400.0, "alpha": 0.34, "B": 2000.0, "beta": 0.37}
+
+
+def _chinchilla(N, D):
+    return TRUE["E"] + TRUE["A"] * N ** -TRUE["alpha"] + TRUE["B"] * D ** -TRUE["beta"]
+
+
+def _compute(C):
+    return 1.7 + 30.0 * C ** -0.05
+
+
+def _grid(Ns, Ds):
+    X = np.array([(n, d) for n in Ns for d in Ds], dtype=np.float64)
+    return X, _chinchilla(X[:, 0], X[:, 1])
+
+
+def test_six_runs_at_one_compute_are_unidentified_not_converged():
+    C = np.full(6, 1e20)
+    y = _compute(C) * np.exp(0.01 * np.random.default_rng(0).standard_normal(6))
+    fit = fit_law(COMPUTE_LAW, C[:, None], y)
+    assert fit.status is FitStatus.UNIDENTIFIED
+    assert not fit.success
+    assert "6 runs but only 1 distinct value of C; the law has 3 parameters" in fit.message
+    assert fit.to_dict()["status"] == "unidentified"
+    assert np.all(np.isfinite(fit.x))  # an estimate is still returned (one of many)
+
+
+def test_two_computes_are_still_too_few_and_three_are_enough():
+    C = np.repeat([1e19, 1e20], 3)
+    fit = fit_law(COMPUTE_LAW, C[:, None], _compute(C))
+    assert fit.status is FitStatus.UNIDENTIFIED
+    assert "only 2 distinct values of C" in fit.message
+    C3 = np.geomspace(1e18, 1e22, 6)
+    assert fit_law(COMPUTE_LAW, C3[:, None], _compute(C3)).status is FitStatus.CONVERGED
+
+
+def test_chinchilla_with_four_distinct_points_is_unidentified():
+    X, y = _grid([1e8, 4e8], [2e9, 8e9])
+    X, y = np.vstack([X, X]), np.concatenate([y, y * 1.001])  # 8 runs, 4 distinct points
+    fit = fit_law(CHINCHILLA, X, y, starts=STARTS)
+    assert fit.status is FitStatus.UNIDENTIFIED
+    assert "8 runs but only 4 distinct (N, D) points; the law has 5 parameters" in fit.message
+
+
+def test_chinchilla_with_two_model_sizes_cannot_separate_e_from_the_n_term():
+    X, y = _grid([1e8, 4e8], [1e9, 2e9, 4e9, 8e9])  # 8 distinct points, 2 values of N
+    fit = fit_law(CHINCHILLA, X, y, starts=STARTS)
+    assert fit.status is FitStatus.UNIDENTIFIED
+    assert "only 2 distinct values of N" in fit.message
+    X3, y3 = _grid([1e8, 4e8, 1.6e9], [1e9, 2e9, 4e9])
+    assert identification_problem(CHINCHILLA, X3) == ""
+    assert fit_law(CHINCHILLA, X3, y3, starts=STARTS).success
+
+
+def test_rows_of_zero_weight_are_not_distinct_points():
+    C = np.array([1e18, 1e19, 1e20, 1e21, 1e21, 1e21])
+    w = np.array([0.0, 0.0, 1.0, 1.0, 2.0, 1.0])
+    fit = fit_law(COMPUTE_LAW, C[:, None], _compute(C), sample_weight=w)
+    assert fit.status is FitStatus.UNIDENTIFIED
+    assert "4 runs but only 2 distinct values of C" in fit.message
+    assert distinct_points(C[w > 0, None]) == 2
+
+
+def test_fit_batch_agrees_with_fit_law_on_identifiability():
+    C = np.array([1e18, 1e19, 1e20, 1e21, 1e21, 1e21, 1e21])
+    y = _compute(C)
+    X = C[:, None]
+    w = np.array([
+        [1, 1, 1, 1, 1, 1, 1],   # identified: 4 distinct computes
+        [0, 0, 0, 1, 1, 1, 1],   # 4 runs at one compute
+        [0, 1, 0, 1, 1, 0, 0],   # 3 runs, 2 distinct computes
+        [0, 0, 0, 0, 0, 1, 1],   # 2 runs: fewer rows than parameters, no estimate
+    ], dtype=np.float64)
+    starts = COMPUTE_LAW.start_grid(COMPUTE_LAW.prepare(X))
+    batch = fit_batch(COMPUTE_LAW, X, np.tile(y, (4, 1)), starts, sample_weight=w)
+    assert batch.success.tolist() == [True, False, False, False]
+    assert batch.n_failed == 3
+    assert batch[3] is None and "only 2 observations" in batch.errors[3]
+    for s in range(3):
+        rows = w[s] > 0
+        single = fit_law(COMPUTE_LAW, X[rows], y[rows], starts=starts)
+        assert batch[s].status is single.status, s
+        assert batch[s].message.split(" (optimizer")[0] == single.message.split(" (optimizer")[0]
+        assert batch.errors[s] == ""
+    assert batch[1].status is FitStatus.UNIDENTIFIED
+    assert "4 runs but only 1 distinct value of C" in batch[1].message
+
+
+def test_fit_summary_warns_with_the_reason(tmp_path):
+    from scalebo.data.runs import load_runs
+    from scalebo.fitting.summary import fit_summary
+
+    # Six learning rates of one model at one token count: six runs, one compute.
+    frame = pd.DataFrame({"N": [1e8] * 6, "D": [2e9] * 6, "lr": np.geomspace(1e-4, 3e-3, 6),
+                          "loss": 3.0 + 0.01 * np.arange(6)})
+    path = tmp_path / "runs.csv"
+    frame.to_csv(path, index=False)
+    table = load_runs(path)
+    with pytest.warns(RuntimeWarning, match="6 runs but only 1 distinct value of C"):
+        summary = fit_summary(table, law="compute", frontier="all")
+    assert summary.fit.status is FitStatus.UNIDENTIFIED
+    assert not summary.fit.success
+
+
+@pytest.mark.parametrize("law", [COMPUTE_LAW, CHINCHILLA])
+def test_identified_inputs_have_no_problem(law):
+    X = np.geomspace(1e18, 1e22, 9)[:, None] if law is COMPUTE_LAW else _grid(
+        [1e8, 2e8, 4e8], [1e9, 2e9, 4e9])[0]
+    assert identification_problem(law, X) == ""
