@@ -5,9 +5,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from scalebo.data.runs import load_runs
 from scalebo.errors import SearchError
 from scalebo.search.campaign import campaign_grid, suggest_runs
+from scalebo.search.campaign_runs import CampaignRuns, read_campaign_runs
 
 
 @pytest.fixture
@@ -17,56 +17,83 @@ def grid(tmp_path):
     return campaign_grid(path)
 
 
-def _runs(grid, rows):
+def _frame(grid, rows):
     cfg = grid.configs.iloc[rows].reset_index(drop=True)
     loss = 2.0 + 300 * (6 * cfg["N"] * cfg["D"]) ** -0.12 + 5 * np.abs(np.log(cfg["lr"] / 2e-3))
-    return load_runs(cfg.assign(loss=loss), hyperparameters=["lr"])
+    return cfg.assign(loss=loss)
+
+
+def _runs(grid, rows):
+    return read_campaign_runs(_frame(grid, rows), grid)
 
 
 def test_first_batch_without_runs_is_the_initial_design(grid):
     assert grid.n_held_out_cells == 0 and len(grid) == 18  # a campaign holds nothing out
-    sugg, acc = suggest_runs(grid, None, 0.3, batch=3)
+    res = suggest_runs(grid, CampaignRuns(), 0.3 * grid.C_total, batch=3)
+    sugg = res.suggestions
     assert len({s.index for s in sugg}) == 3
     assert all("initial design" in s.reason for s in sugg)
-    assert acc["spent"] == 0 and acc["budget"] == pytest.approx(0.3 * grid.C_total)
+    assert res.spent == 0 and res.budget == pytest.approx(0.3 * grid.C_total)
     C_total = float((6 * grid.configs["N"] * grid.configs["D"]).sum())  # by hand
-    assert acc["C_total"] == pytest.approx(C_total)
+    assert res.C_total == pytest.approx(C_total)
 
 
 def test_completed_runs_count_toward_the_initial_design(grid):
     cheap = np.argsort(grid.cost, kind="stable")[:5]
     runs = _runs(grid, cheap)
-    sugg, acc = suggest_runs(grid, runs, 0.5, batch=2)
+    res = suggest_runs(grid, runs, 0.5 * grid.C_total, batch=2)
+    sugg = res.suggestions
     assert not any("initial design" in s.reason for s in sugg)  # 5 runs: search at once
     assert not {s.index for s in sugg} & set(cheap.tolist())  # never a completed one again
-    assert acc["spent"] == pytest.approx(float((6 * runs.frame["N"] * runs.frame["D"]).sum()))
+    frame = _frame(grid, cheap)
+    assert res.spent == pytest.approx(float((6 * frame["N"] * frame["D"]).sum()))
     two = _runs(grid, cheap[:2])
-    sugg2, _ = suggest_runs(grid, two, 0.5, batch=3)
+    sugg2 = suggest_runs(grid, two, 0.5 * grid.C_total, batch=3).suggestions
     assert sum("initial design" in s.reason for s in sugg2) == 3  # 2 told + 3 designed = 5
 
 
 def test_budget_spent_and_off_grid_runs_are_errors(grid):
     runs = _runs(grid, np.arange(len(grid)))
     with pytest.raises(SearchError, match="budget is already spent"):
-        suggest_runs(grid, runs, 0.2)
-    off = load_runs(pd.DataFrame({"N": [5e8], "D": [2e9], "lr": [1e-3], "loss": [3.0]}),
-                    hyperparameters=["lr"])
-    with pytest.raises(SearchError):
-        suggest_runs(grid, off, 0.5)
-    with pytest.raises(ValueError, match="fraction"):
-        suggest_runs(grid, None, 1.5)
+        suggest_runs(grid, runs, 0.2 * grid.C_total)
+    with pytest.raises(SearchError, match="not on the grid"):
+        read_campaign_runs(pd.DataFrame({"N": [5e8], "D": [2e9], "lr": [1e-3], "loss": [3.0]}),
+                           grid)
+    with pytest.raises(ValueError, match="positive"):
+        suggest_runs(grid, CampaignRuns(), -1.0)
+
+
+def test_failed_runs_are_spent_and_not_proposed_again_unless_retried(grid):
+    order = np.argsort(grid.cost, kind="stable")
+    frame = _frame(grid, order[:6])
+    frame.loc[5, "loss"] = np.nan  # crashed
+    runs = read_campaign_runs(frame, grid)
+    failed = int(runs.failed[0])
+    budget = float(grid.cost[order[:6]].sum()) + float(grid.cost[order[6]])  # room for one
+    res = suggest_runs(grid, runs, budget, batch=3)
+    assert res.spent == pytest.approx(float(grid.cost[order[:6]].sum()))  # failure counted
+    assert len(res.suggestions) == 1 and "only 1 of 3" in res.message
+    assert failed not in {s.index for s in res.suggestions}
+    total = budget + 10 * float(grid.cost.max())
+    again = suggest_runs(grid, runs, total, batch=len(grid) - 5, retry_failed=True)
+    assert failed in {s.index for s in again.suggestions}  # retried
+    assert again.spent == pytest.approx(res.spent)  # the failed attempt stays spent
+    plain = suggest_runs(grid, runs, total, batch=len(grid) - 6)
+    assert failed not in {s.index for s in plain.suggestions}
 
 
 def test_campaign_posterior_is_the_law_posterior_of_its_runs(grid):
-    from scalebo.search.campaign import campaign_posterior, grid_rows
+    from scalebo.search.campaign import campaign_posterior
     from scalebo.search.law_posterior import law_posterior
+    from scalebo.search.models.clipping import ClippedGP
     from scalebo.search.models.surrogates import make_surrogate
 
     runs = _runs(grid, np.argsort(grid.cost, kind="stable")[:10])
-    post = campaign_posterior(grid, runs, n_samples=16, seed=3)["compute"].summary()
-    direct = law_posterior(grid, grid_rows(grid, runs.frame, "runs"), runs.loss,
-                           make_surrogate("gp", rng=3), laws=("compute",), scope="grid",
-                           n_samples=16, targets=(1e25,), rng=3)["compute"].summary()
+    post = campaign_posterior(grid, runs, n_samples=16, seed=3, schedule="full").summary()
+    direct = law_posterior(grid, runs.completed, runs.losses,
+                           ClippedGP(make_surrogate("gp", rng=3), 5.0), laws=("compute",),
+                           scope="grid", n_samples=16, targets=(1e25,),
+                           rng=3)["compute"].summary()
     post.pop("seconds"), direct.pop("seconds")  # wall time
     assert post == direct
     q = post["predicted_loss"]["1e+25"]

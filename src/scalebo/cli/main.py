@@ -64,7 +64,9 @@ units:
 EPILOG = """\
 input files: CSV, TSV, Parquet or JSON lines with columns N, D, loss (and optionally C,
 run_id, hyperparameters); map other names with --map N=params,D=tokens. Public datasets:
-dataset:NAME with --data-dir or $SCALEBO_DATA_DIR. Run 'scalebo COMMAND --help' for details.
+dataset:NAME (steplaw, oellm_english, epoch_chinchilla, porian_isoflop, gemstones,
+gadre_overtraining) with --data-dir or $SCALEBO_DATA_DIR.
+Run 'scalebo COMMAND --help' for details.
 exit codes: 0 ok, 1 fit failed or did not converge, 2 bad input or usage.
 """
 
@@ -90,7 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-q", "--quiet", action="store_true",
         help="no progress or log lines on stderr (warnings and errors are still shown)",
     )
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", title="commands",
+                                help="one of the commands below")
     for module in COMMANDS:
         cmd = sub.add_parser(
             module.NAME,
@@ -99,8 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
             epilog=getattr(module, "EPILOG", None),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        # A command may keep '-q' for itself (suggest: the batch size q) via QUIET_FLAGS.
-        cmd.add_argument(*getattr(module, "QUIET_FLAGS", ("-q", "--quiet")), dest="quiet",
+        cmd.add_argument("-q", "--quiet", dest="quiet",
                          action="store_true", default=argparse.SUPPRESS,
                          help="no progress or log lines on stderr")
         module.add_arguments(cmd)

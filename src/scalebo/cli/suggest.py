@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from scalebo.cli.campaign_args import GRID_HELP, add_campaign_arguments, load_campaign
 from scalebo.cli.common import (
     add_format_argument,
     check_output_path,
     format_table,
     log,
+    write_csv,
     write_json,
-    write_text_file,
+    write_json_file,
 )
 
 NAME = "suggest"
@@ -19,95 +20,90 @@ HELP = "suggest the next training runs of a grid under a compute budget"
 DESCRIPTION = """\
 Fit a GP to the completed runs and pick the next configurations of the grid to train:
 expected improvement over the best loss of each candidate's (N, D) cell, among configurations
-that fit the remaining budget and the compute window. Budget: a fraction of C_total, the
-summed compute (FLOPs) of every grid configuration.
-GRID: a YAML axis product ('axes: {N: [...], D: [...], lr: [...]}') or a run-table file of
-candidate configurations; RUNS: completed runs (N, D, axes, loss); PENDING: runs in flight.
-"""
-EPILOG = "example: scalebo suggest --grid grid.yaml --runs done.csv --budget 0.05 -q 4"
-#: '-q' is the batch size here (as in BO's q); quiet keeps its long form only.
-QUIET_FLAGS = ("--quiet",)
+that fit the remaining budget and the compute window. Without runs, the first batch is the
+initial design (random configurations of the cheapest compute levels); completed runs count
+toward it. Running runs are pending (their compute is committed); failed runs count as
+spent and are not proposed again unless --retry-failed.
+""" + GRID_HELP
+EPILOG = "example: scalebo suggest --grid grid.yaml --runs runs.csv --budget 0.05 --batch 4"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--grid", required=True, help="YAML axes or a table of configurations")
-    parser.add_argument("--runs", default=None,
-                        help="table of completed runs (with loss); omit it for the first "
-                             "batch (the initial design)")
-    parser.add_argument("--pending", default=None, help="table of configurations in flight")
-    parser.add_argument("--map", default=None, metavar="CANON=COL,...",
-                        help="column mapping for the tables, e.g. N=params,D=tokens")
-    parser.add_argument("--budget", type=float, required=True,
-                        help="total budget as a fraction of C_total, e.g. 0.05")
-    parser.add_argument("-q", "--batch", dest="q", type=int, default=1,
-                        help="configurations to suggest (default 1)")
-    parser.add_argument("--schedule", choices=("sweep", "spent", "coverage", "full"),
-                        default="spent", help="compute window (default spent)")
-    parser.add_argument("--acq", choices=("ei", "pi", "lcb"), default="ei")
-    parser.add_argument("--incumbent", choices=("frontier", "global"), default="frontier")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--clip-iqr", type=float, default=5.0,
-                        help="the GP sees losses clipped at median + K x IQR of the finished "
-                             "runs, so diverged runs do not swamp it (default 5; 0: off)")
-    parser.add_argument("--out", default=None, help="also write the suggestions (CSV/JSON)")
+    add_campaign_arguments(parser, budget_required=True)
+    group = parser.add_argument_group("suggestions")
+    group.add_argument("--pending", default=None, metavar="PATH",
+                       help="table of further configurations in flight (as status running)")
+    group.add_argument("-n", "--batch", type=int, default=1,
+                       help="configurations to suggest (default 1)")
+    group.add_argument("--retry-failed", action="store_true",
+                       help="failed runs may be proposed again (their compute stays spent)")
+    group.add_argument("--acq", choices=("ei", "pi", "lcb"), default="ei",
+                       help="acquisition: expected improvement (default), probability of "
+                            "improvement or lower confidence bound")
+    group.add_argument("--incumbent", choices=("frontier", "global"), default="frontier",
+                       help="improvement over the best loss of the candidate's (N, D) cell "
+                            "(frontier, default) or over the best loss overall")
+    group.add_argument("--json", default=None, metavar="PATH",
+                       help="also write the suggestions and the budget as JSON to PATH")
     add_format_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     """Parse, call :func:`scalebo.search.campaign.suggest_runs`, print."""
+    import dataclasses
+
     import numpy as np
 
-    from scalebo.data.files import read_table
-    from scalebo.data.runs import load_runs, parse_mapping
-    from scalebo.search.campaign import campaign_grid, suggest_runs
+    from scalebo.search.campaign import suggest_runs
+    from scalebo.search.campaign_runs import read_campaign_runs
 
-    if args.out:
-        check_output_path(args.out, "--out")
-    mapping = parse_mapping(args.map) if args.map else None
-    if not (0 < args.budget <= 1):
-        raise ValueError(f"--budget must be a fraction of C_total in (0, 1], got {args.budget}")
-    grid = campaign_grid(args.grid, mapping)
-    runs = (load_runs(Path(args.runs), mapping=mapping, hyperparameters=grid.axes)
-            if args.runs else None)
-    pending = None
+    if args.json:
+        check_output_path(args.json, "--json")
+    if args.batch < 1:
+        raise ValueError(f"--batch must be >= 1, got {args.batch}")
+    grid, runs, budget = load_campaign(args)
     if args.pending:
-        pending = read_table(args.pending).rename(
-            columns={v: k for k, v in (mapping or {}).items()})
-    suggestions, acc = suggest_runs(grid, runs, args.budget, pending=pending, batch=args.q,
-                                    schedule=args.schedule, acquisition=args.acq,
-                                    incumbent=args.incumbent, clip_iqr=args.clip_iqr,
-                                    seed=args.seed, runs_name=str(args.runs))
-    n_runs = 0 if runs is None else len(runs)
-    log(f"{n_runs} runs ({acc['spent'] / acc['C_total']:.4g} of C_total), "
-        f"{acc['pending'] / acc['C_total']:.4g} of C_total pending; budget {args.budget:g} "
-        f"of C_total = {acc['budget']:.3g} FLOPs")
+        from scalebo.data.files import read_table
+
+        extra = read_table(args.pending).assign(status="running")
+        more = read_campaign_runs(extra, grid)
+        clash = set(more.running.tolist()) & {int(i) for i in (*runs.completed, *runs.failed,
+                                                               *runs.running)}
+        if clash:
+            raise ValueError(f"{args.pending}: configurations {sorted(clash)[:5]} are also in "
+                             f"{args.runs}; list each run once")
+        runs = dataclasses.replace(runs, running=np.concatenate([runs.running, more.running]),
+                                   cost={**runs.cost, **more.cost})
+    res = suggest_runs(grid, runs, budget, batch=args.batch, retry_failed=args.retry_failed,
+                       schedule=args.schedule, acquisition=args.acq, incumbent=args.incumbent,
+                       clip_iqr=args.clip_iqr, seed=args.seed)
+    log(f"{runs.completed.size} completed, {runs.failed.size} failed, {runs.running.size} "
+        f"running; spent {res.spent:.3g} + pending {res.pending:.3g} of budget "
+        f"{res.budget:.3g} FLOPs ({res.budget / res.C_total:.4g} of C_total)")
+    for note in runs.notes:
+        log(f"note: {note}")
+    if res.message:
+        log(f"note: {res.message}")
     rows = []
-    for s in suggestions:
-        row = {k: v for k, v in s.config.items()}
+    for s in res.suggestions:
+        row = dict(s.config)
         row.update(predicted_loss=s.predicted_mean, predicted_std=s.predicted_std,
                    cost=s.cost, cap=s.cap if np.isfinite(s.cap) else None,
-                   acquisition=s.acquisition_value, grid_index=s.index, reason=s.reason)
+                   acquisition=s.acquisition_value, reason=s.reason)
         rows.append(row)
-    _write(rows, args)
-    return 0
-
-
-def _write(rows: list[dict], args: argparse.Namespace) -> None:
-    import pandas as pd
-
-    if args.out:
-        frame = pd.DataFrame(rows)
-        if args.out.endswith(".json"):
-            write_text_file(args.out, frame.to_json(orient="records", indent=2))
-        else:
-            write_text_file(args.out, frame.to_csv(index=False))
-        log(f"wrote {args.out}")
+    result = {"suggestions": rows, "budget": res.budget, "spent": res.spent,
+              "pending": res.pending, "remaining": res.remaining, "C_total": res.C_total,
+              "message": res.message, "notes": list(runs.notes)}
+    if args.json:
+        write_json_file(result, args.json)
+        log(f"wrote {args.json}")
     if args.format == "json":
-        write_json({"suggestions": rows})
+        write_json(result)
     elif args.format == "csv":
-        print(pd.DataFrame(rows).to_csv(index=False), end="")
+        write_csv(rows, list(rows[0]))
     else:
         cols = [c for c in rows[0] if c != "reason"]
         print(format_table(rows, cols))
         for i, r in enumerate(rows):
             print(f"  {i + 1}. {r['reason']}")
+    return 0

@@ -2,13 +2,16 @@
 
 What ``scalebo suggest`` does, as library functions: :func:`campaign_grid` reads the
 candidate configurations (YAML axes or a table; a campaign holds no cells out unless its
-YAML asks), :func:`suggest_runs` places the completed runs on the grid, checks the budget
-(a fraction of ``C_total``, the summed compute in FLOPs of every configuration) and asks a
-:class:`~scalebo.search.loop.SearchLoop` for the next configurations.
+YAML asks), :func:`parse_budget` reads a budget (a fraction of ``C_total``, the summed
+compute in FLOPs of every configuration, or FLOPs), :func:`suggest_runs` tells a
+:class:`~scalebo.search.loop.SearchLoop` the campaign's runs
+(:mod:`scalebo.search.campaign_runs`) and asks it for the next configurations, and
+:func:`campaign_posterior` gives the law posterior of the runs so far.
 
-Initial-design policy: a campaign starts with ``n_initial`` (default 5) configurations drawn
-by the loop's space-filling design; runs already completed count toward it, so with 5 or
-more completed runs the surrogate-driven search starts at once.
+Initial-design policy: a campaign starts with ``n_initial`` (default 5) random
+configurations of the cheapest compute level(s) (the loop's seeded initial design); runs
+already completed count toward it, so with 5 or more completed runs the surrogate-driven
+search starts at once.
 """
 
 from __future__ import annotations
@@ -16,19 +19,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from scalebo.data.files import read_table
-from scalebo.data.runs import RunTable
 from scalebo.errors import SearchError
+from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.grid import Grid
 from scalebo.search.loop import SearchLoop
 from scalebo.search.trace import Suggestion
 
 __all__ = ["DEFAULT_N_INITIAL", "Budget", "campaign_grid", "campaign_posterior", "grid_rows",
-           "parse_budget", "suggest_runs"]
+           "parse_budget", "SuggestResult", "suggest_runs"]
 
 #: Size of a campaign's initial design, completed runs included.
 DEFAULT_N_INITIAL = 5
@@ -111,89 +115,130 @@ def grid_rows(grid: Grid, frame: pd.DataFrame, what: str) -> np.ndarray:
     return idx
 
 
-def suggest_runs(grid: Grid, runs: RunTable | None, budget_fraction: float, *,
-                 pending: pd.DataFrame | None = None, batch: int = 1,
-                 schedule: str = "spent", acquisition: str = "ei",
-                 incumbent: str = "frontier", clip_iqr: float = 5.0, seed: int = 0,
-                 n_initial: int = DEFAULT_N_INITIAL,
-                 runs_name: str = "runs") -> tuple[list[Suggestion], dict[str, float]]:
+@dataclass(frozen=True)
+class SuggestResult:
+    """Suggestions of :func:`suggest_runs` and the campaign's compute (FLOPs).
+
+    Attributes:
+        suggestions: the next configurations, in the order picked.
+        budget, spent, pending, remaining, C_total: compute in FLOPs (spent: completed and
+            failed runs at their actual cost; pending: running ones).
+        message: why fewer than ``batch`` configurations were suggested ('' otherwise).
+    """
+
+    suggestions: list[Suggestion]
+    budget: float
+    spent: float
+    pending: float
+    remaining: float
+    C_total: float
+    message: str = ""
+
+
+def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 1,
+                 retry_failed: bool = False, schedule: str = "spent",
+                 acquisition: str = "ei", incumbent: str = "frontier", clip_iqr: float = 5.0,
+                 seed: int = 0, n_initial: int = DEFAULT_N_INITIAL) -> SuggestResult:
     """The next ``batch`` configurations to train, and the budget accounting.
 
     Args:
         grid: candidate configurations (:func:`campaign_grid`).
-        runs: completed runs (N, D, the grid's axes, loss in nats), or None before any.
-        budget_fraction: total budget as a fraction of ``grid.C_total`` in (0, 1].
-        pending: configurations in flight (their cost counts as committed).
+        runs: the campaign's runs (:func:`~scalebo.search.campaign_runs.read_campaign_runs`):
+            completed ones are observations, running ones pending (their compute committed),
+            failed ones spent and never proposed again unless ``retry_failed``.
+        budget: total budget, FLOPs (:meth:`Budget.resolve`).
         batch: configurations to suggest.
         schedule, acquisition, incumbent: the loop's settings (:class:`SearchLoop`).
         clip_iqr: the GP sees losses clipped at median + K·IQR of the completed runs, so
             diverged runs do not swamp it (0: off).
         seed: seed of the GP restarts and the initial design.
         n_initial: initial design size; completed runs count toward it.
-        runs_name: name of the runs' source in error messages.
-
-    Returns:
-        ``(suggestions, accounting)`` with accounting in FLOPs: ``budget``, ``spent``
-        (completed), ``pending``, ``remaining``, and ``C_total``.
 
     Raises:
-        ValueError: a budget outside (0, 1] or a batch < 1.
-        SearchError: off-grid or repeated runs, a budget already spent, nothing fits.
+        ValueError: a non-positive budget or a batch < 1.
+        SearchError: the budget is spent, or nothing fits it.
     """
     from scalebo.search.models.clipping import ClippedGP
     from scalebo.search.models.surrogates import make_surrogate
 
-    if not 0 < budget_fraction <= 1:
-        raise ValueError(f"budget must be a fraction of C_total in (0, 1], got "
-                         f"{budget_fraction}")
+    if not budget > 0:
+        raise ValueError(f"budget must be positive FLOPs, got {budget}")
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
-    idx = (grid_rows(grid, runs.frame, runs_name) if runs is not None
-           else np.zeros(0, dtype=np.int64))
-    waiting = (grid_rows(grid, pending, "pending") if pending is not None
-               else np.zeros(0, dtype=np.int64))
-    budget = budget_fraction * grid.C_total
-    spent = float(grid.cost[idx].sum())
-    committed = spent + float(grid.cost[waiting].sum())
-    accounting = {"budget": budget, "spent": spent, "pending": committed - spent,
-                  "remaining": budget - committed, "C_total": float(grid.C_total)}
-    if committed >= budget:
-        raise SearchError(f"the budget is already spent: {committed:.3g} FLOPs of "
-                          f"{budget:.3g} ({budget_fraction:g} of C_total {grid.C_total:.3g}) "
-                          "are done or pending; raise the budget to continue.")
+    spent, pending = runs.spent(), runs.pending()
+    remaining = budget - spent - pending
+    account = {"budget": float(budget), "spent": spent, "pending": pending,
+               "remaining": remaining, "C_total": float(grid.C_total)}
+    if remaining <= 0:
+        raise SearchError(f"the budget is already spent: {spent + pending:.3g} FLOPs of "
+                          f"{budget:.3g} are done, failed or running; raise the budget to "
+                          "continue.")
+    # The loop counts the grid's cost of what it knows; the difference to the actual
+    # compute (cost column, retried failures) lowers its budget so that ``remaining`` holds.
+    known = [runs.completed, runs.running] + ([] if retry_failed else [runs.failed])
+    grid_counted = float(sum(grid.cost[k].sum() for k in known))
+    loop_budget = budget - (spent + pending - grid_counted)
     surrogate = make_surrogate("gp", categorical=grid.categorical_columns, rng=seed)
     if clip_iqr > 0:
         surrogate = ClippedGP(surrogate, clip_iqr)
-    loop = SearchLoop(grid, budget_fraction, surrogate, acquisition=acquisition,
-                      incumbent=incumbent, schedule=schedule,
-                      n_initial=max(0, n_initial - idx.size), rng=seed)
-    if idx.size:
-        loop.tell(idx, runs.loss)
-    if waiting.size:
-        loop.mark_pending(waiting)
+    loop = SearchLoop(grid, min(loop_budget / grid.C_total, 1.0), surrogate,
+                      acquisition=acquisition, incumbent=incumbent, schedule=schedule,
+                      n_initial=max(0, n_initial - runs.completed.size), rng=seed)
+    if runs.completed.size:
+        loop.tell(runs.completed, runs.losses)
+    if runs.running.size:
+        loop.mark_pending(runs.running)
+    if runs.failed.size and not retry_failed:
+        loop.mark_failed(runs.failed)
     suggestions = loop.suggest(batch)
+    message = ""
+    if len(suggestions) < batch:
+        cheapest = _cheapest_left(grid, loop)
+        message = (f"only {len(suggestions)} of {batch} configurations fit the remaining "
+                   f"budget of {remaining:.3g} FLOPs" + (
+                       f" (the cheapest untried configuration costs {cheapest:.3g})"
+                       if cheapest is not None else " (every configuration is tried)"))
     if not suggestions:
-        raise SearchError("no configuration fits the remaining budget "
-                          f"({budget - committed:.3g} FLOPs).")
-    return suggestions, accounting
+        raise SearchError(f"no configuration fits the remaining budget: {message}.")
+    return SuggestResult(suggestions=suggestions, message=message, **account)
 
 
-def campaign_posterior(grid: Grid, runs: RunTable, *, laws: tuple[str, ...] = ("compute",),
+def _cheapest_left(grid: Grid, loop: SearchLoop) -> float | None:
+    free = ~grid.held_out
+    for arr in (loop.observed_indices, loop.pending_indices, loop.failed_indices):
+        free[arr] = False
+    return float(grid.cost[free].min()) if free.any() else None
+
+
+def campaign_posterior(grid: Grid, runs: CampaignRuns, *, law: str = "compute",
                        targets: tuple[float, ...] = (1e25,), n_samples: int = 64,
-                       scope: str = "grid", seed: int = 0,
-                       runs_name: str = "runs") -> dict:
+                       budget: float | None = None, schedule: str = "spent",
+                       clip_iqr: float = 5.0, seed: int = 0) -> Any:
     """The law posterior of a campaign from its grid and completed runs.
 
     :func:`~scalebo.search.law_posterior.law_posterior` with the campaign's GP (the one
-    :func:`suggest_runs` uses, seeded by ``seed``): S joint samples of the unobserved
-    configurations' losses (``scope="grid"``: all of them; ``"window"``: those the compute
-    window admits), one law fit per fantasized table. Returns ``{law: LawPosterior}``;
-    ``LawPosterior.summary()`` gives the quantiles (nats) at each target (FLOPs).
+    :func:`suggest_runs` uses, seeded by ``seed``) and the search's window: S joint samples
+    of the losses of the untrained configurations inside the compute window the search has
+    reached (``schedule``, ``budget`` in FLOPs, default ``C_total``; the whole grid once the
+    window is open), one law fit per fantasized table, as replays measure it. Returns the
+    :class:`~scalebo.search.law_posterior.LawPosterior` (``.summary()``: quantiles in nats at
+    each target, FLOPs).
+
+    Raises:
+        SearchError: no completed run, or the posterior cannot be drawn.
     """
     from scalebo.search.law_posterior import law_posterior
+    from scalebo.search.models.clipping import ClippedGP
     from scalebo.search.models.surrogates import make_surrogate
 
-    idx = grid_rows(grid, runs.frame, runs_name)
-    surrogate = make_surrogate("gp", categorical=grid.categorical_columns, rng=seed)
-    return law_posterior(grid, idx, runs.loss, surrogate, laws=laws, scope=scope,
-                         n_samples=n_samples, targets=targets, rng=seed)
+    if not runs.completed.size:
+        raise SearchError("no completed run yet: no law posterior")
+    share = 1.0 if budget is None else min(1.0, budget / grid.C_total)
+    loop = SearchLoop(grid, share, None, acquisition="random", schedule=schedule, n_initial=0)
+    loop.tell(runs.completed, runs.losses)
+    cap = loop.window_cap()
+    scope, cap = ("grid", None) if np.isinf(cap) else ("window", cap)
+    gp = make_surrogate("gp", categorical=grid.categorical_columns, rng=seed)
+    gp = ClippedGP(gp, clip_iqr) if clip_iqr > 0 else gp
+    return law_posterior(grid, runs.completed, runs.losses, gp, laws=(law,), scope=scope,
+                         cap=cap, n_samples=n_samples, targets=targets, rng=seed)[law]

@@ -104,10 +104,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         n_samples: law-posterior samples S. schedule: the search's window schedule.
         clip_iqr: the GP's loss clipping (as the search's). seed: seed of GP and samples.
     """
-    from scalebo.search.law_posterior import law_posterior
-    from scalebo.search.loop import SearchLoop
-    from scalebo.search.models.clipping import ClippedGP
-    from scalebo.search.models.surrogates import make_surrogate
+    from scalebo.search.campaign import campaign_posterior
 
     spent, pending = runs.spent(), runs.pending()
     remaining = budget - spent - pending
@@ -119,18 +116,12 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     posts: dict[str, Any] = {}
     message = ""
     if runs.completed.size:
-        loop = SearchLoop(grid, min(1.0, budget / grid.C_total), None, acquisition="random",
-                          schedule=schedule, n_initial=0)
-        loop.tell(runs.completed, runs.losses)
-        cap = loop.window_cap()
-        scope, cap = ("grid", None) if np.isinf(cap) else ("window", cap)
-        gp = make_surrogate("gp", categorical=grid.categorical_columns, rng=seed)
-        gp = ClippedGP(gp, clip_iqr) if clip_iqr > 0 else gp
         for law in ("compute", "chinchilla"):
             try:
-                posts[law] = law_posterior(grid, runs.completed, runs.losses, gp, laws=(law,),
-                                           scope=scope, cap=cap, n_samples=n_samples,
-                                           targets=targets, rng=seed)[law]
+                posts[law] = campaign_posterior(grid, runs, law=law, targets=targets,
+                                                n_samples=n_samples, budget=budget,
+                                                schedule=schedule, clip_iqr=clip_iqr,
+                                                seed=seed)
             except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
                 message = f"{law} law posterior unavailable: {exc}"
     else:
