@@ -9,6 +9,8 @@ import pytest
 from test_records import budget_metrics
 
 from scalebo.bench.calibration import (
+    WIDTH_FLOOR_PCT,
+    _width,
     bootstrap_calibration,
     calibration_figure,
     calibration_summary,
@@ -126,7 +128,7 @@ def test_report_calibration_section_and_figure(records, tmp_path):
     assert "## Calibration of the law posterior at 1e25 FLOPs" in md
     assert "`|ref − interval| ≤ 1e-06·ref`" in md and "2 intervals here cover only" in md
     assert "| toy | window | compute | 1 % | 50 % | 75 % | 11.25 | 4 |" in md
-    assert "| toy | window | compute | 5 % | 67 % | 67 % | 0 | 3 (+1 without) |" in md
+    assert "| toy | window | compute | 5 % | 67 % | 67 % | 0.00 | 3 (+1 without) |" in md
     assert "| toy | window | chinchilla | 5 % | 100 % | 100 % | 6.67 | 3 (+1 without) |" in md
     assert md.index("| toy | window | compute | 1 %") < md.index("| toy | window | chinchilla")
     assert "not in the records and is not compared here" in md
@@ -159,3 +161,9 @@ def test_bootstrap_hook_reads_only_what_records_hold(records, tmp_path):
     md = write_report(rec, tmp_path / "out", figures=False).read_text()
     assert "bootstrap over observed runs (as recorded)" in md
     assert "| window | compute | 0 % [" in md
+
+
+def test_widths_below_the_floor_read_zero():
+    assert _width(0.0) == "0.00" and _width(1e-7) == "0.00"
+    assert _width(WIDTH_FLOOR_PCT / 2) == "0.00" and _width(0.00345) == "0.00345"
+    assert _width(11.25) == "11.25" and _width(float("nan")) == "–"

@@ -116,3 +116,47 @@ def test_laws_without_a_compute_curve_are_rejected(compute_fit) -> None:
     with pytest.raises(ValueError, match="lacks column"):
         plot_fit(frame.drop(columns="C"), frame, fit)
     assert law_curve(fit, np.array([1e20])).shape == (1,)
+
+
+def test_trace_figure_shows_every_acquired_run_on_top(tmp_path: Path) -> None:
+    """scalebo replay --plot: titled, colourbar, acquired drawn over hollow reference rings,
+    and the loss axis spans the whole envelope and every acquired run (cheap ones too)."""
+    from test_oracle import tiny_problem
+
+    from scalebo.bench.replay import MethodConfig, replay
+    from scalebo.bench.trace_plot import plot_trace, trace_figure
+
+    problem = tiny_problem()
+    method = MethodConfig(strategy="window", fantasize=False, posterior_samples=0)
+    rec = replay(problem, method, 0.2, 3)
+    fig = trace_figure(rec, problem)
+    title = fig.get_suptitle()
+    assert "tiny" in title and method.label() in title
+    assert "budget 20 % of C_total" in title and "seed 3" in title
+    left, right, cbar = fig.axes
+    assert "acquisition order" in cbar.get_ylabel()
+    idx = np.array([t.index for t in rec.trace])
+    lo, hi = right.get_ylim()
+    env = problem.loss[problem.envelope_idx]
+    assert lo <= min(env.min(), problem.loss[idx].min())
+    assert hi >= max(env.max(), problem.loss[idx].max())
+    by_label = {c.get_label(): c for c in right.collections}
+    ring, acquired = by_label["reference envelope"], by_label["acquired"]
+    assert np.all(ring.get_facecolors()[:, 3] == 0)  # hollow
+    assert acquired.get_zorder() > ring.get_zorder()
+    assert len(acquired.get_offsets()) == idx.size
+    plt.close(fig)
+    out = plot_trace(rec, problem, tmp_path / "trace.png")
+    assert out.stat().st_size > 10_000
+
+
+def test_trace_loss_range_keeps_diverged_runs_off_the_axis() -> None:
+    from types import SimpleNamespace
+
+    from scalebo.bench.trace_plot import loss_range
+
+    loss = np.r_[np.linspace(2.0, 3.0, 20), 9.5]  # one diverged run (9.5 nats)
+    problem = SimpleNamespace(loss=loss, grid=SimpleNamespace(held_out=np.zeros(21, bool)),
+                              envelope_idx=np.array([0, 5]))
+    assert loss_range(problem, np.array([3, 19, 20])) == (2.0, 3.0)  # 9.5 is above the fence
+    assert loss_range(problem, np.array([1]))[1] == pytest.approx(loss[5])

@@ -10,8 +10,17 @@ import numpy as np
 import pytest
 from test_records import budget_metrics
 
+from scalebo.bench import report as report_mod
 from scalebo.bench.records import IGNORED_ATTR, Cell, RecordWarning, load_records
-from scalebo.bench.report import comparison_groups, summarize, write_report
+from scalebo.bench.report import (
+    ERROR_FLOOR_PCT,
+    comparison_groups,
+    extrapolation_table,
+    format_pm,
+    recovery_figure,
+    summarize,
+    write_report,
+)
 from scalebo.bench.sweep import SweepConfig, run_sweep
 
 ERR = {"full": 8.0, "window": 2.0}  # |error| at 1e25 × budget, per method
@@ -161,3 +170,59 @@ def test_oracle_rows_skipped_when_the_dataset_cannot_be_loaded(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "Floor-oracle rows not computed" in (tmp_path / "cli" / "report.md").read_text()
+
+
+def test_numbers_below_the_display_floor_read_zero():
+    assert format_pm(1.7e-10, 0.0) == "0.00 ± 0.00"
+    assert format_pm(1.79e-07, 2.8e-23) == "0.00 ± 0.00"
+    assert format_pm(-3e-9, 1e-9) == "0.00 ± 0.00"  # no "-0.00"
+    assert format_pm(0.004, 0.006) == "0.00 ± 0.01"  # below half the last decimal: 0.00
+    assert format_pm(0.4, 0.04) == "0.40 ± 0.04"
+    assert format_pm(2790.0, 6.2e-06, 4) == "2.79e+03 ± 0.0000"
+    assert format_pm(2810.0, 350.0, 4) == "2.81e+03 ± 3.5e+02"
+    assert format_pm(float("nan"), 0.0) == "–"
+
+
+def _tiny_error_cell(cell: Cell) -> dict:
+    """Errors of 1.7e-10 % (a refit of the reference's own points), no spread."""
+    return {"metrics": budget_metrics(cell.budget, -1.7e-10)}
+
+
+def test_table_cell_and_figure_of_rounding_level_errors(tmp_path, monkeypatch):
+    cfg = {**CONFIG, "seeds": 2}
+    run_sweep(SweepConfig.from_dict(cfg), tmp_path / "rec", cell_fn=_tiny_error_cell,
+              progress=False)
+    summary = summarize(load_records(tmp_path / "rec"))
+    table = extrapolation_table(summary)
+    assert "| toy | window | 0.00 ± 0.00 | 0.00 ± 0.00 | 0.00 ± 0.00 | 2 |" in table
+    assert "e-10" not in table and "e+00" not in table
+    figures = []
+    monkeypatch.setattr(report_mod, "save_figure", lambda fig, path, **kw: figures.append(fig))
+    recovery_figure(summary, "toy", ["full", "window"], tmp_path / "f.png")
+    ax = figures[0].axes[0]
+    ys = np.concatenate([line.get_ydata() for line in ax.get_lines()])
+    assert ys.min() >= ERROR_FLOOR_PCT  # drawn at the floor, not at 1e-10
+    lo, hi = ax.get_ylim()
+    assert lo > ERROR_FLOOR_PCT / 100 and np.log10(hi / lo) < 3  # not 8 decades down to 1e-10
+    assert "0.001 %" in ax.get_ylabel()
+    legend = figures[0].legends[0]
+    styles = {h.get_linestyle() for h in legend.legend_handles}
+    assert {"--", "-"} <= styles and legend.handlelength >= 3
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels[:2] == ["full", "window"] and "law on observed runs" in labels
+
+
+def test_recovery_bands_stay_inside_their_range(tmp_path, monkeypatch):
+    """SD larger than the mean: the log band stays positive, the percentage band in 0–100."""
+    figures = []
+    monkeypatch.setattr(report_mod, "save_figure", lambda fig, path, **kw: figures.append(fig))
+    summary = summarize(load_records(_records(tmp_path)))
+    wide = summary.assign(sd=summary["mean"] * 3)
+    recovery_figure(wide, "toy", ["full", "window"], tmp_path / "f.png")
+    for ax in figures[0].axes:
+        for band in ax.collections:
+            y = np.concatenate([p.vertices[:, 1] for p in band.get_paths()])
+            if ax.get_yscale() == "linear":
+                assert 0 <= y.min() and y.max() <= 100
+            else:
+                assert y.min() > 0

@@ -16,7 +16,16 @@ and the **true law**: the synthetic surface's compute-optimal loss, which is exa
 Extrapolation errors are relative differences in % at 1e25 / 1e27 / 1e29 FLOPs, against the
 exhaustive fit (as the benchmark measures them) and against the truth.
 
-``quick=True`` uses a smaller grid (5 N × 6 D × 6 lr × 3 bs = 540 runs instead of 1,680).
+``quick=True`` uses a smaller grid: 5 N × 6 D × 6 lr × 3 bs = 540 configurations instead of
+6 N × 7 D × 8 lr × 5 bs = 1,680. As in every replay, the runs of the 2 largest-compute (N, D)
+cells are held out (36 and 80), so 504 and 1,600 runs are acquirable, and ``C_total`` (FLOPs)
+is theirs.
+
+When the fantasized losses leave the (C, loss) envelope unchanged, the BO fit with
+fantasization equals the observed-only one (parameters within :data:`SAME_FIT_RTOL`);
+:attr:`DemoResult.fantasize_identical` says so and the figure draws one curve. Warnings
+raised while building the grid, fitting and replaying are not hidden: they are recorded
+(:attr:`DemoResult.warnings`: count and first message per category) for the caller to report.
 """
 
 from __future__ import annotations
@@ -32,9 +41,35 @@ import numpy as np
 
 from scalebo.outputs import save_figure
 
-__all__ = ["DemoResult", "LawRow", "plot_demo", "run_demo", "true_compute_law"]
+__all__ = ["DemoResult", "LawRow", "WarningCount", "plot_demo", "run_demo", "true_compute_law"]
 
 EXTRAPOLATION_C = (1e25, 1e27, 1e29)
+#: Relative tolerance under which two fitted laws count as identical: far above the fitter's
+#: own (~1e-8 on the same points), far below what the table prints (5 digits).
+SAME_FIT_RTOL = 1e-6
+
+
+@dataclass(frozen=True)
+class WarningCount:
+    """Warnings of one category raised during :func:`run_demo`.
+
+    Attributes:
+        category: Warning class name (e.g. ``"RuntimeWarning"``).
+        count: How many were raised (every occurrence, not only the first per location).
+        first: Text of the first one.
+    """
+
+    category: str
+    count: int
+    first: str
+
+
+def count_warnings(caught: list[warnings.WarningMessage]) -> tuple[WarningCount, ...]:
+    """Group recorded warnings by category, in order of first occurrence."""
+    groups: dict[str, list[str]] = {}
+    for w in caught:
+        groups.setdefault(w.category.__name__, []).append(str(w.message))
+    return tuple(WarningCount(c, len(m), m[0]) for c, m in groups.items())
 
 
 @dataclass(frozen=True)
@@ -63,6 +98,12 @@ class LawRow:
         """Loss in nats at compute ``C`` (FLOPs)."""
         return self.E + self.A * np.asarray(C, dtype=np.float64) ** (-self.alpha)
 
+    def same_fit(self, other: LawRow, rtol: float = SAME_FIT_RTOL) -> bool:
+        """Whether ``other`` has the same parameters (within ``rtol``) and status."""
+        mine, theirs = (np.array([r.E, r.A, r.alpha]) for r in (self, other))
+        return self.status == other.status and bool(
+            np.all(np.isfinite(mine)) and np.allclose(mine, theirs, rtol=rtol, atol=0))
+
 
 @dataclass(frozen=True)
 class DemoResult:
@@ -72,10 +113,13 @@ class DemoResult:
         laws: True law, exhaustive fit, BO (observed only), BO + fantasize.
         budget: BO budget, fraction of ``C_total``.
         C_total: Compute of the whole acquirable grid, FLOPs.
-        n_grid: Acquirable configurations.
+        n_grid: Acquirable configurations (runs of the exhaustive fit).
         error_vs_exhaustive: ``{name: {C: signed rel. %}}`` for the BO laws.
         error_vs_true: ``{name: {C: signed rel. %}}`` for the fitted laws.
         seconds: Wall time, seconds.
+        extras: The problem and the observed grid rows (for :func:`plot_demo`).
+        n_held_out: Configurations in the held-out cells (not acquirable, not fitted).
+        warnings: Warnings raised during the run, per category.
     """
 
     laws: tuple[LawRow, ...]
@@ -86,15 +130,33 @@ class DemoResult:
     error_vs_true: Mapping[str, Mapping[float, float]]
     seconds: float
     extras: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    n_held_out: int = 0
+    warnings: tuple[WarningCount, ...] = ()
 
     def law(self, name: str) -> LawRow:
         """The row called ``name``."""
         return next(r for r in self.laws if r.name == name)
 
+    @property
+    def fantasize_identical(self) -> bool:
+        """Whether "BO + fantasize" fitted the same law as "BO observed" (False without)."""
+        names = {r.name for r in self.laws}
+        return {"BO observed", "BO + fantasize"} <= names and self.law(
+            "BO observed").same_fit(self.law("BO + fantasize"))
+
+    def warnings_summary(self) -> str:
+        """One line: ``"no warnings"`` or each category's count and first message."""
+        if not self.warnings:
+            return "no warnings"
+        n = sum(w.count for w in self.warnings)
+        parts = [f"{w.count} {w.category} (first: {w.first[:120]})" for w in self.warnings]
+        return f"{n} warning{'s' * (n != 1)}: " + "; ".join(parts)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary."""
         return {
             "budget": self.budget, "C_total": self.C_total, "n_grid": self.n_grid,
+            "n_held_out": self.n_held_out, "fantasize_identical": self.fantasize_identical,
             "laws": [{k: getattr(r, k) for k in ("name", "E", "A", "alpha", "runs",
                                                   "compute_fraction", "flops", "status")}
                      for r in self.laws],
@@ -103,6 +165,8 @@ class DemoResult:
             "error_vs_true_pct": {n: {f"{c:.0e}": v for c, v in d.items()}
                                   for n, d in self.error_vs_true.items()},
             "seconds": self.seconds,
+            "warnings": [{"category": w.category, "count": w.count, "first": w.first}
+                         for w in self.warnings],
         }
 
 
@@ -150,17 +214,16 @@ def run_demo(*, quick: bool = False, budget: float = 0.05, seed: int = 0,
     say = log or (lambda _m: None)
     t0 = time.perf_counter()
     say("building the synthetic grid and the exhaustive (reference) fits ...")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # every occurrence counted, none shown or lost
         runs = synthetic_runs(DEFAULT_LAW, seed=seed, **(_quick_axes() if quick else {}))
         problem = problem_from_table(runs, name="synthetic-quick" if quick else "synthetic")
-    n_grid = int((~problem.grid.held_out).sum())
-    say(f"grid: {n_grid} acquirable runs, C_total = {problem.C_total:.3g} FLOPs; "
-        f"running Window + fantasize BO to {100 * budget:g} % of it ...")
-    method = MethodConfig(strategy="window", fantasize=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        rec = replay(problem, method, budget, seed)
+        n_grid = int((~problem.grid.held_out).sum())
+        n_held = int(problem.grid.held_out.sum())
+        say(f"grid: {n_grid + n_held} runs, {n_grid} acquirable ({n_held} held out), "
+            f"C_total = {problem.C_total:.3g} FLOPs; running Window + fantasize BO to "
+            f"{100 * budget:g} % of it ...")
+        rec = replay(problem, MethodConfig(strategy="window", fantasize=True), budget, seed)
     m = rec.at(budget)
     E, A, al = true_compute_law(DEFAULT_LAW)
     ref = problem.reference_compute.params
@@ -185,11 +248,13 @@ def run_demo(*, quick: bool = False, budget: float = 0.05, seed: int = 0,
         error_vs_true={r.name: rel(r, true) for r in laws[1:]},
         seconds=time.perf_counter() - t0,
         extras={"problem": problem, "observed": [t.index for t in rec.trace]},
+        n_held_out=n_held, warnings=count_warnings(caught),
     )
 
 
 def plot_demo(result: DemoResult, path: str | Path) -> Path:
-    """Loss vs compute: the grid, the BO runs, and the four laws extrapolated to 1e25 FLOPs."""
+    """Loss vs compute: the grid, the BO runs, and the laws extrapolated to 1e25 FLOPs (the
+    BO fits with and without fantasization as one curve when they are identical)."""
     import matplotlib
 
     if "matplotlib.pyplot" not in __import__("sys").modules:
@@ -200,8 +265,14 @@ def plot_demo(result: DemoResult, path: str | Path) -> Path:
     problem = result.extras["problem"]
     cost, loss = problem.grid.cost, problem.loss
     seen = np.asarray(result.extras["observed"], dtype=int)
+    acq = ~problem.grid.held_out
+    same = result.fantasize_identical
     fig, ax = plt.subplots(figsize=(7.5, 5), constrained_layout=True)
-    ax.scatter(cost, loss, s=6, color="0.8", label="all grid runs (exhaustive)")
+    ax.scatter(cost[acq], loss[acq], s=6, color="0.8",
+               label=f"acquirable grid runs ({acq.sum()}, exhaustive fit)")
+    if (~acq).any():
+        ax.scatter(cost[~acq], loss[~acq], s=6, marker="x", color="0.6", lw=0.6,
+                   label=f"held-out cells ({(~acq).sum()} runs)")
     if seen.size:
         ax.scatter(cost[seen], loss[seen], s=12, color="C0",
                    label=f"BO runs ({seen.size}, {100 * result.budget:g} % of compute)")
@@ -209,12 +280,18 @@ def plot_demo(result: DemoResult, path: str | Path) -> Path:
     styles = {"true": ("k", ":"), "exhaustive": ("C2", "-"), "BO observed": ("C1", "--"),
               "BO + fantasize": ("C3", "-")}
     for r in result.laws:
+        if same and r.name == "BO + fantasize":
+            continue  # the same curve as "BO observed", named in its label
         if np.isfinite(r.E):
             color, ls = styles.get(r.name, ("C4", "-"))
+            name = "BO observed = BO + fantasize" if same and r.name == "BO observed" else r.name
             ax.plot(C, r(C), ls, color=color, lw=1.5,
-                    label=f"{r.name}: {r.E:.3f} + {r.A:.3g}/C^{r.alpha:.4f}")
+                    label=f"{name}: {r.E:.3f} + {r.A:.3g}/C^{r.alpha:.4f}")
+    title = "scalebo demo: law recovered from a fraction of the grid"
+    if same:
+        title += "\n(fantasization left the envelope unchanged: the same BO fit)"
     ax.set(xscale="log", yscale="log", xlabel="training compute C (FLOPs)",
-           ylabel="loss (nats)", title="scalebo demo: law recovered from a fraction of the grid")
+           ylabel="loss (nats)", title=title)
     ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
     ax.grid(alpha=0.3, which="both")

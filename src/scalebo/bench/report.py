@@ -23,11 +23,15 @@ Tables (Markdown, :func:`write_report`):
   as a fraction of ``C_total`` and as a multiple of the per-cell compute floor;
 * runs and recoveries (envelope %, cell %) per budget.
 
-Figures (matplotlib, imported lazily, Agg backend; only when the records hold the methods):
-per dataset a grid of recovery panels vs budget fraction with ±1 SD bands (one colour per
-method, observed dashed, fantasized solid), and comparisons of methods that differ only in
-their surrogate, kernel or acquisition; coverage and interval width vs budget
-(``figures/calibration.png``).
+Numbers below a table's display floor print as ``0.00`` (:func:`format_pm`).
+
+Figures (matplotlib, lazily, Agg; only for the methods in the records): per dataset a grid
+of recovery panels vs budget with ±1 SD bands (a colour per method; observed: dashed, open
+circles; fantasized: solid, filled squares), comparisons of methods that differ only in
+surrogate, kernel or acquisition, and the calibration (``figures/calibration.png``). Log
+panels band in log space (:func:`_line`) and draw values below their floor (:data:`PANELS`;
+errors: :data:`ERROR_FLOOR_PCT` = 1e-3 %) on a dotted line at it, so that 1e-7 % errors do
+not stretch the axis over 8 decades; recovery bands are clipped to 0–100 %.
 """
 
 from __future__ import annotations
@@ -41,48 +45,62 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scalebo.bench import calibration as cal
 from scalebo.bench.calibration import calibration_figure, calibration_section
 from scalebo.bench.oracle import report_oracle
 from scalebo.bench.records import IGNORED_ATTR, load_records
 from scalebo.outputs import save_figure, write_text_file
 
-__all__ = ["EXTRAPOLATION_KEYS", "coefficient_table", "comparison_groups",
-           "extrapolation_table", "savings_table", "summarize", "write_report"]
+__all__ = ["ERROR_FLOOR_PCT", "EXTRAPOLATION_KEYS", "coefficient_table", "comparison_groups",
+           "extrapolation_table", "format_pm", "savings_table", "summarize", "write_report"]
 
 #: Metric-name suffixes of the extrapolation points (see ``bench.metrics.c_key``).
 EXTRAPOLATION_KEYS = ("1e+25", "1e+27", "1e+29")
-#: Recovery panels: (metric, kind filter, y label, log scale).
+#: Floor (%) of the extrapolation errors in the figures (the calibration's width floor).
+ERROR_FLOOR_PCT = cal.WIDTH_FLOOR_PCT
+#: Recovery panels: (metric, kind filter, y label, floor of the log axis in the metric's
+#: unit; None: a linear percentage axis).
 PANELS = (
-    ("{law}.extrapolation_pct.1e+25", "fit", "|extrapolation| at 1e25 FLOPs (%)", True),
-    ("{law}.param_error.alpha", "fit", "|α − α_ref|", True),
-    ("{law}.param_error.E", "fit", "|E − E_ref| (nats)", True),
-    ("{law}.heldout_mse", "fit", "held-out MSE (nats²)", True),
-    ("envelope_recovery_pct", "run", "envelope recovered (%)", False),
-    ("cell_recovery_pct", "run", "cells' best recovered (%)", False),
+    ("{law}.extrapolation_pct.1e+25", "fit", "|extrapolation| at 1e25 FLOPs (%)",
+     ERROR_FLOOR_PCT),
+    ("{law}.param_error.alpha", "fit", "|α − α_ref|", 1e-5),
+    ("{law}.param_error.E", "fit", "|E − E_ref| (nats)", 1e-5),
+    ("{law}.heldout_mse", "fit", "held-out MSE (nats²)", 1e-7),
+    ("envelope_recovery_pct", "run", "envelope recovered (%)", None),
+    ("cell_recovery_pct", "run", "cells' best recovered (%)", None),
 )
+#: Line style, marker and marker face (None: filled) per kind of data behind the fit.
+STYLES = {"observed": ("--", "o", "white"), "fantasized": ("-", "s", None),
+          "run": ("-", "o", None)}
 COMPARED = ("surrogate", "kernel", "acquisition", "incumbent", "schedule")
 
 
 def summarize(frame: pd.DataFrame) -> pd.DataFrame:
-    """Mean, SD and n over seeds per ``(dataset, method, kind, metric, budget)``.
-
-    Extrapolation metrics (signed in the records) are summarized as absolute values.
-    """
+    """Mean, SD and n over seeds per ``(dataset, method, kind, metric, budget)``; extrapolation
+    metrics (signed in the records) are summarized as absolute values."""
     ok = frame[frame["status"] == "ok"].copy()
     ext = ok["metric"].str.contains("extrapolation_pct", regex=False)
     ok.loc[ext, "value"] = ok.loc[ext, "value"].abs()
     g = ok.groupby(["dataset", "method", "kind", "metric", "budget"], sort=False)["value"]
-    out = g.agg(mean="mean", sd=lambda v: float(v.std(ddof=1)) if v.count() > 1 else 0.0,
-                n="count").reset_index()
-    return out
+    return g.agg(mean="mean", sd=lambda v: float(v.std(ddof=1)) if v.count() > 1 else 0.0,
+                 n="count").reset_index()
 
 
-def _fmt(mean: float, sd: float, digits: int = 2) -> str:
+def format_pm(mean: float, sd: float, digits: int = 2) -> str:
+    """Table cell ``mean ± sd`` with ``digits`` decimals (``–`` when the mean is not finite).
+
+    A number of magnitude below the display floor ``0.5·10^-digits`` prints as ``0.00``; a
+    mean of 1,000 or more (and its SD, unless below the floor) in exponent notation:
+    ``1.71e-10 ± 0`` → ``0.00 ± 0.00``, ``2.79e+03 ± 6e-06`` → ``2.79e+03 ± 0.00``.
+    """
     if not math.isfinite(mean):
         return "–"
-    if abs(mean) >= 1e3 or (0 < abs(mean) < 10 ** -digits):
-        return f"{mean:.2e} ± {sd:.1e}"
-    return f"{mean:.{digits}f} ± {sd:.{digits}f}"
+
+    def one(x: float, big: str) -> str:
+        x = 0.0 if math.isfinite(x) and abs(x) < 0.5 * 10.0 ** -digits else x
+        return f"{x:{big}}" if abs(mean) >= 1e3 and x else f"{x:.{digits}f}"
+
+    return f"{one(mean, '.2e')} ± {one(sd, '.1e')}"
 
 
 def _budget_label(b: float) -> str:
@@ -92,8 +110,7 @@ def _budget_label(b: float) -> str:
 def _variants(summary: pd.DataFrame, metric: str) -> list[tuple[str, str, str]]:
     """``(dataset, method, kind)`` with data for ``metric``, in first-seen order."""
     sub = summary[summary["metric"] == metric]
-    seen = dict.fromkeys(zip(sub["dataset"], sub["method"], sub["kind"], strict=True))
-    return list(seen)
+    return list(dict.fromkeys(zip(sub["dataset"], sub["method"], sub["kind"], strict=True)))
 
 
 def _label(method: str, kind: str) -> str:
@@ -117,7 +134,7 @@ def _pivot(summary: pd.DataFrame, metric: str, digits: int = 2,
                       if math.isfinite(by_b[b].mean) else "no fit") for b in budgets]
             lines.append(f"| {ds} | {method} | " + " | ".join(cells) + " | – |")
             continue
-        cells = [_fmt(by_b[b].mean, by_b[b].sd, digits) if b in by_b else "–" for b in budgets]
+        cells = [format_pm(by_b[b].mean, by_b[b].sd, digits) if b in by_b else "–" for b in budgets]
         n = int(rows["n"].min()) if len(rows) else 0
         lines.append(f"| {ds} | {_label(method, kind)} | " + " | ".join(cells) + f" | {n} |")
     return "\n".join(lines) + "\n"
@@ -151,7 +168,7 @@ def coefficient_table(summary: pd.DataFrame, law: str = "compute") -> str:
     for (ds, method, kind, metric), rows in sub.groupby(
             ["dataset", "method", "kind", "metric"], sort=False):
         by_b = {r.budget: r for r in rows.itertuples()}
-        cells = [_fmt(by_b[b].mean, by_b[b].sd, 4) if b in by_b else "–" for b in budgets]
+        cells = [format_pm(by_b[b].mean, by_b[b].sd, 4) if b in by_b else "–" for b in budgets]
         lines.append(f"| {ds} | {_label(method, kind)} | {metric[len(prefix):]} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
@@ -185,8 +202,7 @@ def savings_table(summary: pd.DataFrame, threshold_pct: float = 1.0, C: str = "1
 
 def _run_table(summary: pd.DataFrame, metric: str, digits: int = 1) -> str:
     sub = summary[(summary["kind"] == "run")]
-    variants = [(d, m, "run") for d, m, _ in _variants(sub, metric)]
-    return _pivot(sub, metric, digits, variants)
+    return _pivot(sub, metric, digits, [(d, m, "run") for d, m, _ in _variants(sub, metric)])
 
 
 def comparison_groups(frame: pd.DataFrame, param: str) -> list[list[str]]:
@@ -206,94 +222,95 @@ def comparison_groups(frame: pd.DataFrame, param: str) -> list[list[str]]:
 
 # --------------------------------------------------------------------------- figures
 
-def _plt():
-    import matplotlib
-
-    if "matplotlib.pyplot" not in __import__("sys").modules:
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def _series(summary, ds, method, kind, metric):
     s = summary[(summary["dataset"] == ds) & (summary["method"] == method)
-                & (summary["kind"] == kind) & (summary["metric"] == metric)]
-    s = s.sort_values("budget")
+                & (summary["kind"] == kind) & (summary["metric"] == metric)].sort_values("budget")
     return s["budget"].to_numpy(), s["mean"].to_numpy(), s["sd"].to_numpy()
 
 
-def _line(ax, x, m, sd, color, style, label, log):
+def _line(ax, x, m, sd, color, kind, floor):
+    """Mean line and ±1 SD band: linear, clipped to 0–100 % (``floor`` None), or in log space
+    (the lognormal with that mean and SD, ``exp(μ ± σ)``), drawn at ``floor`` below it."""
     if not len(x):
         return
-    ax.plot(x, m, style, color=color, marker="o", ms=3, label=label)
-    lo = np.maximum(m - sd, m / 10) if log else m - sd  # log axes: band clipped at m/10
-    ax.fill_between(x, lo, m + sd, color=color, alpha=0.12, lw=0)
+    lo, hi = np.clip(m - sd, 0, 100), np.clip(m + sd, 0, 100)
+    if floor is not None:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            s2 = np.log1p((sd / m) ** 2)
+            lo, hi = (np.exp(np.log(m) - s2 / 2 + k * np.sqrt(s2)) for k in (-1, 1))
+        m, lo, hi = (np.fmax(np.nan_to_num(v, nan=floor), floor) for v in (m, lo, hi))
+    style, marker, face = STYLES[kind]
+    ax.plot(x, m, style, color=color, marker=marker, mfc=face or color, ms=4)
+    ax.fill_between(x, lo, hi, color=color, alpha=0.12, lw=0)
 
 
-def _budget_axis(ax, budgets) -> None:
-    """Log x axis with ticks at the budgets, labelled in % of C_total."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+def _panel(ax, summary, ds, methods, metric, ylabel, floor, kinds, colors) -> None:
+    """Methods' mean ± 1 SD vs budget; log y with a dotted line at ``floor``, or linear %."""
+    for i, method in enumerate(methods):
+        for kind in kinds:
+            _line(ax, *_series(summary, ds, method, kind, metric), colors[i % len(colors)],
+                  kind, floor)
+    cal._budget_axis(ax, summary["budget"].unique())
+    ax.grid(alpha=0.3, which="both")
+    if floor is None:
+        ax.set(ylabel=ylabel, ylim=(-3, 103))
+        return
+    ax.set_yscale("log")
+    if ax.dataLim.y0 <= floor * 1.01:  # something is drawn at the floor
+        ax.axhline(floor, color="0.5", ls=":", lw=1)
+    ax.set_ylabel(f"{ylabel}\n(below {floor:g}{' %' * ('%' in ylabel)}: drawn at it, dotted)")
 
-    ax.set_xscale("log")
-    ax.xaxis.set_major_locator(FixedLocator(sorted(budgets)))
-    ax.xaxis.set_minor_locator(NullLocator())
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{100 * x:g} %"))
-    ax.set_xlabel("budget (% of C_total)")
+
+def _finish(fig, plt, methods, colors, title: str, path: Path) -> Path:
+    """Legend (a colour per method; the kinds of fit by line style and marker), title, save."""
+    cal._legend(fig, methods, colors, (("law on observed runs", "--", "o", False),
+                                   ("law on observed + fantasized losses", "-", "s", True)))
+    fig.suptitle(title)
+    save_figure(fig, path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def recovery_figure(summary: pd.DataFrame, dataset: str, methods: Sequence[str], path: Path,
                     law: str = "compute") -> Path:
     """Recovery panels vs budget fraction for ``methods`` on ``dataset`` (mean ± 1 SD)."""
-    plt = _plt()
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7), constrained_layout=True)
+    plt = cal._plt()
+    fig, axes = plt.subplots(2, 3, figsize=(13, 7.5), constrained_layout=True)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, (metric, which, ylabel, log) in zip(axes.flat, PANELS, strict=True):
-        metric = metric.format(law=law)
-        for i, method in enumerate(methods):
-            c = colors[i % len(colors)]
-            kinds = (("run", "-", method),) if which == "run" else (
-                ("observed", "--", f"{method} (observed)"),
-                ("fantasized", "-", f"{method} + fantasize"))
-            for kind, style, label in kinds:
-                _line(ax, *_series(summary, dataset, method, kind, metric), c, style, label, log)
-        _budget_axis(ax, summary["budget"].unique())
-        if log:
-            ax.set_yscale("log")
-        ax.set_ylabel(ylabel)
-        ax.grid(alpha=0.3, which="both")
-    axes.flat[0].legend(fontsize=7)
-    fig.suptitle(f"{dataset}: recovery vs budget ({law} law; mean ± 1 SD over seeds)")
-    save_figure(fig, path, dpi=110)
-    plt.close(fig)
-    return path
+    for ax, (metric, which, ylabel, floor) in zip(axes.flat, PANELS, strict=True):
+        kinds = ("run",) if which == "run" else ("observed", "fantasized")
+        _panel(ax, summary, dataset, methods, metric.format(law=law), ylabel, floor, kinds,
+               colors)
+    return _finish(fig, plt, methods, colors, f"{dataset}: recovery vs budget ({law} law; "
+                   "mean ± 1 SD over seeds, log panels: SD band in log space)", path)
 
 
 def comparison_figure(summary: pd.DataFrame, methods: Sequence[str], param: str, path: Path,
                       law: str = "compute") -> Path:
     """|Extrapolation| at 1e25 FLOPs vs budget per dataset for methods differing in ``param``."""
-    plt = _plt()
+    plt = cal._plt()
     datasets = list(dict.fromkeys(summary["dataset"]))
-    fig, axes = plt.subplots(1, len(datasets), figsize=(5 * len(datasets), 3.8),
+    fig, axes = plt.subplots(1, len(datasets), figsize=(max(6, 5 * len(datasets)), 4.4),
                              squeeze=False, constrained_layout=True)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    metric = f"{law}.extrapolation_pct.1e+25"
     for ax, ds in zip(axes[0], datasets, strict=True):
-        for i, method in enumerate(methods):
-            for kind, style in (("observed", "--"), ("fantasized", "-")):
-                _line(ax, *_series(summary, ds, method, kind, metric), colors[i % len(colors)],
-                      style, _label(method, kind), True)
-        _budget_axis(ax, summary["budget"].unique())
-        ax.set(yscale="log", title=ds, ylabel="|extrapolation| at 1e25 FLOPs (%)")
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=7)
-    fig.suptitle(f"{param} comparison (mean ± 1 SD over seeds)")
-    save_figure(fig, path, dpi=110)
-    plt.close(fig)
-    return path
+        _panel(ax, summary, ds, methods, f"{law}.extrapolation_pct.1e+25",
+               "|extrapolation| at 1e25 FLOPs (%)", ERROR_FLOOR_PCT,
+               ("observed", "fantasized"), colors)
+        ax.set_title(ds)
+    return _finish(fig, plt, methods, colors,
+                   f"{param} comparison (mean ± 1 SD over seeds)", path)
 
 
 # --------------------------------------------------------------------------- report
+
+#: Caption under the recovery and comparison figures of the report.
+FIGURE_NOTE = ("_Mean and ±1 SD over seeds (log panels: the lognormal with that mean and SD; "
+               "recovery: clipped to 0–100 %). Dashed, open circles: law fitted on observed "
+               "runs; solid, filled squares: on observed + fantasized losses. Values below the "
+               f"floor ({ERROR_FLOOR_PCT:g} % for errors; |Δα|, |ΔE| 1e-05, MSE 1e-07 nats²) "
+               "are drawn at it (dotted)._")
+
 
 def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
                  title: str | None = None, figures: bool = True, law: str = "compute",
@@ -315,9 +332,8 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
         data_dir: Public datasets folder for the oracles (default ``$SCALEBO_DATA_DIR``).
 
     Returns:
-        Path of the Markdown file. Raises ``ValueError`` when the directory holds no record.
-        Record files that cannot be used are named in a warning (``load_records``) and
-        counted in the report.
+        Path of the Markdown file. Raises ``ValueError`` when the directory holds no record;
+        unusable record files are named in a warning (``load_records``), counted in it.
     """
     full = load_records(records_dir, include_errors=True)
     ignored = full.attrs.get(IGNORED_ATTR, ())
@@ -367,7 +383,7 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
         for ds in dict.fromkeys(frame["dataset"]):
             methods = list(dict.fromkeys(frame.loc[frame["dataset"] == ds, "method"]))
             p = recovery_figure(summary, ds, methods, fig_dir / f"recovery_{ds}.png", law)
-            md += [f"![{ds} recovery]({p.relative_to(out).as_posix()})", ""]
+            md += [f"![{ds} recovery]({p.relative_to(out).as_posix()})", "", FIGURE_NOTE, ""]
         p = calibration_figure(iv, fig_dir / "calibration.png", EXTRAPOLATION_KEYS[0])
         if p is not None:
             md += [f"![law posterior calibration]({p.relative_to(out).as_posix()})", ""]
@@ -375,7 +391,8 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
             for i, group in enumerate(comparison_groups(frame, param)):
                 p = comparison_figure(summary, group, param,
                                       fig_dir / f"compare_{param}_{i}.png", law)
-                md += [f"![{param} comparison]({p.relative_to(out).as_posix()})", ""]
+                md += [f"![{param} comparison]({p.relative_to(out).as_posix()})", "",
+                       FIGURE_NOTE, ""]
     out.mkdir(parents=True, exist_ok=True)
     path = out / "report.md"
     write_text_file(path, "\n".join(md))

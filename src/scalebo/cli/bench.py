@@ -26,7 +26,36 @@ from scalebo.cli.common import add_format_argument, format_table, is_quiet, log
 
 NAME = "bench"
 HELP = "benchmark search strategies over datasets, budgets and seeds (run a sweep, report)"
-DESCRIPTION = __doc__.split("\n\n", 1)[1] if __doc__ else HELP
+DESCRIPTION = """\
+Benchmark search strategies by replaying them on recorded grids.
+
+  scalebo bench run CONFIG.yaml --out DIR [--jobs N | --dask-scheduler ADDRESS]
+    runs every unfinished cell (dataset x method x seed x budget) of the config and writes
+    one JSON record per cell to DIR. A rerun skips finished cells, so an interrupted sweep
+    resumes where it stopped; a cell's key holds the package version and every method
+    setting after defaults, so a new scalebo version or a changed default recomputes
+    instead of reusing old records. A record file that cannot be used (unparsable,
+    truncated, another schema) is recomputed with a warning naming it and why. Progress
+    (cells done / total, ETA) on stderr; the summary on stdout.
+  scalebo bench report DIR --out REPORT_DIR
+    writes REPORT_DIR/report.md with mean +- SD tables and figures (REPORT_DIR/figures),
+    the calibration of the law posterior and floor-oracle rows (--no-oracle leaves them
+    out; they need the datasets, --data-dir or $SCALEBO_DATA_DIR).
+
+Config datasets: steplaw, oellm_english, synthetic or {source: PATH} for a run-table file
+(the registered epoch_chinchilla, gadre_overtraining, gemstones and porian_isoflop hold no
+hyperparameter grid to replay). Record layout: docs/records.md.
+"""
+RUN_DESCRIPTION = """\
+Run the unfinished cells of a sweep config (YAML: name, seeds, budgets as fractions of
+C_total, datasets, method_defaults, methods; see benchmarks/configs/), one JSON record per
+cell in --out.
+"""
+REPORT_DESCRIPTION = """\
+Write report.md (mean +- SD over seeds of the relative extrapolation error at 1e25, 1e27 and
+1e29 FLOPs in %, the law posterior's calibration, fitted coefficients, compute saved,
+recoveries) and figures/*.png from a directory of records.
+"""
 EPILOG = """\
 examples:
   scalebo bench run benchmarks/configs/smoke.yaml --out runs/smoke --jobs 2
@@ -51,33 +80,39 @@ def _seeds(text: str) -> list[int]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="bench_command", metavar="ACTION", required=True)
+    sub = parser.add_subparsers(dest="bench_command", metavar="ACTION", required=True,
+                                help="run a sweep or report on its records")
     run = sub.add_parser("run", help="run the unfinished cells of a sweep config",
+                         description=RUN_DESCRIPTION,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("config", help="sweep config (YAML), e.g. benchmarks/configs/smoke.yaml")
-    run.add_argument("--out", required=True, help="record directory (created)")
+    run.add_argument("--out", required=True, metavar="DIR",
+                     help="record directory (created; one JSON file per cell)")
     run.add_argument("--jobs", "-j", type=int, default=1,
                      help="local worker processes (joblib/loky; -1 = all cores; default 1)")
     run.add_argument("--dask-scheduler", metavar="ADDRESS", default=None,
                      help="run the cells on a Dask cluster, e.g. tcp://10.0.0.1:8786 "
                           "(needs pip install 'scalebo[dask]')")
-    run.add_argument("--seeds", type=_seeds, default=None,
+    run.add_argument("--seeds", type=_seeds, default=None, metavar="SEEDS",
                      help="only these seeds (e.g. 0-2 or 0,5), overriding the config")
-    run.add_argument("--limit", type=int, default=None,
+    run.add_argument("--limit", type=int, default=None, metavar="N",
                      help="run at most this many tasks, then stop (rerun to continue)")
-    run.add_argument("--data-dir", default=None,
+    run.add_argument("--data-dir", default=None, metavar="DIR",
                      help="public datasets folder (default $SCALEBO_DATA_DIR)")
     add_format_argument(run)
-    rep = sub.add_parser("report", help="Markdown report with tables and figures from records")
+    rep = sub.add_parser("report", help="Markdown report with tables and figures from records",
+                         description=REPORT_DESCRIPTION,
+                         formatter_class=argparse.RawDescriptionHelpFormatter)
     rep.add_argument("records", help="record directory written by 'scalebo bench run'")
-    rep.add_argument("--out", required=True, help="report directory (report.md, figures/)")
+    rep.add_argument("--out", required=True, metavar="DIR",
+                     help="report directory (report.md, figures/; created)")
     rep.add_argument("--title", default=None, help="report title")
     rep.add_argument("--no-figures", action="store_true", help="tables only")
     rep.add_argument("--law", choices=("compute", "chinchilla"), default="compute",
                      help="law whose metrics fill the tables (default compute)")
     rep.add_argument("--no-oracle", action="store_true",
                      help="leave out the floor-oracle rows (they load each dataset)")
-    rep.add_argument("--data-dir", default=None,
+    rep.add_argument("--data-dir", default=None, metavar="DIR",
                      help="public datasets folder for the floor oracles "
                           "(default $SCALEBO_DATA_DIR)")
 

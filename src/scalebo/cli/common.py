@@ -72,7 +72,8 @@ input (RUNS):
   Runs with NaN/inf loss (or loss above --diverged-above) are excluded and counted.
   Repeated configurations are an error unless --duplicates mean averages them.
   Or dataset:NAME for a public dataset (steplaw, oellm_english, epoch_chinchilla,
-  porian_isoflop) read from --data-dir or $SCALEBO_DATA_DIR.
+  porian_isoflop, gemstones, gadre_overtraining) read from --data-dir or
+  $SCALEBO_DATA_DIR; --dataset-option passes a loader's keyword options.
 """
 
 _quiet = False

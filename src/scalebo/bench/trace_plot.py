@@ -1,0 +1,134 @@
+"""The acquisition-trace figure of one replay (``scalebo replay --plot``).
+
+Two panels, titled with the dataset, the method, the budget and the seed:
+
+* left: the cumulative compute spent and the window cap (FLOPs, log) against the
+  acquisition order, with the budget as a dotted line;
+* right: every acquirable configuration of the grid in (C, loss) (C in FLOPs, loss in nats,
+  grey), the reference envelope as hollow red rings, the reference compute law, and the
+  acquired configurations drawn on top, coloured by acquisition order (colourbar).
+
+The loss axis spans the reference envelope and every acquired run up to a robust upper fence
+(:func:`loss_range`: the third quartile of the acquirable losses plus
+:data:`FENCE_IQR` × their interquartile range), so the cheap, high-loss end of the envelope is
+never cut off while diverged runs (StepLaw holds losses up to 10 nats) do not flatten the
+rest. Acquired runs above the fence are drawn as triangles on the top edge and counted in the
+legend.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scalebo.outputs import save_figure
+
+__all__ = ["FENCE_IQR", "loss_range", "plot_trace", "trace_figure"]
+
+#: Upper fence of the loss axis: Q3 + FENCE_IQR · IQR of the acquirable losses (nats).
+FENCE_IQR = 3.0
+
+
+def loss_range(problem: Any, acquired: np.ndarray) -> tuple[float, float]:
+    """``(bottom, top)`` of the loss axis in nats (before padding).
+
+    ``bottom`` is the lowest acquirable loss; ``top`` the highest loss among the reference
+    envelope and the acquired rows that lie below the fence ``Q3 + FENCE_IQR · IQR`` of the
+    acquirable losses. Grid rows above ``top`` are clipped (they are neither on the envelope
+    nor acquired); acquired rows above the fence are diverged runs, drawn on the top edge.
+
+    Args:
+        problem: A :class:`~scalebo.bench.problems.ReplayProblem`.
+        acquired: Grid rows bought by the search, shape ``(n,)``.
+    """
+    loss = np.asarray(problem.loss, dtype=np.float64)
+    pool = loss[~problem.grid.held_out]
+    pool = pool[np.isfinite(pool)]
+    q1, q3 = np.percentile(pool, [25, 75])
+    fence = q3 + FENCE_IQR * (q3 - q1)
+    shown = np.concatenate([loss[np.asarray(problem.envelope_idx, dtype=np.int64)],
+                            loss[np.asarray(acquired, dtype=np.int64)]])
+    shown = shown[np.isfinite(shown) & (shown <= fence)]
+    top = float(shown.max()) if shown.size else float(min(pool.max(), fence))
+    return float(pool.min()), top
+
+
+def _title(rec: Any) -> str:
+    dataset = str(rec.dataset)
+    if os.sep in dataset or "/" in dataset:  # a run-table file: its name is enough
+        dataset = Path(dataset).name
+    spent = rec.trace[-1].cumulative_cost if rec.trace else 0.0
+    return (f"{dataset}: {rec.method.label()}; budget {100 * rec.budget:g} % of C_total, "
+            f"seed {rec.seed} ({len(rec.trace)} runs, {spent:.3g} FLOPs)")
+
+
+def trace_figure(rec: Any, problem: Any) -> Any:
+    """The trace figure of ``rec`` (a :class:`~scalebo.bench.replay.ReplayRecord`) replayed
+    on ``problem`` (its :class:`~scalebo.bench.problems.ReplayProblem`); returns the
+    matplotlib ``Figure`` (close it when done)."""
+    import matplotlib
+
+    if "matplotlib.pyplot" not in __import__("sys").modules:
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    order = np.array([t.order for t in rec.trace], dtype=np.float64)
+    cum = np.array([t.cumulative_cost for t in rec.trace], dtype=np.float64)
+    cap = np.array([t.cap for t in rec.trace], dtype=np.float64)
+    idx = np.array([t.index for t in rec.trace], dtype=np.int64)
+    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.6), constrained_layout=True,
+                               gridspec_kw={"width_ratios": (1, 1.2)})
+    a.plot(order, cum, label="cumulative compute")
+    finite = np.isfinite(cap)
+    a.step(order[finite], cap[finite], where="post", label="window cap")
+    a.axhline(rec.budget * problem.C_total, color="k", ls=":",
+              label=f"budget ({100 * rec.budget:g} % of C_total)")
+    a.set(yscale="log", xlabel="acquisition order", ylabel="compute (FLOPs)",
+          title="compute spent and window cap")
+    a.legend(fontsize=8)
+    a.grid(alpha=0.3, which="both")
+
+    g = problem.grid
+    loss = np.asarray(problem.loss, dtype=np.float64)
+    acq = ~g.held_out
+    bottom, top = loss_range(problem, idx)
+    pad = 0.03 * (top - bottom) if top > bottom else 0.01 * abs(top)
+    b.scatter(g.cost[acq], loss[acq], s=6, c="0.8", label="grid", zorder=1)
+    Cs = np.geomspace(g.cost[acq].min(), g.cost.max(), 100)
+    b.plot(Cs, problem.reference_compute.predict(Cs[:, None]), "r-", lw=1,
+           label="reference compute law", zorder=2)
+    env = np.asarray(problem.envelope_idx, dtype=np.int64)
+    b.scatter(g.cost[env], loss[env], s=55, facecolors="none", edgecolors="r", linewidths=1.1,
+              label="reference envelope", zorder=3)
+    inside = loss[idx] <= top
+    points = b.scatter(g.cost[idx][inside], loss[idx][inside], s=16, c=order[inside],
+                       cmap="viridis", vmin=0, vmax=max(order.max(initial=0), 1),
+                       edgecolors="k", linewidths=0.3, label="acquired", zorder=4)
+    if (~inside).any():
+        b.scatter(g.cost[idx][~inside], np.full((~inside).sum(), top + 0.6 * pad), marker="^",
+                  s=28, c=order[~inside], cmap="viridis", vmin=0,
+                  vmax=max(order.max(initial=0), 1), edgecolors="k", linewidths=0.3,
+                  label=f"acquired above the axis ({(~inside).sum()}, "
+                        f"loss up to {loss[idx].max():.3g} nats)", zorder=4, clip_on=False)
+    fig.colorbar(points, ax=b, label="acquisition order (0 = first run)", pad=0.01)
+    b.set(xscale="log", xlabel="training compute C (FLOPs)", ylabel="loss (nats)",
+          ylim=(bottom - pad, top + pad), title="acquired configurations")
+    b.legend(fontsize=8)
+    b.grid(alpha=0.3, which="both")
+    fig.suptitle(_title(rec))
+    return fig
+
+
+def plot_trace(rec: Any, problem: Any, path: str | os.PathLike[str], *, dpi: int = 110
+               ) -> Path:
+    """Draw :func:`trace_figure` and save it (atomically) to ``path``; returns the path."""
+    import matplotlib.pyplot as plt
+
+    fig = trace_figure(rec, problem)
+    try:
+        return save_figure(fig, path, dpi=dpi)
+    finally:
+        plt.close(fig)
