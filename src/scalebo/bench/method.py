@@ -20,6 +20,7 @@ _CHOICES = {
     "target_law": ("compute", "chinchilla"),
     "target_estimator": ("stein", "ensemble"),
     "trend_form": TREND_FORMS,
+    "cost_model": ("independent", "wsd"),
 }
 
 
@@ -85,6 +86,10 @@ class MethodConfig:
             scope); 0: none.
         posterior_noise: Sample recorded losses (latent + observation noise) rather than
             the latent loss.
+        cost_model, cooldown: How a set of configurations costs
+            (:mod:`scalebo.search.cost_model`): ``"independent"`` runs, or ``"wsd"`` with
+            a cooldown fraction (configurations differing only in D share one run). Budget
+            fractions stay fractions of the independent ``C_total``.
         bootstrap_samples: Resamples of a bootstrap over the observed runs' frontier
             (what ``scalebo fit --bootstrap`` gives), recorded beside the law posterior for
             comparison; 0: none.
@@ -120,6 +125,8 @@ class MethodConfig:
     target_estimator: str = "stein"
     shift_optimum: bool = False
     bootstrap_samples: int = 0
+    cost_model: str = "independent"
+    cooldown: float = 0.1
 
     def __post_init__(self) -> None:
         for name, allowed in _CHOICES.items():
@@ -131,6 +138,9 @@ class MethodConfig:
             raise ValueError("MethodConfig needs q >= 1, refit_every >= 1, n_initial >= 0, "
                              "refit_growth >= 0, posterior_samples >= 0 and "
                              "bootstrap_samples >= 0")
+        if not 0 <= self.cooldown <= 1:
+            raise ValueError(f"MethodConfig.cooldown must be a fraction in [0, 1], got "
+                             f"{self.cooldown}")
         if not (self.target_compute > 0 and self.target_compute < float("inf")
                 and 0 <= self.cost_power < float("inf") and self.target_samples >= 8
                 and self.target_every >= 1):
@@ -155,8 +165,9 @@ class MethodConfig:
         acq = self.acquisition + ("" if self.acquisition == "lcb" else f"/{self.incumbent}")
         if self.acquisition == "target":
             acq = f"target/{self.target_law}@{self.target_compute:.0e},γ={self.cost_power:g}"
+        cost = "" if self.cost_model == "independent" else f" wsd(f={self.cooldown:g})"
         return f"{self.schedule_name if self.strategy == 'window' else 'full'} " \
-               f"{self.surrogate} {acq} {fant}"
+               f"{self.surrogate} {acq} {fant}{cost}"
 
     def with_(self, **changes: object) -> MethodConfig:
         """A copy with some fields changed (validated)."""

@@ -36,6 +36,7 @@ from scalebo.bench.method import DEFAULT_METHOD, MethodConfig
 from scalebo.bench.metrics import EXTRAPOLATION_C, LAWS, BudgetMetrics, evaluate, observed_table
 from scalebo.bench.problems import ReplayProblem
 from scalebo.errors import FitError, SearchError
+from scalebo.search.cost_model import CostModel
 from scalebo.search.fantasize import fantasize
 from scalebo.search.law_posterior import law_posterior
 from scalebo.search.loop import SearchLoop
@@ -151,7 +152,8 @@ def _make_loop(problem: ReplayProblem, method: MethodConfig, budget: float, seed
         refit_every=method.refit_every, target_compute=method.target_compute,
         target_law=method.target_law, cost_power=method.cost_power,
         target_samples=method.target_samples, target_every=method.target_every,
-        target_estimator=method.target_estimator, rng=seed,
+        target_estimator=method.target_estimator,
+        cost_model=CostModel(method.cost_model, method.cooldown), rng=seed,
     )
 
 

@@ -34,6 +34,29 @@ def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: 
                             "runs, so diverged runs do not swamp it (default 5; 0: off)")
     group.add_argument("--seed", type=int, default=0, help="seed of the GP and samples "
                        "(default 0)")
+    add_cost_model_arguments(group)
+
+
+def add_cost_model_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup
+                             ) -> None:
+    """``--cost-model independent|wsd`` and ``--cooldown F``."""
+    parser.add_argument("--cost-model", choices=("independent", "wsd"), default=None,
+                        help="independent runs (6*N*D each, default) or wsd: configurations "
+                             "that differ only in D share one warmup-stable-decay run, each "
+                             "checkpoint paying its cooldown")
+    parser.add_argument("--cooldown", type=float, default=None, metavar="F",
+                        help="wsd cooldown as a fraction of a checkpoint's tokens "
+                             "(default 0.1)")
+
+
+def cost_model(args: argparse.Namespace):
+    """The :class:`~scalebo.search.cost_model.CostModel` of the parsed options."""
+    from scalebo.search.cost_model import CostModel
+
+    if args.cooldown is not None and args.cost_model != "wsd":
+        raise ValueError("--cooldown applies to --cost-model wsd")
+    return CostModel(args.cost_model or "independent",
+                     0.1 if args.cooldown is None else args.cooldown)
 
 
 def load_campaign(args: argparse.Namespace):

@@ -1,10 +1,15 @@
-"""``scalebo replay``: replay a search strategy on a recorded grid and print its metrics."""
+"""``scalebo replay``: replay a search strategy on a recorded grid and print its metrics.
+
+Parsing and printing only: :func:`scalebo.bench.replay.replay` runs the search and
+:func:`scalebo.bench.trace_plot.plot_trace` draws ``--plot``.
+"""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
+from scalebo.cli.campaign_args import add_cost_model_arguments
 from scalebo.cli.common import (
     add_format_argument,
     check_output_path,
@@ -13,21 +18,29 @@ from scalebo.cli.common import (
     write_json,
     write_json_file,
 )
-from scalebo.outputs import save_figure
 
 NAME = "replay"
 HELP = "replay a budgeted search on a recorded grid and score the recovered law"
 DESCRIPTION = """\
 Replay a search strategy on a recorded grid: the recorded loss of each configuration is the
-oracle, the 2 largest-compute (N, D) cells are held out, and the laws refitted from what
-the search bought (and, with --fantasize, from observed + surrogate-predicted losses) are
-compared with the reference fit on the whole grid (DESIGN.md metrics). Budget: a fraction of
-C_total, the summed compute of the acquirable grid (FLOPs).
+oracle, the 2 largest-compute (N, D) cells are held out (--held-out-cells), and the laws
+refitted from what the search bought (and, with --fantasize, from observed +
+surrogate-predicted losses) are compared with the reference fit on the whole acquirable grid:
+compute spent, envelope and per-cell recovery, held-out MSE (nats^2) and the relative error
+at 1e25, 1e27 and 1e29 FLOPs (definitions: docs/records.md). Budget: a fraction of C_total,
+the summed compute of the acquirable grid (FLOPs).
 """
 EPILOG = """\
-datasets: steplaw, oellm_english, synthetic (built-in, known law), or a run-table file
-(--map as for 'scalebo fit'; --axes default: numeric columns varying inside a cell).
-example: scalebo replay --dataset steplaw --budget 0.05 --seed 0 --json out.json
+datasets (--dataset):
+  steplaw, oellm_english   recorded lr x bs grids (public datasets, --data-dir or
+                           $SCALEBO_DATA_DIR)
+  synthetic                built-in grid from a known law (no data needed)
+  a run-table file         CSV/TSV/Parquet/JSON lines (--map as for 'scalebo fit'; --axes
+                           default: numeric columns varying inside an (N, D) cell)
+  The other registered datasets, epoch_chinchilla, gadre_overtraining, gemstones and
+  porian_isoflop, hold no hyperparameter grid to search; fit them with
+  'scalebo fit dataset:NAME' (or 'scalebo fragility dataset:gemstones').
+example: scalebo replay --dataset steplaw --budget 0.05 --seed 0 --json out.json --plot t.png
 """
 
 
@@ -41,12 +54,14 @@ _METHOD_OPTIONS = {"strategy": "strategy", "schedule": "schedule", "surrogate": 
                    "target_samples": "target_samples", "target_every": "target_every",
                    "target_estimator": "target_estimator",
                    "posterior_samples": "posterior_samples",
-                   "bootstrap_samples": "bootstrap_samples"}
+                   "bootstrap_samples": "bootstrap_samples", "cost_model": "cost_model",
+                   "cooldown": "cooldown"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", required=True,
-                        help="steplaw, oellm_english, synthetic or a run-table file")
+                        help="grid to replay: steplaw, oellm_english, synthetic or a run-table "
+                             "file (see 'datasets' below)")
     parser.add_argument("--map", default=None, metavar="CANON=COL,...",
                         help="column mapping for a file, e.g. N=params,D=tokens")
     parser.add_argument("--axes", default=None, metavar="COL,...",
@@ -54,23 +69,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "vary inside an (N, D) cell)")
     parser.add_argument("--data-dir", default=None, help="public datasets folder "
                         "(default $SCALEBO_DATA_DIR)")
-    parser.add_argument("--held-out-cells", type=int, default=2)
+    parser.add_argument("--held-out-cells", type=int, default=2, metavar="K",
+                        help="largest-compute (N, D) cells held out of the search and scored "
+                             "by the held-out MSE (default 2)")
     parser.add_argument("--budget", type=float, default=0.05,
                         help="budget as a fraction of C_total (default 0.05)")
     parser.add_argument("--record-budgets", default="", metavar="F,...",
                         help="smaller budgets to record too, e.g. 0.01,0.05")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="seed of the initial design, the surrogate and the samples "
+                             "(default 0)")
     group = parser.add_argument_group("method (unset options take the library defaults, "
                                       "see scalebo.bench.replay.MethodConfig)")
-    group.add_argument("--strategy", choices=("window", "full"))
+    group.add_argument("--strategy", choices=("window", "full"),
+                       help="window: candidates capped by a compute window that grows as the "
+                            "budget is spent; full: the whole grid is a candidate at every step")
     group.add_argument("--schedule", choices=("sweep", "spent", "coverage"),
                        help="window schedule")
-    group.add_argument("--surrogate", choices=("gp", "random", "trees"))
+    group.add_argument("--surrogate", choices=("gp", "random", "trees"),
+                       help="model of the loss: Gaussian process; random (a random order of "
+                            "the admissible configurations); gradient-boosted trees (needs "
+                            "pip install 'scalebo[trees]')")
     group.add_argument("--kernel", help="GP kernel (matern52, rbf, additive, mixed)")
     group.add_argument("--acq", choices=("ei", "pi", "lcb", "target"),
                        help="acquisition; 'target': the run that most reduces the law "
                             "posterior's variance at --target-compute per cost^--cost-power")
-    group.add_argument("--incumbent", choices=("frontier", "global"))
+    group.add_argument("--incumbent", choices=("frontier", "global"),
+                       help="improvement over the best loss of the candidate's (N, D) cell "
+                            "(frontier) or over the best loss overall (global)")
     group.add_argument("--fantasize", action=argparse.BooleanOptionalAction, default=None,
                        help="also score observed + surrogate-predicted losses")
     group.add_argument("--estimator", choices=("mean", "cell_best"),
@@ -85,6 +111,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--bootstrap-samples", type=int, metavar="B",
                        help="also a bootstrap over the observed runs, for comparison "
                             "(default 0: none)")
+    add_cost_model_arguments(group)
     target = parser.add_argument_group("target acquisition (--acq target)")
     target.add_argument("--target-compute", type=float, metavar="FLOPS",
                         help="compute whose law prediction is sharpened (default 1e25)")
@@ -137,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
         write_json_file(data, args.json)
         log(f"wrote {args.json}")
     if args.plot:
+        from scalebo.bench.trace_plot import plot_trace
+
         plot_trace(rec, problem, args.plot)
         log(f"wrote {args.plot}")
     if args.format == "json":
@@ -192,42 +221,3 @@ def _interval_rows(rec: Any) -> list[dict]:
                              "reference": ref, "covers_80": cov.get("80"),
                              "covers_95": cov.get("95")})
     return rows
-
-
-def plot_trace(rec: Any, problem: Any, path: str) -> None:
-    """Two panels: cumulative compute and cap (FLOPs) vs acquisition order; the acquired
-    configurations in (C, loss), the reference envelope and compute law."""
-    import matplotlib
-    import numpy as np
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    order = np.array([t.order for t in rec.trace])
-    cum = np.array([t.cumulative_cost for t in rec.trace])
-    cap = np.array([t.cap for t in rec.trace])
-    idx = np.array([t.index for t in rec.trace], dtype=np.int64)
-    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4.2))
-    a.plot(order, cum, label="cumulative compute")
-    finite = np.isfinite(cap)
-    a.step(order[finite], cap[finite], where="post", label="window cap")
-    a.axhline(rec.budget * problem.C_total, color="k", ls=":", label="budget")
-    a.set(yscale="log", xlabel="acquisition order", ylabel="FLOPs")
-    a.legend()
-    g = problem.grid
-    acq = ~g.held_out
-    b.scatter(g.cost[acq], problem.loss[acq], s=6, c="0.8", label="grid")
-    b.scatter(g.cost[idx], problem.loss[idx], s=12, c=order, cmap="viridis",
-              label="acquired (colour: order)")
-    env = problem.envelope_idx
-    b.plot(g.cost[env], problem.loss[env], "r.", ms=9, label="reference envelope")
-    Cs = np.geomspace(g.cost[acq].min(), g.cost.max(), 100)
-    b.plot(Cs, problem.reference_compute.predict(Cs[:, None]), "r-", lw=1,
-           label="reference compute law")
-    top = np.percentile(problem.loss[acq], 95)
-    b.set(xscale="log", xlabel="C (FLOPs)", ylabel="loss (nats)",
-          ylim=(problem.loss.min() * 0.98, top))
-    b.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path, dpi=110)
-    plt.close(fig)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-from scalebo.cli.campaign_args import GRID_HELP, add_campaign_arguments, load_campaign
+from scalebo.cli.campaign_args import (
+    GRID_HELP,
+    add_campaign_arguments,
+    cost_model,
+    load_campaign,
+)
 from scalebo.cli.common import (
     add_format_argument,
     check_output_path,
@@ -66,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         f"{runs.running.size} running); law posterior with {args.samples} samples ...")
     status = campaign_status(grid, runs, budget, targets=tuple(args.target or (1e25,)),
                              tolerance=args.tolerance, n_samples=args.samples,
-                             schedule=args.schedule, clip_iqr=args.clip_iqr, seed=args.seed)
+                             schedule=args.schedule, clip_iqr=args.clip_iqr, seed=args.seed,
+                             cost_model=cost_model(args))
     result = status.to_dict()
     if args.plot:
         from scalebo.search.status_plot import plot_status

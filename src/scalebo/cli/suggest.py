@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 
-from scalebo.cli.campaign_args import GRID_HELP, add_campaign_arguments, load_campaign
+from scalebo.cli.campaign_args import (
+    GRID_HELP,
+    add_campaign_arguments,
+    cost_model,
+    load_campaign,
+)
 from scalebo.cli.common import (
     add_format_argument,
     check_output_path,
@@ -76,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
                                    cost={**runs.cost, **more.cost})
     res = suggest_runs(grid, runs, budget, batch=args.batch, retry_failed=args.retry_failed,
                        schedule=args.schedule, acquisition=args.acq, incumbent=args.incumbent,
-                       clip_iqr=args.clip_iqr, seed=args.seed)
+                       clip_iqr=args.clip_iqr, seed=args.seed, cost_model=cost_model(args))
     log(f"{runs.completed.size} completed, {runs.failed.size} failed, {runs.running.size} "
         f"running; spent {res.spent:.3g} + pending {res.pending:.3g} of budget "
         f"{res.budget:.3g} FLOPs ({res.budget / res.C_total:.4g} of C_total)")

@@ -27,6 +27,7 @@ import pandas as pd
 from scalebo.data.files import read_table
 from scalebo.errors import SearchError
 from scalebo.search.campaign_runs import CampaignRuns
+from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 from scalebo.search.loop import SearchLoop
 from scalebo.search.trace import Suggestion
@@ -138,7 +139,8 @@ class SuggestResult:
 def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 1,
                  retry_failed: bool = False, schedule: str = "spent",
                  acquisition: str = "ei", incumbent: str = "frontier", clip_iqr: float = 5.0,
-                 seed: int = 0, n_initial: int = DEFAULT_N_INITIAL) -> SuggestResult:
+                 seed: int = 0, n_initial: int = DEFAULT_N_INITIAL,
+                 cost_model: CostModel | None = None) -> SuggestResult:
     """The next ``batch`` configurations to train, and the budget accounting.
 
     Args:
@@ -153,6 +155,9 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
             diverged runs do not swamp it (0: off).
         seed: seed of the GP restarts and the initial design.
         n_initial: initial design size; completed runs count toward it.
+        cost_model: independent runs (default) or WSD checkpoints
+            (:mod:`scalebo.search.cost_model`): budgets and admissibility use the marginal
+            cost of a configuration given what is trained, failed or running.
 
     Raises:
         ValueError: a non-positive budget or a batch < 1.
@@ -165,7 +170,8 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         raise ValueError(f"budget must be positive FLOPs, got {budget}")
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
-    spent, pending = runs.spent(), runs.pending()
+    model = cost_model or CostModel()
+    spent, pending = runs.spent(grid, model), runs.pending(grid, model)
     remaining = budget - spent - pending
     account = {"budget": float(budget), "spent": spent, "pending": pending,
                "remaining": remaining, "C_total": float(grid.C_total)}
@@ -173,23 +179,22 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         raise SearchError(f"the budget is already spent: {spent + pending:.3g} FLOPs of "
                           f"{budget:.3g} are done, failed or running; raise the budget to "
                           "continue.")
-    # The loop counts the grid's cost of what it knows; the difference to the actual
-    # compute (cost column, retried failures) lowers its budget so that ``remaining`` holds.
-    known = [runs.completed, runs.running] + ([] if retry_failed else [runs.failed])
-    grid_counted = float(sum(grid.cost[k].sum() for k in known))
-    loop_budget = budget - (spent + pending - grid_counted)
     surrogate = make_surrogate("gp", categorical=grid.categorical_columns, rng=seed)
     if clip_iqr > 0:
         surrogate = ClippedGP(surrogate, clip_iqr)
-    loop = SearchLoop(grid, min(loop_budget / grid.C_total, 1.0), surrogate,
+    loop = SearchLoop(grid, min(budget / grid.C_total, 1.0), surrogate,
                       acquisition=acquisition, incumbent=incumbent, schedule=schedule,
-                      n_initial=max(0, n_initial - runs.completed.size), rng=seed)
+                      n_initial=max(0, n_initial - runs.completed.size), cost_model=model,
+                      rng=seed)
     if runs.completed.size:
         loop.tell(runs.completed, runs.losses)
     if runs.running.size:
         loop.mark_pending(runs.running)
     if runs.failed.size and not retry_failed:
         loop.mark_failed(runs.failed)
+    # The loop counts its cost model's compute of what it knows; the difference to the
+    # campaign's (a cost column, retried failures) lowers its budget so ``remaining`` holds.
+    loop.budget = budget - (spent + pending - loop.committed)
     suggestions = loop.suggest(batch)
     message = ""
     if len(suggestions) < batch:

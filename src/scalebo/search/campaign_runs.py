@@ -27,6 +27,7 @@ import pandas as pd
 
 from scalebo.data.files import read_table
 from scalebo.errors import RunTableError, SearchError
+from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 
 __all__ = ["CampaignRuns", "RunStatus", "read_campaign_runs"]
@@ -65,13 +66,29 @@ class CampaignRuns:
     notes: tuple[str, ...] = ()
     source: str = "<none>"
 
-    def spent(self) -> float:
-        """FLOPs of completed and failed runs."""
-        return float(sum(self.cost[int(i)] for i in (*self.completed, *self.failed)))
+    def spent(self, grid: Grid | None = None, cost_model: CostModel | None = None) -> float:
+        """FLOPs of completed and failed runs: their ``cost`` (a cost column, else the grid's
+        cost), or under a ``wsd`` cost model its total for them (``grid`` needed)."""
+        return self._compute((self.completed, self.failed), grid, cost_model)
 
-    def pending(self) -> float:
-        """FLOPs committed to running runs."""
-        return float(sum(self.cost[int(i)] for i in self.running))
+    def pending(self, grid: Grid | None = None, cost_model: CostModel | None = None) -> float:
+        """FLOPs committed to running runs (under ``wsd``: what they add to the rest)."""
+        if cost_model is None or cost_model.kind == "independent":
+            return float(sum(self.cost[int(i)] for i in self.running))
+        everything = self._compute((self.completed, self.failed, self.running), grid,
+                                   cost_model)
+        return everything - self.spent(grid, cost_model)
+
+    def _compute(self, groups: tuple[np.ndarray, ...], grid: Grid | None,
+                 cost_model: CostModel | None) -> float:
+        rows = [int(i) for g in groups for i in g]
+        if cost_model is None or cost_model.kind == "independent":
+            return float(sum(self.cost[i] for i in rows))
+        if grid is None:
+            raise ValueError("a wsd cost model needs the grid")
+        mask = np.zeros(len(grid), dtype=bool)
+        mask[rows] = True
+        return cost_model.total(grid, mask)
 
     @property
     def n_runs(self) -> int:

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from scalebo.errors import SearchError
+from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 
 __all__ = ["ObservationLedger"]
@@ -23,10 +24,12 @@ class ObservationLedger:
 
     Args:
         grid: Candidate configurations; rows are indices into it.
+        cost_model: How a set of configurations costs (default independent runs).
     """
 
-    def __init__(self, grid: Grid) -> None:
+    def __init__(self, grid: Grid, cost_model: CostModel | None = None) -> None:
         self.grid = grid
+        self.cost_model = cost_model or CostModel()
         self._obs_idx: list[int] = []
         self._obs_y: list[float] = []
         self._observed = np.zeros(grid.n_configs, dtype=bool)
@@ -35,13 +38,18 @@ class ObservationLedger:
 
     @property
     def spent(self) -> float:
-        """Compute of the observed (told) and failed runs, FLOPs."""
-        return float(self.grid.cost[self._observed | self._failed].sum())
+        """Compute of the observed (told) and failed runs, FLOPs (under the cost model)."""
+        return self.cost_model.total(self.grid, self._observed | self._failed)
 
     @property
     def committed(self) -> float:
-        """Compute of observed, failed and pending runs, FLOPs."""
-        return float(self.grid.cost[self._observed | self._pending | self._failed].sum())
+        """Compute of observed, failed and pending runs, FLOPs (under the cost model)."""
+        return self.cost_model.total(self.grid, self._observed | self._pending | self._failed)
+
+    def marginal_cost(self) -> np.ndarray:
+        """FLOPs of starting each configuration now, given what is trained, failed or
+        pending (0 for those), ``(n_cfg,)``."""
+        return self.cost_model.marginal(self.grid, self._observed | self._pending | self._failed)
 
     @property
     def failed_indices(self) -> np.ndarray:

@@ -42,6 +42,7 @@ import numpy as np
 from scalebo.errors import SearchError
 from scalebo.search import target as tgt
 from scalebo.search.acquisition import Acquisition, incumbent_score, parse_acquisition
+from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 from scalebo.search.ledger import ObservationLedger
 from scalebo.search.models.protocol import accepts_warm_start, fit_surrogate, hyperparameter_fit
@@ -84,6 +85,9 @@ class SearchLoop(ObservationLedger):
             target_estimator: Settings of ``"target"`` (:class:`~scalebo.search.target.
             TargetSettings`: FLOPs, ``"compute"`` or ``"chinchilla"``, γ of ``log VR −
             γ·log(cost/C_total)``, ensemble size S, asks between rebuilds, estimator).
+        cost_model: :class:`~scalebo.search.cost_model.CostModel` (default independent
+            runs; ``wsd``: configurations differing only in D share one run, each extra
+            checkpoint pays its cooldown). Budgets and admissibility use the marginal cost.
         rng: Seed or generator; the initial design is drawn first, from it.
     """
 
@@ -105,6 +109,7 @@ class SearchLoop(ObservationLedger):
         target_samples: int = 32,
         target_every: int = 1,
         target_estimator: str = "stein",
+        cost_model: CostModel | None = None,
         rng: np.random.Generator | int | None = None,
     ) -> None:
         if not (np.isfinite(budget_fraction) and budget_fraction > 0):
@@ -119,7 +124,7 @@ class SearchLoop(ObservationLedger):
             raise SearchError(
                 f"The surrogate must have fit(X, y) and predict(X); got {type(surrogate).__name__}."
             )
-        super().__init__(grid)
+        super().__init__(grid, cost_model)
         self.budget = float(budget_fraction) * grid.C_total
         self.surrogate = surrogate
         self.incumbent = incumbent
@@ -164,7 +169,7 @@ class SearchLoop(ObservationLedger):
         """Admissible configurations ignoring the window cap, ``(n_cfg,)`` bool."""
         c = self.committed
         return admissible_mask(self.grid, self._unavailable, self._pending, c, self.budget,
-                               np.inf)[0]
+                               np.inf, self.marginal_cost())[0]
 
     @property
     def trace(self) -> list[TraceEntry]:
@@ -224,9 +229,9 @@ class SearchLoop(ObservationLedger):
                 fitted: bool = False, fallback: str | None = None) -> None:
         """Mark ``idx`` pending and trace it; ``fitted``: the pick used the surrogate, whose
         last hyperparameter fit (if it reports one) is recorded."""
+        cost = float(self.marginal_cost()[idx])
         self._pending[idx] = True
         mean, std, acq = pred if pred is not None else (None, None, None)
-        cost = float(self.grid.cost[idx])
         hp = hyperparameter_fit(self.surrogate) if fitted else None
         status = None if hp is None else int(getattr(hp, "status", -1))
         message = None if hp is None else str(getattr(hp, "message", ""))
@@ -343,7 +348,7 @@ class SearchLoop(ObservationLedger):
     def _window(self, committed: float) -> tuple[float, np.ndarray]:
         cap = self.schedule.cap(committed, self.budget, self.grid, self._observed | self._pending)
         adm = admissible_mask(self.grid, self._unavailable, self._pending, committed,
-                              self.budget, cap)
+                              self.budget, cap, self.marginal_cost())
         return adm.cap, adm.mask
 
     def _believe(

@@ -24,6 +24,7 @@ import numpy as np
 
 from scalebo.errors import FitError, SearchError
 from scalebo.search.campaign_runs import CampaignRuns
+from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 from scalebo.search.stopping import DEFAULT_TOLERANCE, half_width, stop_decision
 
@@ -94,7 +95,7 @@ def _point(post: Any, C: float) -> float | None:
 def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                     targets: tuple[float, ...] = (1e25,), tolerance: float = DEFAULT_TOLERANCE,
                     n_samples: int = 64, schedule: str = "spent", clip_iqr: float = 5.0,
-                    seed: int = 0) -> CampaignStatus:
+                    seed: int = 0, cost_model: CostModel | None = None) -> CampaignStatus:
     """The status of a campaign (see the module docstring).
 
     Args:
@@ -103,16 +104,20 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         tolerance: relative half-width of the 80 % interval that stops.
         n_samples: law-posterior samples S. schedule: the search's window schedule.
         clip_iqr: the GP's loss clipping (as the search's). seed: seed of GP and samples.
+        cost_model: independent runs (default) or WSD checkpoints: spent, pending and the
+            cost of the cheapest untried configuration under it.
     """
     from scalebo.search.campaign import campaign_posterior
 
-    spent, pending = runs.spent(), runs.pending()
+    model = cost_model or CostModel()
+    spent, pending = runs.spent(grid, model), runs.pending(grid, model)
     remaining = budget - spent - pending
-    untried = np.ones(len(grid), dtype=bool)
+    known = np.zeros(len(grid), dtype=bool)
     for arr in (runs.completed, runs.failed, runs.running):
-        untried[arr] = False
-    untried &= ~grid.held_out
-    cheapest = float(grid.cost[untried].min()) if untried.any() else None
+        known[arr] = True
+    untried = ~known & ~grid.held_out
+    cheapest = (float(model.marginal(grid, known)[untried].min()) if untried.any()
+                else None)
     posts: dict[str, Any] = {}
     message = ""
     if runs.completed.size:

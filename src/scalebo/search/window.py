@@ -221,6 +221,7 @@ def admissible_mask(
     spent: float,
     budget: float,
     cap: float,
+    cost: np.ndarray | None = None,
 ) -> AdmissibleSet:
     """Configurations that may be started: not observed, not pending, not held out, with
     ``cost ≤ budget − spent`` and ``cost ≤ cap`` (FLOPs, relative slack :data:`COST_RTOL`).
@@ -235,6 +236,10 @@ def admissible_mask(
         spent: Compute spent or committed in FLOPs (observed + pending).
         budget: Total budget in FLOPs.
         cap: The schedule's cap in FLOPs.
+        cost: What starting each configuration would cost now, FLOPs ``(n_cfg,)`` (the
+            cost model's marginal cost, :mod:`scalebo.search.cost_model`); default
+            ``grid.cost``. The cap always applies to ``grid.cost``, the configuration's own
+            compute.
     """
     _check_budget(spent, budget)
     if np.isnan(cap) or cap <= 0:
@@ -243,7 +248,8 @@ def admissible_mask(
     pending_mask = _mask(pending_mask, grid, "pending_mask")
     remaining = budget - spent
     base = ~observed_mask & ~pending_mask & ~grid.held_out
-    base &= grid.cost <= remaining + COST_RTOL * budget
+    marginal = grid.cost if cost is None else np.asarray(cost, dtype=np.float64)
+    base &= marginal <= remaining + COST_RTOL * budget
     inside = base & (grid.cost <= cap * (1 + COST_RTOL))
     if inside.any() or not base.any():
         return AdmissibleSet(inside, float(cap))
