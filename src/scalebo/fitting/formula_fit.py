@@ -1,0 +1,213 @@
+"""Fitting formula laws (:mod:`scalebo.laws.formula`) on log or natural residuals.
+
+Two objectives, both summed over observations and minimized from every start at once with
+the batched L-BFGS of :mod:`scalebo.fitting.optim`:
+
+* ``residuals="log"`` — Huber (δ = 1e-3) on ``log L̂ − log L``: exactly
+  :func:`scalebo.fitting.robust.fit_law` (targets must be positive);
+* ``residuals="natural"`` — on ``L̂ − L`` in the response's own units (any sign, e.g. the
+  negative normalized loss of ScaleBench's vocab task): least squares ``½·Σ r²`` by default
+  (``huber_delta=None``), or Huber with the given δ in response units.
+
+Starts are drawn as in ScaleBench (Li et al. 2026): log-uniform inside the bounds for
+parameters with a positive lower bound, uniform otherwise, seeded
+(:meth:`~scalebo.laws.formula.FormulaLaw.random_starts`). As in :func:`fit_law`, every start
+runs to screening tolerances and the best 64 are polished to tight ones; the status is
+converged / bound hit / max iterations, or unidentified when the inputs have fewer distinct
+points than the law has parameters (:mod:`scalebo.fitting.identifiability`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from scalebo.errors import FitError, RunTableError
+from scalebo.fitting.defaults import DEFAULT_HUBER_DELTA
+from scalebo.fitting.identifiability import identification_problem
+from scalebo.fitting.optim import BatchedResult, minimize_batched
+from scalebo.fitting.robust import (
+    BLOCK_ELEMENTS,
+    N_POLISH,
+    POLISH_TOL,
+    SCREEN_TOL,
+    FitResult,
+    fit_law,
+    summarize_starts,
+)
+from scalebo.laws.base import as_inputs
+from scalebo.laws.formula import FormulaLaw
+
+__all__ = ["DEFAULT_N_STARTS", "fit_formula", "fit_formula_frame", "natural_objective",
+           "table_inputs"]
+
+#: Starts per fit (ScaleBench's protocol uses 64).
+DEFAULT_N_STARTS = 64
+#: L-BFGS iterations per start (ScaleBench: L-BFGS-B with maxiter 2000).
+DEFAULT_MAX_ITER = 2000
+
+Residuals = Literal["log", "natural"]
+
+
+def natural_objective(
+    law: FormulaLaw,
+    Z: np.ndarray,
+    y: np.ndarray,
+    delta: float = np.inf,
+    weights: np.ndarray | None = None,
+):
+    """``fun_grad(theta (s, p), rows (s,))`` for :func:`~scalebo.fitting.optim.minimize_batched`:
+    ``Σ_n w_n · huber_δ(L̂_n − y_n)`` (``δ = inf``: ``½·Σ w r²``) and its gradient.
+
+    ``huber_δ(r) = ψ·r − ψ²/2`` with ``ψ = clip(r, −δ, δ)``; ``ψ·w`` is the cotangent of the
+    gradient. Starts are evaluated in blocks of about ``BLOCK_ELEMENTS`` start-observation
+    pairs, as :func:`scalebo.fitting.robust.make_objective`.
+    """
+    y = np.asarray(y, dtype=np.float64).ravel()
+    w = None if weights is None else np.asarray(weights, dtype=np.float64).ravel()[None, :]
+    block = max(1, BLOCK_ELEMENTS // max(Z.shape[0], 1))
+
+    def block_fun_grad(theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pred, vjp = law.predict_natural_vjp(theta, Z)
+        r = np.subtract(pred, y[None, :], out=pred)
+        psi = np.clip(r, -delta, delta)
+        cot = psi if w is None else psi * w
+        with np.errstate(invalid="ignore", over="ignore"):
+            fun = np.einsum("sn,sn->s", cot, r) - 0.5 * np.einsum("sn,sn->s", cot, psi)
+        return fun, vjp(cot)
+
+    def fun_grad(theta: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        if theta.shape[0] <= block:
+            return block_fun_grad(theta)
+        fun, grad = np.empty(theta.shape[0]), np.empty(theta.shape)
+        for lo in range(0, theta.shape[0], block):
+            fun[lo : lo + block], grad[lo : lo + block] = block_fun_grad(theta[lo : lo + block])
+        return fun, grad
+
+    return fun_grad
+
+
+def _run_natural(law: FormulaLaw, Z: np.ndarray, y: np.ndarray, starts: np.ndarray,
+                 delta: float, weights: np.ndarray | None, max_iter: int) -> BatchedResult:
+    """Screen every start (SciPy's default tolerances), polish the best ``N_POLISH``."""
+    fg = natural_objective(law, Z, y, delta, weights)
+    res = minimize_batched(fg, starts, law.lower, law.upper, max_iter=max_iter, **SCREEN_TOL)
+    finite = np.flatnonzero(np.isfinite(res.fun))
+    chosen = finite[np.argsort(res.fun[finite], kind="stable")[:N_POLISH]]
+    if chosen.size == 0:
+        return res
+    pol = minimize_batched(fg, res.x[chosen], law.lower, law.upper, max_iter=max_iter,
+                           **POLISH_TOL)
+    x, fun, status, nit = res.x.copy(), res.fun.copy(), res.status.copy(), res.nit.copy()
+    pgnorm = res.pgnorm.copy()
+    x[chosen], fun[chosen], status[chosen], pgnorm[chosen] = pol.x, pol.fun, pol.status, pol.pgnorm
+    nit[chosen] += pol.nit
+    return BatchedResult(x=x, fun=fun, status=status, nit=nit, nfev=res.nfev + pol.nfev,
+                         pgnorm=pgnorm)
+
+
+def fit_formula(
+    law: FormulaLaw,
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    residuals: Residuals = "log",
+    n_starts: int = DEFAULT_N_STARTS,
+    seed: int | None = 0,
+    huber_delta: float | None = None,
+    starts: np.ndarray | None = None,
+    sample_weight: np.ndarray | None = None,
+    max_iter: int = DEFAULT_MAX_ITER,
+) -> FitResult:
+    """Fit a formula law to inputs ``X`` (n, k), columns ``law.variables``, and targets ``y``.
+
+    Args:
+        law: the formula law.
+        X: inputs in natural units.
+        y: response in natural units (positive for ``residuals="log"``).
+        residuals: ``"log"`` (Huber on log residuals, via :func:`fit_law`) or ``"natural"``
+            (least squares, or Huber, on natural residuals).
+        n_starts: random starts drawn when ``starts`` is not given.
+        seed: seed of the start draw.
+        huber_delta: δ; ``None`` = 1e-3 for log residuals and least squares (δ = ∞) for natural
+            ones (then the result's ``huber_delta`` is ``inf`` and ``fun`` is ``½·Σ w r²``).
+        starts: explicit internal start vectors ``(S, p)`` (see ``law.param_names``).
+        sample_weight: optional non-negative weight per observation ``(n,)``.
+        max_iter: L-BFGS iteration limit per start (and per polish).
+
+    Returns:
+        :class:`~scalebo.fitting.robust.FitResult`; status ``unidentified`` when the inputs
+        have fewer distinct points than parameters. Raises :class:`FitError` when there are
+        fewer observations than parameters or no start gives a finite objective.
+    """
+    if residuals not in ("log", "natural"):
+        raise ValueError(f"residuals must be 'log' or 'natural', got {residuals!r}")
+    if starts is None:
+        starts = law.random_starts(n_starts, seed)
+    starts = np.atleast_2d(np.asarray(starts, dtype=np.float64))
+    if residuals == "log":
+        delta = DEFAULT_HUBER_DELTA if huber_delta is None else huber_delta
+        return fit_law(law, X, y, huber_delta=delta, starts=starts,
+                       sample_weight=sample_weight, max_iter=max_iter)
+    X = as_inputs(X, len(law.variables))
+    y = np.asarray(y, dtype=np.float64).ravel()
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+    if not np.all(np.isfinite(y)):
+        bad = np.flatnonzero(~np.isfinite(y))
+        raise ValueError(f"targets must be finite; rows {bad[:10].tolist()} are not")
+    if y.shape[0] < law.n_params:
+        raise FitError(f"law {law.name!r} has {law.n_params} parameters but only "
+                       f"{y.shape[0]} observations")
+    delta = np.inf if huber_delta is None else float(huber_delta)
+    res = _run_natural(law, law.prepare(X), y, starts, delta, sample_weight, max_iter)
+    why = identification_problem(law, X, sample_weight)
+    return summarize_starts(law, res, huber_delta=delta, n_obs=y.shape[0], unidentified=why)
+
+
+def table_inputs(law: FormulaLaw, frame: pd.DataFrame,
+                 variable_map: Mapping[str, str] | None = None) -> np.ndarray:
+    """Inputs ``(n, k)`` of ``law`` from a table: column ``variable_map.get(v, v)`` per variable.
+
+    Raises:
+        RunTableError: a variable missing from the table (naming it and the columns
+            present), a mapped name the law does not use as an input, or non-numeric columns.
+    """
+    mapping = dict(variable_map or {})
+    extra = [k for k in mapping if k not in law.variables]
+    if extra:
+        raise RunTableError(f"variable map names {extra}, which law {law.name!r} does not use "
+                            f"as inputs; its inputs are {list(law.variables)}")
+    missing = [v + (f" (mapped to {mapping[v]!r})" if v in mapping else "")
+               for v in law.variables if mapping.get(v, v) not in frame.columns]
+    if missing:
+        raise RunTableError(f"law {law.name!r} needs variable(s) {', '.join(missing)}, not "
+                            f"columns of the table; columns present: {list(frame.columns)}")
+    try:
+        return frame[[mapping.get(v, v) for v in law.variables]].to_numpy(dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise RunTableError(f"law {law.name!r}: input columns are not numeric: {exc}") from exc
+
+
+def fit_formula_frame(
+    law: FormulaLaw,
+    frame: pd.DataFrame,
+    response: str,
+    *,
+    variable_map: Mapping[str, str] | None = None,
+    **kwargs,
+) -> FitResult:
+    """:func:`fit_formula` on a table: inputs from :func:`table_inputs`, target column
+    ``response``; ``kwargs`` go to :func:`fit_formula`."""
+    if response not in frame.columns:
+        raise RunTableError(f"response column {response!r} is not in the table; columns "
+                            f"present: {list(frame.columns)}")
+    X = table_inputs(law, frame, variable_map)
+    try:
+        y = frame[response].to_numpy(dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise RunTableError(f"response column {response!r} is not numeric: {exc}") from exc
+    return fit_formula(law, X, y, **kwargs)
