@@ -115,6 +115,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--predict", metavar="C", type=positive_float, action="append",
                        default=[], help="predict at this compute in FLOPs, e.g. 1e24 "
                                         "(repeatable)")
+    formula = parser.add_argument_group(
+        "formula laws", "fit any law written as a Python expression; names that are columns "
+        "of the table (or mapped with --map NAME=column) are variables, every other name is "
+        "a parameter and needs --bounds")
+    formula.add_argument("--formula", default=None, metavar="EXPR",
+                         help="e.g. 'c0 + A*V**b*P**e*D**g' (+ - * / **, exp, log, sqrt, "
+                              "abs, minimum, maximum, clip)")
+    formula.add_argument("--bounds", default=None, metavar="NAME=LO:HI,...",
+                         help="bounds of every parameter, e.g. 'c0=-100:100,A=-1e4:1e4'")
+    formula.add_argument("--response", default="loss", metavar="COL",
+                         help="column the formula predicts (default loss)")
+    formula.add_argument("--residuals", choices=("log", "natural"), default="log",
+                         help="Huber on log residuals (positive responses, default) or least "
+                              "squares in natural units (any sign)")
+    formula.add_argument("--starts", type=int, default=64, metavar="S",
+                         help="random starts inside the bounds, seeded by --seed (default 64)")
     out = parser.add_argument_group("output")
     add_format_argument(out)
     out.add_argument("--json", metavar="PATH", default=None,
@@ -213,6 +229,8 @@ def _collect(fn: Callable[[], Any], sink: list[str]) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``scalebo fit`` (see :mod:`scalebo.fitting.summary`); returns the exit code."""
+    if args.formula:
+        return _run_formula(args)
     from scalebo.fitting.summary import fit_summary, prediction_kind
     from scalebo.laws import get_law
 
@@ -257,3 +275,51 @@ def run(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render_table(result))
     return 0 if summary.fit.success else 1
+
+
+def _run_formula(args: argparse.Namespace) -> int:
+    """``scalebo fit --formula``: :func:`scalebo.fitting.formula_summary.formula_fit_summary`."""
+    from scalebo.data.files import read_table
+    from scalebo.fitting.formula_summary import formula_fit_summary
+    from scalebo.laws.formula import parse_bounds, parse_variable_map
+
+    for option in ("predict", "plot"):
+        if getattr(args, option):
+            raise ValueError(f"--{option} is not available with --formula yet")
+    if args.bootstrap:
+        raise ValueError("--bootstrap is not available with --formula yet")
+    if args.starts < 1:
+        raise ValueError(f"--starts must be >= 1, got {args.starts}")
+    if args.json:
+        check_output_path(args.json, "--json")
+    if args.runs.startswith("dataset:"):
+        raise ValueError("--formula reads a table file (CSV, Parquet, JSON lines)")
+    frame = read_table(args.runs)
+    log(f"fitting {args.formula!r} to {len(frame)} rows from {args.starts} starts "
+        f"({args.residuals} residuals) ...")
+    result = formula_fit_summary(frame, args.formula, bounds=parse_bounds(args.bounds or ""),
+                                 variable_map=parse_variable_map(args.map or ""),
+                                 response=args.response, residuals=args.residuals,
+                                 n_starts=args.starts, seed=args.seed, source=args.runs)
+    if args.json:
+        write_json_file(result, args.json)
+        log(f"JSON written to {args.json}")
+    fit = result["fit"]
+    if args.format == "json":
+        write_json(result)
+    elif args.format == "csv":
+        write_csv([{"kind": "parameter", "name": k, "estimate": v}
+                   for k, v in fit["params"].items()], CSV_COLUMNS)
+    else:
+        lines = [f"law         {args.formula}   (variables {result['law']['variables']})",
+                 f"rows        {result['n_rows']}; response {args.response}; "
+                 f"{args.residuals} residuals",
+                 f"status      {fit['status']}: {fit['message']}",
+                 f"starts      {fit['n_starts']} tried, {fit['n_converged']} converged, "
+                 f"{fit['n_agree']} agree with the best",
+                 f"R^2         {format_number(result['r2_in_sample'])} (in sample)", "",
+                 "parameters",
+                 format_table([{"name": k, "estimate": v} for k, v in fit["params"].items()],
+                              ["name", "estimate"]).rstrip("\n")]
+        sys.stdout.write("\n".join(lines) + "\n")
+    return 0 if fit["status"] in ("converged", "bound hit") else 1

@@ -34,3 +34,14 @@ __all__ = [
     "GadreDownstreamLaw", "Law", "PowerLawSum", "PowerTerm", "SigmoidDownstreamLaw",
     "as_inputs", "get_law", "power_law_sum",
 ]
+
+#: Formula laws (sympy) are imported on first use: ``from scalebo.laws import formula_law``.
+_FORMULA = ("FormulaLaw", "formula_law", "formula_names", "parse_bounds", "parse_variable_map")
+
+
+def __getattr__(name: str):
+    if name in _FORMULA:
+        from scalebo.laws import formula
+
+        return getattr(formula, name)
+    raise AttributeError(f"module 'scalebo.laws' has no attribute {name!r}")
