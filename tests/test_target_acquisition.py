@@ -219,3 +219,32 @@ def test_cli_replay_with_the_target_acquisition(tmp_path):
     assert (method["acquisition"], method["cost_power"], method["target_samples"],
             method["target_every"], method["target_estimator"]) == ("target", 0.5, 12, 2,
                                                                     "stein")
+
+
+def _fitted_surrogate(problem, n=40):
+    from scalebo.bench.replay import method_surrogate
+
+    rows = np.arange(0, problem.grid.n_configs, problem.grid.n_configs // n)[:n]
+    y = problem.loss[rows]
+    mu, sd = float(y.mean()), float(y.std())
+    model = method_surrogate(MethodConfig(acquisition="target"), problem, 0, fantasy=False)
+    model.fit(problem.grid.encode()[rows], (y - mu) / sd)
+    return model, rows, mu, sd
+
+
+def test_joint_draws_share_one_factor_with_sample_joint(problem):
+    """The ensemble's draws and its Stein factor come from one Cholesky factorization and
+    are the samples ``sample_joint`` draws (the second factorization was 104 of 320 s of a
+    profiled StepLaw replay)."""
+    from scalebo.search.target_draws import joint_draws, recorded_cov
+
+    model, rows, _, _ = _fitted_surrogate(problem)
+    X = problem.grid.encode()[np.setdiff1d(np.arange(120), rows)]
+    ref = model.sample_joint(X, 16, np.random.default_rng(5), include_noise=True)
+    draws, L = joint_draws(model, X, 16, np.random.default_rng(5), with_factor=True)
+    np.testing.assert_allclose(draws, ref, rtol=1e-9, atol=1e-9)  # the same samples
+    cov = recorded_cov(model, X)
+    np.testing.assert_allclose(L @ L.T, cov, atol=1e-8 * np.abs(cov).max())
+    again, none = joint_draws(model, X, 16, np.random.default_rng(5), with_factor=False)
+    assert none is None
+    np.testing.assert_allclose(again, ref, rtol=1e-9, atol=1e-9)

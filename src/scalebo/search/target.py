@@ -48,6 +48,7 @@ from scalebo.errors import SearchError
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
 from scalebo.search.grid import Grid
 from scalebo.search.law_posterior import LAW_NAMES, _one_law, envelope_masks
+from scalebo.search.target_draws import joint_draws
 from scalebo.search.window import COST_RTOL
 
 __all__ = ["ESTIMATORS", "MIN_OK", "TargetEnsemble", "TargetSettings", "build_ensemble",
@@ -259,11 +260,13 @@ def build_ensemble(grid: Grid, model: Any, rows: np.ndarray, fixed: dict[int, fl
     X = grid.encode()[rows[todo]]
     if todo.size and not hasattr(model, "sample_joint"):
         return "the surrogate has no sample_joint (joint posterior samples)"
+    stein = settings.estimator == "stein" and settings.law == "compute" and todo.size > 1
+    L = None
     if todo.size:
         m, _ = model.predict(X)
         mean[todo] = np.asarray(m, dtype=np.float64) * sd + mu
-        draws[:, todo] = np.asarray(model.sample_joint(X, S, rng, include_noise=True),
-                                    np.float64) * sd + mu
+        z, L = joint_draws(model, X, S, rng, with_factor=stein)  # one factor for both uses
+        draws[:, todo] = z * sd + mu
     if not np.all(np.isfinite(mean) & (mean > 0)):
         return "non-finite or non-positive posterior means"
     # A sample with a non-finite or non-positive loss cannot be fitted in log space: it fails.
@@ -278,16 +281,13 @@ def build_ensemble(grid: Grid, model: Any, rows: np.ndarray, fixed: dict[int, fl
         return (f"only {int(good.sum())} of {S} law fits succeeded (need {need})"
                 + (f": {post.message}" if post.message else ""))
     F = draws[usable[post.sample_index[good]]]
-    cov = _recorded_cov(model, X) if settings.estimator == "stein" else None
-    if cov is not None and settings.law == "compute" and todo.size > 1:
+    if L is not None:  # the samples' own factor, in the model's units: × sd for nats
         law = LAW_NAMES["compute"]
         thetas = np.array([law.from_natural({k: v[i] for k, v in post.params.items()})
                            for i in np.flatnonzero(good)])
         w = stein_weights(grid.cost[rows], F, thetas, settings.compute)
-        L = np.linalg.cholesky(cov * sd**2 + 1e-10 * np.mean(np.diag(cov)) * sd**2
-                               * np.eye(todo.size))
         B = np.zeros((todo.size, rows.size))
-        B[:, todo] = np.sqrt(todo.size - 1) * L.T  # Bᵀ B / (u − 1) = the covariance
+        B[:, todo] = np.sqrt(todo.size - 1) * sd * L.T  # Bᵀ B / (u − 1) = the covariance
         A = np.column_stack([B @ w, B])
     else:
         A = _anomalies(np.column_stack([np.log(post.predicted_loss[good, 0]), F]))
@@ -297,15 +297,6 @@ def build_ensemble(grid: Grid, model: Any, rows: np.ndarray, fixed: dict[int, fl
     return TargetEnsemble(rows=rows, anomalies=A, cap=float(cap), target_var=var,
                           n_samples=S, n_failed=int(S - good.sum()),
                           known=frozenset(int(r) for r in rows[is_fixed]))
-
-
-def _recorded_cov(model: Any, X: np.ndarray) -> np.ndarray | None:
-    """Posterior covariance of a recorded loss at ``X`` ``(u, u)`` in the model's units², from
-    the first ``posterior_cov`` found through wrappers (``inner``: clipping and trend leave
-    the covariance unchanged; ``gp_``), or None."""
-    while model is not None and not hasattr(model, "posterior_cov"):
-        model = getattr(model, "gp_", None) or getattr(model, "inner", None)
-    return None if model is None else np.asarray(model.posterior_cov(X, include_noise=True))
 
 
 def stein_weights(cost: np.ndarray, draws: np.ndarray, thetas: np.ndarray, target: float,
