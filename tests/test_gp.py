@@ -202,17 +202,60 @@ def test_sample_joint_matches_posterior_moments_and_is_seeded():
     assert np.all(np.abs(emp - cov) < 5 * se)
 
 
-def test_prior_gradient_and_map_fit():
+def test_prior_gradient_by_finite_differences():
     prior = GPPrior()
     theta = np.array([0.3, -1.0, 0.2, -3.0])
     lp, g = prior.log_pdf_and_grad(theta)
+    mu, sd = np.array([0.0, np.log(0.5), np.log(0.5), np.log(1e-2)]), np.array([2, 2, 2, 3.0])
+    assert lp == pytest.approx(-0.5 * np.sum(((theta - mu) / sd) ** 2), rel=1e-12)
     h = 1e-6
     fd = [(prior.log_pdf_and_grad(theta + h * e)[0] - prior.log_pdf_and_grad(theta - h * e)[0])
           / (2 * h) for e in np.eye(4)]
     np.testing.assert_allclose(g, fd, rtol=1e-7)
-    X, y = _data(8)
+
+
+def test_map_fit_moves_the_length_scale_to_a_stationary_point_of_the_posterior():
+    """Few points and a tight prior on the log length scale far from the maximum-likelihood
+    one: the MAP length scale lies between the two, nearer the prior mean; there the
+    gradient of log posterior = LML (scikit-learn's, an independent implementation) + log
+    prior (by hand) is ~0, while the LML gradient alone is not."""
+    rng = np.random.default_rng(0)
+    X = np.sort(rng.random((12, 1)), axis=0)
+    y = np.sin(6 * X[:, 0]) + 0.05 * rng.standard_normal(12)
+    mu, sd = 0.0, 0.3  # log length scale ~ N(log 1, 0.3²); weak priors on the rest
+    prior = GPPrior(log_amplitude=(0.0, 10.0), kernel=(mu, sd), log_noise=(np.log(1e-2), 10.0))
+    mu_all, sd_all = np.array([0.0, mu, np.log(1e-2)]), np.array([10.0, sd, 10.0])
+
+    def log_prior_grad(theta):
+        return -(theta - mu_all) / sd_all**2
+
+    def sk_lml(theta):
+        sk = _sklearn(theta, 1, optimizer=None).fit(X, y)
+        return sk.log_marginal_likelihood(theta, eval_gradient=True)
+
+    ml = GaussianProcess(rng=0).fit(X, y)
     gp = GaussianProcess(prior=prior, rng=0).fit(X, y)
-    assert np.all(np.isfinite(gp.predict(X)[0]))
+    assert gp.fit_result_.success and ml.fit_result_.success
+    bounds = gp._bounds(gp._base_kernel)
+    for theta in (ml.theta_, gp.theta_):  # both optima inside the bounds: gradients must vanish
+        assert np.all((theta > bounds[:, 0] + 0.1) & (theta < bounds[:, 1] - 0.1)), theta
+    ls_ml, ls_map = ml.theta_[1], gp.theta_[1]
+    assert ls_ml < -0.5  # the data want a short length scale (about e^-1)...
+    assert ls_ml < ls_map < mu and abs(ls_map - mu) < 0.5 * abs(ls_ml - mu)  # ...the prior wins
+    # ML: its own optimum is a stationary point of the LML.
+    _, g_ml = sk_lml(ml.theta_)
+    np.testing.assert_allclose(g_ml, 0.0, atol=1e-3)
+    # MAP: a stationary point of LML + log prior, not of the LML (whose slope there is what
+    # the prior pulls against: |∂lml/∂log ℓ| = |log ℓ − μ|/σ² > 2).
+    lml_map, g_map = sk_lml(gp.theta_)
+    np.testing.assert_allclose(g_map + log_prior_grad(gp.theta_), 0.0, atol=1e-3)
+    assert abs(g_map[1]) > 2.0
+    np.testing.assert_allclose(gp.log_marginal_likelihood_value_, lml_map, rtol=1e-10)
+    # Each optimum wins on its own objective.
+    lml_ml, _ = sk_lml(ml.theta_)
+    lp_ml = -0.5 * np.sum(((ml.theta_ - mu_all) / sd_all) ** 2)
+    lp_map = -0.5 * np.sum(((gp.theta_ - mu_all) / sd_all) ** 2)
+    assert lml_ml > lml_map + 0.5 and lml_map + lp_map > lml_ml + lp_ml + 0.5
 
 
 def test_input_validation_messages():

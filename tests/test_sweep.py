@@ -119,8 +119,15 @@ def test_cell_key_is_stable_and_sensitive():
     first = cfg.cells()[0]
     assert (first.dataset.name, first.method.name, first.seed, first.budget) == (
         "toy", "full", 0, 0.01)
-    assert len(first.key) == 20 and all(ch in "0123456789abcdef" for ch in first.key)
-    # (A hard-coded key of a fixed cell is in test_records.test_key_of_a_fixed_cell_is_pinned.)
+    # A deliberate regression pin, computed once from the code (scalebo 0.1.0, record schema
+    # 4): the key of this sweep cell hashes its identity, which holds every resolved
+    # MethodConfig setting with its default. If this value changes, every record an existing
+    # sweep folder holds no longer matches its cell and is recomputed on resume; change the
+    # pin only on purpose (a changed default, identity or hash, or RECORD_SCHEMA_VERSION).
+    # The version is fixed here so that a release alone does not move the pin.
+    assert dataclasses.replace(first, version="0.1.0").key == "7cbac8d1626a5a6b7c7e"
+    # (The identity's JSON text and its hash are pinned in
+    # test_records.test_key_of_a_fixed_cell_is_pinned.)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -265,11 +272,23 @@ def test_joblib_workers_match_serial(tmp_path):
 
 
 def test_blas_is_limited_to_one_thread_inside_a_cell(tmp_path):
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    if not any(p.get("user_api") == "blas" for p in threadpool_info()):
+        pytest.skip("threadpoolctl sees no BLAS library in this process: nothing to limit")
     cfg = SweepConfig.from_dict({**CONFIG, "seeds": 1, "budgets": [0.1],
                                  "datasets": ["toy"], "methods": {"m": {}}})
-    run_sweep(cfg, tmp_path, cell_fn=blas_threads, progress=False)
+    # Two threads outside the cell (not BLAS's default, which may already be 1 on a 1-core
+    # machine or under OMP_NUM_THREADS=1), so that only the runner's own limit makes it 1.
+    with threadpool_limits(limits=2, user_api="blas"):
+        outside = blas_threads(cfg.cells()[0])["metrics"]["blas_threads"]
+        if max(outside) < 2:
+            pytest.skip(f"BLAS cannot be raised above one thread here ({outside}): a missing "
+                        "limit would not show")
+        run_sweep(cfg, tmp_path, cell_fn=blas_threads, progress=False)
     rec = json.loads(record_path(tmp_path, cfg.cells()[0]).read_text())
-    assert rec["result"]["metrics"]["max_blas_threads"] == 1
+    inside = rec["result"]["metrics"]["blas_threads"]
+    assert len(inside) == len(outside) and set(inside) == {1}  # every pool seen, each at 1
 
 
 def blas_threads(cell: Cell) -> dict:
@@ -277,7 +296,7 @@ def blas_threads(cell: Cell) -> dict:
     from threadpoolctl import threadpool_info
 
     info = [p["num_threads"] for p in threadpool_info() if p.get("user_api") == "blas"]
-    return {"metrics": {"max_blas_threads": max(info, default=1)}}
+    return {"metrics": {"blas_threads": info}}
 
 
 def test_grouped_replay_equals_separate_replays(tmp_path):

@@ -189,7 +189,8 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(format_table(spread_rows,
                                       ("quantity", "base", "median", "min", "max",
                                        "rel_spread")))
-    failed = [r["variant"] for r in rows if r["status"] == "failed"]
+    failed = [r["variant"] for r in rows if r["status"] in ("failed", "unidentified")]
     if failed:
-        print(f"warning: {len(failed)} variant fit(s) failed: {failed}", file=sys.stderr)
+        print(f"warning: {len(failed)} variant fit(s) failed or cannot be identified by their "
+              f"points: {failed}", file=sys.stderr)
     return 1 if failed else 0
