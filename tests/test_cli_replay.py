@@ -61,3 +61,17 @@ def test_replay_table_prints_the_law_intervals(tmp_path):
     assert any(line.split()[:2] == ["0.2", "bootstrap"] for line in out.stdout.splitlines())
     none = _scalebo(*args[:-4], "--posterior-samples", "0", cwd=tmp_path)
     assert none.returncode == 0 and "law intervals" not in none.stdout
+
+
+def test_format_csv_prints_csv(tmp_path):
+    import csv
+    import io
+
+    proc = _scalebo("replay", "--dataset", "synthetic", "--budget", "0.02", "--format", "csv",
+                    "-q", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert {(r["source"], r["law"]) for r in rows} == {
+        ("observed", "compute"), ("observed", "chinchilla"), ("fantasized", "compute"),
+        ("fantasized", "chinchilla")}
+    assert all(float(r["spent"]) <= 0.02 * (1 + 1e-6) for r in rows)

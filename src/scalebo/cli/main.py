@@ -133,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except KeyboardInterrupt:
             print("error: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
+        except BrokenPipeError:  # e.g. '| head': the reader left; not an error of ours
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_OK
         except FitError as exc:
             if debug:
                 raise

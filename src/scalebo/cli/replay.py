@@ -15,6 +15,7 @@ from scalebo.cli.common import (
     check_output_path,
     format_table,
     log,
+    write_csv,
     write_json,
     write_json_file,
 )
@@ -170,12 +171,16 @@ def run(args: argparse.Namespace) -> int:
         log(f"wrote {args.plot}")
     if args.format == "json":
         write_json(data)
+    elif args.format == "csv":
+        rows = _metric_rows(rec)
+        write_csv(rows, list(rows[0]) if rows else ["budget"])
     else:
         print(_table(rec))
     return 0
 
 
-def _table(rec: Any) -> str:
+def _metric_rows(rec: Any) -> list[dict]:
+    """One row per budget × source (observed, fantasized) × law."""
     from scalebo.bench.metrics import EXTRAPOLATION_C, c_key
 
     rows = []
@@ -190,6 +195,11 @@ def _table(rec: Any) -> str:
                     v = lm.abs_extrapolation(c)
                     row[f"|d|%@{c_key(c)}"] = v
                 rows.append(row)
+    return rows
+
+
+def _table(rec: Any) -> str:
+    rows = _metric_rows(rec)
     cols = list(rows[0]) if rows else []
     head = (f"{rec.dataset}: {rec.method.label()}, seed {rec.seed}; "
             f"{rec.timings['total']:.1f} s\n")
