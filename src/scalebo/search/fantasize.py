@@ -33,6 +33,7 @@ import pandas as pd
 
 from scalebo.errors import SearchError
 from scalebo.search.grid import Grid
+from scalebo.search.models.scaling import standardization
 from scalebo.search.window import COST_RTOL
 
 
@@ -115,9 +116,7 @@ def fantasize(
     observed[idx] = True
     keep = _scope_mask(grid, observed, scope, cap)
 
-    mu = float(y.mean())
-    sd = float(y.std()) if y.size > 1 else 1.0
-    sd = sd if sd > 0 else 1.0
+    mu, sd = standardization(y)
     X = grid.encode()
     surrogate.fit(X[idx], (y - mu) / sd)
 

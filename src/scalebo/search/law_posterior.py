@@ -49,6 +49,7 @@ from scalebo.fitting.robust import FitResult, FitStatus, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW, PowerLawSum
 from scalebo.search.fantasize import _check_obs, _require_finite, _scope_mask
 from scalebo.search.grid import Grid
+from scalebo.search.models.scaling import standardization
 
 __all__ = ["LAW_NAMES", "QUANTILES", "LawPosterior", "envelope_masks", "law_posterior",
            "sample_losses"]
@@ -173,8 +174,7 @@ def _draw(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
     draws = np.tile(mean, (n_samples, 1))
     todo = np.flatnonzero(~observed[rows])  # positions in rows
     if todo.size:
-        mu = float(y.mean())
-        sd = float(y.std()) or 1.0  # as fantasize: 1 for a single or constant observation
+        mu, sd = standardization(y)  # as fantasize and the loop
         X = grid.encode()
         model = copy.deepcopy(surrogate)  # the caller's surrogate is left as it was
         model.fit(X[idx], (y - mu) / sd)
