@@ -46,11 +46,13 @@ class WarmStub(TableStub):
         return self
 
 
-@pytest.fixture
-def grid() -> Grid:
+def loop_grid() -> Grid:
     # Cells (N, D): 6e15, 1.2e16 ×2, 2.4e16 ×2, 4.8e16 ×2, 9.6e16 FLOPs; 3 lrs per cell.
     # Held out: (8e6, 2e9) at 9.6e16 and (8e6, 1e9) at 4.8e16.
     return Grid.from_axes({"N": [1e6, 2e6, 4e6, 8e6], "D": [1e9, 2e9], "lr": [1e-3, 3e-3, 1e-2]})
+
+
+grid = pytest.fixture(loop_grid, name="grid")
 
 
 def _truth(grid):

@@ -6,22 +6,14 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from test_loop import _truth, loop_grid  # the same small grid and truth as test_loop
 
-from scalebo.search.grid import Grid
 from scalebo.search.loop import SearchLoop
 from scalebo.search.models.surrogates import GPSurrogate
 from scalebo.search.models.trend import TrendSurrogate
 from scalebo.search.trace import TraceEntry
 
-
-@pytest.fixture
-def grid() -> Grid:
-    return Grid.from_axes({"N": [1e6, 2e6, 4e6, 8e6], "D": [1e9, 2e9], "lr": [1e-3, 3e-3, 1e-2]})
-
-
-def _truth(grid):
-    c = grid.configs
-    return 2.0 - 0.1 * np.log(c.N.to_numpy() / 1e6) + (np.log10(c.lr.to_numpy()) + 2.5) ** 2
+grid = pytest.fixture(loop_grid, name="grid")
 
 
 class NaNSurrogate:

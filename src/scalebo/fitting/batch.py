@@ -28,7 +28,7 @@ import numpy as np
 
 from scalebo.errors import FitError
 from scalebo.fitting.identifiability import identification_problem
-from scalebo.fitting.optim import BatchedResult, minimize_batched
+from scalebo.fitting.optim import BatchedResult, minimize_batched, with_polish
 from scalebo.fitting.robust import (
     DEFAULT_HUBER_DELTA,
     N_POLISH,
@@ -196,9 +196,4 @@ def _polish(law: Law, fg, res: BatchedResult, owner: np.ndarray, n_starts: int,
         return res
     pol = minimize_batched(lambda t, rows: fg(t, owner[chosen[rows]]), res.x[chosen],
                            law.lower, law.upper, max_iter=max_iter, **POLISH_TOL)
-    x, f, status, nit = res.x.copy(), res.fun.copy(), res.status.copy(), res.nit.copy()
-    pgnorm = res.pgnorm.copy()
-    x[chosen], f[chosen], status[chosen], pgnorm[chosen] = pol.x, pol.fun, pol.status, pol.pgnorm
-    nit[chosen] += pol.nit
-    return BatchedResult(x=x, fun=f, status=status, nit=nit, nfev=res.nfev + pol.nfev,
-                         pgnorm=pgnorm)
+    return with_polish(res, chosen, pol)

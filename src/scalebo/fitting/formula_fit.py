@@ -28,7 +28,7 @@ import pandas as pd
 from scalebo.errors import FitError, RunTableError
 from scalebo.fitting.defaults import DEFAULT_HUBER_DELTA
 from scalebo.fitting.identifiability import identification_problem
-from scalebo.fitting.optim import BatchedResult, minimize_batched
+from scalebo.fitting.optim import BatchedResult, minimize_batched, with_polish
 from scalebo.fitting.robust import (
     BLOCK_ELEMENTS,
     N_POLISH,
@@ -101,12 +101,7 @@ def _run_natural(law: FormulaLaw, Z: np.ndarray, y: np.ndarray, starts: np.ndarr
         return res
     pol = minimize_batched(fg, res.x[chosen], law.lower, law.upper, max_iter=max_iter,
                            **POLISH_TOL)
-    x, fun, status, nit = res.x.copy(), res.fun.copy(), res.status.copy(), res.nit.copy()
-    pgnorm = res.pgnorm.copy()
-    x[chosen], fun[chosen], status[chosen], pgnorm[chosen] = pol.x, pol.fun, pol.status, pol.pgnorm
-    nit[chosen] += pol.nit
-    return BatchedResult(x=x, fun=fun, status=status, nit=nit, nfev=res.nfev + pol.nfev,
-                         pgnorm=pgnorm)
+    return with_polish(res, chosen, pol)
 
 
 def fit_formula(

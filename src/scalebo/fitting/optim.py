@@ -253,3 +253,15 @@ def minimize_batched(
     x_out[idx], f_out[idx], g_out[idx] = x, f, g  # starts that hit max_iter
     pgnorm = np.abs(projected_gradient(x_out, g_out, lower, upper)).max(axis=1)
     return BatchedResult(x=x_out, fun=f_out, status=status, nit=nit, nfev=nfev, pgnorm=pgnorm)
+
+
+def with_polish(res: BatchedResult, chosen: np.ndarray, pol: BatchedResult) -> BatchedResult:
+    """``res`` with the rows ``chosen`` replaced by their polished result ``pol`` (a second
+    :func:`minimize_batched` from ``res.x[chosen]``): x, fun, status and the projected
+    gradient norm from ``pol``; iterations and evaluations summed."""
+    x, fun, status, nit = res.x.copy(), res.fun.copy(), res.status.copy(), res.nit.copy()
+    pgnorm = res.pgnorm.copy()
+    x[chosen], fun[chosen], status[chosen], pgnorm[chosen] = pol.x, pol.fun, pol.status, pol.pgnorm
+    nit[chosen] += pol.nit
+    return BatchedResult(x=x, fun=fun, status=status, nit=nit, nfev=res.nfev + pol.nfev,
+                         pgnorm=pgnorm)

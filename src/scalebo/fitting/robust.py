@@ -24,7 +24,7 @@ import pandas as pd
 from scalebo.errors import FitError
 from scalebo.fitting.defaults import DEFAULT_HUBER_DELTA
 from scalebo.fitting.identifiability import identification_problem
-from scalebo.fitting.optim import BatchedResult, StartStatus, minimize_batched
+from scalebo.fitting.optim import BatchedResult, StartStatus, minimize_batched, with_polish
 from scalebo.laws import Law, as_inputs
 
 
@@ -252,13 +252,7 @@ def run_starts(
     pol = minimize_batched(
         fg_polish, res.x[chosen], law.lower, law.upper, max_iter=max_iter, **POLISH_TOL
     )
-    x, fun, status, nit = res.x.copy(), res.fun.copy(), res.status.copy(), res.nit.copy()
-    pgnorm = res.pgnorm.copy()
-    x[chosen], fun[chosen], status[chosen] = pol.x, pol.fun, pol.status
-    nit[chosen] += pol.nit
-    pgnorm[chosen] = pol.pgnorm
-    return BatchedResult(x=x, fun=fun, status=status, nit=nit, nfev=res.nfev + pol.nfev,
-                         pgnorm=pgnorm)
+    return with_polish(res, chosen, pol)
 
 
 def summarize_starts(
