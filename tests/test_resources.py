@@ -4,9 +4,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scalebo.analysis.hull_allocation import approach1_on_hull
 from scalebo.data.resources import (
     FlopsConvention,
-    approach1_on_hull,
     flops,
     flops_per_token,
     gpu_hours,
