@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 from scipy.spatial import ConvexHull
 
+from scalebo.analysis.hull_allocation import approach1_on_hull
 from scalebo.analysis.shape import ShapeSpec, fit_width_depth, optimal_shape
 from scalebo.data.loaders import load_gemstones
-from scalebo.analysis.hull_allocation import approach1_on_hull
 from scalebo.data.resources import resource_values
 from scalebo.fitting.robust import FitStatus, objective
 from scalebo.laws import WIDTH_DEPTH
