@@ -76,7 +76,8 @@ def test_index_of_tolerance_and_off_grid(grid):
     np.testing.assert_array_equal(grid.index_of(runs), [5, 0, 9])
     off = pd.DataFrame({"N": [1e6, 1e6], "D": [1e9, 1e9], "lr": [1e-3, 5e-3], "opt": ["sgd"] * 2})
     off.index = ["a", "b"]
-    with pytest.raises(SearchError, match=r"1 of 2 rows are not on the grid.*\['b'\]"):
+    # a non-integer index: rows are named by their 1-based position in the table
+    with pytest.raises(SearchError, match=r"1 of 2 rows are not on the grid \(data rows \[2\]"):
         grid.index_of(off)
     with pytest.raises(SearchError, match="missing"):
         grid.index_of(off.drop(columns="opt"))
