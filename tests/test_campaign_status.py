@@ -113,3 +113,4 @@ def test_status_command_json_and_no_runs(synthetic, tmp_path):
     assert out["stop"] is False and out["targets"][0]["interval_80"] is None  # no made-up one
     assert out["spent"] == 0 and out["budget"] == 2e21 and out["law"]["params"] is None
     assert "no completed run" in " ".join(out["notes"])
+    assert len(out["next"]) == 4 and all("initial design" in n["reason"] for n in out["next"])

@@ -47,8 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "half-width at every target (default 0.005)")
     group.add_argument("--samples", type=int, default=64,
                        help="law-posterior samples (default 64)")
+    group.add_argument("--next", type=int, default=4, metavar="K",
+                       help="also propose the next K runs (as scalebo suggest --batch K) for "
+                            "the JSON and the figure; 0: none (default 4)")
     group.add_argument("--plot", default=None, metavar="PATH",
-                       help="draw runs, envelope, law with its bands, failed, pending")
+                       help="draw runs, envelope, law with its bands, failed, running and "
+                            "the next proposed runs")
     group.add_argument("--json", default=None, metavar="PATH", help="also write JSON to PATH")
     add_format_argument(parser)
 
@@ -74,11 +78,24 @@ def run(args: argparse.Namespace) -> int:
                              schedule=args.schedule, clip_iqr=args.clip_iqr, seed=args.seed,
                              cost_model=cost_model(args))
     result = status.to_dict()
+    proposed = []
+    if args.next > 0 and not status.stop:
+        from scalebo.errors import SearchError
+        from scalebo.search.campaign import suggest_runs
+
+        try:
+            proposed = suggest_runs(grid, runs, budget, batch=args.next, schedule=args.schedule,
+                                    clip_iqr=args.clip_iqr, seed=args.seed,
+                                    cost_model=cost_model(args)).suggestions
+        except SearchError as exc:
+            log(f"note: no next runs: {exc}")
+    result["next"] = [{**s.config, "predicted_loss": s.predicted_mean, "cost": s.cost,
+                       "reason": s.reason} for s in proposed]
     if args.plot:
         from scalebo.search.status_plot import plot_status
 
         plot_status(grid, runs, status, args.plot,
-                    posterior=status.law_posteriors.get("compute"))
+                    posterior=status.law_posteriors.get("compute"), proposed=proposed)
         log(f"wrote {args.plot}")
     if args.json:
         write_json_file(result, args.json)
@@ -109,6 +126,8 @@ def run(args: argparse.Namespace) -> int:
                format_table(rows, list(rows[0]), ["C", "loss", "80 %", "95 %", "±80 % (%)",
                                                   "N*", "D*"]).rstrip("\n"),
                "", f"{'STOP' if status.stop else 'continue'}: {status.reason}"]
+        out += [f"next {i + 1}: {', '.join(f'{k} {format_number(v)}' for k, v in s.config.items())}"
+                f" ({s.reason})" for i, s in enumerate(proposed)]
         out += [f"note: {n}" for n in status.notes]
         sys.stdout.write("\n".join(out) + "\n")
     return 0
