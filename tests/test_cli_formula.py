@@ -53,3 +53,21 @@ def test_mistakes_exit_2_naming_them(vocab_csv, capsys, change, match):
     assert main(["fit", str(vocab_csv), *args, "--residuals", "natural", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert match in err and "Traceback" not in err
+
+
+def test_figure_suffix_and_budget_mistakes_fail_before_the_work(vocab_csv, tmp_path, capsys):
+    """Found by a newcomer's trial: a bad --plot name lost a finished fit; '5' for 5 %."""
+    assert main(["fit", str(vocab_csv), "--plot", str(tmp_path / "fit.jpgx")]) == 2
+    err = capsys.readouterr().err
+    assert "--plot" in err and "suffix '.jpgx'" in err and "fitting" not in err
+    assert main(["replay", "--dataset", "synthetic", "--budget", "5"]) == 2
+    assert "for 5 % write 0.05 or 5%" in capsys.readouterr().err
+    assert main(["replay", "--dataset", "stepla", "--budget", "1%"]) == 2
+    assert "unknown dataset 'stepla' (did you mean 'steplaw'?)" in capsys.readouterr().err
+
+
+def test_frontier_all_in_python():
+    import scalebo
+
+    frame = pd.DataFrame({"C": [3e18, 1e18, 2e18], "loss": [3.0, 3.5, 3.6]})
+    assert scalebo.frontier(frame, "all")["C"].tolist() == [1e18, 2e18, 3e18]

@@ -157,3 +157,21 @@ def test_frontier_dispatch_on_run_table():
     assert frontier(table.frame, "hull").columns.tolist() == table.frame.columns.tolist()
     with pytest.raises(ValueError, match="unknown frontier method"):
         frontier(table, "best")
+
+
+def test_envelope_treats_rounding_ties_as_equal_compute():
+    """6·N·D of two configurations of the same compute can differ in the last bits (here 512
+    FLOPs at 3e18): the worse run is not on the envelope (the newcomer's README case)."""
+    from scalebo.fitting.frontier import pareto_envelope, snap_ties
+    from scalebo.search.law_posterior import envelope_masks
+
+    N = np.geomspace(1e8, 1e9, 6)[3]
+    a, b = 3e18, 6 * N * (3e18 / 6 / N)  # the same compute, computed two ways
+    assert a != b and abs(a - b) / a < 1e-12
+    compute = np.array([1e18, a, b, 1e19])
+    loss = np.array([3.6, 3.376, 3.214, 3.0])
+    assert pareto_envelope(compute, loss).tolist() == [True, False, True, True]
+    assert envelope_masks(compute, loss[None, :]).tolist() == [[True, False, True, True]]
+    assert snap_ties(compute)[1] == snap_ties(compute)[2] == min(a, b)
+    far = np.array([1e18, 3e18, 3.01e18, 1e19])  # 0.3 % apart: distinct levels
+    assert pareto_envelope(far, loss).tolist() == [True, True, True, True]

@@ -23,8 +23,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
-__all__ = ["atomic_path", "check_output_path", "jsonable", "save_figure", "write_json_file",
-           "write_text_file"]
+__all__ = ["FIGURE_SUFFIXES", "atomic_path", "check_figure_path", "check_output_path", "jsonable",
+           "save_figure", "write_json_file", "write_text_file"]
 
 
 def jsonable(value: Any) -> Any:
@@ -108,4 +108,23 @@ def save_figure(fig: Any, path: str | os.PathLike[str], **kwargs: Any) -> Path:
     fmt = kwargs.pop("format", None) or (path.suffix[1:] or None)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=fmt, **kwargs)
+    return path
+
+
+#: File formats matplotlib writes (the figure's format is its path's suffix).
+FIGURE_SUFFIXES = (".png", ".pdf", ".svg", ".svgz", ".jpg", ".jpeg", ".eps", ".ps", ".tif",
+                   ".tiff", ".webp", ".pgf", ".raw", ".rgba")
+
+
+def check_figure_path(path: str | os.PathLike[str], option: str = "--plot") -> Path:
+    """:func:`check_output_path`, and a suffix matplotlib can write (checked before work).
+
+    Raises:
+        ValueError: no suffix or an unsupported one (names the option and the formats).
+    """
+    path = check_output_path(path, option)
+    if path.suffix.lower() not in FIGURE_SUFFIXES:
+        what = f"suffix {path.suffix!r}" if path.suffix else "no suffix"
+        raise ValueError(f"{option} {path}: {what}; the figure's format comes from the "
+                         f"suffix, one of {', '.join(s[1:] for s in FIGURE_SUFFIXES)}")
     return path

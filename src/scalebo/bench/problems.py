@@ -270,6 +270,19 @@ def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir:
 
         table = load_dataset(name, data_dir=data_dir)
         return problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held)
-    table = load_runs(Path(name), mapping=dict(mapping) or None, hyperparameters=axes,
+    if name.startswith("dataset:"):
+        name = name[len("dataset:"):]
+        if name in REGISTERED:
+            return _build(name, mapping, axes, n_held, data_dir, seed)
+    path = Path(name)
+    if not path.suffix and not path.exists():
+        import difflib
+
+        known = list(REGISTERED)
+        close = difflib.get_close_matches(name, known, n=1)
+        raise ValueError(f"unknown dataset {name!r}" + (f" (did you mean {close[0]!r}?)"
+                         if close else "") + f"; replays take {known} or a run-table file "
+                         "(.csv, .parquet, .jsonl, ...)")
+    table = load_runs(path, mapping=dict(mapping) or None, hyperparameters=axes,
                       duplicates="mean")
     return problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held)

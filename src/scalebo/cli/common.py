@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from scalebo.errors import RunTableError
 from scalebo.outputs import (  # noqa: F401 - re-exported for the commands
     atomic_path,
+    check_figure_path,
     check_output_path,
     jsonable,
     write_json_file,
@@ -41,6 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = [
     "DATASET_PREFIX",
     "FORMATS",
+    "fraction",
+    "fractions",
     "INPUT_HELP",
     "add_format_argument",
     "add_input_arguments",
@@ -117,6 +120,26 @@ def positive_float(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
     return value
+
+
+def fraction(text: str) -> float:
+    """argparse type: a fraction of C_total in (0, 1], as ``0.05`` or ``5%``."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.05 or 5%, got "
+                                         f"{text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= 1):
+        hint = f" (for {value:g} % write {value / 100:g} or {value:g}%)" if value > 1 else ""
+        raise argparse.ArgumentTypeError(f"expected a fraction of C_total in (0, 1], got "
+                                         f"{text!r}{hint}")
+    return value
+
+
+def fractions(text: str) -> list[float]:
+    """argparse type: comma-separated fractions (:func:`fraction` each), e.g. ``1%,5%``."""
+    return [fraction(item) for item in str(text).split(",") if item.strip()]
 
 
 def add_input_arguments(parser: argparse.ArgumentParser) -> None:

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from scalebo.cli.common import check_output_path, format_table, log
+from scalebo.cli.common import check_figure_path, format_table, fraction, log
 
 NAME = "demo"
 HELP = "end-to-end demonstration on a synthetic grid (no data needed); --quick for a short one"
@@ -36,8 +36,9 @@ SAME = "BO observed = BO + fantasize"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true",
                         help="smaller grid: 540 runs (504 acquirable) instead of 1,680 (1,600)")
-    parser.add_argument("--budget", type=float, default=0.05,
-                        help="BO budget as a fraction of the grid's compute (default 0.05)")
+    parser.add_argument("--budget", type=fraction, default=0.05,
+                        help="BO budget as a fraction of the grid's compute, 0.05 or 5%% "
+                             "(default 0.05)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the noise and the search")
     parser.add_argument("--plot", default="scalebo_demo.png",
                         help="figure path (default scalebo_demo.png in the current directory)")
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.budget <= 1:
         raise ValueError(f"--budget must be a fraction in (0, 1], got {args.budget}")
     if not args.no_plot:
-        check_output_path(args.plot, "--plot")
+        check_figure_path(args.plot, "--plot")
     result = run_demo(quick=args.quick, budget=args.budget, seed=args.seed, log=log)
     if result.warnings:  # recorded, not hidden: one line, shown even with --quiet
         print(f"warning: demo raised {result.warnings_summary()}", file=sys.stderr, flush=True)

@@ -29,6 +29,7 @@ from scalebo.cli.common import (
     INPUT_HELP,
     add_format_argument,
     add_input_arguments,
+    check_figure_path,
     check_output_path,
     format_number,
     format_table,
@@ -121,7 +122,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "a parameter and needs --bounds")
     formula.add_argument("--formula", default=None, metavar="EXPR",
                          help="e.g. 'c0 + A*V**b*P**e*D**g' (+ - * / **, exp, log, sqrt, "
-                              "abs, minimum, maximum, clip)")
+                              "abs, minimum, maximum, clip), fitted to every row; C is 6*N*D "
+                              "when the table has N and D but no C; not yet with --predict, "
+                              "--plot, --bootstrap or --frontier")
     formula.add_argument("--bounds", default=None, metavar="NAME=LO:HI,...",
                          help="bounds of every parameter, e.g. 'c0=-100:100,A=-1e4:1e4'")
     formula.add_argument("--response", default="loss", metavar="COL",
@@ -242,7 +245,7 @@ def run(args: argparse.Namespace) -> int:
     if args.bootstrap < 0:
         raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
     if args.plot:
-        check_output_path(args.plot, "--plot")
+        check_figure_path(args.plot, "--plot")
     if args.json:
         check_output_path(args.json, "--json")
     seen: list[str] = []
@@ -283,9 +286,10 @@ def _run_formula(args: argparse.Namespace) -> int:
     from scalebo.fitting.formula_summary import formula_fit_summary
     from scalebo.laws.formula import parse_bounds, parse_variable_map
 
-    for option in ("predict", "plot"):
+    for option in ("predict", "plot", "frontier"):
         if getattr(args, option):
-            raise ValueError(f"--{option} is not available with --formula yet")
+            raise ValueError(f"--{option} is not available with --formula yet (a formula is "
+                             "fitted to every row)")
     if args.bootstrap:
         raise ValueError("--bootstrap is not available with --formula yet")
     if args.starts < 1:

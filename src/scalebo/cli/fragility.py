@@ -15,6 +15,7 @@ from scalebo.cli.common import (
     INPUT_HELP,
     add_format_argument,
     add_input_arguments,
+    check_figure_path,
     check_output_path,
     format_table,
     load_input,
@@ -153,9 +154,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.bootstrap < 0:
         raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
-    for path, option in ((args.json, "--json"), (args.plot, "--plot")):
-        if path:
-            check_output_path(path, option)
+    if args.json:
+        check_output_path(args.json, "--json")
+    if args.plot:
+        check_figure_path(args.plot, "--plot")
     table = load_input(args)
     extra = _extras(args)
     options = {

@@ -44,6 +44,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "replay",
     "suggest",
     "status",
+    "design",
 )
 
 EXIT_OK = 0

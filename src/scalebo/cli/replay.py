@@ -12,8 +12,11 @@ from typing import Any
 from scalebo.cli.campaign_args import add_cost_model_arguments
 from scalebo.cli.common import (
     add_format_argument,
+    check_figure_path,
     check_output_path,
     format_table,
+    fraction,
+    fractions,
     log,
     write_csv,
     write_json,
@@ -73,10 +76,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--held-out-cells", type=int, default=2, metavar="K",
                         help="largest-compute (N, D) cells held out of the search and scored "
                              "by the held-out MSE (default 2)")
-    parser.add_argument("--budget", type=float, default=0.05,
-                        help="budget as a fraction of C_total (default 0.05)")
-    parser.add_argument("--record-budgets", default="", metavar="F,...",
-                        help="smaller budgets to record too, e.g. 0.01,0.05")
+    parser.add_argument("--budget", type=fraction, default=0.05,
+                        help="budget as a fraction of C_total, 0.05 or 5%% (default 0.05)")
+    parser.add_argument("--record-budgets", type=fractions, default=[], metavar="F,...",
+                        help="smaller budgets to record too, e.g. 0.01,0.05 or 1%%,5%%")
     parser.add_argument("--seed", type=int, default=0,
                         help="seed of the initial design, the surrogate and the samples "
                              "(default 0)")
@@ -148,15 +151,16 @@ def run(args: argparse.Namespace) -> int:
     method = MethodConfig(**{field: getattr(args, option)
                              for option, field in _METHOD_OPTIONS.items()
                              if getattr(args, option) is not None})
-    for path, option in ((args.json, "--json"), (args.plot, "--plot")):
-        if path:
-            check_output_path(path, option)
+    if args.json:
+        check_output_path(args.json, "--json")
+    if args.plot:
+        check_figure_path(args.plot, "--plot")
     log(f"loading {args.dataset} and its reference fit ...")
     problem = load_problem(args.dataset, mapping=mapping, axes=axes,
                            n_held_out_cells=args.held_out_cells, data_dir=args.data_dir)
     for note in problem.notes:
         log(f"note: {note}")
-    records = [float(b) for b in args.record_budgets.split(",") if b.strip()]
+    records = list(args.record_budgets)
     log(f"replaying {method.label()} to {args.budget:g} of C_total, seed {args.seed} ...")
     rec = replay(problem, method, args.budget, args.seed, record_budgets=records)
     data = rec.to_dict()

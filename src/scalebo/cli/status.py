@@ -13,6 +13,7 @@ from scalebo.cli.campaign_args import (
 )
 from scalebo.cli.common import (
     add_format_argument,
+    check_figure_path,
     check_output_path,
     format_number,
     format_table,
@@ -65,9 +66,10 @@ def run(args: argparse.Namespace) -> int:
     """Parse, call :func:`scalebo.search.status.campaign_status`, print."""
     from scalebo.search.status import campaign_status
 
-    for path, option in ((args.json, "--json"), (args.plot, "--plot")):
-        if path:
-            check_output_path(path, option)
+    if args.json:
+        check_output_path(args.json, "--json")
+    if args.plot:
+        check_figure_path(args.plot, "--plot")
     if args.samples < 8:
         raise ValueError(f"--samples must be >= 8, got {args.samples}")
     grid, runs, budget = load_campaign(args)

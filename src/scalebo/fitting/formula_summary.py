@@ -36,6 +36,11 @@ def formula_fit_summary(frame: pd.DataFrame, formula: str, *,
     """
     vmap = dict(variable_map or {})
     bounds = dict(bounds or {})
+    n_col, d_col = vmap.get("N", "N"), vmap.get("D", "D")
+    if ("C" in formula_names(formula) and "C" not in frame.columns and "C" not in vmap
+            and n_col in frame.columns and d_col in frame.columns):
+        frame = frame.assign(C=6.0 * frame[n_col].to_numpy(np.float64)  # FLOPs, as load_runs
+                             * frame[d_col].to_numpy(np.float64))
     if response not in frame.columns:
         raise RunTableError(f"{source}: no response column {response!r}; columns are "
                             f"{list(frame.columns)} (choose one with --response)")

@@ -45,6 +45,8 @@ class FrontierMethod(StrEnum):
     """Vertices of the lower convex hull of the envelope in (log C, log L)."""
     CELL = "cell"
     """Best-loss run of each (N, D) cell."""
+    ALL = "all"
+    """Every run (no frontier), sorted by compute."""
 
 
 def _check_arrays(compute: np.ndarray, loss: np.ndarray, *, positive: bool) -> tuple[
@@ -72,8 +74,28 @@ def _check_arrays(compute: np.ndarray, loss: np.ndarray, *, positive: bool) -> t
     return compute, loss
 
 
+#: Computes within this relative distance are one compute level (a tie): ``6·N·D`` of two
+#: configurations of "equal" compute can differ in the last bits (e.g. 512 FLOPs at 3e18).
+TIE_RTOL = 1e-9
+
+
+def snap_ties(compute: np.ndarray, rtol: float = TIE_RTOL) -> np.ndarray:
+    """``compute`` with every value replaced by the smallest of its tie group, ``(n,)``:
+    sorted values closer than ``rtol`` (relative) to their predecessor join its group."""
+    compute = np.asarray(compute, dtype=np.float64)
+    if compute.size < 2:
+        return compute.copy()
+    order = np.argsort(compute, kind="stable")
+    c = compute[order]
+    new = np.r_[True, np.diff(c) > rtol * np.abs(c[1:])]
+    snapped = np.empty_like(compute)
+    snapped[order] = c[np.flatnonzero(new)][np.cumsum(new) - 1]
+    return snapped
+
+
 def _envelope_order(compute: np.ndarray, loss: np.ndarray) -> np.ndarray:
-    """Positions of the envelope points, sorted by increasing compute."""
+    """Positions of the envelope points, sorted by increasing compute (ties: :data:`TIE_RTOL`)."""
+    compute = snap_ties(compute)
     # Sort by compute, then loss, then position: within a tie of compute the first point
     # visited has the lowest loss (and the lowest position among equal losses).
     order = np.lexsort((np.arange(compute.size), loss, compute))
@@ -88,8 +110,9 @@ def pareto_envelope(compute: np.ndarray, loss: np.ndarray) -> np.ndarray:
     """Mask of the runs on the Pareto envelope of (compute, loss).
 
     A run is kept iff its loss is strictly lower than the loss of every *other* run with lower
-    or equal compute. Ties: among runs of equal compute only the one with the lowest loss can
-    be kept, and among exact (compute, loss) duplicates only the first (lowest position). So
+    or equal compute (computes within :data:`TIE_RTOL` relative are equal). Ties: among runs
+    of equal compute only the one with the lowest loss can be kept, and among exact
+    (compute, loss) duplicates only the first (lowest position). So
     the kept runs, ordered by compute, have strictly increasing compute and strictly
     decreasing loss; the cheapest run with the lowest loss at its compute is always kept,
     and so is the first run reaching the global minimum loss.
@@ -200,7 +223,8 @@ def frontier(
         frame: Run table or DataFrame with columns ``compute`` (FLOPs) and ``loss`` (nats)
             (and the ``cell`` columns for ``method="cell"``).
         method: ``"envelope"`` (:func:`pareto_envelope`), ``"hull"``
-            (:func:`lower_convex_hull`) or ``"cell"`` (:func:`best_per_cell`).
+            (:func:`lower_convex_hull`), ``"cell"`` (:func:`best_per_cell`) or ``"all"``
+            (every run).
 
     Returns:
         The selected rows with their original index and all columns; sorted by compute
@@ -217,6 +241,8 @@ def frontier(
     if method is FrontierMethod.CELL:
         return best_per_cell(df, cell, loss=loss)
     _require_columns(df, [compute, loss])
+    if method is FrontierMethod.ALL:
+        return df.sort_values(compute, kind="stable")
     c = df[compute].to_numpy(dtype=np.float64)
     values = df[loss].to_numpy(dtype=np.float64)
     select = pareto_envelope if method is FrontierMethod.ENVELOPE else lower_convex_hull

@@ -56,7 +56,7 @@ class Budget:
 
 
 def parse_budget(text: str | float) -> Budget:
-    """``"0.05"`` (a fraction of C_total in (0, 1]) or ``"2e21FLOPs"`` / ``"2e21 flops"``.
+    """``"0.05"`` or ``"5%"`` (a fraction of C_total in (0, 1]), or ``"2e21FLOPs"``.
 
     Raises:
         ValueError: anything else, with the accepted forms.
@@ -66,6 +66,8 @@ def parse_budget(text: str | float) -> Budget:
     low = raw.lower()
     if low.endswith("flops"):
         number, unit = raw[: -len("flops")].strip(), "flops"
+    elif low.endswith("%"):
+        number, unit = raw[:-1].strip(), "%"
     try:
         value = float(number)
     except ValueError:
@@ -73,11 +75,14 @@ def parse_budget(text: str | float) -> Budget:
                          "amount of compute such as 2e21FLOPs") from None
     if not np.isfinite(value) or value <= 0:
         raise ValueError(f"budget {raw!r} must be positive and finite")
-    if unit:
+    if unit == "flops":
         return Budget(flops=value)
+    if unit == "%":
+        value /= 100
     if value > 1:
-        raise ValueError(f"budget {raw!r}: a fraction of C_total is at most 1; for an amount "
-                         f"of compute write {raw}FLOPs")
+        raise ValueError(f"budget {raw!r}: a fraction of C_total is at most 1; for {value:g} % "
+                         f"write {value / 100:g} (or {value:g}%), for an amount of compute "
+                         "e.g. 2e21FLOPs")
     return Budget(fraction=value)
 
 

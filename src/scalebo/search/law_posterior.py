@@ -45,6 +45,7 @@ import numpy as np
 from scalebo.errors import FitError, SearchError
 from scalebo.fitting.allocation import approach3, compute_law_from_chinchilla
 from scalebo.fitting.batch import fit_batch
+from scalebo.fitting.frontier import snap_ties
 from scalebo.fitting.robust import FitResult, FitStatus, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW, PowerLawSum
 from scalebo.search.fantasize import _check_obs, _require_finite, _scope_mask
@@ -235,7 +236,7 @@ def envelope_masks(cost: np.ndarray, losses: np.ndarray) -> np.ndarray:
     the first (lowest position) lowest loss of its own cost level. ``cost`` in FLOPs
     ``(m,)``, losses in nats ``(S, m)``, finite.
     """
-    cost = np.asarray(cost, dtype=np.float64)
+    cost = snap_ties(np.asarray(cost, dtype=np.float64))  # ties as pareto_envelope's
     L = np.atleast_2d(np.asarray(losses, dtype=np.float64))
     m = cost.size
     if m == 0:

@@ -112,9 +112,12 @@ class SearchLoop(ObservationLedger):
         cost_model: CostModel | None = None,
         rng: np.random.Generator | int | None = None,
     ) -> None:
-        if not (np.isfinite(budget_fraction) and budget_fraction > 0):
+        if not (np.isfinite(budget_fraction) and 0 < budget_fraction <= 1):
             raise SearchError(
-                f"budget_fraction must be a finite fraction of C_total > 0, got {budget_fraction}."
+                f"budget_fraction must be a fraction of C_total in (0, 1], got "
+                f"{budget_fraction}" + (f" (for {budget_fraction:g} % write "
+                                        f"{budget_fraction / 100:g})" if budget_fraction > 1
+                                        else "") + "."
             )
         if incumbent not in ("frontier", "global"):
             raise SearchError(f"incumbent must be 'frontier' or 'global', got {incumbent!r}.")

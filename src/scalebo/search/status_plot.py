@@ -1,10 +1,10 @@
 """The campaign figure of ``scalebo status``: loss (nats) against compute (FLOPs), log–log.
 
-Completed runs (grey), their Pareto envelope (black), failed runs (red crosses at the top
-edge, at their compute), runs in flight and the next proposed runs (triangles at the bottom
-edge and stars at their predicted loss), the compute law fitted on observed + fantasized
-losses (blue; dashed beyond the costliest run) with the law posterior's 80 % and 95 % bands,
-and each target's prediction with its 80 % interval.
+Completed runs (grey), their Pareto envelope (black), failed runs (red ticks on the top
+edge, at their compute: they have no loss), runs in flight and the next proposed runs (ticks
+on the bottom edge; the proposals also as stars at their predicted loss), the compute law
+fitted on observed + fantasized losses (blue; dashed beyond the costliest run) with the law
+posterior's 80 % and 95 % bands, and each target's prediction with its 80 % interval.
 """
 
 from __future__ import annotations
@@ -88,17 +88,18 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
             ymin = min(ymin, t.prediction if not t.interval_80 else t.interval_80[0])
     ylo, yhi = 0.95 * max(ymin, 1e-3), 1.05 * ymax
     if runs.failed.size:
-        ax.scatter(grid.cost[runs.failed], np.full(runs.failed.size, yhi / 1.02), marker="x",
-                   color="tab:red", s=30, label=f"failed ({runs.failed.size})", zorder=5)
+        ax.scatter(grid.cost[runs.failed], np.full(runs.failed.size, yhi), marker="|",
+                   color="tab:red", s=200, lw=2, clip_on=False, zorder=5,
+                   label=f"failed ({runs.failed.size}; top edge, at their compute)")
     if runs.running.size:
-        ax.scatter(grid.cost[runs.running], np.full(runs.running.size, ylo * 1.02),
-                   marker="^", color="tab:orange", s=30,
-                   label=f"running ({runs.running.size})", zorder=5)
+        ax.scatter(grid.cost[runs.running], np.full(runs.running.size, ylo), marker="|",
+                   color="tab:orange", s=200, lw=2, clip_on=False, zorder=5,
+                   label=f"running ({runs.running.size}; bottom edge, loss not yet known)")
     if proposed:
         pc = np.array([grid.cost[s.index] for s in proposed])
         pm = [s.predicted_mean for s in proposed]
-        ax.scatter(pc, np.full(pc.size, ylo * 1.02), marker="^", color="tab:green", s=30,
-                   zorder=5)
+        ax.scatter(pc, np.full(pc.size, ylo), marker="|", color="tab:green", s=200, lw=2,
+                   clip_on=False, zorder=5)
         if all(m is not None for m in pm):
             ax.scatter(pc, pm, marker="*", color="tab:green", s=80, zorder=6,
                        label=f"next ({len(proposed)}, at predicted loss)")

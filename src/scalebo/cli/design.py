@@ -1,0 +1,143 @@
+"""``scalebo design``: choose experiments that make a formula law predict a costly target
+region well, per unit cost (:mod:`scalebo.design`). Parses options and prints; the work is
+done by :func:`scalebo.design.design_replay` and :func:`scalebo.design.propose_batch`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from scalebo.cli.common import format_table, log
+
+NAME = "design"
+HELP = "pick the next experiments (variance reduction per cost) or replay a design on a pool"
+DESCRIPTION = """\
+Experiment design for a formula law over a pool of candidate runs with costs, aimed at a
+target region (e.g. larger models than any pool row).
+
+Two modes:
+  replay    the pool's responses are known: replay a design (ScaleBench's protocol) and
+            report the fit and target-region R^2 at each budget checkpoint;
+  propose   with --runs (the runs done so far) and --budget: the next --batch pool rows,
+            each scoring the expected reduction of the target region's predictive variance
+            per (cost/C)^0.4, C the pool's total cost.
+Names of the formula that are columns (or mapped with --map) are inputs; every other name is
+a parameter and needs --bounds. Fits are least squares in natural units (any sign).
+"""
+EPILOG = """\
+examples:
+  scalebo design --pool train.parquet --target-region test.parquet \\
+      --formula "E + A*N**(-a) + B*D**(-b)" \\
+      --bounds "E=-3:10,A=1e-3:1e9,a=0.05:2,B=1e-3:1e9,b=0.05:2" \\
+      --cost "6*N*D" --map N=params,D=tokens --budgets 0.01,0.05,0.1 --seed 0 --json out.json
+  scalebo design --pool grid.csv --target-region big.csv --formula ... --bounds ... \\
+      --cost "6*N*D" --runs done.csv --budget 0.05 --batch 4
+exit codes: 0 ok, 1 the runs done cannot be fitted, 2 bad input or usage.
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``scalebo design``."""
+    a = parser.add_argument
+    a("--pool", required=True, metavar="FILE",
+      help="candidate runs (CSV/TSV/Parquet/JSON lines), one row per experiment")
+    a("--target-region", required=True, metavar="FILE",
+      help="inputs where the law must predict well (responses, if present, score a replay)")
+    a("--formula", required=True, metavar="EXPR", help="the law, e.g. 'E + A*N**(-a)'")
+    a("--bounds", required=True, metavar="NAME=LO:HI,...", help="bounds of every parameter")
+    a("--cost", required=True, metavar="EXPR",
+      help="cost of a row from inputs/columns, e.g. '6*N*D' (FLOPs) or 'P*D'")
+    a("--map", default=None, metavar="NAME=COL,...", help="formula names to table columns")
+    a("--response", default="loss", metavar="COL", help="response column (default loss)")
+    a("--group", default=None, metavar="COL",
+      help="group column; the pool and target region must hold a single group")
+    a("--method", choices=("variance", "random", "cheapest", "cost_weighted"),
+      default="variance", help="replay: design method (default variance)")
+    a("--budgets", default="0.01,0.05,0.1", metavar="B,...",
+      help="replay: checkpoint budgets as fractions of the pool's total cost")
+    a("--seed", type=int, default=0, help="seed of fit starts and baseline draws (default 0)")
+    a("--starts", type=int, default=64, help="random starts per full fit (default 64)")
+    a("--runs", default=None, metavar="FILE",
+      help="propose: runs done so far (inputs and response columns, as the pool)")
+    a("--budget", type=float, default=None, metavar="B",
+      help="propose: campaign budget as a fraction of the pool's total cost")
+    a("--batch", type=int, default=1, metavar="K", help="propose: how many rows (default 1)")
+    a("--json", default=None, metavar="FILE", help="write the result as JSON to FILE")
+
+
+def _budgets(text: str) -> tuple[float, ...]:
+    try:
+        out = tuple(float(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise ValueError(f"--budgets {text!r}: expected fractions like 0.01,0.05,0.1") from None
+    if not out or not all(0 < b <= 1 for b in out):
+        raise ValueError(f"--budgets {text!r}: each budget must be a fraction in (0, 1]")
+    return out
+
+
+def _check_group(frame, column: str | None, source: str) -> None:
+    if column is None:
+        return
+    if column not in frame.columns:
+        raise ValueError(f"{source}: no group column {column!r}; columns: {list(frame.columns)}")
+    values = frame[column].unique().tolist()
+    if len(values) > 1:
+        raise ValueError(f"{source}: column {column!r} holds {len(values)} groups "
+                         f"{values[:5]}; per-group designs are not supported yet — filter one")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Replay or propose (see DESCRIPTION)."""
+    from scalebo.data.files import read_table
+    from scalebo.design import design_replay, make_pool, make_target, propose_batch
+    from scalebo.laws.formula import formula_law, formula_names, parse_bounds, parse_variable_map
+    from scalebo.outputs import check_output_path, write_json_file
+
+    if args.json:
+        check_output_path(args.json, "--json")
+    if args.starts < 1 or args.batch < 1:
+        raise ValueError("--starts and --batch must be >= 1")
+    bounds, vmap = parse_bounds(args.bounds), parse_variable_map(args.map or "")
+    pool_frame = read_table(args.pool)
+    target_frame = read_table(args.target_region)
+    _check_group(pool_frame, args.group, args.pool)
+    _check_group(target_frame, args.group, args.target_region)
+    names = formula_names(args.formula)
+    variables = [n for n in names if n not in bounds and (n in vmap or n in pool_frame.columns)]
+    law = formula_law(args.formula, variables, bounds)
+    target = make_target(target_frame, law, response=args.response, variable_map=vmap,
+                         source=args.target_region)
+    law_info = {"formula": args.formula, "variables": {v: vmap.get(v, v) for v in law.variables},
+                "parameters": list(law.natural_names), "cost": args.cost}
+    if args.runs is None:
+        if args.budget is not None:
+            raise ValueError("--budget needs --runs (propose mode); a replay uses --budgets")
+        pool = make_pool(pool_frame, law, args.cost, response=args.response, variable_map=vmap,
+                         require_response=True, source=args.pool)
+        log(f"replaying {args.method} on {pool.n} rows, budgets {args.budgets} ...")
+        rep = design_replay(pool, target, law, _budgets(args.budgets), method=args.method,
+                            seed=args.seed, n_starts=args.starts)
+        result = {"mode": "replay", "law": law_info, **rep.to_dict()}
+        rows = [{k: c[k] for k in ("budget", "spent_fraction", "n_observed", "r2", "status")}
+                for c in result["checkpoints"]]
+        columns = ["budget", "spent_fraction", "n_observed", "r2", "status"]
+    else:
+        if args.budget is None:
+            raise ValueError("--runs (propose mode) needs --budget, a fraction of the pool cost")
+        pool = make_pool(pool_frame, law, args.cost, variable_map=vmap, source=args.pool)
+        done = make_pool(read_table(args.runs), law, args.cost, response=args.response,
+                         variable_map=vmap, require_response=True, source=args.runs)
+        log(f"fitting {len(done.cost)} runs done, proposing {args.batch} of {pool.n} rows ...")
+        props = propose_batch(pool, target, law, done.X, done.y, done.cost, args.budget,
+                              args.batch, seed=args.seed, n_starts=args.starts)
+        result = {"mode": "propose", "law": law_info, "budget": args.budget,
+                  "spent_fraction": float(done.cost.sum() / pool.total_cost),
+                  "proposals": [p.to_dict() for p in props]}
+        rows = [{"row": p.row_id, **p.inputs, "cost_fraction": p.cost_fraction,
+                 "mean": p.mean, "lo80": p.lo80, "hi80": p.hi80} for p in props]
+        columns = ["row", *law.variables, "cost_fraction", "mean", "lo80", "hi80"]
+    if args.json:
+        write_json_file(result, args.json)
+        log(f"JSON written to {args.json}")
+    sys.stdout.write(format_table(rows, columns))
+    return 0
