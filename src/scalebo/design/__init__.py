@@ -1,0 +1,28 @@
+"""Experiment design for scaling-law fits (issue 12): which runs to do next, under a cost
+budget, so that a law predicts a costly target region well.
+
+* :mod:`~scalebo.design.pool` — candidate rows with costs, and the target region;
+* :mod:`~scalebo.design.posterior` — a multi-mode Laplace posterior over formula-law fits;
+* :mod:`~scalebo.design.acquisition` — expected target-variance reduction per unit cost,
+  and the random / cheapest / cost-weighted baselines;
+* :mod:`~scalebo.design.replay` — ScaleBench's replay protocol with budget checkpoints;
+* :mod:`~scalebo.design.propose` — the next batch of a real campaign.
+"""
+
+from scalebo.design.acquisition import (
+    BASELINES,
+    DEFAULT_GAMMA,
+    baseline_pick,
+    condition_on_mean,
+    variance_reduction,
+    variance_scores,
+)
+from scalebo.design.pool import Pool, TargetRegion, evaluate_cost, make_pool, make_target
+from scalebo.design.posterior import Mode, Posterior, build_posterior, jacobian
+from scalebo.design.propose import Proposal, propose_batch
+from scalebo.design.replay import METHODS, Checkpoint, DesignReplay, design_replay
+
+__all__ = ["BASELINES", "DEFAULT_GAMMA", "METHODS", "Checkpoint", "DesignReplay", "Mode",
+           "Pool", "Posterior", "Proposal", "TargetRegion", "baseline_pick", "build_posterior",
+           "condition_on_mean", "design_replay", "evaluate_cost", "jacobian", "make_pool",
+           "make_target", "propose_batch", "variance_reduction", "variance_scores"]

@@ -1,0 +1,213 @@
+"""Candidate experiments for a design: a pool of runnable rows and a target region.
+
+A :class:`Pool` holds the inputs of a law (columns ``law.variables``, natural units), the cost
+of each row (any positive unit, e.g. FLOPs from ``"6*N*D"``; only ratios to the pool's total
+``C = Σ cost`` matter) and, when the experiments have been run (a replay), their responses.
+A :class:`TargetRegion` holds the inputs where the law must predict well (typically larger
+and costlier than any pool row) and, for scoring only, their responses.
+
+Cost expressions use ``+ - * / **``, unary minus, numbers, ``log``/``exp``/``sqrt`` and
+names; a name is a law variable (through the variable map) or any column of the table. They
+are parsed with :mod:`ast` and evaluated on numpy columns, never with ``eval``.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from scalebo.errors import RunTableError
+from scalebo.fitting.formula_fit import table_inputs
+from scalebo.laws.formula import FormulaLaw
+
+__all__ = ["Pool", "TargetRegion", "cost_names", "evaluate_cost", "make_pool", "make_target"]
+
+_FUNCS = {"log": np.log, "exp": np.exp, "sqrt": np.sqrt}
+_OPS = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.divide,
+        ast.Pow: np.power}
+
+
+def _cost_tree(expr: str) -> ast.expr:
+    if not isinstance(expr, str) or not expr.strip():
+        raise ValueError("cost expression must be a non-empty string, e.g. '6*N*D'")
+    try:
+        tree = ast.parse(expr.strip(), mode="eval").body
+    except SyntaxError as exc:
+        raise ValueError(f"cost expression {expr!r} is not valid: {exc.msg}") from None
+    for node in ast.walk(tree):
+        ok = isinstance(node, ast.BinOp | ast.UnaryOp | ast.Name | ast.Load | ast.operator
+                        | ast.unaryop)
+        if isinstance(node, ast.Constant):
+            ok = isinstance(node.value, int | float) and not isinstance(node.value, bool)
+        if isinstance(node, ast.BinOp):
+            ok = type(node.op) in _OPS
+        if isinstance(node, ast.UnaryOp):
+            ok = isinstance(node.op, ast.USub | ast.UAdd)
+        if isinstance(node, ast.Call):
+            ok = (isinstance(node.func, ast.Name) and node.func.id in _FUNCS
+                  and len(node.args) == 1 and not node.keywords)
+        if not ok and not (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)):
+            token = ast.get_source_segment(expr.strip(), node) or type(node).__name__
+            raise ValueError(f"cost expression {expr!r}: {token!r} is not allowed; allowed: "
+                             "numbers, names, + - * / **, unary minus, log, exp, sqrt")
+    return tree
+
+
+def cost_names(expr: str) -> tuple[str, ...]:
+    """Names a cost expression reads (function names excluded), in order of appearance."""
+    tree = _cost_tree(expr)
+    funcs = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return tuple(dict.fromkeys(n.id for n in ast.walk(tree)
+                               if isinstance(n, ast.Name) and id(n) not in funcs))
+
+
+def evaluate_cost(expr: str, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Evaluate ``expr`` (see the module docstring) on ``columns`` ``{name: (n,) array}``.
+
+    Raises:
+        ValueError: a disallowed token, or a name that is not in ``columns``.
+    """
+    tree = _cost_tree(expr)
+
+    def go(n: ast.AST) -> np.ndarray:
+        if isinstance(n, ast.Constant):
+            return np.float64(n.value)
+        if isinstance(n, ast.Name):
+            if n.id not in columns:
+                raise ValueError(f"cost expression {expr!r} uses {n.id!r}, which is neither a "
+                                 f"law variable nor a column; available: {sorted(columns)}")
+            return np.asarray(columns[n.id], dtype=np.float64)
+        if isinstance(n, ast.BinOp):
+            return _OPS[type(n.op)](go(n.left), go(n.right))
+        if isinstance(n, ast.UnaryOp):
+            return -go(n.operand) if isinstance(n.op, ast.USub) else go(n.operand)
+        return _FUNCS[n.func.id](go(n.args[0]))  # type: ignore[attr-defined]
+
+    with np.errstate(all="ignore"):
+        return np.asarray(go(tree), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """Runnable experiments.
+
+    Attributes:
+        X: inputs ``(n, k)``, columns ``variables``, natural units.
+        cost: cost of each row ``(n,)``, positive, finite (units of the cost expression).
+        y: responses ``(n,)`` in natural units, or ``None`` when not yet run.
+        variables: the law's input names.
+        row_ids: the table's row labels, for reports.
+        cost_expr: the cost expression used.
+    """
+
+    X: np.ndarray
+    cost: np.ndarray
+    y: np.ndarray | None
+    variables: tuple[str, ...]
+    row_ids: tuple = field(default=())
+    cost_expr: str = ""
+
+    @property
+    def n(self) -> int:
+        """Number of candidate rows."""
+        return int(self.X.shape[0])
+
+    @property
+    def total_cost(self) -> float:
+        """``C = Σ cost`` over the whole pool; budgets are fractions of it."""
+        return float(self.cost.sum())
+
+
+@dataclass(frozen=True)
+class TargetRegion:
+    """Inputs ``X`` ``(m, k)`` where predictions matter; ``y`` ``(m,)`` for scoring or None."""
+
+    X: np.ndarray
+    y: np.ndarray | None = None
+
+
+def _numeric(frame: pd.DataFrame, column: str, source: str) -> np.ndarray:
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)
+    bad = np.flatnonzero(~np.isfinite(values))
+    if bad.size:
+        raise RunTableError(f"{source}: data row {bad[0] + 1}, column {column!r}: "
+                            f"{frame[column].iloc[bad[0]]!r} is not a finite number")
+    return values
+
+
+def _inputs(law: FormulaLaw, frame: pd.DataFrame, vmap: Mapping[str, str],
+            source: str) -> np.ndarray:
+    try:
+        table_inputs(law, frame, vmap)
+    except RunTableError as exc:
+        raise RunTableError(f"{source}: {exc}") from None
+    return np.column_stack([_numeric(frame, vmap.get(v, v), source) for v in law.variables])
+
+
+def _response(frame: pd.DataFrame, response: str | None, source: str,
+              required: bool) -> np.ndarray | None:
+    if response is None or (response not in frame.columns and not required):
+        return None
+    if response not in frame.columns:
+        raise RunTableError(f"{source}: no response column {response!r}; columns are "
+                            f"{list(frame.columns)} (choose one with --response)")
+    return _numeric(frame, response, source)
+
+
+def make_pool(frame: pd.DataFrame, law: FormulaLaw, cost: str, *,
+              response: str | None = None, variable_map: Mapping[str, str] | None = None,
+              require_response: bool = False, source: str = "pool") -> Pool:
+    """A :class:`Pool` from a table.
+
+    Args:
+        frame: one row per candidate experiment.
+        law: the formula law (its ``variables`` are looked up through ``variable_map``).
+        cost: cost expression over law variables and table columns, e.g. ``"6*N*D"``.
+        response: response column; read when present (required if ``require_response``).
+        variable_map: ``{formula name: column}``.
+        source: name of the table in error messages (e.g. the file path).
+
+    Raises:
+        RunTableError: a missing or non-numeric column, or a cost that is not positive and
+            finite, naming ``source``, the data row (1-based) and the column.
+    """
+    vmap = dict(variable_map or {})
+    if len(frame) == 0:
+        raise RunTableError(f"{source}: the table has no rows")
+    X = _inputs(law, frame, vmap, source)
+    cols = {c: frame[c].to_numpy() for c in frame.columns if isinstance(c, str)}
+    cols.update({v: X[:, i] for i, v in enumerate(law.variables)})
+    for name in cost_names(cost):
+        if name in cols and name not in law.variables:
+            cols[name] = _numeric(frame, name, source)
+    c = evaluate_cost(cost, cols) * np.ones(len(frame))
+    bad = np.flatnonzero(~(np.isfinite(c) & (c > 0)))
+    if bad.size:
+        raise RunTableError(f"{source}: data row {bad[0] + 1}: cost {cost!r} = {c[bad[0]]!r} "
+                            "is not a positive finite number")
+    y = _response(frame, response, source, require_response)
+    return Pool(X=X, cost=c, y=y, variables=law.variables, row_ids=tuple(frame.index.tolist()),
+                cost_expr=cost)
+
+
+def make_target(frame: pd.DataFrame, law: FormulaLaw, *, response: str | None = None,
+                variable_map: Mapping[str, str] | None = None,
+                source: str = "target region") -> TargetRegion:
+    """A :class:`TargetRegion` from a table (responses read when the column is present)."""
+    if len(frame) == 0:
+        raise RunTableError(f"{source}: the table has no rows")
+    vmap = dict(variable_map or {})
+    return TargetRegion(X=_inputs(law, frame, vmap, source),
+                        y=_response(frame, response, source, required=False))
+
+
+def budget_rows(cost: np.ndarray, fraction: float, total: float) -> int:
+    """How many of ``cost`` (in order) fit in ``fraction·total`` (cumulative, inclusive)."""
+    if not (0 < fraction <= 1 and math.isfinite(fraction)):
+        raise ValueError(f"budget fractions must be in (0, 1], got {fraction}")
+    return int(np.searchsorted(np.cumsum(cost), fraction * total, side="right"))

@@ -1,0 +1,242 @@
+"""Replay a design on a pool whose responses are known (ScaleBench's protocol).
+
+Protocol (Li et al. 2026, "Spend Less, Fit Better"; ``$SCALEBO_DATA_DIR/scalebench/SOURCE.md``):
+
+* budgets are fractions ``b`` of ``C = Σ cost`` over the pool; the checkpoints lie on one
+  sequential run up to the largest budget (the 5 % design extends the 1 % one);
+* design methods (``variance``) start with a deterministic pilot of the cheapest rows: up to
+  ``⌊2.5·p⌋`` rows while their total cost stays ≤ 2 % of C; baselines start with none;
+* then one row at a time, the best-scoring (or baseline-drawn) row among those that still
+  fit the final budget, until none fits;
+* at checkpoint ``b`` the reported fit is on the rows observed before the spend first
+  reached ``b·C`` (so the spent fraction is < b): natural-space least squares inside the
+  bounds, 64 seeded random starts, the best of them;
+* score: R² on the target region, clipped to [−1, 1]; −1 for a failed or non-finite fit.
+
+Refits during the design (the expensive part): the law is refitted whenever the observed
+set has grown by ``refit_growth`` (10 %, at least one row) since the last refit, from the
+previous fit's modes and best optima (warm starts, up to ``n_warm``) plus ``step_starts``
+fresh random starts; a full ``n_starts`` refit is done whenever it has grown by
+``full_growth``× (1.5) since the last full one. Between refits each new observation updates
+the posterior by the rank-one Gaussian update with its observed response
+(:func:`~scalebo.design.acquisition.condition_on_mean`). Checkpoint fits are always
+independent full ``n_starts`` fits (the protocol's).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scalebo.design.acquisition import (
+    BASELINES,
+    DEFAULT_GAMMA,
+    baseline_pick,
+    condition_on_mean,
+    variance_scores,
+)
+from scalebo.design.pool import Pool, TargetRegion
+from scalebo.design.posterior import Posterior, build_posterior
+from scalebo.errors import FitError
+from scalebo.fitting.formula_fit import fit_formula
+from scalebo.fitting.robust import FitResult
+from scalebo.laws.formula import FormulaLaw
+
+__all__ = ["METHODS", "Checkpoint", "DesignReplay", "design_replay", "fit_rows", "pilot_rows",
+           "target_r2"]
+
+METHODS = ("variance", *BASELINES)
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """The fit reported at one budget.
+
+    Attributes:
+        budget: the budget fraction ``b`` of the pool's total cost.
+        spent_fraction: cost of the observed rows / C (< ``b``).
+        n_observed: rows observed.
+        r2: target-region R², clipped to [−1, 1] (−1: failed fit); ``None`` without responses.
+        params: natural parameters of the fit (empty when it failed).
+        status: fit status (``converged``, ``bound hit``, …) or ``failed: <reason>``.
+    """
+
+    budget: float
+    spent_fraction: float
+    n_observed: int
+    r2: float | None
+    params: dict[str, float]
+    status: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form."""
+        return {"budget": self.budget, "spent_fraction": self.spent_fraction,
+                "n_observed": self.n_observed, "r2": self.r2, "params": self.params,
+                "status": self.status}
+
+
+@dataclass(frozen=True)
+class DesignReplay:
+    """One sequential design run and its checkpoints.
+
+    Attributes:
+        method: ``variance`` or a baseline.
+        seed: seed of the fits' starts and of the baselines' draws.
+        order: pool row indices (0-based positions) in acquisition order.
+        cum_cost_fraction: spent fraction after each acquisition.
+        checkpoints: one per budget, in increasing budget order.
+        n_pilot: rows of the pilot.
+        seconds: wall time of the replay.
+    """
+
+    method: str
+    seed: int
+    order: tuple[int, ...]
+    cum_cost_fraction: tuple[float, ...]
+    checkpoints: tuple[Checkpoint, ...]
+    n_pilot: int
+    seconds: float = field(compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (``{"checkpoints": [...], ...}``)."""
+        return {"method": self.method, "seed": self.seed, "n_pilot": self.n_pilot,
+                "order": list(self.order), "cum_cost_fraction": list(self.cum_cost_fraction),
+                "checkpoints": [c.to_dict() for c in self.checkpoints], "seconds": self.seconds}
+
+
+def pilot_rows(cost: np.ndarray, n_params: int, total: float, fraction: float = 0.02,
+               factor: float = 2.5) -> list[int]:
+    """Cheapest rows (stable order), at most ``⌊factor·p⌋``, while their cost is ≤
+    ``fraction·total``."""
+    out, spent = [], 0.0
+    for i in np.argsort(cost, kind="stable")[: int(np.floor(factor * n_params))]:
+        if spent + cost[i] > fraction * total:
+            break
+        out.append(int(i))
+        spent += float(cost[i])
+    return out
+
+
+def fit_rows(law: FormulaLaw, X: np.ndarray, y: np.ndarray, *, n_starts: int, seed: int,
+             warm: np.ndarray | None = None, max_iter: int = 2000) -> FitResult | None:
+    """Natural least-squares fit from ``n_starts`` seeded random starts plus ``warm`` ones;
+    ``None`` when it cannot be done (fewer rows than parameters, no finite start)."""
+    if y.shape[0] < law.n_params:
+        return None
+    starts = law.random_starts(n_starts, seed) if n_starts > 0 else np.empty((0, law.n_params))
+    if warm is not None and len(warm):
+        starts = np.vstack([np.clip(warm, law.lower, law.upper), starts])
+    try:
+        return fit_formula(law, X, y, residuals="natural", starts=starts, max_iter=max_iter)
+    except FitError:
+        return None
+
+
+def target_r2(fit: FitResult | None, X: np.ndarray, y: np.ndarray) -> float:
+    """R² of ``fit`` at ``X`` against ``y``, clipped to [−1, 1]; −1 if failed/non-finite."""
+    if fit is None:
+        return -1.0
+    pred = fit.law.predict(fit.x, X)
+    ss = float(np.sum((y - y.mean()) ** 2))
+    if not np.all(np.isfinite(pred)) or ss <= 0:
+        return -1.0
+    r2 = 1.0 - float(np.sum((y - pred) ** 2)) / ss
+    return float(np.clip(r2, -1.0, 1.0)) if np.isfinite(r2) else -1.0
+
+
+def _checkpoint(law: FormulaLaw, pool: Pool, target: TargetRegion, rows: list[int],
+                budget: float, n_starts: int, seed: int) -> Checkpoint:
+    spent = float(pool.cost[rows].sum()) / pool.total_cost
+    fit = fit_rows(law, pool.X[rows], pool.y[rows], n_starts=n_starts, seed=seed)
+    r2 = target_r2(fit, target.X, target.y) if target.y is not None else None
+    if fit is None:
+        why = (f"failed: {len(rows)} rows for {law.n_params} parameters"
+               if len(rows) < law.n_params else "failed: no finite start")
+        return Checkpoint(budget, spent, len(rows), r2, {}, why)
+    return Checkpoint(budget, spent, len(rows), r2, fit.params, str(fit.status))
+
+
+def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
+                  budgets: tuple[float, ...] = (0.01, 0.05, 0.1), method: str = "variance",
+                  seed: int = 0, *, n_starts: int = 64, step_starts: int = 4, n_warm: int = 4,
+                  full_growth: float = 1.5, refit_growth: float = 0.1,
+                  gamma: float = DEFAULT_GAMMA,
+                  step_max_iter: int = 200) -> DesignReplay:
+    """Replay ``method`` on ``pool`` (responses known) and score it on ``target``.
+
+    Args:
+        pool: candidate rows with responses (:func:`~scalebo.design.pool.make_pool`).
+        target: target region; its inputs guide ``variance``, its responses (if any) score.
+        law: the formula law fitted at every step.
+        budgets: fractions of the pool's total cost, each in (0, 1].
+        method: ``variance`` (pilot + :func:`~scalebo.design.acquisition.variance_scores`)
+            or a baseline ``random`` / ``cheapest`` / ``cost_weighted`` (no pilot).
+        seed: seeds the fits' random starts and the baselines' draws.
+        n_starts: starts of full fits (checkpoints, periodic refits).
+        step_starts, n_warm, full_growth, refit_growth, step_max_iter: refits between
+            checkpoints (module docstring).
+        gamma: cost exponent of the score.
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
+    if pool.y is None:
+        raise ValueError("design_replay needs a pool with responses (see --response)")
+    budgets = tuple(sorted(float(b) for b in budgets))
+    if not budgets or not all(0 < b <= 1 for b in budgets):
+        raise ValueError(f"budgets must be fractions in (0, 1], got {budgets}")
+    t0 = time.perf_counter()
+    C, cap = pool.total_cost, budgets[-1] * pool.total_cost
+    rng = np.random.default_rng(seed)
+    order = pilot_rows(pool.cost, law.n_params, C) if method == "variance" else []
+    n_pilot = len(order)
+    observed = np.zeros(pool.n, dtype=bool)
+    observed[order] = True
+    spent = float(pool.cost[order].sum())
+    fit: FitResult | None = None
+    post: Posterior | None = None
+    n_full, n_fit, step = 0, 0, 0
+    while True:
+        cand = np.flatnonzero(~observed & (spent + pool.cost <= cap * (1 + 1e-12)))
+        if cand.size == 0:
+            break
+        if method != "variance":
+            pick = baseline_pick(method, pool.cost, cand, rng)
+        else:
+            rows = np.flatnonzero(observed)
+            if post is not None and rows.size < max(n_fit + 1, (1 + refit_growth) * n_fit):
+                post = condition_on_mean(post, pool.X[order[-1]], float(pool.y[order[-1]]))
+            else:
+                full = fit is None or rows.size >= full_growth * n_full
+                n_fit, warm = rows.size, None
+                if fit is not None and post is not None:
+                    warm = np.vstack([*(m.theta[None, :] for m in post.modes),
+                                      fit.converged_x[:n_warm].reshape(-1, law.n_params)])
+                new = fit_rows(law, pool.X[rows], pool.y[rows], warm=warm,
+                               n_starts=n_starts if full else step_starts,
+                               seed=seed * 100_003 + step,
+                               max_iter=2000 if full else step_max_iter)
+                if new is not None:
+                    fit, n_full = new, (rows.size if full else n_full)
+                    post = build_posterior(law, fit, pool.X[rows], pool.y[rows],
+                                           X_target=target.X)
+            if post is None:  # no usable fit yet: cheapest affordable row
+                pick = int(cand[np.argmin(pool.cost[cand])])
+            else:
+                s = variance_scores(post, pool.X[cand], pool.cost[cand], target.X, C, gamma)
+                pick = int(cand[np.argmax(s)])
+        order.append(pick)
+        observed[pick] = True
+        spent += float(pool.cost[pick])
+        step += 1
+    cum = np.cumsum(pool.cost[order]) / C if order else np.zeros(0)
+    checkpoints = []
+    for b in budgets:
+        k = int(np.searchsorted(cum, b * (1 - 1e-12), side="left"))  # rows before reaching b
+        checkpoints.append(_checkpoint(law, pool, target, order[:k], b, n_starts, seed))
+    return DesignReplay(method=method, seed=seed, order=tuple(order),
+                        cum_cost_fraction=tuple(map(float, cum)),
+                        checkpoints=tuple(checkpoints), n_pilot=n_pilot,
+                        seconds=time.perf_counter() - t0)
