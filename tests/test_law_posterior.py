@@ -21,6 +21,7 @@ from scalebo.search.law_posterior import (
     sample_losses,
 )
 from scalebo.search.models.surrogates import GPSurrogate
+from scalebo.search.posterior_discrepancy import DiscrepancySurrogate
 
 TRUE_COMPUTE = {"E": 1.7, "A": 300.0, "alpha": 0.15}
 TARGETS = (1e25, 1e27, 1e29)
@@ -336,3 +337,55 @@ def test_bad_requests_raise(known):
     with pytest.raises(SearchError, match="not finite"):
         sample_losses(grid, idx, y, bad, scope="grid", n_samples=12)
 
+
+
+# ------------------------------------------------------- hyperparameter-shift discrepancy
+def shifted_optimum_grid() -> tuple[Grid, np.ndarray, np.ndarray, float]:
+    """The best lr moves from 1e-3 to 1.5e-4 at the largest N, where it was never tried.
+
+    Returns the grid, its losses (nats), the observed rows and the reference: the compute
+    law fitted on the full grid's envelope, at 1e25 FLOPs."""
+    grid = Grid.from_axes({"N": [1e7, 2e7, 4e7, 8e7, 1.6e8], "D": [1e9, 2e9, 4e9, 8e9],
+                           "lr": [1.5e-4, 3e-4, 1e-3, 3e-3]}, n_held_out_cells=0)
+    N, lr, C = grid.configs["N"].to_numpy(), grid.configs["lr"].to_numpy(), grid.cost
+    lr_opt = np.where(N >= 1.6e8, 1.5e-4, 1e-3)
+    loss = 1.7 + 300.0 * C ** -0.15 + 0.02 * np.log(lr / lr_opt) ** 2
+    obs = np.flatnonzero(~((N >= 1.6e8) & (lr < 1e-3)))
+    env = pareto_envelope(C, loss)
+    ref = fit_law(COMPUTE_LAW, C[env][:, None], loss[env]).predict(np.array([[1e25]]))[0]
+    return grid, loss, obs, float(ref)
+
+
+def test_discrepancy_widens_samples_only_where_hyperparameters_are_untried():
+    grid, loss, obs, ref = shifted_optimum_grid()
+    X = grid.encode()
+    kw = dict(laws=("compute",), scope="grid", n_samples=64, targets=(1e25,), rng=0)
+    plain = law_posterior(grid, obs, loss[obs], GPSurrogate(rng=0), **kw)["compute"]
+    wide = law_posterior(grid, obs, loss[obs], GPSurrogate(rng=0), discrepancy=1.0,
+                         **kw)["compute"]
+    # the point estimate (fit on the posterior-mean table) does not move
+    np.testing.assert_array_equal(plain.point.x, wide.point.x)
+    q0 = plain.summary()["predicted_loss"]["1e+25"]
+    q1 = wide.summary()["predicted_loss"]["1e+25"]
+    # measured: without the term half the samples sit on the observed envelope's fit
+    # (q50 = q90 = 1.804 nats, reference 1.753); with it (scale 1) the median is at 1.760
+    assert q1["q10"] < q0["q10"] and q1["q10"] <= ref <= q1["q90"]
+    assert abs(q1["q50"] - ref) < 0.25 * abs(q0["q50"] - ref)
+
+    # δ is 0 at observed inputs (their samples stay the observed losses), ~τ far from them
+    model = DiscrepancySurrogate(GPSurrogate(rng=0), 1.0).fit(X[obs], loss[obs])
+    assert model.tau_ > 0
+    sd = np.sqrt(np.clip(np.diag(model.discrepancy_cov(X)), 0, None))
+    assert np.all(sd[obs] < 1e-3 * model.tau_)
+    far = np.flatnonzero((grid.configs["N"].to_numpy() >= 1.6e8)
+                         & (grid.configs["lr"].to_numpy() == 1.5e-4))
+    assert np.all(sd[far] > 0.5 * model.tau_)
+    rows, draws = sample_losses(grid, obs, loss[obs], model, scope="grid", n_samples=8, rng=1)
+    observed = np.isin(rows, obs)
+    np.testing.assert_array_equal(draws[:, observed], np.tile(loss[rows[observed]], (8, 1)))
+    # off (0) is the plain posterior, sample for sample; a negative scale is refused
+    same = law_posterior(grid, obs, loss[obs], GPSurrogate(rng=0), discrepancy=0.0,
+                         **kw)["compute"]
+    np.testing.assert_array_equal(same.predicted_loss, plain.predicted_loss)
+    with pytest.raises(ValueError, match="discrepancy"):
+        law_posterior(grid, obs, loss[obs], GPSurrogate(rng=0), discrepancy=-1.0, **kw)

@@ -95,6 +95,10 @@ class MethodConfig:
             comparison; 0: none.
         shift_optimum: The GP sees hyperparameters relative to an optimum that moves with
             N and D (:class:`~scalebo.search.optimum_shift.OptimumShiftSurrogate`).
+        posterior_discrepancy: Scale of the law posterior's hyperparameter-shift
+            discrepancy (``law_posterior(..., discrepancy=)``: ``τ`` in one-step loss gaps,
+            :mod:`scalebo.search.posterior_discrepancy`; 1.5 measured); 0: none. Only the
+            intervals move.
     """
 
     strategy: str = "window"
@@ -124,6 +128,7 @@ class MethodConfig:
     target_every: int = 1
     target_estimator: str = "stein"
     shift_optimum: bool = False
+    posterior_discrepancy: float = 0.0
     bootstrap_samples: int = 0
     cost_model: str = "independent"
     cooldown: float = 0.1
@@ -134,10 +139,11 @@ class MethodConfig:
                 raise ValueError(f"MethodConfig.{name} must be one of {list(allowed)}, got "
                                  f"{getattr(self, name)!r}")
         if (self.q < 1 or self.refit_every < 1 or self.n_initial < 0 or self.refit_growth < 0
-                or self.posterior_samples < 0 or self.bootstrap_samples < 0):
+                or self.posterior_samples < 0 or self.bootstrap_samples < 0
+                or not self.posterior_discrepancy >= 0):
             raise ValueError("MethodConfig needs q >= 1, refit_every >= 1, n_initial >= 0, "
-                             "refit_growth >= 0, posterior_samples >= 0 and "
-                             "bootstrap_samples >= 0")
+                             "refit_growth >= 0, posterior_samples >= 0, "
+                             "bootstrap_samples >= 0 and posterior_discrepancy >= 0")
         if not 0 <= self.cooldown <= 1:
             raise ValueError(f"MethodConfig.cooldown must be a fraction in [0, 1], got "
                              f"{self.cooldown}")

@@ -232,6 +232,7 @@ def _posterior(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, s
         post = law_posterior(problem.grid, idx, y, _fantasy_surrogate(loop, method, problem, seed),
                              scope=scope, cap=cap, n_samples=method.posterior_samples,
                              targets=EXTRAPOLATION_C, include_noise=method.posterior_noise,
+                             discrepancy=method.posterior_discrepancy,
                              rng=seed)
     except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
         return None, f"law posterior failed: {exc}"

@@ -86,6 +86,7 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
                              method_surrogate(method, problem, seed, fantasy=True),
                              laws=(law,), scope=scope, cap=cap, n_samples=n_samples,
                              targets=(target,), include_noise=method.posterior_noise,
+                             discrepancy=method.posterior_discrepancy,
                              rng=seed)[law]
     except (SearchError, ValueError, np.linalg.LinAlgError):
         return StopCheck(int(k), spent, None, None)

@@ -28,13 +28,12 @@ whose prediction is not finite is *failed*; its status and reason are kept, and 
 StepLaw, 5 % replay: 31 % of the compute law's samples (42 % latent) give *exactly* the point
 fit (Huber δ = 1e-3: a residual beyond δ weighs only through its sign, as in an L1 fit, so
 moving such points without crossing ±δ leaves the optimum); Chinchilla's none. Units:
-compute in FLOPs, losses in nats, N in parameters, D in tokens.
+compute in FLOPs, losses in nats, N in parameters, D in tokens. ``discrepancy``: see below.
 """
 
 from __future__ import annotations
 
 import copy
-import inspect
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,6 +50,7 @@ from scalebo.laws import CHINCHILLA, COMPUTE_LAW, PowerLawSum
 from scalebo.search.fantasize import _check_obs, _require_finite, _scope_mask
 from scalebo.search.grid import Grid
 from scalebo.search.models.scaling import standardization
+from scalebo.search.posterior_discrepancy import DiscrepancySurrogate, sample_joint
 
 __all__ = ["LAW_NAMES", "QUANTILES", "LawPosterior", "envelope_masks", "law_posterior",
            "sample_losses"]
@@ -146,20 +146,6 @@ class LawPosterior:
         return out
 
 
-def _sample_joint(model: Any, X: np.ndarray, n: int, rng: np.random.Generator,
-                  include_noise: bool) -> np.ndarray:
-    """Joint samples ``(n, m)`` in standardized units (``include_noise`` passed if accepted)."""
-    if not hasattr(model, "sample_joint"):
-        raise SearchError("A law posterior needs a surrogate with sample_joint(X, n, rng) "
-                          "(joint posterior samples); this one has none.")
-    params = inspect.signature(model.sample_joint).parameters
-    kw = {"include_noise": include_noise} if "include_noise" in params else {}
-    s = np.asarray(model.sample_joint(X, n, rng, **kw), dtype=np.float64)
-    if s.shape != (n, X.shape[0]):
-        raise SearchError(f"sample_joint returned shape {s.shape}, expected ({n}, {X.shape[0]}).")
-    return s
-
-
 def _draw(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
           cap: float | None, n_samples: int, include_noise: bool, gen: np.random.Generator
           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -181,8 +167,8 @@ def _draw(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
         model.fit(X[idx], (y - mu) / sd)
         m, _ = model.predict(X[rows[todo]])
         mean[todo] = np.asarray(m, dtype=np.float64) * sd + mu
-        draws[:, todo] = _sample_joint(model, X[rows[todo]], n_samples, gen,
-                                       include_noise) * sd + mu
+        draws[:, todo] = sample_joint(model, X[rows[todo]], n_samples, gen,
+                                      include_noise) * sd + mu
     _require_finite(mean)
     if not np.all(np.isfinite(draws)):
         raise SearchError("The surrogate's posterior samples are not finite; check its fit "
@@ -338,7 +324,7 @@ def _one_law(name: str, grid: Grid, rows: np.ndarray, mean: np.ndarray, draws: n
             good.append((s, *out, fit.params))
         timings["derive"] = time.perf_counter() - t0
 
-    def stack(j: int) -> np.ndarray:
+    def stack(j: int) -> np.ndarray:  # (n_ok, n_targets)
         return np.array([g[j] for g in good], dtype=np.float64).reshape(len(good), C.size)
 
     return LawPosterior(
@@ -368,6 +354,7 @@ def law_posterior(
     include_noise: bool = True,
     n_starts: int = 8,
     rng: np.random.Generator | int | None = None,
+    discrepancy: float = 0.0,
 ) -> dict[str, LawPosterior]:
     """Posterior of each law in ``laws`` given the observations (see the module docstring).
 
@@ -379,6 +366,9 @@ def law_posterior(
         targets: Computes at which the loss (and N*, D*) are derived, FLOPs.
         n_starts: Starts per sample: the best distinct optima of the point fit.
         rng: Seed or generator of the samples; the same seed gives the same result.
+        discrepancy: Samples widened by a hyperparameter-shift term of this scale
+            (:class:`~scalebo.search.posterior_discrepancy.DiscrepancySurrogate`; 0: none);
+            the posterior mean and point fit are unchanged.
 
     Returns:
         ``{law name: LawPosterior}``. Raises SearchError (bad observations, scope or
@@ -390,9 +380,10 @@ def law_posterior(
     C = np.asarray(targets, dtype=np.float64).ravel()
     if C.size == 0 or not np.all(np.isfinite(C) & (C > 0)):
         raise ValueError(f"targets must be positive, finite FLOPs; got {list(targets)}")
-    if n_starts < 1:
-        raise ValueError(f"n_starts must be >= 1, got {n_starts}")
+    if n_starts < 1 or not discrepancy >= 0:
+        raise ValueError(f"need n_starts >= 1, discrepancy >= 0; got {n_starts}, {discrepancy}")
     t0 = time.perf_counter()
+    surrogate = DiscrepancySurrogate(surrogate, discrepancy) if discrepancy else surrogate
     rows, mean, draws = _draw(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
                               include_noise, np.random.default_rng(rng))
     t_sample = time.perf_counter() - t0
