@@ -66,7 +66,7 @@ def test_recorded_budget_equals_a_separate_run(problem, surrogate, strategy, sch
     small, large = 0.03, 0.10
     if surrogate == "trees":
         pytest.importorskip("xgboost", reason="the trees surrogate needs the [trees] extra")
-        small, large = 0.02, 0.04  # bagged boosting is slow: fewer asks
+        small, large = 0.015, 0.03  # bagged boosting is slow: fewer asks
     method = FAST.with_(surrogate=surrogate, strategy=strategy, schedule=schedule)
     both = replay(problem, method, large, seed=2, record_budgets=(small,))
     alone = replay(problem, method, small, seed=2)
