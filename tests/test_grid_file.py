@@ -27,6 +27,9 @@ def _file(tmp_path, text):
     ("axes:\n  N: [1e8]\n  D: [1e9]\nheld_out_cells: -1\n", r"held_out_cells must be"),
     ("axes:\n  N: [1e8]\n  D: [tokens]\n", r"axis 'D', item 1: 'tokens' is not a number"),
     ("N: [1e8]\n", r"expected a mapping with an 'axes' mapping"),
+    ("axes:\n  N: [1e8]\n  D: [1e9]\n  lr: [1e-3]\n  lr: [3e-3]\n",
+     r"line 5, column 3: the key 'lr' is given twice"),
+    ("axes:\n  n: [1e8]\n  D: [1e9]\n", r"axis 'n' — did you mean 'N'\?"),
 ])
 def test_mistakes_are_named(tmp_path, text, match):
     path = _file(tmp_path, text)

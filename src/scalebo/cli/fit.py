@@ -153,7 +153,7 @@ def render_table(result: dict[str, Any]) -> str:
     lines = [f"law         {law['name']}: {law['formula']}" + (f"   ({units})" if units else "")]
     excl = ", ".join(f"{n} {r}" for r, n in runs["excluded_by_reason"].items())
     lines.append(
-        f"runs        {runs['used']} fitted ({result['frontier']}) of {runs['loaded']} loaded"
+        f"runs        {runs['used']} fitted ({result['frontier']}) of {runs['loaded']} valid"
         f"; {runs['excluded']} excluded" + (f" ({excl})" if excl else "")
         + f"   [{result['source']}]"
     )

@@ -111,4 +111,6 @@ def run(args: argparse.Namespace) -> int:
         print(format_table(rows, cols))
         for i, r in enumerate(rows):
             print(f"  {i + 1}. {r['reason']}")
+        if res.message:
+            print(f"\nnote: {res.message}")
     return 0

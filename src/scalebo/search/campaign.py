@@ -102,7 +102,10 @@ def campaign_grid(path: str | Path, mapping: Mapping[str, str] | None = None) ->
         from scalebo.search.grid_file import read_grid_file
 
         axes, held = read_grid_file(path)
-        return Grid.from_axes(axes, n_held_out_cells=held or 0)
+        try:
+            return Grid.from_axes(axes, n_held_out_cells=held or 0)
+        except SearchError as err:
+            raise SearchError(f"{path}: {err}") from None
     frame = _renamed(read_table(path), mapping)
     return Grid.from_frame(frame.drop(columns=["loss"], errors="ignore"), n_held_out_cells=0)
 

@@ -82,6 +82,27 @@ def _axis(path: Path, name: str, values: Any) -> list[Any]:
     return out
 
 
+def _unique_key_loader() -> type:
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        """SafeLoader that refuses a key given twice in one mapping (YAML keeps the last)."""
+
+    def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode,
+                          deep: bool = False) -> dict:
+        seen: set = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"the key {key!r} is given twice", key_node.start_mark)
+            seen.add(key)
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return Loader
+
+
 def read_grid_file(path: str | Path) -> tuple[dict[str, list[Any]], int | None]:
     """``(axes, held_out_cells)`` of a grid YAML file, validated (see the module docstring);
     ``held_out_cells`` is None when the file does not say.
@@ -95,8 +116,9 @@ def read_grid_file(path: str | Path) -> tuple[dict[str, list[Any]], int | None]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such grid file.")
+    _UniqueKeyLoader = _unique_key_loader()
     try:
-        spec = yaml.safe_load(path.read_text())
+        spec = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
@@ -110,6 +132,10 @@ def read_grid_file(path: str | Path) -> tuple[dict[str, list[Any]], int | None]:
         raise SearchError(f"{path}: unknown key(s) {unknown}; a grid file has "
                           f"{list(GRID_KEYS)}.")
     axes = {str(k): _axis(path, str(k), v) for k, v in spec["axes"].items()}
+    for name in ("N", "D"):
+        if name not in axes and name.lower() in axes:
+            raise SearchError(f"{path}: axis {name.lower()!r} — did you mean {name!r}? (N "
+                              "parameters and D tokens are upper case)")
     held = spec.get("held_out_cells")
     if held is not None and (isinstance(held, bool) or not isinstance(held, int) or held < 0):
         raise SearchError(f"{path}: held_out_cells must be a whole number >= 0, got {held!r}.")
