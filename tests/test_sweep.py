@@ -387,3 +387,19 @@ def test_cli_run_shows_notes_and_names_corrupt_records(tmp_path):
     assert result["ran"] == 1 and result["recomputed_corrupt"] == 1
     assert result["corrupt_records"][0]["file"] == str(record)
     assert is_finished(record)
+
+
+def test_config_mistakes_are_named(tmp_path, capsys):
+    """A misspelled method field says which and suggests the right one; a folder or a
+    missing record folder says so (found by a newcomer's trial)."""
+    from scalebo.cli.main import main
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\ndatasets: [synthetic]\nmethods:\n  a: {schedul: spent}\n"
+                   "seeds: [0]\nbudgets: [0.01]\n")
+    assert main(["bench", "run", str(bad), "--out", str(tmp_path / "o"), "-q"]) == 2
+    assert "'schedul' (did you mean 'schedule'?)" in capsys.readouterr().err
+    assert main(["bench", "run", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    assert "is a folder" in capsys.readouterr().err
+    assert main(["bench", "report", str(tmp_path / "none"), "--out", str(tmp_path / "r")]) == 2
+    assert "no such record folder" in capsys.readouterr().err

@@ -187,8 +187,18 @@ MethodResolver = Callable[[Mapping[str, Any]], Mapping[str, Any]]
 def replay_method_settings(params: Mapping[str, Any]) -> dict[str, Any]:
     """The replay task's resolver: ``MethodConfig(**params).to_dict()``, every field of
     :class:`scalebo.bench.replay.MethodConfig` after defaults are filled in."""
+    import dataclasses
+    import difflib
+
     from scalebo.bench.replay import MethodConfig
 
+    fields = [f.name for f in dataclasses.fields(MethodConfig)]
+    unknown = [k for k in params if k not in fields]
+    if unknown:
+        hints = {k: difflib.get_close_matches(k, fields, n=1) for k in unknown}
+        said = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
+                         for k, h in hints.items())
+        raise ValueError(f"unknown method field(s) {said}; MethodConfig fields: {fields}")
     return MethodConfig(**params).to_dict()
 
 
@@ -290,6 +300,10 @@ class SweepConfig:
                   resolver: MethodResolver | None = replay_method_settings) -> SweepConfig:
         """Read a YAML config file (``resolver`` as in :meth:`from_dict`)."""
         path = Path(path)
+        if path.is_dir():
+            raise ValueError(f"{path}: is a folder; give the sweep config (YAML) file")
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: no such sweep config")
         with path.open() as fh:
             raw = yaml.safe_load(fh)
         try:

@@ -103,6 +103,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rep = sub.add_parser("report", help="Markdown report with tables and figures from records",
                          description=REPORT_DESCRIPTION,
                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    for action in (run, rep):  # -q after the action too, as after every other command
+        action.add_argument("-q", "--quiet", dest="quiet", action="store_true",
+                            default=argparse.SUPPRESS,
+                            help="no progress or log lines on stderr")
     rep.add_argument("records", help="record directory written by 'scalebo bench run'")
     rep.add_argument("--out", required=True, metavar="DIR",
                      help="report directory (report.md, figures/; created)")
@@ -152,7 +156,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from scalebo.bench.report import write_report
+
+    if not Path(args.records).is_dir():
+        raise FileNotFoundError(f"{args.records}: no such record folder (write one with "
+                                "'scalebo bench run CONFIG --out DIR')")
 
     path = write_report(args.records, args.out, title=args.title, figures=not args.no_figures,
                         law=args.law, oracle=not args.no_oracle,
