@@ -36,7 +36,7 @@ def test_loading_warnings_become_notes_and_are_shown_once(tmp_path):
     path = grid_file(tmp_path)
     with pytest.warns(UserWarning) as caught:
         problem = load_problem(path, axes=AXES)
-    excluded = f"{path}: excluded 1 of 55 runs: 1 non-finite loss (row 5)"
+    excluded = f"{path}: excluded 1 of 55 runs: 1 non-finite loss (data row 5)"
     messages = [str(w.message) for w in caught]
     # Each warning of the load reaches the user once: the excluded run, the averaged repeat.
     assert sum(excluded in m for m in messages) == 1
@@ -62,7 +62,7 @@ def test_notes_do_not_depend_on_the_callers_warning_filters(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the user hides warnings: the notes still hold them
         problem = load_problem(path, axes=AXES)
-    assert problem.notes == (f"{path}: excluded 1 of 54 runs: 1 non-finite loss (row 21). "
+    assert problem.notes == (f"{path}: excluded 1 of 54 runs: 1 non-finite loss (data row 21). "
                              "They are listed in RunTable.excluded.",)
 
 

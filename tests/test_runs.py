@@ -149,7 +149,7 @@ def test_non_numeric_value_names_value_row_and_column(tmp_path):
 def test_nonpositive_size_is_an_error():
     frame = _frame()
     frame.loc[1, "params"] = 0
-    expected = r"'N' \(parameters\), row 2: expected a finite value > 0"
+    expected = r"'N' \(parameters\), data row 2: expected a finite value > 0"
     with pytest.raises(RunTableError, match=expected):
         load_runs(frame, mapping=MAP)
 
@@ -210,14 +210,14 @@ def test_config_columns_take_part_in_the_repeat_check():
 def test_missing_hyperparameter_value_is_an_error():
     frame = _frame()
     frame.loc[1, "lr"] = np.nan
-    with pytest.raises(RunTableError, match="'lr', row 2: missing"):
+    with pytest.raises(RunTableError, match="'lr', data row 2: missing"):
         load_runs(frame, mapping=MAP, hyperparameters=["lr"])
 
 
 def test_run_ids_from_column_must_be_unique():
     table = load_runs(_frame().assign(name=["a", "b", "c", "d"]), mapping=MAP, run_id="name")
     assert table.frame["run_id"].tolist() == ["a", "b", "c", "d"]
-    with pytest.raises(RunTableError, match="'a' appears on rows 1, 4"):
+    with pytest.raises(RunTableError, match="'a' appears on data rows 1, 4"):
         load_runs(_frame().assign(name=["a", "b", "c", "a"]), mapping=MAP, run_id="name")
 
 

@@ -355,7 +355,7 @@ def test_loading_warnings_reach_every_record_and_are_shown_once(tmp_path):
         warnings.simplefilter("always")
         summary = run_sweep(cfg, tmp_path / "rec", progress=False)
     assert summary.failed == 0 and summary.ran == 4, summary.describe()
-    note = f"{csv}: excluded 1 of 54 runs: 1 non-finite loss (row 5)"
+    note = f"{csv}: excluded 1 of 54 runs: 1 non-finite loss (data row 5)"
     shown = [str(w.message) for w in caught if note in str(w.message)]
     assert len(shown) == 1 and shown[0].startswith(f"tiny: {note}")  # once for 4 cells
     assert summary.notes == (shown[0],)
@@ -374,7 +374,7 @@ def test_cli_run_shows_notes_and_names_corrupt_records(tmp_path):
            "--format", "json"]
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert first.returncode == 0, first.stderr
-    assert f"warning: tiny: {csv}: excluded 1 of 54 runs: 1 non-finite loss (row 11)" \
+    assert f"warning: tiny: {csv}: excluded 1 of 54 runs: 1 non-finite loss (data row 11)" \
         in first.stderr
     (record,) = [p for p in out.glob("*.json") if not p.name.startswith("sweep_")]
     record.write_text(record.read_text()[:80])  # truncated

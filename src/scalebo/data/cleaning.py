@@ -27,7 +27,7 @@ def _rows(positions: Sequence[int] | np.ndarray) -> str:
     rows = [int(p) + 1 for p in positions]
     shown = ", ".join(str(r) for r in rows[:_ROWS_SHOWN])
     more = f" (and {len(rows) - _ROWS_SHOWN} more)" if len(rows) > _ROWS_SHOWN else ""
-    return f"row{'s' if len(rows) > 1 else ''} {shown}{more}"
+    return f"data row{'s' if len(rows) > 1 else ''} {shown}{more}"
 
 
 def _merge_run_id(
@@ -108,10 +108,11 @@ def _to_float(series: pd.Series, column: str, name: str) -> pd.Series:
     bad = np.flatnonzero(values.isna().to_numpy() & series.notna().to_numpy())
     if bad.size:
         first = bad[0]
+        more = f" (first at data row {first + 1})" if bad.size > 1 else ""
         raise RunTableError(
-            f"{name}: column {column!r}, {_rows(bad)}: expected a number, got "
-            f"{_scalar(series.iloc[first])!r} (row {first + 1}). Fix the value(s) or map another "
-            f"column with --map."
+            f"{name}: {_rows(bad)}, column {column!r}: expected a number, got "
+            f"{_scalar(series.iloc[first])!r}{more}. Fix the value(s), or map another column "
+            "(--map on the command line, mapping= in Python)."
         )
     return values.astype(np.float64)
 
