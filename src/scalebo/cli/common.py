@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 __all__ = [
     "DATASET_PREFIX",
     "FORMATS",
+    "check_outputs",
     "fraction",
     "fractions",
     "INPUT_HELP",
@@ -120,6 +121,15 @@ def positive_float(text: str) -> float:
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
     return value
+
+
+def check_outputs(args: argparse.Namespace) -> None:
+    """Check ``--json`` and ``--plot`` (when the command has them) before any work: the
+    folder exists, and a figure's suffix is a format matplotlib writes."""
+    if getattr(args, "json", None):
+        check_output_path(args.json, "--json")
+    if getattr(args, "plot", None):
+        check_figure_path(args.plot, "--plot")
 
 
 def fraction(text: str) -> float:

@@ -29,8 +29,8 @@ from scalebo.cli.common import (
     INPUT_HELP,
     add_format_argument,
     add_input_arguments,
-    check_figure_path,
     check_output_path,
+    check_outputs,
     format_number,
     format_table,
     load_input,
@@ -244,10 +244,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--plot needs a law in C or in (N, D), not {law.name!r}")
     if args.bootstrap < 0:
         raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
-    if args.plot:
-        check_figure_path(args.plot, "--plot")
-    if args.json:
-        check_output_path(args.json, "--json")
+    check_outputs(args)
     seen: list[str] = []
     table = _collect(lambda: load_input(args), seen)
     if args.bootstrap:

@@ -15,8 +15,7 @@ from scalebo.cli.common import (
     INPUT_HELP,
     add_format_argument,
     add_input_arguments,
-    check_figure_path,
-    check_output_path,
+    check_outputs,
     format_table,
     load_input,
     log,
@@ -154,10 +153,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.bootstrap < 0:
         raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
-    if args.json:
-        check_output_path(args.json, "--json")
-    if args.plot:
-        check_figure_path(args.plot, "--plot")
+    check_outputs(args)
     table = load_input(args)
     extra = _extras(args)
     options = {

@@ -12,8 +12,7 @@ from typing import Any
 from scalebo.cli.campaign_args import add_cost_model_arguments
 from scalebo.cli.common import (
     add_format_argument,
-    check_figure_path,
-    check_output_path,
+    check_outputs,
     format_table,
     fraction,
     fractions,
@@ -151,10 +150,7 @@ def run(args: argparse.Namespace) -> int:
     method = MethodConfig(**{field: getattr(args, option)
                              for option, field in _METHOD_OPTIONS.items()
                              if getattr(args, option) is not None})
-    if args.json:
-        check_output_path(args.json, "--json")
-    if args.plot:
-        check_figure_path(args.plot, "--plot")
+    check_outputs(args)
     log(f"loading {args.dataset} and its reference fit ...")
     problem = load_problem(args.dataset, mapping=mapping, axes=axes,
                            n_held_out_cells=args.held_out_cells, data_dir=args.data_dir)

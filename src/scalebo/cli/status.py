@@ -13,8 +13,7 @@ from scalebo.cli.campaign_args import (
 )
 from scalebo.cli.common import (
     add_format_argument,
-    check_figure_path,
-    check_output_path,
+    check_outputs,
     format_number,
     format_table,
     log,
@@ -66,10 +65,7 @@ def run(args: argparse.Namespace) -> int:
     """Parse, call :func:`scalebo.search.status.campaign_status`, print."""
     from scalebo.search.status import campaign_status
 
-    if args.json:
-        check_output_path(args.json, "--json")
-    if args.plot:
-        check_figure_path(args.plot, "--plot")
+    check_outputs(args)
     if args.samples < 8:
         raise ValueError(f"--samples must be >= 8, got {args.samples}")
     grid, runs, budget = load_campaign(args)
