@@ -238,9 +238,12 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
     X = points[list(law.variables)].to_numpy(dtype=np.float64)
     y = points[target].to_numpy(dtype=np.float64)
     if len(y) < law.n_params:
+        hint = ("use more runs or all runs (frontier 'all', "
+                f"{len(table.frame)} runs)") if method != "all" and len(
+                    table.frame) >= law.n_params else "train more runs first"
         raise FitError(
             f"law {law.name!r} has {law.n_params} parameters but the {method} points "
-            f"are only {len(y)} runs; use more runs or all runs (frontier 'all')"
+            f"are only {len(y)} runs; {hint}"
         )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
