@@ -66,3 +66,17 @@ def test_loop_buys_more_under_wsd_and_never_overruns(grid):
         assert loop.spent <= loop.budget * (1 + 1e-9)
         runs[kind] = loop.observed_indices.size
     assert runs["wsd"] > runs["independent"]
+
+
+def test_a_failed_run_shares_no_stable_phase(grid):
+    """A crashed run leaves no checkpoint to branch from: its siblings cost a full run, and
+    the failure itself is charged its own cost (found in review)."""
+    long = int(np.flatnonzero(_rows(grid, N=1e8, lr=1e-3, D=4e9))[0])
+    short = int(np.flatnonzero(_rows(grid, N=1e8, lr=1e-3, D=1e9))[0])
+    loop = SearchLoop(grid, 0.5, None, acquisition="random", n_initial=0,
+                      cost_model=CostModel("wsd"), rng=0)
+    loop.mark_failed([long])
+    assert loop.marginal_cost()[short] == pytest.approx(float(grid.cost[short]))
+    assert loop.spent == pytest.approx(float(grid.cost[long]))
+    loop.tell([short], [3.0])
+    assert loop.spent == pytest.approx(float(grid.cost[long] + grid.cost[short]))

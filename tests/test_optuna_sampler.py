@@ -95,3 +95,24 @@ def test_two_workers_on_one_journal(tmp_path):
     assert float(grid.cost[idx].sum()) <= 0.3 * grid.C_total * (1 + 1e-12)
     assert {t.state for t in trials} <= {optuna.trial.TrialState.COMPLETE,
                                          optuna.trial.TrialState.PRUNED}
+
+
+def test_an_enqueued_trial_claims_its_own_configuration():
+    """Optuna does not sample fixed parameters: the claim must be the enqueued row (review)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    grid, frame = _grid()
+    truth = frame.set_index(COLS)["loss"]
+    sampler = ScaleboSampler(grid, 0.3, seed=0)
+    study = optuna.create_study(sampler=sampler)
+    wanted = {"N": 2e8, "D": 4e9, "lr": 2e-3, "bs": 256}
+    study.enqueue_trial(wanted)
+
+    def objective(trial):
+        cfg = tuple(trial.suggest_categorical(c, sampler.values(c)) for c in COLS)
+        return float(truth.loc[cfg])
+
+    study.optimize(objective, n_trials=3)
+    first = study.get_trials()[0]
+    assert first.params == wanted
+    row = grid.configs.iloc[int(first.system_attrs["scalebo:index"])]
+    assert {c: float(row[c]) for c in COLS} == {c: float(v) for c, v in wanted.items()}

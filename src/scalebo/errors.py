@@ -25,6 +25,10 @@ class SearchError(ScaleboError, ValueError):
     """A search request cannot be served (off-grid run, spent budget, no candidate)."""
 
 
+class BudgetExhausted(SearchError):
+    """The budget is spent, or no untried configuration fits what is left of it."""
+
+
 class NumericalWarning(UserWarning):
     """A numerical fallback was used (jitter added to a Cholesky, clipped values, …)."""
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from scalebo.errors import SearchError
+from scalebo.errors import BudgetExhausted, SearchError
 from scalebo.search.campaign import parse_budget, suggest_runs
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.grid import INDEX_RTOL, Grid
@@ -111,6 +111,9 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
         value = self.grid.configs[param_name].iloc[int(index)]
         return _choice(param_distribution, value, param_name)
 
+    def _fixed_index(self, fixed: dict, runs: CampaignRuns) -> int:
+        return _fixed_index_of(self.grid, fixed, runs)
+
     # --------------------------------------------------------------- claims
     def _campaign(self, study: Any, me: Any) -> CampaignRuns:
         """The campaign of every other trial that holds a claim."""
@@ -145,19 +148,41 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
                 lock.acquire()
             try:
                 runs = self._campaign(study, trial)
-                try:
-                    res = suggest_runs(self.grid, runs, self.budget, batch=1,
-                                       schedule=self.schedule, acquisition=self.acquisition,
-                                       incumbent=self.incumbent, clip_iqr=self.clip_iqr,
-                                       seed=self.seed + trial.number)
-                except SearchError:  # the budget is spent or nothing fits it
-                    return None
-                index = int(res.suggestions[0].index)
+                fixed = trial.system_attrs.get("fixed_params")
+                if fixed:  # an enqueued trial: claim the configuration it will train
+                    index = self._fixed_index(fixed, runs)
+                else:
+                    try:
+                        res = suggest_runs(self.grid, runs, self.budget, batch=1,
+                                           schedule=self.schedule,
+                                           acquisition=self.acquisition,
+                                           incumbent=self.incumbent, clip_iqr=self.clip_iqr,
+                                           seed=self.seed + trial.number)
+                    except BudgetExhausted:  # only this ends the study; other errors raise
+                        return None
+                    index = int(res.suggestions[0].index)
                 study._storage.set_trial_system_attr(trial._trial_id, _INDEX, index)
                 return index
             finally:
                 if lock is not None:
                     lock.release()
+
+
+def _fixed_index_of(grid: Grid, fixed: dict, runs: CampaignRuns) -> int:
+    """Grid row of an enqueued trial's fixed parameters; SearchError if it is off the grid,
+    incomplete or already trained, failed or running."""
+    import pandas as pd
+
+    missing = [c for c in grid.input_columns if c not in fixed]
+    if missing:
+        raise SearchError(f"an enqueued trial fixes {sorted(fixed)} but not {missing}; fix "
+                          "every grid column")
+    index = int(grid.index_of(pd.DataFrame([{c: fixed[c] for c in grid.input_columns}]),
+                              source="enqueued trial")[0])
+    if index in {int(i) for i in (*runs.completed, *runs.failed, *runs.running)}:
+        raise SearchError(f"an enqueued trial asks for {grid.config(index)}, which is already "
+                          "trained, failed or running")
+    return index
 
 
 def _choice(distribution: Any, value: Any, name: str) -> Any:

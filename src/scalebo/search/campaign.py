@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo.data.files import read_table
-from scalebo.errors import SearchError
+from scalebo.errors import BudgetExhausted, SearchError
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
@@ -184,7 +184,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
     account = {"budget": float(budget), "spent": spent, "pending": pending,
                "remaining": remaining, "C_total": float(grid.C_total)}
     if remaining <= 0:
-        raise SearchError(f"the budget is already spent: {spent + pending:.3g} FLOPs of "
+        raise BudgetExhausted(f"the budget is already spent: {spent + pending:.3g} FLOPs of "
                           f"{budget:.3g} are done, failed or running; raise the budget to "
                           "continue.")
     surrogate = make_surrogate("gp", categorical=grid.categorical_columns, rng=seed)
@@ -212,7 +212,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                        f" (the cheapest untried configuration costs {cheapest:.3g})"
                        if cheapest is not None else " (every configuration is tried)"))
     if not suggestions:
-        raise SearchError(f"no configuration fits the remaining budget: {message}.")
+        raise BudgetExhausted(f"no configuration fits the remaining budget: {message}.")
     return SuggestResult(suggestions=suggestions, message=message, **account)
 
 

@@ -68,7 +68,8 @@ class CampaignRuns:
 
     def spent(self, grid: Grid | None = None, cost_model: CostModel | None = None) -> float:
         """FLOPs of completed and failed runs: their ``cost`` (a cost column, else the grid's
-        cost), or under a ``wsd`` cost model its total for them (``grid`` needed)."""
+        cost); under a ``wsd`` cost model the completed ones as families (its total; the cost
+        column of a completed run is then not used) and failed ones at their own cost."""
         return self._compute((self.completed, self.failed), grid, cost_model)
 
     def pending(self, grid: Grid | None = None, cost_model: CostModel | None = None) -> float:
@@ -86,9 +87,13 @@ class CampaignRuns:
             return float(sum(self.cost[i] for i in rows))
         if grid is None:
             raise ValueError("a wsd cost model needs the grid")
+        failed = set(self.failed.tolist())
         mask = np.zeros(len(grid), dtype=bool)
-        mask[rows] = True
-        return cost_model.total(grid, mask)
+        mask[[i for i in rows if i not in failed]] = True
+        # Failed runs at their own cost (the cost column, else the grid's): a crashed run
+        # shares no stable phase. Completed and running ones as families (the model's total).
+        return cost_model.total(grid, mask) + float(sum(self.cost[i] for i in rows
+                                                        if i in failed))
 
     @property
     def n_runs(self) -> int:

@@ -38,18 +38,22 @@ class ObservationLedger:
 
     @property
     def spent(self) -> float:
-        """Compute of the observed (told) and failed runs, FLOPs (under the cost model)."""
-        return self.cost_model.total(self.grid, self._observed | self._failed)
+        """Compute of the observed (told) and failed runs, FLOPs: the cost model's total for
+        the observed ones, plus each failed run's own cost (a crashed or diverged run leaves
+        no stable phase for others to branch from)."""
+        return (self.cost_model.total(self.grid, self._observed)
+                + float(self.grid.cost[self._failed].sum()))
 
     @property
     def committed(self) -> float:
-        """Compute of observed, failed and pending runs, FLOPs (under the cost model)."""
-        return self.cost_model.total(self.grid, self._observed | self._pending | self._failed)
+        """Compute of observed, pending and failed runs, FLOPs (as :attr:`spent`)."""
+        return (self.cost_model.total(self.grid, self._observed | self._pending)
+                + float(self.grid.cost[self._failed].sum()))
 
     def marginal_cost(self) -> np.ndarray:
-        """FLOPs of starting each configuration now, given what is trained, failed or
-        pending (0 for those), ``(n_cfg,)``."""
-        return self.cost_model.marginal(self.grid, self._observed | self._pending | self._failed)
+        """FLOPs of starting each configuration now, given what is trained or pending (0 for
+        those; failed runs share nothing), ``(n_cfg,)``."""
+        return self.cost_model.marginal(self.grid, self._observed | self._pending)
 
     @property
     def failed_indices(self) -> np.ndarray:

@@ -112,11 +112,12 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     model = cost_model or CostModel()
     spent, pending = runs.spent(grid, model), runs.pending(grid, model)
     remaining = budget - spent - pending
-    known = np.zeros(len(grid), dtype=bool)
-    for arr in (runs.completed, runs.failed, runs.running):
-        known[arr] = True
-    untried = ~known & ~grid.held_out
-    cheapest = (float(model.marginal(grid, known)[untried].min()) if untried.any()
+    trained = np.zeros(len(grid), dtype=bool)
+    for arr in (runs.completed, runs.running):
+        trained[arr] = True
+    untried = ~trained & ~grid.held_out
+    untried[runs.failed] = False
+    cheapest = (float(model.marginal(grid, trained)[untried].min()) if untried.any()
                 else None)
     posts: dict[str, Any] = {}
     message = ""
