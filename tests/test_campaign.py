@@ -89,7 +89,8 @@ def test_campaign_posterior_is_the_law_posterior_of_its_runs(grid):
     from scalebo.search.models.surrogates import make_surrogate
 
     runs = _runs(grid, np.argsort(grid.cost, kind="stable")[:10])
-    post = campaign_posterior(grid, runs, n_samples=16, seed=3, schedule="full").summary()
+    post = campaign_posterior(grid, runs, n_samples=16, seed=3,
+                              schedule="full")["compute"].summary()
     direct = law_posterior(grid, runs.completed, runs.losses,
                            ClippedGP(make_surrogate("gp", rng=3), 5.0), laws=("compute",),
                            scope="grid", n_samples=16, targets=(1e25,),

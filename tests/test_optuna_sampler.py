@@ -23,6 +23,11 @@ def _grid():
     return Grid.from_frame(frame[COLS], n_held_out_cells=0), frame
 
 
+def _config(trial, sampler):
+    """The trial's grid configuration, asked column by column as a user's objective does."""
+    return tuple(trial.suggest_categorical(c, sampler.values(c)) for c in COLS)
+
+
 def test_one_worker_spends_the_budget_and_stops():
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     grid, frame = _grid()
@@ -31,10 +36,10 @@ def test_one_worker_spends_the_budget_and_stops():
     study = optuna.create_study(sampler=sampler)
 
     def objective(trial):
-        cfg = tuple(trial.suggest_categorical(c, sampler.values(c)) for c in COLS)
         if trial.number in (2, 6):
+            _config(trial, sampler)
             raise RuntimeError("crash")  # FAIL trials: their compute counts as spent
-        return float(truth.loc[cfg])
+        return float(truth.loc[_config(trial, sampler)])
 
     study.optimize(objective, n_trials=500, catch=(RuntimeError,))
     trials = study.get_trials()
@@ -108,8 +113,7 @@ def test_an_enqueued_trial_claims_its_own_configuration():
     study.enqueue_trial(wanted)
 
     def objective(trial):
-        cfg = tuple(trial.suggest_categorical(c, sampler.values(c)) for c in COLS)
-        return float(truth.loc[cfg])
+        return float(truth.loc[_config(trial, sampler)])
 
     study.optimize(objective, n_trials=3)
     first = study.get_trials()[0]

@@ -20,11 +20,10 @@ import numpy as np
 
 from scalebo.bench.intervals import reference_losses
 from scalebo.bench.method import MethodConfig
-from scalebo.bench.metrics import predict_compute
 from scalebo.bench.problems import ReplayProblem
 from scalebo.bench.replay import fantasy_scope, method_surrogate
-from scalebo.errors import FitError, SearchError
-from scalebo.search.law_posterior import LawPosterior, law_posterior
+from scalebo.errors import SearchError
+from scalebo.search.law_posterior import law_posterior
 from scalebo.search.loop import SearchLoop
 from scalebo.search.stopping import DEFAULT_TOLERANCE, half_width
 
@@ -94,22 +93,11 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
     width = half_width(q)
     half = None if width is None else 100 * width
     ref = reference_losses(problem, law)
-    point = _point_prediction(post, target)
+    point = post.point_loss(target)
     err = None
     if point is not None and ref is not None:
         err = 100 * abs(point - ref[f"{target:.0e}"]) / ref[f"{target:.0e}"]
     return StopCheck(int(k), spent, half, err)
-
-
-def _point_prediction(post: LawPosterior, target: float) -> float | None:
-    """The posterior-mean (fantasized) fit's prediction at ``target``, nats; None without
-    a fit or a compute-optimal path."""
-    if post.point is None:
-        return None
-    try:
-        return float(predict_compute(post.law, post.point, np.array([target]))[0])
-    except FitError:
-        return None
 
 
 def replay_stop_rule(problem: ReplayProblem, method: MethodConfig, trace_indices: object,

@@ -111,9 +111,6 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
         value = self.grid.configs[param_name].iloc[int(index)]
         return _choice(param_distribution, value, param_name)
 
-    def _fixed_index(self, fixed: dict, runs: CampaignRuns) -> int:
-        return _fixed_index_of(self.grid, fixed, runs)
-
     # --------------------------------------------------------------- claims
     def _campaign(self, study: Any, me: Any) -> CampaignRuns:
         """The campaign of every other trial that holds a claim."""
@@ -150,7 +147,7 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
                 runs = self._campaign(study, trial)
                 fixed = trial.system_attrs.get("fixed_params")
                 if fixed:  # an enqueued trial: claim the configuration it will train
-                    index = self._fixed_index(fixed, runs)
+                    index = _fixed_index_of(self.grid, fixed, runs)
                 else:
                     try:
                         res = suggest_runs(self.grid, runs, self.budget, batch=1,

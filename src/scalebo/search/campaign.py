@@ -223,7 +223,8 @@ def _cheapest_left(grid: Grid, loop: SearchLoop) -> float | None:
     return float(grid.cost[free].min()) if free.any() else None
 
 
-def campaign_posterior(grid: Grid, runs: CampaignRuns, *, law: str = "compute",
+def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
+                       laws: tuple[str, ...] = ("compute",),
                        targets: tuple[float, ...] = (1e25,), n_samples: int = 64,
                        budget: float | None = None, schedule: str = "spent",
                        clip_iqr: float = 5.0, seed: int = 0) -> Any:
@@ -233,9 +234,9 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *, law: str = "compute",
     :func:`suggest_runs` uses, seeded by ``seed``) and the search's window: S joint samples
     of the losses of the untrained configurations inside the compute window the search has
     reached (``schedule``, ``budget`` in FLOPs, default ``C_total``; the whole grid once the
-    window is open), one law fit per fantasized table, as replays measure it. Returns the
-    :class:`~scalebo.search.law_posterior.LawPosterior` (``.summary()``: quantiles in nats at
-    each target, FLOPs).
+    window is open), one fit of each law per fantasized table, as replays measure it. Returns
+    ``{law: LawPosterior}`` (``.summary()``: quantiles in nats at each target, FLOPs); the
+    laws share the GP fit and the samples.
 
     Raises:
         SearchError: no completed run, or the posterior cannot be drawn.
@@ -253,5 +254,5 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *, law: str = "compute",
     scope, cap = ("grid", None) if np.isinf(cap) else ("window", cap)
     gp = make_surrogate("gp", categorical=grid.categorical_columns, rng=seed)
     gp = ClippedGP(gp, clip_iqr) if clip_iqr > 0 else gp
-    return law_posterior(grid, runs.completed, runs.losses, gp, laws=(law,), scope=scope,
-                         cap=cap, n_samples=n_samples, targets=targets, rng=seed)[law]
+    return law_posterior(grid, runs.completed, runs.losses, gp, laws=laws, scope=scope,
+                         cap=cap, n_samples=n_samples, targets=targets, rng=seed)

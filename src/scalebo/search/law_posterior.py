@@ -42,7 +42,7 @@ from typing import Any, Literal
 import numpy as np
 
 from scalebo.errors import FitError, SearchError
-from scalebo.fitting.allocation import approach3, compute_law_from_chinchilla
+from scalebo.fitting.allocation import approach3, compute_law_from_chinchilla, predict_compute
 from scalebo.fitting.batch import fit_batch
 from scalebo.fitting.frontier import snap_ties
 from scalebo.fitting.robust import FitResult, FitStatus, fit_law
@@ -116,6 +116,16 @@ class LawPosterior:
     def ok(self) -> np.ndarray:
         """Mask of the successful samples among those drawn, ``(n_samples,)``."""
         return np.array([st in _OK for st in self.status], dtype=bool)
+
+    def point_loss(self, C: float) -> float | None:
+        """The point fit's (posterior-mean table) loss at ``C`` FLOPs, nats; None without a
+        fit or a compute-optimal path."""
+        if self.point is None:
+            return None
+        try:
+            return float(predict_compute(self.law, self.point, np.array([C]))[0])
+        except FitError:
+            return None
 
     def summary(self) -> dict[str, Any]:
         """JSON-ready quantiles (keys of :data:`QUANTILES`) over the successful samples.

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from scalebo.errors import FitError, SearchError
+from scalebo.errors import SearchError
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
@@ -81,17 +81,6 @@ def _interval(q: dict[str, float | None], lo: str, hi: str) -> list[float] | Non
     return None if q.get(lo) is None else [float(q[lo]), float(q[hi])]
 
 
-def _point(post: Any, C: float) -> float | None:
-    from scalebo.fitting.allocation import predict_compute
-
-    if post is None or post.point is None:
-        return None
-    try:
-        return float(predict_compute(post.law, post.point, np.array([C]))[0])
-    except FitError:
-        return None
-
-
 def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                     targets: tuple[float, ...] = (1e25,), tolerance: float = DEFAULT_TOLERANCE,
                     n_samples: int = 64, schedule: str = "spent", clip_iqr: float = 5.0,
@@ -122,14 +111,12 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     posts: dict[str, Any] = {}
     message = ""
     if runs.completed.size:
-        for law in ("compute", "chinchilla"):
-            try:
-                posts[law] = campaign_posterior(grid, runs, law=law, targets=targets,
-                                                n_samples=n_samples, budget=budget,
-                                                schedule=schedule, clip_iqr=clip_iqr,
-                                                seed=seed)
-            except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
-                message = f"{law} law posterior unavailable: {exc}"
+        try:  # one GP fit and one set of samples serve both laws
+            posts = campaign_posterior(grid, runs, laws=("compute", "chinchilla"),
+                                       targets=targets, n_samples=n_samples, budget=budget,
+                                       schedule=schedule, clip_iqr=clip_iqr, seed=seed)
+        except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
+            message = f"law posterior unavailable: {exc}"
     else:
         message = "no completed run yet: no law"
     compute = posts.get("compute")
@@ -143,7 +130,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         widths[C] = w
         n_opt = chin["N_opt"][key]["q50"] if chin and chin["N_opt"] else None
         d_opt = chin["D_opt"][key]["q50"] if chin and chin["D_opt"] else None
-        rows.append(TargetStatus(C=float(C), prediction=_point(compute, C),
+        rows.append(TargetStatus(C=float(C), prediction=compute.point_loss(C) if compute else None,
                                  interval_80=_interval(q, "q10", "q90"),
                                  interval_95=_interval(q, "q02.5", "q97.5"),
                                  half_width_pct=None if w is None else 100 * w,
