@@ -25,9 +25,10 @@ def synthetic():
     return frame, grid
 
 
-def test_budget_forms():
-    assert parse_budget("0.05").resolve(1e22) == pytest.approx(5e20)
-    assert parse_budget("2e21FLOPs").resolve(1e22) == 2e21
+def test_budget_forms(synthetic):
+    _, grid = synthetic
+    assert parse_budget("0.05").resolve(grid) == pytest.approx(0.05 * grid.C_total)
+    assert parse_budget("2e21FLOPs").resolve(grid) == 2e21
     assert parse_budget("2e21 flops").flops == 2e21
     for bad, match in (("5", "at most 1; for 5 % write 0.05"), ("-0.1", "positive"),
                        ("lots", "expected a fraction")):

@@ -9,8 +9,10 @@ from scalebo.cli.common import positive_float
 GRID_HELP = ("GRID: a YAML axis product ('axes: {N: [...], D: [...], lr: [...]}', optional "
              "'held_out_cells', default none for a campaign) or a table of candidate "
              "configurations. RUNS: the campaign's runs (the grid's columns, loss in nats, "
-             "optional status completed|failed|running and cost in FLOPs); a NaN or missing "
-             "loss is a failed run, whose compute counts as spent.")
+             "optional status completed|failed|running and cost); a NaN or missing loss is a "
+             "failed run, whose cost counts as spent. A grid table with a 'cost' column "
+             "(GPU-hours per configuration) budgets in GPU-hours: --budget 500GPUh or a "
+             "fraction of its total; the runs' cost is then in GPU-hours too.")
 
 
 def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: bool) -> None:
@@ -23,8 +25,9 @@ def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: 
     group.add_argument("--map", default=None, metavar="CANON=COL,...",
                        help="column mapping for the tables, e.g. N=params,D=tokens")
     group.add_argument("--budget", required=budget_required, default=None,
-                       help="total budget: a fraction of C_total (the summed compute of the "
-                            "grid), e.g. 0.05, or an amount of compute, e.g. 2e21FLOPs")
+                       help="total budget: a fraction of the grid's total (C_total, its summed "
+                            "compute), e.g. 0.05, an amount of compute, e.g. 2e21FLOPs, or "
+                            "GPU-hours for a grid with a cost column, e.g. 500GPUh")
     group.add_argument("--diverged-above", type=positive_float, default=None, metavar="LOSS",
                        help="a loss (nats) above this counts as a failed (diverged) run")
     group.add_argument("--schedule", choices=("sweep", "spent", "coverage", "full"),
@@ -60,7 +63,8 @@ def cost_model(args: argparse.Namespace):
 
 
 def load_campaign(args: argparse.Namespace):
-    """``(grid, runs, budget_flops)`` from the parsed campaign options."""
+    """``(grid, runs, budget)`` from the parsed campaign options (budget in the grid's unit:
+    FLOPs, or GPU-hours for a grid with a cost column; None without --budget)."""
     from scalebo.data.runs import parse_mapping
     from scalebo.search.campaign import campaign_grid, parse_budget
     from scalebo.search.campaign_runs import read_campaign_runs
@@ -70,4 +74,4 @@ def load_campaign(args: argparse.Namespace):
     grid = campaign_grid(args.grid, mapping)
     runs = read_campaign_runs(args.runs, grid, mapping=mapping,
                               diverged_above=args.diverged_above)
-    return grid, runs, (budget.resolve(grid.C_total) if budget is not None else None)
+    return grid, runs, (budget.resolve(grid) if budget is not None else None)

@@ -76,19 +76,20 @@ def run(args: argparse.Namespace) -> int:
                              schedule=args.schedule, clip_iqr=args.clip_iqr, seed=args.seed,
                              cost_model=cost_model(args))
     result = status.to_dict()
-    proposed = []
+    proposed, prices = [], ()
     if args.next > 0 and not status.stop:
         from scalebo.errors import SearchError
         from scalebo.search.campaign import suggest_runs
 
         try:
-            proposed = suggest_runs(grid, runs, budget, batch=args.next, schedule=args.schedule,
-                                    clip_iqr=args.clip_iqr, seed=args.seed,
-                                    cost_model=cost_model(args)).suggestions
+            res = suggest_runs(grid, runs, budget, batch=args.next, schedule=args.schedule,
+                               clip_iqr=args.clip_iqr, seed=args.seed,
+                               cost_model=cost_model(args))
+            proposed, prices = res.suggestions, res.prices
         except SearchError as exc:
             log(f"note: no next runs: {exc}")
-    result["next"] = [{**s.config, "predicted_loss": s.predicted_mean, "cost": s.cost,
-                       "reason": s.reason} for s in proposed]
+    result["next"] = [{**s.config, "predicted_loss": s.predicted_mean, "cost": p,
+                       "reason": s.reason} for s, p in zip(proposed, prices, strict=True)]
     if args.plot:
         from scalebo.search.status_plot import plot_status
 
@@ -116,10 +117,11 @@ def run(args: argparse.Namespace) -> int:
         out = [f"law         {law['formula']}: {params or law.get('message', '-')}",
                f"runs        {status.n_completed} completed, {status.n_failed} failed, "
                f"{status.n_running} running",
-               f"compute     spent {status.spent:.3g} FLOPs ({result['spent_fraction']:.3%}), "
-               f"pending {status.pending:.3g} ({result['pending_fraction']:.3%}), remaining "
-               f"{status.remaining:.3g} ({result['remaining_fraction']:.3%}) of budget "
-               f"{status.budget:.3g} (C_total {status.C_total:.3g})",
+               f"budget      spent {status.spent:.4g} {status.unit} "
+               f"({result['spent_fraction']:.3%}), pending {status.pending:.4g} "
+               f"({result['pending_fraction']:.3%}), remaining {status.remaining:.4g} "
+               f"({result['remaining_fraction']:.3%}) of budget {status.budget:.4g} "
+               f"(grid total {status.C_total:.4g})",
                "", "predictions (C in FLOPs, loss in nats, N* parameters, D* tokens)",
                format_table(rows, list(rows[0]), ["C", "loss", "80 %", "95 %", "±80 % (%)",
                                                   "N*", "D*"]).rstrip("\n"),

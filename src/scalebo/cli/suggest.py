@@ -83,21 +83,22 @@ def run(args: argparse.Namespace) -> int:
                        schedule=args.schedule, acquisition=args.acq, incumbent=args.incumbent,
                        clip_iqr=args.clip_iqr, seed=args.seed, cost_model=cost_model(args))
     log(f"{runs.completed.size} completed, {runs.failed.size} failed, {runs.running.size} "
-        f"running; spent {res.spent:.3g} + pending {res.pending:.3g} of budget "
-        f"{res.budget:.3g} FLOPs ({res.budget / res.C_total:.4g} of C_total)")
+        f"running; spent {res.spent:.4g} + pending {res.pending:.4g} of budget "
+        f"{res.budget:.4g} {res.unit} ({res.budget / res.C_total:.4g} of the grid's total)")
     for note in runs.notes:
         log(f"note: {note}")
     if res.message:
         log(f"note: {res.message}")
     rows = []
-    for s in res.suggestions:
+    for s, price in zip(res.suggestions, res.prices, strict=True):
         row = dict(s.config)
         row.update(predicted_loss=s.predicted_mean, predicted_std=s.predicted_std,
-                   cost=s.cost, cap=s.cap if np.isfinite(s.cap) else None,
+                   cost=price, cap=s.cap if np.isfinite(s.cap) else None,
                    acquisition=s.acquisition_value, reason=s.reason)
         rows.append(row)
     result = {"suggestions": rows, "budget": res.budget, "spent": res.spent,
               "pending": res.pending, "remaining": res.remaining, "C_total": res.C_total,
+              "unit": res.unit,
               "message": res.message, "notes": list(runs.notes)}
     if args.json:
         write_json_file(result, args.json)

@@ -13,7 +13,8 @@ How trials map to a campaign (:mod:`scalebo.search.campaign_runs`): COMPLETE tri
 observations (a NaN or infinite value is a failed run); RUNNING trials of other workers are
 pending (their compute is committed); FAIL trials and trials pruned by the objective count
 their compute as spent and are never proposed again. The cost of a trial is the grid's
-``6·N·D`` FLOPs, or its user attribute ``cost`` (FLOPs) when set.
+``6·N·D`` FLOPs (for a grid with a price, :meth:`~scalebo.search.grid.Grid.with_price`, its
+price, e.g. GPU-hours), or its user attribute ``cost`` (in that unit) when set.
 
 Workers claim a configuration by writing it to the trial's system attributes
 (``scalebo:index``) while holding a lock (``lock_path``, a lock file all workers see; Optuna's
@@ -59,7 +60,8 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
 
     Args:
         grid: the candidate configurations (:class:`~scalebo.search.grid.Grid`).
-        budget: a fraction of ``grid.C_total`` (e.g. 0.05), FLOPs as ``"2e21FLOPs"``, or a
+        budget: a fraction of the grid's total (e.g. 0.05), FLOPs as ``"2e21FLOPs"``,
+            GPU-hours as ``"500GPUh"`` for a priced grid, or a
             :class:`~scalebo.search.campaign.Budget`.
         seed: seed of the initial design and of the GP.
         schedule, acquisition, incumbent, clip_iqr: as for
@@ -73,7 +75,7 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
         self.lock_path = None if lock_path is None else Path(lock_path)
         self._thread_lock = threading.Lock()
         parsed = budget if hasattr(budget, "resolve") else parse_budget(budget)
-        self.budget = parsed.resolve(grid.C_total)
+        self.budget = parsed.resolve(grid)
         self.seed, self.schedule = seed, schedule
         self.acquisition, self.incumbent, self.clip_iqr = acquisition, incumbent, clip_iqr
 
@@ -120,7 +122,7 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
             if t.number == me.number or idx is None or t.system_attrs.get(_SKIPPED):
                 continue
             idx = int(idx)
-            cost[idx] = float(t.user_attrs.get("cost", self.grid.cost[idx]))
+            cost[idx] = float(t.user_attrs.get("cost", self.grid.budget_cost[idx]))
             if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(
                     t.value):
                 completed.append(idx)

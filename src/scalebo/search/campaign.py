@@ -3,7 +3,8 @@
 What ``scalebo suggest`` does, as library functions: :func:`campaign_grid` reads the
 candidate configurations (YAML axes or a table; a campaign holds no cells out unless its
 YAML asks), :func:`parse_budget` reads a budget (a fraction of ``C_total``, the summed
-compute in FLOPs of every configuration, or FLOPs), :func:`suggest_runs` tells a
+compute in FLOPs of every configuration, or FLOPs; or GPU-hours when the grid table has a
+``cost`` column, see :meth:`Budget.resolve`), :func:`suggest_runs` tells a
 :class:`~scalebo.search.loop.SearchLoop` the campaign's runs
 (:mod:`scalebo.search.campaign_runs`) and asks it for the next configurations, and
 :func:`campaign_posterior` gives the law posterior of the runs so far.
@@ -25,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo.data.files import read_table
-from scalebo.errors import BudgetExhausted, SearchError
+from scalebo.errors import BudgetExhausted, RunTableError, SearchError
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
@@ -39,24 +40,52 @@ __all__ = ["DEFAULT_N_INITIAL", "Budget", "campaign_grid", "campaign_posterior",
 DEFAULT_N_INITIAL = 5
 
 
+#: Suffixes of a budget in GPU-hours (case-insensitive), e.g. ``500GPUh``, ``500 GPU-hours``.
+GPU_HOUR_SUFFIXES = ("gpu-hours", "gpu_hours", "gpu hours", "gpuhours", "gpu-h", "gpuh")
+
+
 @dataclass(frozen=True)
 class Budget:
-    """A campaign budget: ``fraction`` of ``C_total`` or an absolute number of ``flops``."""
+    """A campaign budget: a ``fraction`` of the grid's total, ``flops``, or ``gpu_hours``."""
 
     fraction: float | None = None
     flops: float | None = None
+    gpu_hours: float | None = None
 
-    def resolve(self, C_total: float) -> float:
-        """The budget in FLOPs for a grid of total compute ``C_total`` (FLOPs)."""
-        return self.fraction * C_total if self.fraction is not None else float(self.flops)
+    def resolve(self, grid: Grid) -> float:
+        """The budget in the grid's budget unit (:attr:`Grid.price_unit`).
+
+        A grid without a price (no ``cost`` column) budgets in FLOPs: a fraction of
+        ``C_total`` or FLOPs. A priced grid (GPU-hours per configuration) budgets in
+        GPU-hours: a fraction of its total price or GPU-hours.
+
+        Raises:
+            ValueError: GPU-hours for a grid without a cost column, or FLOPs for a priced one.
+        """
+        if self.fraction is not None:
+            return self.fraction * grid.budget_total
+        if self.gpu_hours is not None:
+            if grid.price is None:
+                raise ValueError(f"a budget in GPU-hours ({self.gpu_hours:g}) needs a grid "
+                                 "table with a 'cost' column (GPU-hours of each "
+                                 "configuration); give this grid a fraction or FLOPs")
+            return float(self.gpu_hours)
+        if grid.price is not None:
+            raise ValueError(f"this grid prices its configurations in {grid.price_unit} (its "
+                             f"'cost' column); give the budget as a fraction or in "
+                             f"{grid.price_unit} (e.g. 500GPUh), not {self.flops:.3g} FLOPs")
+        return float(self.flops)
 
     def __str__(self) -> str:
-        return (f"{self.fraction:g} of C_total" if self.fraction is not None
-                else f"{self.flops:.3g} FLOPs")
+        if self.fraction is not None:
+            return f"{self.fraction:g} of the grid's total"
+        return (f"{self.flops:.3g} FLOPs" if self.flops is not None
+                else f"{self.gpu_hours:.6g} GPU-hours")
 
 
 def parse_budget(text: str | float) -> Budget:
-    """``"0.05"`` or ``"5%"`` (a fraction of C_total in (0, 1]), or ``"2e21FLOPs"``.
+    """``"0.05"`` or ``"5%"`` (a fraction of the grid's total in (0, 1]), ``"2e21FLOPs"``,
+    or GPU-hours (``"500GPUh"``, ``"500 GPU-hours"``, :data:`GPU_HOUR_SUFFIXES`).
 
     Raises:
         ValueError: anything else, with the accepted forms.
@@ -64,19 +93,25 @@ def parse_budget(text: str | float) -> Budget:
     raw = str(text).strip()
     number, unit = raw, ""
     low = raw.lower()
-    if low.endswith("flops"):
+    gpu = next((x for x in GPU_HOUR_SUFFIXES if low.endswith(x)), None)
+    if gpu is not None:
+        number, unit = raw[: -len(gpu)].strip(), "gpuh"
+    elif low.endswith("flops"):
         number, unit = raw[: -len("flops")].strip(), "flops"
     elif low.endswith("%"):
         number, unit = raw[:-1].strip(), "%"
     try:
         value = float(number)
     except ValueError:
-        raise ValueError(f"budget {raw!r}: expected a fraction of C_total such as 0.05 or an "
-                         "amount of compute such as 2e21FLOPs") from None
+        raise ValueError(f"budget {raw!r}: expected a fraction of C_total such as 0.05, an "
+                         "amount of compute such as 2e21FLOPs, or GPU-hours such as 500GPUh "
+                         "(grids with a cost column)") from None
     if not np.isfinite(value) or value <= 0:
         raise ValueError(f"budget {raw!r} must be positive and finite")
     if unit == "flops":
         return Budget(flops=value)
+    if unit == "gpuh":
+        return Budget(gpu_hours=value)
     if unit == "%":
         value /= 100
     if value > 1:
@@ -95,7 +130,12 @@ def campaign_grid(path: str | Path, mapping: Mapping[str, str] | None = None) ->
 
     A YAML grid keeps the ``held_out_cells`` it states and otherwise holds nothing out (a
     campaign trains whatever the search asks; held-out cells are for benchmarks). A table
-    (CSV, Parquet, …) lists one configuration per row; a ``loss`` column is ignored.
+    (CSV, Parquet, …) lists one configuration per row; a ``loss`` column is ignored, and a
+    ``cost`` column (GPU-hours, or any unit the budget is given in) prices each
+    configuration (:meth:`Grid.with_price`): the campaign then budgets in it.
+
+    Raises:
+        RunTableError: a ``cost`` value that is not a positive number (file, 1-based row).
     """
     path = Path(path)
     if path.suffix.lower() in (".yaml", ".yml"):
@@ -107,7 +147,25 @@ def campaign_grid(path: str | Path, mapping: Mapping[str, str] | None = None) ->
         except SearchError as err:
             raise SearchError(f"{path}: {err}") from None
     frame = _renamed(read_table(path), mapping)
-    return Grid.from_frame(frame.drop(columns=["loss"], errors="ignore"), n_held_out_cells=0)
+    grid = Grid.from_frame(frame.drop(columns=["loss", "cost"], errors="ignore"),
+                           n_held_out_cells=0)
+    if "cost" not in frame.columns:
+        return grid
+    price = pd.to_numeric(frame["cost"], errors="coerce").to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(~(np.isfinite(price) & (price > 0)))
+    if bad.size:
+        raise RunTableError(f"{path}: data row {bad[0] + 1}, column 'cost': "
+                            f"{_plain(frame['cost'].iloc[bad[0]])!r} is not a positive number "
+                            f"(GPU-hours of the configuration){_more(bad)}.")
+    return grid.with_price(price, "GPU-hours")
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _more(bad: np.ndarray) -> str:
+    return f"; {bad.size - 1} more such rows" if bad.size > 1 else ""
 
 
 def grid_rows(grid: Grid, frame: pd.DataFrame, what: str) -> np.ndarray:
@@ -126,13 +184,16 @@ def grid_rows(grid: Grid, frame: pd.DataFrame, what: str) -> np.ndarray:
 
 @dataclass(frozen=True)
 class SuggestResult:
-    """Suggestions of :func:`suggest_runs` and the campaign's compute (FLOPs).
+    """Suggestions of :func:`suggest_runs` and the campaign's budget.
 
     Attributes:
         suggestions: the next configurations, in the order picked.
-        budget, spent, pending, remaining, C_total: compute in FLOPs (spent: completed and
-            failed runs at their actual cost; pending: running ones).
+        budget, spent, pending, remaining: in ``unit`` (spent: completed and failed runs at
+            their actual cost; pending: running ones).
+        C_total: the grid's total in ``unit`` (:attr:`Grid.budget_total`; FLOPs: C_total).
         message: why fewer than ``batch`` configurations were suggested ('' otherwise).
+        unit: ``"FLOPs"``, or the grid's price unit (e.g. ``"GPU-hours"``).
+        prices: what each suggestion adds to the spending, in ``unit`` (in order picked).
     """
 
     suggestions: list[Suggestion]
@@ -142,6 +203,8 @@ class SuggestResult:
     remaining: float
     C_total: float
     message: str = ""
+    unit: str = "FLOPs"
+    prices: tuple[float, ...] = ()
 
 
 def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 1,
@@ -156,7 +219,8 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         runs: the campaign's runs (:func:`~scalebo.search.campaign_runs.read_campaign_runs`):
             completed ones are observations, running ones pending (their compute committed),
             failed ones spent and never proposed again unless ``retry_failed``.
-        budget: total budget, FLOPs (:meth:`Budget.resolve`).
+        budget: total budget in the grid's budget unit (:meth:`Budget.resolve`: FLOPs, or
+            GPU-hours for a grid with a ``cost`` column).
         batch: configurations to suggest.
         schedule, acquisition, incumbent: the loop's settings (:class:`SearchLoop`).
         clip_iqr: the GP sees losses clipped at median + K·IQR of the completed runs, so
@@ -174,23 +238,24 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
     from scalebo.search.models.clipping import ClippedGP
     from scalebo.search.models.surrogates import make_surrogate
 
+    unit = grid.price_unit
     if not budget > 0:
-        raise ValueError(f"budget must be positive FLOPs, got {budget}")
+        raise ValueError(f"budget must be positive ({unit}), got {budget}")
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
     model = cost_model or CostModel()
     spent, pending = runs.spent(grid, model), runs.pending(grid, model)
     remaining = budget - spent - pending
     account = {"budget": float(budget), "spent": spent, "pending": pending,
-               "remaining": remaining, "C_total": float(grid.C_total)}
+               "remaining": remaining, "C_total": grid.budget_total, "unit": unit}
     if remaining <= 0:
-        raise BudgetExhausted(f"the budget is already spent: {spent + pending:.3g} FLOPs of "
-                          f"{budget:.3g} are done, failed or running; raise the budget to "
-                          "continue.")
+        raise BudgetExhausted(f"the budget is already spent: {spent + pending:.4g} {unit} of "
+                              f"{budget:.4g} are done, failed or running; raise the budget to "
+                              "continue.")
     surrogate = make_surrogate("gp", categorical=grid.categorical_columns, rng=seed)
     if clip_iqr > 0:
         surrogate = ClippedGP(surrogate, clip_iqr)
-    loop = SearchLoop(grid, min(budget / grid.C_total, 1.0), surrogate,
+    loop = SearchLoop(grid, min(budget / grid.budget_total, 1.0), surrogate,
                       acquisition=acquisition, incumbent=incumbent, schedule=schedule,
                       n_initial=max(0, n_initial - runs.completed.size), cost_model=model,
                       rng=seed)
@@ -202,25 +267,43 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         loop.mark_failed(runs.failed)
     # The loop counts its cost model's compute of what it knows; the difference to the
     # campaign's (a cost column, retried failures) lowers its budget so ``remaining`` holds.
-    loop.budget = budget - (spent + pending - loop.committed)
+    loop.budget = budget - (spent + pending - loop.committed_budget)
     suggestions = loop.suggest(batch)
     message = ""
     if len(suggestions) < batch:
-        cheapest = _cheapest_left(grid, loop)
+        cheapest = _cheapest_left(grid, loop, loop.marginal_cost(priced=True))
         message = (f"only {len(suggestions)} of {batch} configurations fit the remaining "
-                   f"budget of {remaining:.3g} FLOPs" + (
-                       f" (the cheapest untried configuration costs {cheapest:.3g})"
+                   f"budget of {remaining:.4g} {unit}" + (
+                       f" (the cheapest untried configuration costs {cheapest:.4g})"
                        if cheapest is not None else " (every configuration is tried)"))
     if not suggestions:
         raise BudgetExhausted(f"no configuration fits the remaining budget: {message}.")
-    return SuggestResult(suggestions=suggestions, message=message, **account)
+    return SuggestResult(suggestions=suggestions, message=message,
+                         prices=_prices(grid, model, loop, suggestions), **account)
 
 
-def _cheapest_left(grid: Grid, loop: SearchLoop) -> float | None:
+def _cheapest_left(grid: Grid, loop: SearchLoop, marginal: np.ndarray) -> float | None:
+    """The smallest marginal cost (budget unit, under the cost model) of what is untried."""
     free = ~grid.held_out
     for arr in (loop.observed_indices, loop.pending_indices, loop.failed_indices):
         free[arr] = False
-    return float(grid.cost[free].min()) if free.any() else None
+    return float(marginal[free].min()) if free.any() else None
+
+
+def _prices(grid: Grid, model: CostModel, loop: SearchLoop,
+            suggestions: list[Suggestion]) -> tuple[float, ...]:
+    """What each suggestion adds in the budget unit, in the order picked (as the loop
+    charged it: under ``wsd`` a later checkpoint of the same run costs only its part)."""
+    mask = np.zeros(len(grid), dtype=bool)
+    mask[loop.observed_indices] = True
+    mask[loop.pending_indices] = True
+    picked = [s.index for s in suggestions]
+    mask[picked] = False
+    out = []
+    for i in picked:
+        out.append(float(model.marginal(grid, mask, priced=True)[i]))
+        mask[i] = True
+    return tuple(out)
 
 
 def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
@@ -233,10 +316,10 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
     :func:`~scalebo.search.law_posterior.law_posterior` with the campaign's GP (the one
     :func:`suggest_runs` uses, seeded by ``seed``) and the search's window: S joint samples
     of the losses of the untrained configurations inside the compute window the search has
-    reached (``schedule``, ``budget`` in FLOPs, default ``C_total``; the whole grid once the
-    window is open), one fit of each law per fantasized table, as replays measure it. Returns
-    ``{law: LawPosterior}`` (``.summary()``: quantiles in nats at each target, FLOPs); the
-    laws share the GP fit and the samples.
+    reached (``schedule``, ``budget`` in the grid's budget unit, default its total; the whole
+    grid once the window is open), one fit of each law per fantasized table, as replays
+    measure it. Returns ``{law: LawPosterior}`` (``.summary()``: quantiles in nats at each
+    target, FLOPs); the laws share the GP fit and the samples.
 
     Raises:
         SearchError: no completed run, or the posterior cannot be drawn.
@@ -247,7 +330,7 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
 
     if not runs.completed.size:
         raise SearchError("no completed run yet: no law posterior")
-    share = 1.0 if budget is None else min(1.0, budget / grid.C_total)
+    share = 1.0 if budget is None else min(1.0, budget / grid.budget_total)
     loop = SearchLoop(grid, share, None, acquisition="random", schedule=schedule, n_initial=0)
     loop.tell(runs.completed, runs.losses)
     cap = loop.window_cap()

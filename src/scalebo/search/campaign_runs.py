@@ -5,7 +5,9 @@ Columns: the grid's columns (``N`` parameters, ``D`` tokens, each axis; renamed 
 
 * ``status``: ``completed``, ``failed`` or ``running`` (case-insensitive; default: completed
   when the loss is a finite number, failed otherwise);
-* ``cost``: the compute the run actually used, in FLOPs (default: the grid's ``6·N·D``).
+* ``cost``: what the run actually cost, in the grid's budget unit
+  (:attr:`~scalebo.search.grid.Grid.budget_cost`: FLOPs, default ``6·N·D``, or e.g.
+  GPU-hours when the grid has a ``cost`` column; default: the grid's cost).
 
 A NaN, infinite or missing loss, or a loss above ``diverged_above``, makes a run failed even
 when its status says completed (the note says so). A failed run's compute counts as spent
@@ -52,8 +54,8 @@ class CampaignRuns:
         completed: grid indices of completed runs, ``(n_c,)``; ``losses`` their losses (nats).
         failed: grid indices of failed runs (crashed, NaN or diverged loss).
         running: grid indices of runs in flight (pending).
-        cost: compute of each grid index that has a run, FLOPs: the ``cost`` column where
-            given, else the grid's cost.
+        cost: cost of each grid index that has a run, in the grid's budget unit: the
+            ``cost`` column where given, else the grid's.
         notes: remarks on rows (1-based data rows), e.g. why a run counts as failed.
         source: where the runs came from.
     """
@@ -67,13 +69,14 @@ class CampaignRuns:
     source: str = "<none>"
 
     def spent(self, grid: Grid | None = None, cost_model: CostModel | None = None) -> float:
-        """FLOPs of completed and failed runs: their ``cost`` (a cost column, else the grid's
-        cost); under a ``wsd`` cost model the completed ones as families (its total; the cost
-        column of a completed run is then not used) and failed ones at their own cost."""
+        """Cost of completed and failed runs in the grid's budget unit: their ``cost`` (a
+        cost column, else the grid's); under a ``wsd`` cost model the completed ones as
+        families (its total; the cost column of a completed run is then not used) and failed
+        ones at their own cost."""
         return self._compute((self.completed, self.failed), grid, cost_model)
 
     def pending(self, grid: Grid | None = None, cost_model: CostModel | None = None) -> float:
-        """FLOPs committed to running runs (under ``wsd``: what they add to the rest)."""
+        """Cost committed to running runs (under ``wsd``: what they add to the rest)."""
         if cost_model is None or cost_model.kind == "independent":
             return float(sum(self.cost[int(i)] for i in self.running))
         everything = self._compute((self.completed, self.failed, self.running), grid,
@@ -92,8 +95,8 @@ class CampaignRuns:
         mask[[i for i in rows if i not in failed]] = True
         # Failed runs at their own cost (the cost column, else the grid's): a crashed run
         # shares no stable phase. Completed and running ones as families (the model's total).
-        return cost_model.total(grid, mask) + float(sum(self.cost[i] for i in rows
-                                                        if i in failed))
+        own = float(sum(self.cost[i] for i in rows if i in failed))
+        return cost_model.total(grid, mask, priced=True) + own
 
     @property
     def n_runs(self) -> int:
@@ -164,7 +167,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
     if np.any(np.isfinite(cost) & (cost <= 0)):
         pos = int(np.flatnonzero(np.isfinite(cost) & (cost <= 0))[0])
         raise RunTableError(f"{name}: data row {pos + 1}, column 'cost': {cost[pos]!r} must "
-                            "be positive (FLOPs).")
+                            f"be positive ({grid.price_unit}).")
     groups: dict[RunStatus, list[int]] = {s: [] for s in RunStatus}
     losses: list[float] = []
     notes: list[str] = []
@@ -183,7 +186,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
             continue
         groups[RunStatus.COMPLETED].append(g)
         losses.append(float(y))
-    costs = {g: float(c) if math.isfinite(c) else float(grid.cost[g])
+    costs = {g: float(c) if math.isfinite(c) else float(grid.budget_cost[g])
              for g, c in zip(idx.tolist(), cost, strict=True)}
     as_idx = {s: np.asarray(v, dtype=np.int64) for s, v in groups.items()}
     return CampaignRuns(completed=as_idx[RunStatus.COMPLETED], losses=np.asarray(losses),

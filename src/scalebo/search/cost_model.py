@@ -10,6 +10,10 @@
   (``6·N``): the stable phase is shared and each checkpoint pays its cooldown. Extending a
   family costs only the difference (:meth:`CostModel.marginal`).
 
+Costs are FLOPs, or with ``priced=True`` the grid's budget unit
+(:attr:`~scalebo.search.grid.Grid.budget_cost`, e.g. GPU-hours from a ``cost`` column; under
+``wsd`` a family's price per token is the mean of its configurations' price / D).
+
 Replaying recorded independent-run losses under ``wsd`` assumes that a cooldown from the
 stable phase reaches the loss the independent run recorded (Hägele et al. 2024 report WSD
 cooldowns matching cosine runs; the replay cannot check it).
@@ -58,36 +62,42 @@ class CostModel:
     def label(self) -> str:
         return "independent" if self.kind == "independent" else f"wsd(f={self.cooldown:g})"
 
-    def _family_costs(self, grid: Grid, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                                    np.ndarray]:
-        """Per family: FLOPs per token, longest and summed trained tokens of ``mask``."""
+    @staticmethod
+    def _values(grid: Grid, priced: bool) -> np.ndarray:
+        return grid.budget_cost if priced else grid.cost
+
+    def _family_costs(self, grid: Grid, mask: np.ndarray, priced: bool
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per family: cost per token (the family's mean of cost / D), longest and summed
+        trained tokens of ``mask``."""
         fam = families(grid)
         D = grid.configs["D"].to_numpy(np.float64)
-        per_token = np.zeros(fam.max() + 1)
-        per_token[fam] = grid.cost / D
+        size = np.bincount(fam)
+        per_token = np.bincount(fam, weights=self._values(grid, priced) / D) / size
         longest = np.zeros_like(per_token)
         np.maximum.at(longest, fam[mask], D[mask])
         total = np.bincount(fam[mask], weights=D[mask], minlength=per_token.size)
         return per_token, longest, total
 
-    def total(self, grid: Grid, mask: np.ndarray) -> float:
-        """FLOPs of training every configuration in ``mask`` ``(n_cfg,)`` bool."""
+    def total(self, grid: Grid, mask: np.ndarray, *, priced: bool = False) -> float:
+        """FLOPs of training every configuration in ``mask`` ``(n_cfg,)`` bool (``priced``:
+        in the grid's budget unit, :attr:`~scalebo.search.grid.Grid.budget_cost`)."""
         mask = np.asarray(mask, dtype=bool)
         if self.kind == "independent":
-            return float(grid.cost[mask].sum())
-        c, longest, summed = self._family_costs(grid, mask)
+            return float(self._values(grid, priced)[mask].sum())
+        c, longest, summed = self._family_costs(grid, mask, priced)
         f = self.cooldown
         return float(np.sum(c * ((1 - f) * longest + f * summed)))
 
-    def marginal(self, grid: Grid, mask: np.ndarray) -> np.ndarray:
-        """FLOPs of adding each configuration to the trained set ``mask``, ``(n_cfg,)``
-        (0 for configurations in ``mask``)."""
+    def marginal(self, grid: Grid, mask: np.ndarray, *, priced: bool = False) -> np.ndarray:
+        """FLOPs (``priced``: budget units) of adding each configuration to the trained set
+        ``mask``, ``(n_cfg,)`` (0 for configurations in ``mask``)."""
         mask = np.asarray(mask, dtype=bool)
         if self.kind == "independent":
-            return np.where(mask, 0.0, grid.cost)
+            return np.where(mask, 0.0, self._values(grid, priced))
         fam = families(grid)
         D = grid.configs["D"].to_numpy(np.float64)
-        c, longest, _ = self._family_costs(grid, mask)
+        c, longest, _ = self._family_costs(grid, mask, priced)
         f = self.cooldown
         extra = c[fam] * ((1 - f) * np.maximum(D - longest[fam], 0.0) + f * D)
         return np.where(mask, 0.0, extra)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,11 @@ class Grid:
         cell_ids: Shape ``(n_cfg,)`` int; the ``(N, D)`` cell of each configuration. Cells are
             numbered by increasing cell cost (ties by N, then D), so ``0`` is the cheapest.
         n_held_out_cells: How many of the largest-compute cells are held out.
+        price: What each configuration costs in the budget's unit (e.g. GPU-hours from a
+            campaign grid's ``cost`` column), ``(n_cfg,)``; None: its FLOPs. Budgets,
+            spending and admissibility use :attr:`budget_cost`; the compute axis of the laws
+            and the windows stay :attr:`cost` (FLOPs). Set it with :meth:`with_price`.
+        price_unit: Unit of :attr:`budget_cost` (``"FLOPs"`` without a price).
     """
 
     configs: pd.DataFrame
@@ -66,6 +71,8 @@ class Grid:
     held_out: np.ndarray
     cell_ids: np.ndarray
     n_held_out_cells: int = field(default=2)
+    price: np.ndarray | None = None
+    price_unit: str = "FLOPs"
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -74,20 +81,16 @@ class Grid:
     ) -> Grid:
         axes = tuple(axes)
         if n_held_out_cells < 0:
-            raise SearchError(
-                f"n_held_out_cells must be >= 0, got {n_held_out_cells}; pass 0 to hold out "
-                "no cell."
-            )
+            raise SearchError(f"n_held_out_cells must be >= 0, got {n_held_out_cells}; pass 0 "
+                              "to hold out no cell.")
         if len(configs) == 0:
             raise SearchError("A grid needs at least one configuration, got an empty table.")
         for col in ("N", "D"):
             values = configs[col].to_numpy(dtype=np.float64)
             if not np.all(np.isfinite(values) & (values > 0)):
                 bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))[:5].tolist()
-                raise SearchError(
-                    f"Column {col!r} must be finite and > 0; rows {bad} are not. Drop or fix "
-                    "them before building the grid."
-                )
+                raise SearchError(f"Column {col!r} must be finite and > 0; rows {bad} are "
+                                  "not. Drop or fix them before building the grid.")
         cost = np.asarray(cost, dtype=np.float64)
         if not np.all(np.isfinite(cost) & (cost > 0)):
             bad = np.flatnonzero(~(np.isfinite(cost) & (cost > 0)))[:5].tolist()
@@ -108,10 +111,9 @@ class Grid:
         n_cell = len(cell_table)
         held_cells = np.arange(n_cell)[n_cell - min(n_held_out_cells, n_cell) :]
         if len(held_cells) == n_cell:
-            raise SearchError(
-                f"Holding out {n_held_out_cells} cells leaves no candidate: the grid has only "
-                f"{n_cell} (N, D) cells. Use a smaller n_held_out_cells."
-            )
+            raise SearchError(f"Holding out {n_held_out_cells} cells leaves no candidate: the "
+                              f"grid has only {n_cell} (N, D) cells. Use a smaller "
+                              "n_held_out_cells.")
         held_out = np.isin(cell_ids, held_cells)
         return cls(
             configs=configs,
@@ -247,6 +249,24 @@ class Grid:
         The sum over every configuration is :attr:`C_total_all`.
         """
         return float(self.cost[~self.held_out].sum())
+
+    def with_price(self, price: Any, unit: str = "GPU-hours") -> Grid:
+        """This grid with a budget cost per configuration (finite, > 0) in ``unit``."""
+        p = np.asarray(price, dtype=np.float64)
+        if p.shape != (self.n_configs,) or not np.all(np.isfinite(p) & (p > 0)):
+            raise SearchError(f"a price needs {self.n_configs} finite values > 0 ({unit}).")
+        return replace(self, price=_readonly(p), price_unit=str(unit))
+
+    @property
+    def budget_cost(self) -> np.ndarray:
+        """What each configuration costs in :attr:`price_unit`: the price, else FLOPs."""
+        return self.cost if self.price is None else self.price
+
+    @property
+    def budget_total(self) -> float:
+        """Σ :attr:`budget_cost` over the acquirable configurations (:attr:`C_total` in
+        FLOPs without a price): what budget fractions are fractions of."""
+        return float(self.budget_cost[~self.held_out].sum())
 
     @property
     def C_total_all(self) -> float:

@@ -36,24 +36,34 @@ class ObservationLedger:
         self._pending = np.zeros(grid.n_configs, dtype=bool)
         self._failed = np.zeros(grid.n_configs, dtype=bool)
 
+    def _total(self, mask: np.ndarray, priced: bool) -> float:
+        values = self.grid.budget_cost if priced else self.grid.cost
+        return (self.cost_model.total(self.grid, mask, priced=priced)
+                + float(values[self._failed].sum()))
+
     @property
     def spent(self) -> float:
         """Compute of the observed (told) and failed runs, FLOPs: the cost model's total for
         the observed ones, plus each failed run's own cost (a crashed or diverged run leaves
         no stable phase for others to branch from)."""
-        return (self.cost_model.total(self.grid, self._observed)
-                + float(self.grid.cost[self._failed].sum()))
+        return self._total(self._observed, False)
 
     @property
     def committed(self) -> float:
         """Compute of observed, pending and failed runs, FLOPs (as :attr:`spent`)."""
-        return (self.cost_model.total(self.grid, self._observed | self._pending)
-                + float(self.grid.cost[self._failed].sum()))
+        return self._total(self._observed | self._pending, False)
 
-    def marginal_cost(self) -> np.ndarray:
-        """FLOPs of starting each configuration now, given what is trained or pending (0 for
-        those; failed runs share nothing), ``(n_cfg,)``."""
-        return self.cost_model.marginal(self.grid, self._observed | self._pending)
+    @property
+    def committed_budget(self) -> float:
+        """:attr:`committed` in the grid's budget unit (:attr:`Grid.budget_cost`; FLOPs
+        without a price)."""
+        return self._total(self._observed | self._pending, True)
+
+    def marginal_cost(self, *, priced: bool = False) -> np.ndarray:
+        """FLOPs (``priced``: budget units) of starting each configuration now, given what is
+        trained or pending (0 for those; failed runs share nothing), ``(n_cfg,)``."""
+        return self.cost_model.marginal(self.grid, self._observed | self._pending,
+                                        priced=priced)
 
     @property
     def failed_indices(self) -> np.ndarray:

@@ -66,7 +66,10 @@ class SearchLoop(ObservationLedger):
 
     Args:
         grid: Candidate configurations.
-        budget_fraction: Budget as a fraction of :attr:`Grid.C_total` (e.g. 0.05).
+        budget_fraction: Budget as a fraction of :attr:`Grid.budget_total` (e.g. 0.05):
+            of ``C_total`` in FLOPs, or of the grid's total price (:meth:`Grid.with_price`,
+            e.g. GPU-hours), which then prices budgets and admissibility while windows stay
+            in FLOPs.
         surrogate: Object with ``fit(X, y) -> self`` and ``predict(X) -> (mean, std)`` on
             :meth:`Grid.encode` inputs ``(n, d)``; optional ``condition_on(X, y)``. Unused
             (may be None) with ``acquisition="random"``.
@@ -128,7 +131,7 @@ class SearchLoop(ObservationLedger):
                 f"The surrogate must have fit(X, y) and predict(X); got {type(surrogate).__name__}."
             )
         super().__init__(grid, cost_model)
-        self.budget = float(budget_fraction) * grid.C_total
+        self.budget = float(budget_fraction) * grid.budget_total  # grid.price_unit
         self.surrogate = surrogate
         self.incumbent = incumbent
         self.schedule = make_schedule(schedule)
@@ -160,8 +163,9 @@ class SearchLoop(ObservationLedger):
     # ------------------------------------------------------------------ state
     @property
     def remaining(self) -> float:
-        """Budget not yet committed, FLOPs (``budget − committed``; negative if overrun)."""
-        return self.budget - self.committed
+        """Budget not yet committed (``budget − committed``; negative if overrun), in the
+        grid's budget unit (FLOPs unless the grid has a price, :meth:`Grid.with_price`)."""
+        return self.budget - self.committed_budget
 
     @property
     def done(self) -> bool:
@@ -170,9 +174,9 @@ class SearchLoop(ObservationLedger):
 
     def _affordable(self) -> np.ndarray:
         """Admissible configurations ignoring the window cap, ``(n_cfg,)`` bool."""
-        c = self.committed
-        return admissible_mask(self.grid, self._unavailable, self._pending, c, self.budget,
-                               np.inf, self.marginal_cost())[0]
+        return admissible_mask(self.grid, self._unavailable, self._pending,
+                               self.committed_budget, self.budget, np.inf,
+                               self.marginal_cost(priced=True))[0]
 
     @property
     def trace(self) -> list[TraceEntry]:
@@ -187,8 +191,8 @@ class SearchLoop(ObservationLedger):
         "final window" that fantasization fills (DESIGN.md).
         """
         committed = self.committed
-        cap = self.schedule.cap(committed, max(self.budget, committed), self.grid,
-                                self._observed | self._pending)
+        cap = self.schedule.cap(committed, max(self._flops_budget(committed), committed),
+                                self.grid, self._observed | self._pending)
         costliest = float(self.grid.cost[self._observed].max()) if self._observed.any() else 0.0
         return max(float(cap), costliest)
 
@@ -348,10 +352,22 @@ class SearchLoop(ObservationLedger):
         """The candidate row that comes first in the seeded permutation."""
         return int(cand[np.argmin(self._rank[cand])])
 
+    def _flops_budget(self, committed: float) -> float:
+        """The budget as the schedules see it, FLOPs: itself, or for a priced grid the FLOPs
+        whose share of it is the committed share of the priced budget."""
+        if self.grid.price is None:
+            return self.budget
+        priced = self.committed_budget
+        rate = committed / priced if priced > 0 else self.grid.C_total / self.grid.budget_total
+        return self.budget * rate
+
     def _window(self, committed: float) -> tuple[float, np.ndarray]:
-        cap = self.schedule.cap(committed, self.budget, self.grid, self._observed | self._pending)
-        adm = admissible_mask(self.grid, self._unavailable, self._pending, committed,
-                              self.budget, cap, self.marginal_cost())
+        """Cap (FLOPs) and admissible mask for ``committed`` FLOPs."""
+        cap = self.schedule.cap(committed, self._flops_budget(committed), self.grid,
+                                self._observed | self._pending)
+        adm = admissible_mask(self.grid, self._unavailable, self._pending,
+                              self.committed_budget, self.budget, cap,
+                              self.marginal_cost(priced=True))
         return adm.cap, adm.mask
 
     def _believe(

@@ -8,7 +8,8 @@ From a grid, the campaign's runs (:mod:`scalebo.search.campaign_runs`) and a bud
   the law posterior (:func:`~scalebo.search.law_posterior.law_posterior`: S joint samples of
   the unobserved losses, one fit each), and N*, D* from the Chinchilla law's posterior
   medians (parameters, tokens) when it can be fitted;
-* spent / pending / remaining compute (FLOPs and fractions of ``C_total``);
+* spent / pending / remaining budget (in ``unit``: FLOPs, or GPU-hours for a grid with a
+  ``cost`` column; and as fractions of the grid's total ``C_total`` in that unit);
 * ``stop`` and its ``reason`` (:func:`~scalebo.search.stopping.stop_decision`).
 
 The intervals come from the posterior's quantiles; when the posterior cannot be computed
@@ -47,7 +48,7 @@ class TargetStatus:
 
 @dataclass(frozen=True)
 class CampaignStatus:
-    """A campaign's status (see the module docstring); compute in FLOPs."""
+    """A campaign's status (see the module docstring); budget amounts in ``unit``."""
 
     law: dict[str, Any]
     targets: tuple[TargetStatus, ...]
@@ -67,6 +68,7 @@ class CampaignStatus:
     #: The :class:`~scalebo.search.law_posterior.LawPosterior` of each law (samples; not
     #: serialized — ``posterior`` holds their summaries).
     law_posteriors: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    unit: str = "FLOPs"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready status (what ``scalebo status --format json`` prints)."""
@@ -89,7 +91,9 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
 
     Args:
         grid: candidate configurations. runs: its completed, failed and running runs.
-        budget: total budget in FLOPs. targets: target computes, FLOPs.
+        budget: total budget in the grid's budget unit (FLOPs, or GPU-hours for a priced
+            grid, :meth:`~scalebo.search.grid.Grid.with_price`). targets: target computes,
+            FLOPs.
         tolerance: relative half-width of the 80 % interval that stops.
         n_samples: law-posterior samples S. schedule: the search's window schedule.
         clip_iqr: the GP's loss clipping (as the search's). seed: seed of GP and samples.
@@ -106,8 +110,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         trained[arr] = True
     untried = ~trained & ~grid.held_out
     untried[runs.failed] = False
-    cheapest = (float(model.marginal(grid, trained)[untried].min()) if untried.any()
-                else None)
+    marginal = model.marginal(grid, trained, priced=True)
+    cheapest = float(marginal[untried].min()) if untried.any() else None
     posts: dict[str, Any] = {}
     message = ""
     if runs.completed.size:
@@ -136,7 +140,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                                  half_width_pct=None if w is None else 100 * w,
                                  N_opt=n_opt, D_opt=d_opt))
     stop, reason = stop_decision(widths, remaining=remaining, cheapest_left=cheapest,
-                                 tolerance=tolerance)
+                                 tolerance=tolerance, unit=grid.price_unit)
     law: dict[str, Any] = {"name": "compute", "formula": "L(C) = E + A/C^alpha"}
     if compute is not None and compute.point is not None:
         law |= {"params": compute.point.params, "status": str(compute.point.status),
@@ -145,9 +149,9 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         law |= {"params": None, "status": None, "message": message or compute.message}
     notes = (*runs.notes, *([message] if message else []))
     return CampaignStatus(law=law, targets=tuple(rows), budget=float(budget),
-                          C_total=float(grid.C_total), spent=spent, pending=pending,
+                          C_total=grid.budget_total, spent=spent, pending=pending,
                           remaining=remaining, n_completed=int(runs.completed.size),
                           n_failed=int(runs.failed.size), n_running=int(runs.running.size),
                           stop=stop, reason=reason, tolerance=tolerance,
                           posterior={k: v.summary() for k, v in posts.items()}, notes=notes,
-                          law_posteriors=posts)
+                          law_posteriors=posts, unit=grid.price_unit)

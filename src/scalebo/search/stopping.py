@@ -27,16 +27,17 @@ def half_width(quantiles: Mapping[str, float | None]) -> float | None:
 
 def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
                   cheapest_left: float | None,
-                  tolerance: float = DEFAULT_TOLERANCE) -> tuple[bool, str]:
+                  tolerance: float = DEFAULT_TOLERANCE, unit: str = "FLOPs"
+                  ) -> tuple[bool, str]:
     """``(stop, reason)`` from the 80 % half-widths at each target (FLOPs → relative width),
-    the remaining budget (FLOPs) and the cost of the cheapest configuration still untried
-    (None: none left).
+    the remaining budget and the cost of the cheapest configuration still untried (None:
+    none left), both in ``unit`` (the grid's budget unit).
     """
     if cheapest_left is None:
         return True, "every configuration of the grid is trained or in flight"
     if remaining < cheapest_left:
-        return True, (f"the budget is spent: {remaining:.3g} FLOPs left, the cheapest "
-                      f"untried configuration costs {cheapest_left:.3g}")
+        return True, (f"the budget is spent: {remaining:.4g} {unit} left, the cheapest "
+                      f"untried configuration costs {cheapest_left:.4g}")
     missing = [C for C, w in widths.items() if w is None]
     if missing:
         return False, (f"no interval at {', '.join(f'{C:.0e}' for C in missing)} FLOPs yet "

@@ -267,12 +267,13 @@ def initial_design(
     """``n_initial`` distinct random grid rows from the cheapest compute level(s), ``(n,)``.
 
     Levels are taken from the cheapest up until they hold at least ``n_initial`` acquirable
-    configurations costing ≤ ``budget`` FLOPs; fewer rows are returned if the grid has fewer.
+    configurations costing ≤ ``budget`` (:attr:`Grid.budget_cost`: FLOPs unless the grid has
+    a price); fewer rows are returned if the grid has fewer.
     """
     if n_initial < 0:
         raise SearchError(f"n_initial must be >= 0, got {n_initial}.")
     rng = np.random.default_rng(rng)
-    ok = ~grid.held_out & (grid.cost <= budget)
+    ok = ~grid.held_out & (grid.budget_cost <= budget)
     pool = np.flatnonzero(ok & (grid.config_cell_cost <= grid.compute_levels[0]))
     for level in grid.compute_levels[1:]:
         if pool.size >= n_initial:
