@@ -302,3 +302,23 @@ def test_additive_kernel_fit_recovers_an_additive_function():
     truth = np.sin(5 * Xt[:, 0]) + (Xt[:, 1] - 0.5) ** 2
     assert np.sqrt(np.mean((mean - truth) ** 2)) < 0.05
     assert np.all(np.abs(mean - truth) < 5 * std + 0.03)
+
+
+def test_transfer_kernel_carries_a_hyperparameter_effect_to_an_unobserved_scale():
+    # y = 4·(lr − 0.3)² + 0.3·sin(20·N): runs only at N, D ∈ [0, 0.4], predictions at
+    # N = D = 1, many length scales of N away. The transfer kernel's hyperparameter term
+    # keeps the lr effect there, where a product Matérn kernel has reverted to its mean and
+    # predicts every lr alike.
+    rng = np.random.default_rng(3)
+    X = rng.random((50, 3))
+    X[:, :2] *= 0.4
+    effect = lambda lr: 4 * (lr - 0.3) ** 2  # noqa: E731
+    y = effect(X[:, 2]) + 0.3 * np.sin(20 * X[:, 0]) + 0.005 * rng.standard_normal(50)
+    lr = np.linspace(0, 1, 6)
+    far = np.column_stack([np.ones(6), np.ones(6), lr])
+    transfer = GaussianProcess(make_kernel("transfer", 3), rng=0).fit(X, y).predict(far)[0]
+    product = GaussianProcess(make_kernel("matern52", 3), rng=0).fit(X, y).predict(far)[0]
+    shape = effect(lr) - effect(lr).mean()
+    miss = lambda m: np.sqrt(np.mean((m - m.mean() - shape) ** 2))  # noqa: E731
+    assert np.corrcoef(transfer, shape)[0, 1] > 0.95
+    assert miss(transfer) < 0.05 * np.ptp(shape) and miss(transfer) < 0.2 * miss(product)

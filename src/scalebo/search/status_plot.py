@@ -115,7 +115,8 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
     ax.set_ylabel("loss (nats)")
     spent = status.spent / status.C_total
     ax.set_title(title or (f"campaign: {status.n_completed} completed, {status.n_failed} "
-                           f"failed, {status.n_running} running; spent {spent:.2%} of C_total"
+                           f"failed, {status.n_running} running; spent {spent:.2%} of the "
+                           f"grid's {'C_total' if status.unit == 'FLOPs' else status.unit}"
                            f"\n{'STOP' if status.stop else 'continue'}: {status.reason}"),
                  fontsize=9)
     ax.grid(True, which="both", alpha=0.25)

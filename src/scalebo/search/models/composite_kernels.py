@@ -151,7 +151,11 @@ class Mixed(Kernel):
         return K1 * K2, contract
 
 
-KERNEL_NAMES = ("matern52", "rbf", "additive", "mixed")
+KERNEL_NAMES = ("matern52", "rbf", "additive", "mixed", "transfer")
+
+#: Encoded columns of the scale (``N``, ``D``) in a grid's surrogate input (the "transfer"
+#: kernel's other numeric columns are the hyperparameters).
+SCALE_COLUMNS = (0, 1)
 
 
 def make_kernel(
@@ -176,6 +180,13 @@ def make_kernel(
         length_scale: initial length scale of every numeric column (encoded units, [0, 1]);
             categorical length scales start at 1.
         groups: column groups of ``"additive"``.
+
+    ``"transfer"`` is ``k = k_all + w·k_hp``: a Matérn-5/2 ARD kernel on every numeric
+    column plus one on the hyperparameter columns alone (the numeric columns other than
+    :data:`SCALE_COLUMNS`, N and D), so what the runs show about a hyperparameter's effect
+    carries to scales with no run (the ``k_hp`` term does not decay with the distance in N
+    or D) while ``k_all`` keeps the local interactions. Without hyperparameter columns it is
+    ``"matern52"``.
     """
     if name not in KERNEL_NAMES:
         raise ValueError(f"unknown kernel {name!r}; expected one of {', '.join(KERNEL_NAMES)}")
@@ -189,7 +200,11 @@ def make_kernel(
 
     numeric: Kernel | None = None
     if num:
-        if name == "additive":
+        hp = tuple(c for c in num if c not in SCALE_COLUMNS)
+        if name == "transfer" and hp:
+            numeric = Additive((Matern52((length_scale,) * len(num), active_dims=num),
+                                Matern52((length_scale,) * len(hp), active_dims=hp)))
+        elif name == "additive":
             groups_ = [tuple(g) for g in groups] if groups is not None else [(c,) for c in num]
             numeric = Additive(tuple(Matern52((length_scale,) * len(g), active_dims=g)
                                      for g in groups_))
