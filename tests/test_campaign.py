@@ -99,3 +99,30 @@ def test_campaign_posterior_is_the_law_posterior_of_its_runs(grid):
     assert post == direct
     q = post["predicted_loss"]["1e+25"]
     assert q["q02.5"] <= q["q10"] <= q["q50"] <= q["q90"] <= q["q97.5"]
+
+
+def test_transfer_and_trend_predict_unexplored_scales_by_lr_and_D(tmp_path):
+    # The runs of the README's campaign example; nothing at N = 1e9. The default GP predicts
+    # every N = 1e9 configuration at one value (its mean); with the transfer kernel and the
+    # trend, predictions there follow the lr effect seen at small scale and fall with D.
+    from scalebo.search.campaign import campaign_gp
+
+    path = tmp_path / "grid.yaml"
+    path.write_text("axes:\n  N: [1e8, 3e8, 1e9]\n  D: [2e9, 6e9, 2e10]\n"
+                    "  lr: [1e-4, 3e-4, 1e-3, 3e-3]\n")
+    grid = campaign_grid(path)
+    runs = pd.DataFrame({"N": [1e8, 1e8, 1e8, 1e8, 3e8], "D": [2e9, 2e9, 2e9, 6e9, 2e9],
+                         "lr": [1e-4, 3e-4, 1e-3, 1e-3, 1e-3],
+                         "loss": [3.912, 3.655, 3.598, 3.301, 3.402]})
+    rows = grid.index_of(runs)
+    X = grid.encode()
+    far = np.flatnonzero(grid.configs["N"].to_numpy() == 1e9)
+    plain = campaign_gp(grid, 0).fit(X[rows], runs["loss"].to_numpy())
+    assert np.ptp(plain.predict(X[far])[0]) < 1e-3  # the complaint: one value for all
+    model = campaign_gp(grid, 0, kernel="transfer", trend=True)
+    mean = model.fit(X[rows], runs["loss"].to_numpy()).predict(X[far])[0]
+    table = grid.configs.iloc[far].assign(mean=mean).pivot(index="D", columns="lr",
+                                                           values="mean")
+    assert np.all(np.diff(table.to_numpy(), axis=0) < 0)  # more tokens, lower loss
+    best = table[[3e-4, 1e-3]].min(axis=1)  # the runs' best lrs stay best, 1e-4 the worst
+    assert np.all(table[1e-4] > best + 0.05) and np.all(table[3e-3] > best)

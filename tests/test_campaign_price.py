@@ -144,7 +144,8 @@ def test_cli_suggests_and_reports_in_gpu_hours(priced):
                          for s in res["suggestions"]])
     runs.to_csv(cwd / "runs.csv", index=False)
     out = _cli("status", "--grid", path.name, "--runs", "runs.csv", "--budget", "30GPUh",
-               "--target", "1e21", "--samples", "16", cwd=cwd)
+               "--target", "1e21", "--samples", "16", "--kernel", "transfer", "--trend",
+               cwd=cwd)
     assert out.returncode == 0, out.stderr
     assert "GPU-hours" in out.stdout and "of budget 30" in out.stdout
     out = _cli("suggest", "--grid", path.name, "--budget", "2e21FLOPs", cwd=cwd)

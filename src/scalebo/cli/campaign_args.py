@@ -17,7 +17,7 @@ GRID_HELP = ("GRID: a YAML axis product ('axes: {N: [...], D: [...], lr: [...]}'
 
 def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: bool) -> None:
     """``--grid``, ``--runs``, ``--map``, ``--budget``, ``--diverged-above``, ``--seed``,
-    ``--schedule``, ``--clip-iqr``."""
+    ``--schedule``, ``--clip-iqr``, ``--kernel``, ``--trend`` and the cost model."""
     group = parser.add_argument_group("campaign")
     group.add_argument("--grid", required=True, help="YAML axes or a table of configurations")
     group.add_argument("--runs", default=None,
@@ -37,6 +37,13 @@ def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: 
                             "runs, so diverged runs do not swamp it (default 5; 0: off)")
     group.add_argument("--seed", type=int, default=0, help="seed of the GP and samples "
                        "(default 0)")
+    group.add_argument("--kernel", choices=("matern52", "transfer"), default="matern52",
+                       help="GP kernel: matern52 (the replayed default; far from every run "
+                            "it predicts the runs' mean) or transfer (also carries each "
+                            "hyperparameter's effect to scales with no run)")
+    group.add_argument("--trend", action="store_true",
+                       help="give the GP a linear mean in log N and log D, so predictions "
+                            "far from the runs follow the scale")
     add_cost_model_arguments(group)
 
 

@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     status = campaign_status(grid, runs, budget, targets=tuple(args.target or (1e25,)),
                              tolerance=args.tolerance, n_samples=args.samples,
                              schedule=args.schedule, clip_iqr=args.clip_iqr, seed=args.seed,
-                             cost_model=cost_model(args))
+                             cost_model=cost_model(args), kernel=args.kernel, trend=args.trend)
     result = status.to_dict()
     proposed, prices = [], ()
     if args.next > 0 and not status.stop:
@@ -84,7 +84,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             res = suggest_runs(grid, runs, budget, batch=args.next, schedule=args.schedule,
                                clip_iqr=args.clip_iqr, seed=args.seed,
-                               cost_model=cost_model(args))
+                               cost_model=cost_model(args), kernel=args.kernel,
+                               trend=args.trend)
             proposed, prices = res.suggestions, res.prices
         except SearchError as exc:
             log(f"note: no next runs: {exc}")

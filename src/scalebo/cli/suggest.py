@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
                                    cost={**runs.cost, **more.cost})
     res = suggest_runs(grid, runs, budget, batch=args.batch, retry_failed=args.retry_failed,
                        schedule=args.schedule, acquisition=args.acq, incumbent=args.incumbent,
-                       clip_iqr=args.clip_iqr, seed=args.seed, cost_model=cost_model(args))
+                       clip_iqr=args.clip_iqr, seed=args.seed, cost_model=cost_model(args),
+                       kernel=args.kernel, trend=args.trend)
     log(f"{runs.completed.size} completed, {runs.failed.size} failed, {runs.running.size} "
         f"running; spent {res.spent:.4g} + pending {res.pending:.4g} of budget "
         f"{res.budget:.4g} {res.unit} ({res.budget / res.C_total:.4g} of the grid's total)")

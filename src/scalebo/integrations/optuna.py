@@ -64,13 +64,14 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
             GPU-hours as ``"500GPUh"`` for a priced grid, or a
             :class:`~scalebo.search.campaign.Budget`.
         seed: seed of the initial design and of the GP.
-        schedule, acquisition, incumbent, clip_iqr: as for
+        schedule, acquisition, incumbent, clip_iqr, kernel, trend: as for
             :func:`~scalebo.search.campaign.suggest_runs`.
     """
 
     def __init__(self, grid: Grid, budget: Any, *, seed: int = 0, schedule: str = "spent",
                  acquisition: str = "ei", incumbent: str = "frontier", clip_iqr: float = 5.0,
-                 lock_path: str | Path | None = None) -> None:
+                 lock_path: str | Path | None = None, kernel: str = "matern52",
+                 trend: bool = False) -> None:
         self.grid = grid
         self.lock_path = None if lock_path is None else Path(lock_path)
         self._thread_lock = threading.Lock()
@@ -78,6 +79,7 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
         self.budget = parsed.resolve(grid)
         self.seed, self.schedule = seed, schedule
         self.acquisition, self.incumbent, self.clip_iqr = acquisition, incumbent, clip_iqr
+        self.kernel, self.trend = kernel, trend
 
     def values(self, column: str) -> list[Any]:
         """The grid's distinct values of ``column`` (the choices to suggest), in order."""
@@ -156,7 +158,8 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
                                            schedule=self.schedule,
                                            acquisition=self.acquisition,
                                            incumbent=self.incumbent, clip_iqr=self.clip_iqr,
-                                           seed=self.seed + trial.number)
+                                           seed=self.seed + trial.number,
+                                           kernel=self.kernel, trend=self.trend)
                     except BudgetExhausted:  # only this ends the study; other errors raise
                         return None
                     index = int(res.suggestions[0].index)

@@ -33,8 +33,8 @@ from scalebo.search.grid import Grid
 from scalebo.search.loop import SearchLoop
 from scalebo.search.trace import Suggestion
 
-__all__ = ["DEFAULT_N_INITIAL", "Budget", "campaign_grid", "campaign_posterior", "grid_rows",
-           "parse_budget", "SuggestResult", "suggest_runs"]
+__all__ = ["DEFAULT_N_INITIAL", "Budget", "campaign_gp", "campaign_grid", "campaign_posterior",
+           "grid_rows", "parse_budget", "SuggestResult", "suggest_runs"]
 
 #: Size of a campaign's initial design, completed runs included.
 DEFAULT_N_INITIAL = 5
@@ -207,11 +207,33 @@ class SuggestResult:
     prices: tuple[float, ...] = ()
 
 
+def campaign_gp(grid: Grid, seed: int = 0, *, clip_iqr: float = 5.0,
+                kernel: str = "matern52", trend: bool = False) -> Any:
+    """The GP of a campaign (what :func:`suggest_runs` and :func:`campaign_posterior` use).
+
+    The defaults are the replayed default method's (``MethodConfig``: Matérn-5/2 ARD with a
+    constant mean), whose prediction far from every run reverts to the runs' mean.
+    ``kernel="transfer"`` carries what the runs show about each hyperparameter to scales
+    with no run, ``trend=True`` adds a linear mean in encoded ``log N``, ``log D``
+    (:class:`~scalebo.search.models.trend.TrendSurrogate`); replays measure both as options
+    (docs/reproduction.md). ``clip_iqr``: losses clipped at median + K·IQR (0: off).
+    """
+    from scalebo.search.models.clipping import ClippedGP
+    from scalebo.search.models.surrogates import make_surrogate
+    from scalebo.search.models.trend import TrendSurrogate
+
+    gp = make_surrogate("gp", kernel=kernel, categorical=grid.categorical_columns, rng=seed)
+    if trend:
+        gp = TrendSurrogate(gp, columns=(0, 1))  # encoded N, D come first
+    return ClippedGP(gp, clip_iqr) if clip_iqr > 0 else gp
+
+
 def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 1,
                  retry_failed: bool = False, schedule: str = "spent",
                  acquisition: str = "ei", incumbent: str = "frontier", clip_iqr: float = 5.0,
                  seed: int = 0, n_initial: int = DEFAULT_N_INITIAL,
-                 cost_model: CostModel | None = None) -> SuggestResult:
+                 cost_model: CostModel | None = None, kernel: str = "matern52",
+                 trend: bool = False) -> SuggestResult:
     """The next ``batch`` configurations to train, and the budget accounting.
 
     Args:
@@ -230,14 +252,12 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         cost_model: independent runs (default) or WSD checkpoints
             (:mod:`scalebo.search.cost_model`): budgets and admissibility use the marginal
             cost of a configuration given what is trained, failed or running.
+        kernel, trend: the GP (:func:`campaign_gp`).
 
     Raises:
         ValueError: a non-positive budget or a batch < 1.
         SearchError: the budget is spent, or nothing fits it.
     """
-    from scalebo.search.models.clipping import ClippedGP
-    from scalebo.search.models.surrogates import make_surrogate
-
     unit = grid.price_unit
     if not budget > 0:
         raise ValueError(f"budget must be positive ({unit}), got {budget}")
@@ -252,9 +272,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         raise BudgetExhausted(f"the budget is already spent: {spent + pending:.4g} {unit} of "
                               f"{budget:.4g} are done, failed or running; raise the budget to "
                               "continue.")
-    surrogate = make_surrogate("gp", categorical=grid.categorical_columns, rng=seed)
-    if clip_iqr > 0:
-        surrogate = ClippedGP(surrogate, clip_iqr)
+    surrogate = campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend)
     loop = SearchLoop(grid, min(budget / grid.budget_total, 1.0), surrogate,
                       acquisition=acquisition, incumbent=incumbent, schedule=schedule,
                       n_initial=max(0, n_initial - runs.completed.size), cost_model=model,
@@ -310,7 +328,8 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
                        laws: tuple[str, ...] = ("compute",),
                        targets: tuple[float, ...] = (1e25,), n_samples: int = 64,
                        budget: float | None = None, schedule: str = "spent",
-                       clip_iqr: float = 5.0, seed: int = 0) -> Any:
+                       clip_iqr: float = 5.0, seed: int = 0, kernel: str = "matern52",
+                       trend: bool = False) -> Any:
     """The law posterior of a campaign from its grid and completed runs.
 
     :func:`~scalebo.search.law_posterior.law_posterior` with the campaign's GP (the one
@@ -325,8 +344,6 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
         SearchError: no completed run, or the posterior cannot be drawn.
     """
     from scalebo.search.law_posterior import law_posterior
-    from scalebo.search.models.clipping import ClippedGP
-    from scalebo.search.models.surrogates import make_surrogate
 
     if not runs.completed.size:
         raise SearchError("no completed run yet: no law posterior")
@@ -335,7 +352,6 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
     loop.tell(runs.completed, runs.losses)
     cap = loop.window_cap()
     scope, cap = ("grid", None) if np.isinf(cap) else ("window", cap)
-    gp = make_surrogate("gp", categorical=grid.categorical_columns, rng=seed)
-    gp = ClippedGP(gp, clip_iqr) if clip_iqr > 0 else gp
+    gp = campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend)
     return law_posterior(grid, runs.completed, runs.losses, gp, laws=laws, scope=scope,
                          cap=cap, n_samples=n_samples, targets=targets, rng=seed)

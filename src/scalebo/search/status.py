@@ -86,7 +86,8 @@ def _interval(q: dict[str, float | None], lo: str, hi: str) -> list[float] | Non
 def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                     targets: tuple[float, ...] = (1e25,), tolerance: float = DEFAULT_TOLERANCE,
                     n_samples: int = 64, schedule: str = "spent", clip_iqr: float = 5.0,
-                    seed: int = 0, cost_model: CostModel | None = None) -> CampaignStatus:
+                    seed: int = 0, cost_model: CostModel | None = None,
+                    kernel: str = "matern52", trend: bool = False) -> CampaignStatus:
     """The status of a campaign (see the module docstring).
 
     Args:
@@ -99,6 +100,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         clip_iqr: the GP's loss clipping (as the search's). seed: seed of GP and samples.
         cost_model: independent runs (default) or WSD checkpoints: spent, pending and the
             cost of the cheapest untried configuration under it.
+        kernel, trend: the campaign's GP (:func:`~scalebo.search.campaign.campaign_gp`).
     """
     from scalebo.search.campaign import campaign_posterior
 
@@ -118,7 +120,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         try:  # one GP fit and one set of samples serve both laws
             posts = campaign_posterior(grid, runs, laws=("compute", "chinchilla"),
                                        targets=targets, n_samples=n_samples, budget=budget,
-                                       schedule=schedule, clip_iqr=clip_iqr, seed=seed)
+                                       schedule=schedule, clip_iqr=clip_iqr, seed=seed,
+                                       kernel=kernel, trend=trend)
         except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
             message = f"law posterior unavailable: {exc}"
     else:
