@@ -71,3 +71,89 @@ def test_frontier_all_in_python():
 
     frame = pd.DataFrame({"C": [3e18, 1e18, 2e18], "loss": [3.0, 3.5, 3.6]})
     assert scalebo.frontier(frame, "all")["C"].tolist() == [1e18, 2e18, 3e18]
+
+
+POINT = {"V": 1e5, "P": 1e10, "D": 1e11}
+AT = ",".join(f"{k}={v:g}" for k, v in POINT.items())
+
+
+def _formula(p, point):
+    return p["c0"] + p["A"] * point["V"] ** p["b"] * point["P"] ** p["e"] * point["D"] ** p["g"]
+
+
+def test_predict_at_is_the_formula_at_the_fitted_parameters(vocab_csv, capsys):
+    assert main(["fit", str(vocab_csv), *ARGS, "--residuals", "natural", "--predict-at", AT,
+                 "--predict-at", "D=1e12, P=1e9, V=4e3", "--format", "json", "--quiet"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    params = out["fit"]["params"]
+    first, second = out["predictions"]
+    assert first["at"] == POINT and second["at"] == {"V": 4e3, "P": 1e9, "D": 1e12}
+    for p in (first, second):
+        assert p["prediction"] == pytest.approx(_formula(params, p["at"]), rel=1e-12)
+        assert p["interval"] is None
+    assert first["prediction"] == pytest.approx(_formula(TRUTH, POINT), rel=1e-4)
+    assert out["bootstrap"] is None
+
+
+def test_bootstrap_intervals_for_parameters_and_points(vocab_csv, capsys):
+    """Noise-free data: every interval holds the truth and is narrow; table and CSV show them."""
+    base = ["fit", str(vocab_csv), *ARGS, "--residuals", "natural", "--predict-at", AT,
+            "--bootstrap", "30", "--seed", "4", "--confidence", "0.9", "--quiet"]
+    assert main([*base, "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    boot = out["bootstrap"]
+    assert boot["n_resamples"] == 30 and boot["n_failed"] == 0 and boot["seed"] == 4
+    assert boot["confidence_level"] == 0.9 and set(boot["intervals"]) == set(TRUTH)
+    for k, v in TRUTH.items():
+        lo, hi = boot["intervals"][k]
+        assert lo - 1e-4 * abs(v) <= v <= hi + 1e-4 * abs(v) and hi - lo < 1e-3 * abs(v), k
+    lo, hi = out["predictions"][0]["interval"]
+    truth = _formula(TRUTH, POINT)
+    assert lo - 1e-4 <= truth <= hi + 1e-4 and hi - lo < 1e-3
+    assert main([*base, "--format", "csv"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "kind,name,at,estimate,lower,upper" and len(lines) == 1 + 5 + 1
+    assert lines[-1].startswith('prediction,unigram_normalized_loss,"V=100000,P=1e+10,D=1e+11"')
+    assert main(base) == 0
+    table = capsys.readouterr().out
+    assert "30 resamples of the rows (seed 4" in table and "90% percentile" in table
+    assert "predictions of unigram_normalized_loss" in table
+
+
+def test_plot_is_a_png(vocab_csv, tmp_path, capsys):
+    path = tmp_path / "formula.png"
+    assert main(["fit", str(vocab_csv), *ARGS, "--residuals", "natural", "--predict-at", AT,
+                 "--bootstrap", "10", "--plot", str(path), "--quiet"]) == 0
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
+    import matplotlib.image
+
+    height, width = matplotlib.image.imread(path).shape[:2]
+    assert width > 600 and height > 600  # 2 x 2 panels: observed vs predicted, 3 residuals
+
+
+@pytest.mark.parametrize(("at", "match"), [
+    ("V=1e5,P=1e10", "no value for variable(s) D"),
+    ("V=1e5,P=1e10,D=1e11,X=2", "'X' is not a variable of the formula; its variables are "
+                                "V, P, D"),
+    ("vocab_size=1e5,P=1e10,D=1e11", "column 'vocab_size' is variable 'V'"),
+    ("V=1e5,P=ten,D=1e11", "value 'ten' of 'P' is not a finite number"),
+    ("V=1e5,P=1e10,D", "item 'D' is not of the form NAME=VALUE"),
+    ("V=1e5,V=2e5,P=1e10,D=1e11", "'V' is given twice"),
+])
+def test_bad_predict_at_exits_2_before_fitting(vocab_csv, capsys, at, match):
+    assert main(["fit", str(vocab_csv), *ARGS, "--residuals", "natural",
+                 "--predict-at", at]) == 2
+    err = capsys.readouterr().err
+    assert match in err and "--predict-at" in err and "Traceback" not in err
+    assert "fitting" not in err
+
+
+def test_predict_and_predict_at_are_each_for_their_kind_of_law(vocab_csv, capsys):
+    assert main(["fit", str(vocab_csv), *ARGS, "--predict", "1e24"]) == 2
+    err = capsys.readouterr().err
+    assert "use --predict-at" in err and "V=1e10,P=1e10,D=1e10" in err
+    assert main(["fit", str(vocab_csv), "--law", "compute", "--predict-at", "C=1e24"]) == 2
+    assert "--predict-at needs --formula" in capsys.readouterr().err
+    assert main(["fit", str(vocab_csv), *ARGS, "--bootstrap", "-1"]) == 2
+    assert "--bootstrap must be >= 0" in capsys.readouterr().err

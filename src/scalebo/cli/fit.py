@@ -29,7 +29,6 @@ from scalebo.cli.common import (
     INPUT_HELP,
     add_format_argument,
     add_input_arguments,
-    check_output_path,
     check_outputs,
     format_number,
     format_table,
@@ -82,6 +81,7 @@ failed or did not converge within the iteration limit, 2 bad input.
 #: Same as :data:`scalebo.fitting.summary.FRONTIERS` (literal so ``--help`` loads no numpy).
 FRONTIERS = ("envelope", "hull", "cell", "all")
 CSV_COLUMNS = ("kind", "name", "C", "estimate", "lower", "upper")
+FORMULA_CSV_COLUMNS = ("kind", "name", "at", "estimate", "lower", "upper")
 
 
 def _level(text: str) -> float:
@@ -112,7 +112,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "intervals (0 = none; 1000 is typical)")
     group.add_argument("--confidence", type=_level, default=0.95,
                        help="level of the percentile intervals (default 0.95)")
-    group.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    group.add_argument("--seed", type=int, default=0,
+                       help="seed of the bootstrap (and of --formula's starts; default 0)")
     group.add_argument("--predict", metavar="C", type=positive_float, action="append",
                        default=[], help="predict at this compute in FLOPs, e.g. 1e24 "
                                         "(repeatable)")
@@ -123,8 +124,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     formula.add_argument("--formula", default=None, metavar="EXPR",
                          help="e.g. 'c0 + A*V**b*P**e*D**g' (+ - * / **, exp, log, sqrt, "
                               "abs, minimum, maximum, clip), fitted to every row; C is 6*N*D "
-                              "when the table has N and D but no C; not yet with --predict, "
-                              "--plot, --bootstrap or --frontier")
+                              "when the table has N and D but no C; --bootstrap resamples "
+                              "rows, --plot draws observed vs predicted and residuals; not "
+                              "with --frontier or --predict (use --predict-at)")
     formula.add_argument("--bounds", default=None, metavar="NAME=LO:HI,...",
                          help="bounds of every parameter, e.g. 'c0=-100:100,A=-1e4:1e4'")
     formula.add_argument("--response", default="loss", metavar="COL",
@@ -134,12 +136,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               "squares in natural units (any sign)")
     formula.add_argument("--starts", type=int, default=64, metavar="S",
                          help="random starts inside the bounds, seeded by --seed (default 64)")
+    formula.add_argument("--predict-at", metavar="NAME=VALUE,...", action="append", default=[],
+                         help="predict the response at this point, a value for every "
+                              "variable of the formula, e.g. 'N=1e10,D=2e11' (repeatable)")
     out = parser.add_argument_group("output")
     add_format_argument(out)
     out.add_argument("--json", metavar="PATH", default=None,
                      help="also write the full result as JSON to PATH")
     out.add_argument("--plot", metavar="PATH", default=None,
-                     help="save a log-log plot of loss vs compute (PNG, PDF, SVG) to PATH")
+                     help="save a log-log plot of loss vs compute (with --formula: "
+                          "observed vs predicted and residuals) (PNG, PDF, SVG) to PATH")
 
 
 # --------------------------------------------------------------------------- printing
@@ -234,6 +240,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``scalebo fit`` (see :mod:`scalebo.fitting.summary`); returns the exit code."""
     if args.formula:
         return _run_formula(args)
+    if args.predict_at:
+        raise ValueError("--predict-at needs --formula; for a built-in law use --predict C")
     from scalebo.fitting.summary import fit_summary, prediction_kind
     from scalebo.laws import get_law
 
@@ -278,49 +286,78 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_formula(args: argparse.Namespace) -> int:
-    """``scalebo fit --formula``: :func:`scalebo.fitting.formula_summary.formula_fit_summary`."""
+    """``scalebo fit --formula``: :func:`scalebo.fitting.formula_summary.summarize_formula_fit`."""
     from scalebo.data.files import read_table
-    from scalebo.fitting.formula_summary import formula_fit_summary
+    from scalebo.fitting.formula_summary import formula_inputs, summarize_formula_fit
     from scalebo.laws.formula import parse_bounds, parse_variable_map
 
-    for option in ("predict", "plot", "frontier"):
-        if getattr(args, option):
-            raise ValueError(f"--{option} is not available with --formula yet (a formula is "
-                             "fitted to every row)")
-    if args.bootstrap:
-        raise ValueError("--bootstrap is not available with --formula yet")
+    bounds = parse_bounds(args.bounds or "")
+    if args.frontier:
+        raise ValueError("--frontier is not available with --formula (a formula is fitted "
+                         "to every row)")
+    if args.predict:
+        names = formula_inputs(args.formula, bounds)
+        raise ValueError("--predict C is for built-in laws; with --formula use --predict-at "
+                         "with a value for each variable of the formula, e.g. --predict-at "
+                         f"'{','.join(f'{v}=1e10' for v in names)}'")
+    if args.bootstrap < 0:
+        raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
     if args.starts < 1:
         raise ValueError(f"--starts must be >= 1, got {args.starts}")
-    if args.json:
-        check_output_path(args.json, "--json")
+    check_outputs(args)
     if args.runs.startswith("dataset:"):
         raise ValueError("--formula reads a table file (CSV, Parquet, JSON lines)")
     frame = read_table(args.runs)
-    log(f"fitting {args.formula!r} to {len(frame)} rows from {args.starts} starts "
-        f"({args.residuals} residuals) ...")
-    result = formula_fit_summary(frame, args.formula, bounds=parse_bounds(args.bounds or ""),
-                                 variable_map=parse_variable_map(args.map or ""),
-                                 response=args.response, residuals=args.residuals,
-                                 n_starts=args.starts, seed=args.seed, source=args.runs)
+    summary = summarize_formula_fit(
+        frame, args.formula, bounds=bounds, variable_map=parse_variable_map(args.map or ""),
+        response=args.response, residuals=args.residuals, n_starts=args.starts, seed=args.seed,
+        source=args.runs, predict_at=args.predict_at, bootstrap=args.bootstrap,
+        confidence_level=args.confidence, progress=log)
+    result = summary.to_dict()
+    if args.plot:
+        from scalebo.fitting.formula_plot import plot_formula_fit
+
+        plot_formula_fit(summary, args.plot)
+        log(f"plot written to {args.plot}")
     if args.json:
         write_json_file(result, args.json)
         log(f"JSON written to {args.json}")
-    fit = result["fit"]
     if args.format == "json":
         write_json(result)
     elif args.format == "csv":
-        write_csv([{"kind": "parameter", "name": k, "estimate": v}
-                   for k, v in fit["params"].items()], CSV_COLUMNS)
+        write_csv(summary.rows(), FORMULA_CSV_COLUMNS)
     else:
-        lines = [f"law         {args.formula}   (variables {result['law']['variables']})",
-                 f"rows        {result['n_rows']}; response {args.response}; "
-                 f"{args.residuals} residuals",
-                 f"status      {fit['status']}: {fit['message']}",
-                 f"starts      {fit['n_starts']} tried, {fit['n_converged']} converged, "
-                 f"{fit['n_agree']} agree with the best",
-                 f"R^2         {format_number(result['r2_in_sample'])} (in sample)", "",
-                 "parameters",
-                 format_table([{"name": k, "estimate": v} for k, v in fit["params"].items()],
-                              ["name", "estimate"]).rstrip("\n")]
-        sys.stdout.write("\n".join(lines) + "\n")
-    return 0 if fit["status"] in ("converged", "bound hit") else 1
+        sys.stdout.write(render_formula_table(result))
+    return 0 if result["fit"]["status"] in ("converged", "bound hit") else 1
+
+
+def render_formula_table(result: dict[str, Any]) -> str:
+    """The readable report of ``scalebo fit --formula --format table``."""
+    fit, boot, law = result["fit"], result["bootstrap"], result["law"]
+    lines = [f"law         {law['formula']}   (variables {law['variables']})",
+             f"rows        {result['n_rows']}; response {law['response']}; "
+             f"{result['residuals']} residuals",
+             f"status      {fit['status']}: {fit['message']}",
+             f"starts      {fit['n_starts']} tried, {fit['n_converged']} converged, "
+             f"{fit['n_agree']} agree with the best",
+             f"R^2         {format_number(result['r2_in_sample'])} (in sample)"]
+    if boot is not None:
+        lines.append(f"bootstrap   {boot['n_resamples']} resamples of the rows (seed "
+                     f"{boot['seed']}, {boot['starts_per_resample']} starts each), "
+                     f"{boot['n_failed']} failed; {100 * boot['confidence_level']:g}% "
+                     "percentile intervals")
+    iv = boot["intervals"] if boot else {}
+    rows = [{"name": k, "estimate": v, "lower": iv.get(k, (None, None))[0],
+             "upper": iv.get(k, (None, None))[1]} for k, v in fit["params"].items()]
+    lines += ["", "parameters",
+              format_table(rows, ["name", "estimate", "lower", "upper"]).rstrip("\n")]
+    if result["predictions"]:
+        names = list(law["variables"])
+        rows = []
+        for p in result["predictions"]:
+            band = p["interval"]
+            rows.append({**p["at"], "prediction": format_number(p["prediction"]) + (
+                f" [{format_number(band[0], 4)}, {format_number(band[1], 4)}]" if band else "")})
+        lines += ["", f"predictions of {law['response']}",
+                  format_table(rows, [*names, "prediction"]).rstrip("\n")]
+    return "\n".join(lines) + "\n"

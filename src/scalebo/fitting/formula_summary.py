@@ -3,13 +3,18 @@
 Names of the formula that are columns of the table (directly, or through ``variable_map``
 ``{name: column}``) are variables; every other name is a parameter and needs bounds.
 Residuals are natural-log (Huber, δ = 1e-3; positive responses) or natural units (least
-squares; any sign, e.g. vocab's normalized loss). See :mod:`scalebo.laws.formula` and
+squares; any sign, e.g. vocab's normalized loss). Optional: a bootstrap over the rows
+(:func:`scalebo.fitting.formula_bootstrap.bootstrap_formula`) and predictions of the response
+at points ``{variable: value}`` (names as in the formula, natural units), with percentile
+intervals when bootstrapped. See :mod:`scalebo.laws.formula` and
 :mod:`scalebo.fitting.formula_fit`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,25 +22,179 @@ import pandas as pd
 
 from scalebo import __version__
 from scalebo.errors import RunTableError
-from scalebo.fitting.formula_fit import fit_formula_frame, table_inputs
-from scalebo.laws.formula import formula_law, formula_names
+from scalebo.fitting.formula_bootstrap import FormulaBootstrapResult, bootstrap_formula
+from scalebo.fitting.formula_fit import fit_formula, table_inputs
+from scalebo.fitting.robust import FitResult
+from scalebo.laws.formula import FormulaLaw, formula_law, formula_names
 
-__all__ = ["formula_fit_summary"]
+__all__ = ["FormulaFitSummary", "formula_fit_summary", "formula_inputs", "parse_point",
+           "summarize_formula_fit"]
 
 
-def formula_fit_summary(frame: pd.DataFrame, formula: str, *,
-                        bounds: Mapping[str, tuple[float, float]] | None = None,
-                        variable_map: Mapping[str, str] | None = None,
-                        response: str = "loss", residuals: str = "log", n_starts: int = 64,
-                        seed: int = 0, source: str = "<DataFrame>") -> dict[str, Any]:
-    """Fit ``formula`` to ``frame`` and return the JSON-ready summary.
+def formula_inputs(formula: str, bounds: Mapping[str, Any]) -> tuple[str, ...]:
+    """Names of ``formula`` without bounds: its variables when every parameter has bounds."""
+    return tuple(n for n in formula_names(formula) if n not in bounds)
+
+
+def parse_point(text: str | Mapping[str, float], variables: Sequence[str], *,
+                columns: Mapping[str, str] | None = None,
+                what: str = "--predict-at") -> dict[str, float]:
+    """``"N=1e10,D=2e11"`` (or a mapping) as ``{variable: value}`` in ``variables`` order.
+
+    Every variable needs one finite value; ``columns`` ``{variable: table column}`` only
+    improves the message when a column name is used instead of the formula's name.
+
+    Raises:
+        ValueError: a malformed item, a name given twice, a name that is not a variable, a
+            missing variable or a value that is not a finite number (naming it).
+    """
+    variables = tuple(variables)
+    form = f"NAME=VALUE for each of {', '.join(variables)}, e.g. " + ",".join(
+        f"{v}=1e10" for v in variables)
+    if isinstance(text, Mapping):
+        items = [(str(k), v) for k, v in text.items()]
+        shown = ",".join(f"{k}={v}" for k, v in items)
+    else:
+        shown = str(text)
+        items = []
+        for item in (i.strip() for i in shown.split(",")):
+            key, sep, value = (part.strip() for part in item.partition("="))
+            if not (sep and key and value):
+                raise ValueError(f"{what} {shown!r}: item {item!r} is not of the form {form}")
+            items.append((key, value))
+    out: dict[str, float] = {}
+    back = {c: v for v, c in (columns or {}).items()}
+    for key, value in items:
+        if key not in variables:
+            hint = f" (column {key!r} is variable {back[key]!r})" if key in back else ""
+            raise ValueError(f"{what} {shown!r}: {key!r} is not a variable of the formula"
+                             f"{hint}; its variables are {', '.join(variables)}")
+        if key in out:
+            raise ValueError(f"{what} {shown!r}: {key!r} is given twice; keep one")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            number = math.nan
+        if not math.isfinite(number):
+            raise ValueError(f"{what} {shown!r}: value {value!r} of {key!r} is not a finite "
+                             "number")
+        out[key] = number
+    missing = [v for v in variables if v not in out]
+    if missing:
+        raise ValueError(f"{what} {shown!r}: no value for variable(s) {', '.join(missing)}; "
+                         f"give {form}")
+    return {v: out[v] for v in variables}
+
+
+@dataclass(frozen=True)
+class FormulaFitSummary:
+    """A formula fit to a table with its data, bootstrap and predictions.
+
+    Attributes:
+        law: the formula law; fit: its full-data fit.
+        X: inputs ``(n, k)``, columns ``law.variables`` (natural units); y: response ``(n,)``.
+        response: name of the response column; residuals: ``"log"`` or ``"natural"``.
+        source: where the table came from (for messages and the JSON).
+        variable_map: ``{variable: table column}`` of every variable.
+        bounds: ``{parameter: (lo, hi)}`` as given.
+        bootstrap: the bootstrap over rows, or None.
+        points: prediction points ``{variable: value}``.
+    """
+
+    law: FormulaLaw
+    fit: FitResult
+    X: np.ndarray = field(repr=False)
+    y: np.ndarray = field(repr=False)
+    response: str
+    residuals: str
+    source: str
+    variable_map: dict[str, str]
+    bounds: dict[str, tuple[float, float]]
+    bootstrap: FormulaBootstrapResult | None = None
+    points: tuple[dict[str, float], ...] = ()
+
+    @property
+    def fitted(self) -> np.ndarray:
+        """Prediction of the fit at every row, ``(n,)``, natural units."""
+        return self.law.predict(self.fit.x, self.X)
+
+    @property
+    def r2(self) -> float | None:
+        """In-sample R² of the response in natural units (None for a constant response)."""
+        ss = float(np.sum((self.y - np.mean(self.y)) ** 2))
+        return 1 - float(np.sum((self.y - self.fitted) ** 2)) / ss if ss > 0 else None
+
+    @property
+    def predictions(self) -> list[dict[str, Any]]:
+        """Per point: ``at`` (the point), ``prediction`` (natural units) and ``interval``
+        (bootstrap percentile interval, or None)."""
+        if not self.points:
+            return []
+        Xp = np.array([[p[v] for v in self.law.variables] for p in self.points])
+        pred = self.law.predict(self.fit.x, Xp)
+        bands = None
+        if self.bootstrap is not None and len(self.bootstrap.samples):
+            bands = np.column_stack(self.bootstrap.predict_interval(Xp))
+        return [{"at": dict(p), "prediction": float(pred[i]),
+                 "interval": None if bands is None or not np.isfinite(bands[i]).all()
+                 else [float(bands[i, 0]), float(bands[i, 1])]}
+                for i, p in enumerate(self.points)]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """Long-format rows (kind, name, at, estimate, lower, upper) for ``--format csv``."""
+        iv = self.bootstrap.intervals if self.bootstrap is not None else {}
+        out = [{"kind": "parameter", "name": k, "estimate": v,
+                "lower": iv.get(k, (None, None))[0], "upper": iv.get(k, (None, None))[1]}
+               for k, v in self.fit.params.items()]
+        for p in self.predictions:
+            lo, hi = p["interval"] or (None, None)
+            out.append({"kind": "prediction", "name": self.response,
+                        "at": ",".join(f"{k}={v:g}" for k, v in p["at"].items()),
+                        "estimate": p["prediction"], "lower": lo, "upper": hi})
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-ready summary (``scalebo fit --formula --format json``)."""
+        out = self.fit.to_dict()
+        if self.residuals == "natural":
+            out["huber_delta"] = None  # least squares in natural units
+        return {
+            "scalebo_version": __version__,
+            "source": self.source,
+            "law": {"formula": self.law.formula, "variables": dict(self.variable_map),
+                    "parameters": list(self.law.natural_names),
+                    "bounds": {k: list(v) for k, v in self.bounds.items()},
+                    "response": self.response},
+            "residuals": self.residuals,
+            "n_rows": int(self.y.size),
+            "fit": out,
+            "r2_in_sample": self.r2,
+            "bootstrap": None if self.bootstrap is None else self.bootstrap.to_dict(),
+            "predictions": self.predictions,
+        }
+
+
+def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
+                          bounds: Mapping[str, tuple[float, float]] | None = None,
+                          variable_map: Mapping[str, str] | None = None,
+                          response: str = "loss", residuals: str = "log", n_starts: int = 64,
+                          seed: int = 0, source: str = "<DataFrame>",
+                          predict_at: Sequence[str | Mapping[str, float]] = (),
+                          bootstrap: int = 0, confidence_level: float = 0.95,
+                          progress: Callable[[str], Any] | None = None) -> FormulaFitSummary:
+    """Fit ``formula`` to ``frame``; optionally bootstrap it (``bootstrap`` resamples of the
+    rows, seeded by ``seed``) and predict at ``predict_at`` points (:func:`parse_point`).
+    Every input is checked before the fitting starts; ``progress`` then receives one line
+    saying what is being fitted.
 
     Raises:
         RunTableError: the response column is missing or not numeric (names the column).
-        ValueError: a bad formula, bounds or variable map (names what is wrong).
+        ValueError: a bad formula, bounds, variable map or point (names what is wrong).
     """
     vmap = dict(variable_map or {})
     bounds = dict(bounds or {})
+    if bootstrap < 0:
+        raise ValueError(f"bootstrap must be >= 0 resamples, got {bootstrap}")
     n_col, d_col = vmap.get("N", "N"), vmap.get("D", "D")
     if ("C" in formula_names(formula) and "C" not in frame.columns and "C" not in vmap
             and n_col in frame.columns and d_col in frame.columns):
@@ -52,25 +211,23 @@ def formula_fit_summary(frame: pd.DataFrame, formula: str, *,
     names = formula_names(formula)
     variables = [n for n in names if n not in bounds and (n in vmap or n in frame.columns)]
     law = formula_law(formula, variables, bounds)
-    fit = fit_formula_frame(law, frame, response, variable_map=vmap, residuals=residuals,
-                            n_starts=n_starts, seed=seed)
+    columns = {v: vmap.get(v, v) for v in law.variables}
+    points = tuple(parse_point(p, law.variables, columns=columns) for p in predict_at)
     X = table_inputs(law, frame, vmap)
-    pred = law.predict(fit.x, X) if hasattr(law, "predict") else None
-    out = fit.to_dict()
-    if residuals == "natural":
-        out["huber_delta"] = None  # least squares in natural units
-    r2 = None
-    if pred is not None:
-        ss = float(np.sum((y - np.mean(y)) ** 2))
-        r2 = 1 - float(np.sum((y - np.asarray(pred).ravel()) ** 2)) / ss if ss > 0 else None
-    return {
-        "scalebo_version": __version__,
-        "source": source,
-        "law": {"formula": formula, "variables": {v: vmap.get(v, v) for v in law.variables},
-                "parameters": list(law.natural_names),
-                "bounds": {k: list(v) for k, v in bounds.items()}, "response": response},
-        "residuals": residuals,
-        "n_rows": int(len(frame)),
-        "fit": out,
-        "r2_in_sample": r2,
-    }
+    if progress is not None:
+        progress(f"fitting {formula!r} to {len(y)} rows from {n_starts} starts ({residuals} "
+                 "residuals)" + (f", then {bootstrap} bootstrap resamples in one batch"
+                                 if bootstrap else "") + " ...")
+    fit = fit_formula(law, X, y, residuals=residuals, n_starts=n_starts, seed=seed)
+    boot = None
+    if bootstrap:
+        boot = bootstrap_formula(fit, X, y, residuals=residuals, n_resamples=bootstrap,
+                                 confidence_level=confidence_level, rng=seed)
+    return FormulaFitSummary(law=law, fit=fit, X=X, y=y, response=response,
+                             residuals=residuals, source=source, variable_map=columns,
+                             bounds=bounds, bootstrap=boot, points=points)
+
+
+def formula_fit_summary(frame: pd.DataFrame, formula: str, **kwargs: Any) -> dict[str, Any]:
+    """:func:`summarize_formula_fit` (same arguments) as its JSON-ready dict."""
+    return summarize_formula_fit(frame, formula, **kwargs).to_dict()
