@@ -93,7 +93,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="model of the loss: Gaussian process; random (a random order of "
                             "the admissible configurations); gradient-boosted trees (needs "
                             "pip install 'scalebo[trees]')")
-    group.add_argument("--kernel", help="GP kernel (matern52, rbf, additive, mixed)")
+    group.add_argument("--kernel", help="GP kernel (matern52, rbf, additive, mixed, transfer: "
+                                        "hyperparameter effects carried across scales)")
     group.add_argument("--acq", choices=("ei", "pi", "lcb", "target"),
                        help="acquisition; 'target': the run that most reduces the law "
                             "posterior's variance at --target-compute per cost^--cost-power")
