@@ -21,6 +21,12 @@ Two modes:
   propose   with --runs (the runs done so far) and --budget: the next --batch pool rows,
             each scoring the expected reduction of the target region's predictive variance
             per (cost/C)^0.4, C the pool's total cost.
+With --group COL holding several groups, a replay fits the law separately in each group
+(own parameters) and scores one R^2 over all target rows, each predicted by its group's fit.
+--group-budget per-group (default, ScaleBench's protocol): every group is its own episode
+with budgets of its own pool cost, and groups whose fit fails are left out of the pooled R^2
+(-1 when all fail); shared: one budget over the whole pool, rows of any group, -1 when any
+group's fit fails.
 Names of the formula that are columns (or mapped with --map) are inputs; every other name is
 a parameter and needs --bounds. Fits are least squares in natural units (any sign).
 """
@@ -50,7 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--map", default=None, metavar="NAME=COL,...", help="formula names to table columns")
     a("--response", default="loss", metavar="COL", help="response column (default loss)")
     a("--group", default=None, metavar="COL",
-      help="group column; the pool and target region must hold a single group")
+      help="group column: with several groups the law is fitted per group (own parameters)"
+           " and R^2 pooled over the target rows (replay only)")
+    a("--group-budget", choices=("per-group", "shared"), default="per-group",
+      help="with --group: budgets per group of its own cost (default, ScaleBench) or one "
+           "budget shared by the whole pool")
     a("--method", choices=("variance", "random", "cheapest", "cost_weighted"),
       default="variance", help="replay: design method (default variance)")
     a("--budgets", default="0.01,0.05,0.1", metavar="B,...",
@@ -75,21 +85,52 @@ def _budgets(text: str) -> tuple[float, ...]:
     return out
 
 
-def _check_group(frame, column: str | None, source: str) -> None:
-    if column is None:
-        return
+def _group_labels(frame, column: str, source: str, pool_note: str = "") -> list[str]:
+    """The group label (as text) of every row of ``frame``, or a ValueError naming the file,
+    the column and the data row."""
     if column not in frame.columns:
-        raise ValueError(f"{source}: no group column {column!r}; columns: {list(frame.columns)}")
-    values = frame[column].unique().tolist()
-    if len(values) > 1:
-        raise ValueError(f"{source}: column {column!r} holds {len(values)} groups "
-                         f"{values[:5]}; per-group designs are not supported yet — filter one")
+        raise ValueError(f"{source}: no group column {column!r}{pool_note}; columns: "
+                         f"{list(frame.columns)}")
+    missing = frame[column].isna().to_numpy().nonzero()[0]
+    if missing.size:
+        raise ValueError(f"{source}: data row {missing[0] + 1}, column {column!r}: no group "
+                         "value")
+    return frame[column].astype(str).tolist()
+
+
+def _groups(pool_frame, target_frame, args: argparse.Namespace) -> tuple | None:
+    """``None`` for a single-group design (today's path), else the pool's and the target
+    region's group labels; the target's groups must all have pool rows."""
+    if args.group is None:
+        return None
+    pool_g = _group_labels(pool_frame, args.group, args.pool)
+    names = list(dict.fromkeys(pool_g))
+    note = f" (the pool {args.pool} holds {len(names)} groups {names[:5]})"
+    target_g = _group_labels(target_frame, args.group, args.target_region, note)
+    orphans = [g for g in dict.fromkeys(target_g) if g not in set(names)]
+    if orphans:
+        raise ValueError(f"{args.target_region}: group(s) {orphans[:5]} of column "
+                         f"{args.group!r} have no rows in the pool {args.pool} (its groups: "
+                         f"{names[:10]})")
+    if len(names) == 1:
+        return None
+    if args.runs is not None:
+        raise ValueError(f"{args.pool}: column {args.group!r} holds {len(names)} groups "
+                         f"{names[:5]}; proposals (--runs) are per group: filter one")
+    return pool_g, target_g
 
 
 def run(args: argparse.Namespace) -> int:
     """Replay or propose (see DESCRIPTION)."""
     from scalebo.data.files import read_table
-    from scalebo.design import design_replay, make_pool, make_target, propose_batch
+    from scalebo.design import (
+        design_replay,
+        grouped_design_replay,
+        make_pool,
+        make_target,
+        propose_batch,
+        separate_group_replays,
+    )
     from scalebo.laws.formula import formula_law, formula_names, parse_bounds, parse_variable_map
     from scalebo.outputs import check_output_path, write_json_file
 
@@ -100,8 +141,7 @@ def run(args: argparse.Namespace) -> int:
     bounds, vmap = parse_bounds(args.bounds), parse_variable_map(args.map or "")
     pool_frame = read_table(args.pool)
     target_frame = read_table(args.target_region)
-    _check_group(pool_frame, args.group, args.pool)
-    _check_group(target_frame, args.group, args.target_region)
+    grouped = _groups(pool_frame, target_frame, args)
     names = formula_names(args.formula)
     variables = [n for n in names if n not in bounds and (n in vmap or n in pool_frame.columns)]
     law = formula_law(args.formula, variables, bounds)
@@ -114,12 +154,25 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--budget needs --runs (propose mode); a replay uses --budgets")
         pool = make_pool(pool_frame, law, args.cost, response=args.response, variable_map=vmap,
                          require_response=True, source=args.pool)
-        log(f"replaying {args.method} on {pool.n} rows, budgets {args.budgets} ...")
-        rep = design_replay(pool, target, law, _budgets(args.budgets), method=args.method,
-                            seed=args.seed, n_starts=args.starts)
-        result = {"mode": "replay", "law": law_info, **rep.to_dict()}
+        if grouped is None:
+            log(f"replaying {args.method} on {pool.n} rows, budgets {args.budgets} ...")
+            rep = design_replay(pool, target, law, _budgets(args.budgets), method=args.method,
+                                seed=args.seed, n_starts=args.starts)
+            result = {"mode": "replay", "law": law_info, **rep.to_dict()}
+        else:
+            log(f"replaying {args.method} on {pool.n} rows in {len(set(grouped[0]))} groups "
+                f"of {args.group!r}, budgets {args.budgets} ...")
+            replay = (grouped_design_replay if args.group_budget == "shared"
+                      else separate_group_replays)
+            rep = replay(pool, target, law, *grouped, _budgets(args.budgets),
+                         method=args.method, seed=args.seed, n_starts=args.starts)
+            result = {"mode": "replay", "law": law_info, "group": args.group,
+                      "group_budget": args.group_budget, **rep.to_dict()}
         rows = [{k: c[k] for k in ("budget", "spent_fraction", "n_observed", "r2", "status")}
                 for c in result["checkpoints"]]
+        for r in rows:
+            if isinstance(r["status"], dict):
+                r["status"] = "; ".join(f"{g}: {v}" for g, v in r["status"].items())
         columns = ["budget", "spent_fraction", "n_observed", "r2", "status"]
     else:
         if args.budget is None:

@@ -6,6 +6,8 @@ budget, so that a law predicts a costly target region well.
 * :mod:`~scalebo.design.acquisition` — expected target-variance reduction per unit cost,
   and the random / cheapest / cost-weighted baselines;
 * :mod:`~scalebo.design.replay` — ScaleBench's replay protocol with budget checkpoints;
+* :mod:`~scalebo.design.groups` — the same replay over several groups (own fit per group,
+  pooled R²; each group its own episode as ScaleBench, or one shared budget);
 * :mod:`~scalebo.design.propose` — the next batch of a real campaign.
 """
 
@@ -17,12 +19,21 @@ from scalebo.design.acquisition import (
     variance_reduction,
     variance_scores,
 )
+from scalebo.design.groups import (
+    GroupedCheckpoint,
+    GroupedReplay,
+    grouped_design_replay,
+    separate_group_replays,
+    split_groups,
+)
 from scalebo.design.pool import Pool, TargetRegion, evaluate_cost, make_pool, make_target
 from scalebo.design.posterior import Mode, Posterior, build_posterior, jacobian
 from scalebo.design.propose import Proposal, propose_batch
 from scalebo.design.replay import METHODS, Checkpoint, DesignReplay, design_replay
 
-__all__ = ["BASELINES", "DEFAULT_GAMMA", "METHODS", "Checkpoint", "DesignReplay", "Mode",
-           "Pool", "Posterior", "Proposal", "TargetRegion", "baseline_pick", "build_posterior",
-           "condition_on_mean", "design_replay", "evaluate_cost", "jacobian", "make_pool",
-           "make_target", "propose_batch", "variance_reduction", "variance_scores"]
+__all__ = ["BASELINES", "DEFAULT_GAMMA", "METHODS", "Checkpoint", "DesignReplay",
+           "GroupedCheckpoint", "GroupedReplay", "Mode", "Pool", "Posterior", "Proposal",
+           "TargetRegion", "baseline_pick", "build_posterior", "condition_on_mean",
+           "design_replay", "evaluate_cost", "grouped_design_replay", "jacobian", "make_pool",
+           "make_target", "propose_batch", "separate_group_replays", "split_groups",
+           "variance_reduction", "variance_scores"]

@@ -26,7 +26,7 @@ independent full ``n_starts`` fits (the protocol's).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -45,7 +45,8 @@ from scalebo.fitting.formula_fit import fit_formula
 from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
 
-__all__ = ["METHODS", "Checkpoint", "DesignReplay", "design_replay", "fit_rows", "pilot_rows",
+__all__ = ["METHODS", "Checkpoint", "DesignReplay", "RefitState", "checkpoint_rows",
+           "clipped_r2", "design_replay", "fit_rows", "fit_summary", "pilot_rows", "refit_step",
            "target_r2"]
 
 METHODS = ("variance", *BASELINES)
@@ -139,7 +140,12 @@ def target_r2(fit: FitResult | None, X: np.ndarray, y: np.ndarray) -> float:
     """R² of ``fit`` at ``X`` against ``y``, clipped to [−1, 1]; −1 if failed/non-finite."""
     if fit is None:
         return -1.0
-    pred = fit.law.predict(fit.x, X)
+    return clipped_r2(y, fit.law.predict(fit.x, X))
+
+
+def clipped_r2(y: np.ndarray, pred: np.ndarray) -> float:
+    """R² of predictions ``pred`` against ``y`` (both ``(m,)``), clipped to [−1, 1]; −1 when
+    a prediction is non-finite or ``y`` is constant."""
     ss = float(np.sum((y - y.mean()) ** 2))
     if not np.all(np.isfinite(pred)) or ss <= 0:
         return -1.0
@@ -147,16 +153,72 @@ def target_r2(fit: FitResult | None, X: np.ndarray, y: np.ndarray) -> float:
     return float(np.clip(r2, -1.0, 1.0)) if np.isfinite(r2) else -1.0
 
 
+def fit_summary(law: FormulaLaw, fit: FitResult | None,
+                n_rows: int) -> tuple[dict[str, float], str]:
+    """``(params, status)`` of a checkpoint fit on ``n_rows`` rows: natural parameters and
+    the fit status, or ``({}, "failed: <reason>")`` when ``fit`` is ``None``."""
+    if fit is None:
+        return {}, (f"failed: {n_rows} rows for {law.n_params} parameters"
+                    if n_rows < law.n_params else "failed: no finite start")
+    return fit.params, str(fit.status)
+
+
+def checkpoint_rows(cum: np.ndarray, budget: float) -> int:
+    """How many rows of an acquisition order (cumulative spent fractions ``cum``) come before
+    the spend first reaches ``budget``: the rows a checkpoint at ``budget`` is fitted on."""
+    return int(np.searchsorted(cum, budget * (1 - 1e-12), side="left"))
+
+
 def _checkpoint(law: FormulaLaw, pool: Pool, target: TargetRegion, rows: list[int],
                 budget: float, n_starts: int, seed: int) -> Checkpoint:
     spent = float(pool.cost[rows].sum()) / pool.total_cost
     fit = fit_rows(law, pool.X[rows], pool.y[rows], n_starts=n_starts, seed=seed)
     r2 = target_r2(fit, target.X, target.y) if target.y is not None else None
-    if fit is None:
-        why = (f"failed: {len(rows)} rows for {law.n_params} parameters"
-               if len(rows) < law.n_params else "failed: no finite start")
-        return Checkpoint(budget, spent, len(rows), r2, {}, why)
-    return Checkpoint(budget, spent, len(rows), r2, fit.params, str(fit.status))
+    params, status = fit_summary(law, fit, len(rows))
+    return Checkpoint(budget, spent, len(rows), r2, params, status)
+
+
+@dataclass(frozen=True)
+class RefitState:
+    """The running fit of one replay (or of one group of it) between checkpoints.
+
+    Attributes:
+        fit: the last successful fit, or ``None``.
+        post: its posterior, updated by rank-one steps between refits, or ``None``.
+        n_fit: observed rows at the last refit attempt.
+        n_full: observed rows at the last full refit.
+    """
+
+    fit: FitResult | None = None
+    post: Posterior | None = None
+    n_fit: int = 0
+    n_full: int = 0
+
+
+def refit_step(state: RefitState, law: FormulaLaw, X: np.ndarray, y: np.ndarray,
+               X_target: np.ndarray, newest: int, *, seed: int, n_starts: int,
+               step_starts: int, n_warm: int, full_growth: float, refit_growth: float,
+               step_max_iter: int) -> RefitState:
+    """Bring ``state`` up to date with the observed rows ``X``, ``y`` (``X[newest]`` observed
+    last): a rank-one update with the newest row while the observed set has grown by less
+    than ``refit_growth`` since the last refit, else a warm-started refit (full when it has
+    grown by ``full_growth``× since the last full one; module docstring)."""
+    n = y.shape[0]
+    if state.post is not None and n < max(state.n_fit + 1, (1 + refit_growth) * state.n_fit):
+        post = condition_on_mean(state.post, X[newest], float(y[newest]))
+        return replace(state, post=post)
+    fit, post = state.fit, state.post
+    full = fit is None or n >= full_growth * state.n_full
+    warm = None
+    if fit is not None and post is not None:
+        warm = np.vstack([*(m.theta[None, :] for m in post.modes),
+                          fit.converged_x[:n_warm].reshape(-1, law.n_params)])
+    new = fit_rows(law, X, y, warm=warm, n_starts=n_starts if full else step_starts,
+                   seed=seed, max_iter=2000 if full else step_max_iter)
+    if new is None:
+        return replace(state, n_fit=n)
+    return RefitState(fit=new, post=build_posterior(law, new, X, y, X_target=X_target),
+                      n_fit=n, n_full=n if full else state.n_full)
 
 
 def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
@@ -195,9 +257,8 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
     observed = np.zeros(pool.n, dtype=bool)
     observed[order] = True
     spent = float(pool.cost[order].sum())
-    fit: FitResult | None = None
-    post: Posterior | None = None
-    n_full, n_fit, step = 0, 0, 0
+    state = RefitState()
+    step = 0
     while True:
         cand = np.flatnonzero(~observed & (spent + pool.cost <= cap * (1 + 1e-12)))
         if cand.size == 0:
@@ -206,22 +267,13 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
             pick = baseline_pick(method, pool.cost, cand, rng)
         else:
             rows = np.flatnonzero(observed)
-            if post is not None and rows.size < max(n_fit + 1, (1 + refit_growth) * n_fit):
-                post = condition_on_mean(post, pool.X[order[-1]], float(pool.y[order[-1]]))
-            else:
-                full = fit is None or rows.size >= full_growth * n_full
-                n_fit, warm = rows.size, None
-                if fit is not None and post is not None:
-                    warm = np.vstack([*(m.theta[None, :] for m in post.modes),
-                                      fit.converged_x[:n_warm].reshape(-1, law.n_params)])
-                new = fit_rows(law, pool.X[rows], pool.y[rows], warm=warm,
-                               n_starts=n_starts if full else step_starts,
-                               seed=seed * 100_003 + step,
-                               max_iter=2000 if full else step_max_iter)
-                if new is not None:
-                    fit, n_full = new, (rows.size if full else n_full)
-                    post = build_posterior(law, fit, pool.X[rows], pool.y[rows],
-                                           X_target=target.X)
+            newest = int(np.searchsorted(rows, order[-1])) if order else 0
+            state = refit_step(state, law, pool.X[rows], pool.y[rows], target.X, newest,
+                               seed=seed * 100_003 + step, n_starts=n_starts,
+                               step_starts=step_starts, n_warm=n_warm,
+                               full_growth=full_growth, refit_growth=refit_growth,
+                               step_max_iter=step_max_iter)
+            post = state.post
             if post is None:  # no usable fit yet: cheapest affordable row
                 pick = int(cand[np.argmin(pool.cost[cand])])
             else:
@@ -234,7 +286,7 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
     cum = np.cumsum(pool.cost[order]) / C if order else np.zeros(0)
     checkpoints = []
     for b in budgets:
-        k = int(np.searchsorted(cum, b * (1 - 1e-12), side="left"))  # rows before reaching b
+        k = checkpoint_rows(cum, b)
         checkpoints.append(_checkpoint(law, pool, target, order[:k], b, n_starts, seed))
     return DesignReplay(method=method, seed=seed, order=tuple(order),
                         cum_cost_fraction=tuple(map(float, cum)),

@@ -1,0 +1,235 @@
+"""Per-group designs (:mod:`scalebo.design.groups`): a two-group synthetic pool from
+``y = a_g + b_g·x^(−c_g)`` with different parameters per group; the grouped replay recovers
+each group's law, shares one budget across groups, pools R² over all target rows, rejects a
+target group without pool rows, and ``scalebo design --group`` writes per-group params."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.cli.main import main
+from scalebo.design import (
+    design_replay,
+    grouped_design_replay,
+    make_pool,
+    make_target,
+    separate_group_replays,
+    split_groups,
+)
+from scalebo.laws.formula import formula_law
+
+FORMULA = "a + b*x**(-c)"
+BOUNDS = dict(a=(0.0, 5.0), b=(0.1, 100.0), c=(0.05, 2.0))
+TRUTH = {"g1": dict(a=1.5, b=5.0, c=0.4), "g2": dict(a=2.5, b=12.0, c=0.7)}
+NOISE = 0.01
+
+
+def _law(x, p):
+    return p["a"] + p["b"] * x ** -p["c"]
+
+
+def _frames(extra_pool_group: bool = False) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Pool: 16 log-spaced x in [1, 1000] per group, 1 % noise (seeded); target: 3 rows per
+    group at x in [2000, 5000], noise-free. ``extra_pool_group`` adds a pool-only group."""
+    rng = np.random.default_rng(0)
+    pool, target = [], []
+    for g, p in TRUTH.items():
+        x = np.geomspace(1, 1000, 16)
+        pool.append(pd.DataFrame({"x": x, "loss": _law(x, p) + NOISE * rng.standard_normal(16),
+                                  "family": g}))
+        xt = np.geomspace(2000, 5000, 3)
+        target.append(pd.DataFrame({"x": xt, "loss": _law(xt, p), "family": g}))
+    if extra_pool_group:
+        x = np.geomspace(1, 1000, 16)
+        pool.append(pd.DataFrame({"x": x, "loss": _law(x, TRUTH["g1"]) + 0.5,
+                                  "family": "pool_only"}))
+    return pd.concat(pool, ignore_index=True), pd.concat(target, ignore_index=True)
+
+
+def _setup(extra_pool_group: bool = False):
+    law = formula_law(FORMULA, ("x",), BOUNDS)
+    pool_f, target_f = _frames(extra_pool_group)
+    pool = make_pool(pool_f, law, "x", response="loss")
+    target = make_target(target_f, law, response="loss")
+    return law, pool, target, pool_f.family.to_numpy(), target_f.family.to_numpy()
+
+
+@pytest.fixture(scope="module")
+def replay():
+    law, pool, target, pg, tg = _setup()
+    rep = grouped_design_replay(pool, target, law, pg, tg, budgets=(0.05, 0.3),
+                                method="variance", seed=0, n_starts=8)
+    return law, pool, target, rep
+
+
+def test_recovers_each_groups_law(replay):
+    _, _, _, rep = replay
+    final = rep.checkpoints[-1]
+    assert final.r2 > 0.98, final
+    assert set(final.params) == set(TRUTH) == set(final.status)
+    for g, truth in TRUTH.items():
+        got = final.params[g]
+        assert got["a"] == pytest.approx(truth["a"], abs=0.1), (g, got)
+        assert got["b"] == pytest.approx(truth["b"], rel=0.15), (g, got)
+        assert got["c"] == pytest.approx(truth["c"], rel=0.15), (g, got)
+    # the two groups' fits are their own: fitting one law to both would not give these
+    assert abs(final.params["g1"]["c"] - final.params["g2"]["c"]) > 0.15
+    assert rep.n_pilot == {"g1": 7, "g2": 7}  # ⌊2.5·3⌋ cheapest rows each, within 2 % of C
+
+
+def test_pooled_r2_is_hand_computed_over_all_target_rows(replay):
+    _, _, target, rep = replay
+    _, target_f = _frames()
+    for cp in rep.checkpoints:
+        pred = np.array([_law(x, cp.params[g]) for x, g in zip(target_f.x, target_f.family,
+                                                                strict=True)])
+        y = target_f.loss.to_numpy()
+        hand = 1 - np.sum((y - pred) ** 2) / np.sum((y - y.mean()) ** 2)
+        assert cp.r2 == pytest.approx(float(np.clip(hand, -1, 1)), rel=1e-9, abs=1e-12)
+        per_group = []
+        for g in TRUTH:
+            m = (target_f.family == g).to_numpy()
+            per_group.append(1 - np.sum((y[m] - pred[m]) ** 2)
+                             / np.sum((y[m] - y[m].mean()) ** 2))
+        assert cp.r2 != pytest.approx(np.mean(per_group), abs=1e-6)  # pooled, not averaged
+
+
+@pytest.mark.parametrize("method", ["variance", "cost_weighted"])
+def test_budget_is_shared_across_groups(method):
+    law, pool, target, pg, tg = _setup(extra_pool_group=True)
+    rep = grouped_design_replay(pool, target, law, pg, tg, budgets=(0.02, 0.1, 0.2),
+                                method=method, seed=3, n_starts=4)
+    C = pool.cost.sum()
+    order = np.array(rep.order)
+    assert len(set(rep.order)) == len(rep.order)
+    assert np.all(np.asarray(rep.cum_cost_fraction) <= 0.2 + 1e-12)
+    n_prev = 0
+    for cp in rep.checkpoints:
+        assert cp.spent_fraction <= cp.budget + 1e-12
+        assert cp.n_observed >= n_prev
+        n_prev = cp.n_observed
+        bought = order[:cp.n_observed]
+        assert cp.spent_fraction == pytest.approx(pool.cost[bought].sum() / C)
+        if cp.n_observed < len(order):  # the next row is the one that reached the budget
+            assert pool.cost[order[:cp.n_observed + 1]].sum() / C >= cp.budget * (1 - 1e-12)
+    groups = {pg[r] for r in rep.order}
+    assert {"g1", "g2"} <= groups  # rows of both groups count against the one budget
+    assert list(rep.order_groups) == [pg[r] for r in rep.order]
+    if method == "variance":  # a group without target rows is never worth buying
+        assert "pool_only" not in groups
+        assert rep.n_pilot["pool_only"] == 0
+    else:
+        assert rep.n_pilot == {"g1": 0, "g2": 0, "pool_only": 0}
+    # the R² does not depend on the pool-only group (it has no target rows)
+    assert set(rep.checkpoints[-1].status) == {"g1", "g2", "pool_only"}
+
+
+def test_target_group_missing_from_pool_is_an_error():
+    law, pool, target, pg, tg = _setup()
+    tg = tg.copy()
+    tg[-1] = "g3"
+    with pytest.raises(ValueError, match="g3"):
+        grouped_design_replay(pool, target, law, pg, tg, budgets=(0.1,), n_starts=2)
+    with pytest.raises(ValueError, match="g3"):
+        split_groups(pg, tg)
+
+
+def test_failed_group_fit_scores_minus_one():
+    """At 0.1 % of C the cheapest rows leave a group with fewer rows than parameters."""
+    law, pool, target, pg, tg = _setup()
+    rep = grouped_design_replay(pool, target, law, pg, tg, budgets=(0.001,),
+                                method="cheapest", seed=0, n_starts=2)
+    cp = rep.checkpoints[0]
+    assert any(s.startswith("failed") for s in cp.status.values())
+    assert cp.r2 == -1.0
+
+
+def _cli_args(tmp_path, pool_f, target_f):
+    pool_f.to_csv(tmp_path / "pool.csv", index=False)
+    target_f.to_csv(tmp_path / "target.csv", index=False)
+    bounds = ",".join(f"{k}={lo}:{hi}" for k, (lo, hi) in BOUNDS.items())
+    return ["design", "--pool", str(tmp_path / "pool.csv"), "--target-region",
+            str(tmp_path / "target.csv"), "--formula", FORMULA, "--bounds", bounds,
+            "--cost", "x", "--group", "family", "--starts", "6", "-q"]
+
+
+def test_cli_group_writes_per_group_params(tmp_path, capsys):
+    pool_f, target_f = _frames()
+    out = tmp_path / "out.json"
+    args = _cli_args(tmp_path, pool_f, target_f)
+    assert main([*args, "--budgets", "0.05,0.3", "--seed", "0", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["group"] == "family" and result["groups"] == ["g1", "g2"]
+    assert [c["budget"] for c in result["checkpoints"]] == [0.05, 0.3]
+    for c in result["checkpoints"]:
+        assert set(c) == {"budget", "spent_fraction", "n_observed", "r2", "params", "status"}
+        assert set(c["params"]) == {"g1", "g2"} == set(c["status"])
+        assert set(c["params"]["g1"]) == {"a", "b", "c"}
+        assert c["spent_fraction"] <= c["budget"]
+    final = result["checkpoints"][-1]
+    assert final["r2"] > 0.98
+    assert final["params"]["g2"]["c"] == pytest.approx(TRUTH["g2"]["c"], rel=0.15)
+    assert "g1: " in capsys.readouterr().out  # per-group statuses in the table
+
+
+def test_cli_group_errors(tmp_path, capsys):
+    pool_f, target_f = _frames()
+    bad_target = target_f.assign(family=target_f.family.replace("g2", "g9"))
+    assert main(_cli_args(tmp_path, pool_f, bad_target)) == 2
+    err = capsys.readouterr().err
+    assert "g9" in err and "target.csv" in err
+    assert main(_cli_args(tmp_path, pool_f.drop(columns="family"), target_f)) == 2
+    err = capsys.readouterr().err
+    assert "pool.csv" in err and "'family'" in err
+    assert main(_cli_args(tmp_path, pool_f, target_f.drop(columns="family"))) == 2
+    assert "2 groups" in capsys.readouterr().err
+    missing = pool_f.astype({"family": object})
+    missing.loc[4, "family"] = None
+    assert main(_cli_args(tmp_path, missing, target_f)) == 2
+    assert "data row 5" in capsys.readouterr().err
+
+
+def test_per_group_protocol_is_one_single_group_replay_per_group():
+    # ScaleBench's own protocol: each group its own episode with budgets of its own cost;
+    # the pooled R² concatenates the groups' predictions, by hand here.
+    law, pool, target, pg, tg = _setup(extra_pool_group=True)
+    rep = separate_group_replays(pool, target, law, pg, tg, budgets=(0.05, 0.3),
+                                 method="variance", seed=0, n_starts=8)
+    assert rep.groups == ("g1", "g2")  # the pool-only group is not run
+    preds, ys = [], []
+    for gi, g in enumerate(("g1", "g2")):
+        rows, trows = np.flatnonzero(pg == g), np.flatnonzero(tg == g)
+        sub = make_pool(pd.DataFrame({"x": pool.X[rows, 0], "loss": pool.y[rows]}), law, "x",
+                        response="loss")
+        region = make_target(pd.DataFrame({"x": target.X[trows, 0], "loss": target.y[trows]}),
+                             law, response="loss")
+        alone = design_replay(sub, region, law, (0.05, 0.3), "variance", 1_000 * gi,
+                              n_starts=8)
+        assert rep.checkpoints[-1].params[g] == alone.checkpoints[-1].params
+        assert alone.checkpoints[-1].spent_fraction < 0.3  # of its own group's cost
+        preds.append(law.predict(law.from_natural(alone.checkpoints[-1].params),
+                                 target.X[trows]))
+        ys.append(target.y[trows])
+    y, pred = np.concatenate(ys), np.concatenate(preds)
+    by_hand = 1 - np.sum((y - pred) ** 2) / np.sum((y - y.mean()) ** 2)
+    assert rep.checkpoints[-1].r2 == pytest.approx(max(-1.0, min(1.0, by_hand)), abs=1e-12)
+    assert rep.checkpoints[-1].r2 > 0.98
+    costs = {g: pool.cost[pg == g].sum() for g in ("g1", "g2")}
+    assert rep.checkpoints[-1].spent_fraction * pool.total_cost <= 0.3 * sum(costs.values())
+
+
+def test_cli_defaults_to_the_per_group_protocol(tmp_path):
+    pool_f, target_f = _frames()
+    out = tmp_path / "per_group.json"
+    args = _cli_args(tmp_path, pool_f, target_f)
+    assert main([*args, "--budgets", "0.05,0.3", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["group_budget"] == "per-group" and result["checkpoints"][-1]["r2"] > 0.98
+    shared = tmp_path / "shared.json"
+    assert main([*args, "--budgets", "0.05,0.3", "--group-budget", "shared",
+                 "--json", str(shared)]) == 0
+    assert json.loads(shared.read_text())["group_budget"] == "shared"
