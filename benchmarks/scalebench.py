@@ -55,10 +55,10 @@ def _families() -> dict[str, dict]:
     return {"vocab": mod.VOCAB, "data_constrained": mod.DATA_CONSTRAINED}
 
 
-def run_one(task: str, law_key: str, method: str, seed: int) -> list[dict]:
-    """One replay; rows ``{task, law, method, seed, budget, r2, n_observed, ...}``."""
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    from scalebo.design import design_replay, make_pool, make_target
+def load_task(task: str, law_key: str):
+    """``(law, pool, target)`` of one task and law family, read in place from
+    ``$SCALEBO_DATA_DIR/scalebench``."""
+    from scalebo.design import make_pool, make_target
     from scalebo.laws.formula import formula_law
 
     t = TASKS[task]
@@ -69,6 +69,15 @@ def run_one(task: str, law_key: str, method: str, seed: int) -> list[dict]:
     test = pd.read_parquet(base / "test-00000-of-00001.parquet")
     pool = make_pool(train, law, t["cost"], response=t["response"], variable_map=t["vmap"])
     target = make_target(test, law, response=t["response"], variable_map=t["vmap"])
+    return law, pool, target
+
+
+def run_one(task: str, law_key: str, method: str, seed: int) -> list[dict]:
+    """One replay; rows ``{task, law, method, seed, budget, r2, n_observed, ...}``."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    from scalebo.design import design_replay
+
+    law, pool, target = load_task(task, law_key)
     rep = design_replay(pool, target, law, BUDGETS, method=method, seed=seed)
     return [dict(task=task, law=law_key, method=method, seed=seed, budget=c.budget, r2=c.r2,
                  n_observed=c.n_observed, spent=c.spent_fraction, status=c.status,

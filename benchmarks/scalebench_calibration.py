@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import warnings
 from pathlib import Path
 
@@ -37,19 +36,10 @@ def _scalebench():
 def run_one(task: str, key: str, seed: int) -> list[dict]:
     """Coverage rows of one (task, law, seed) at every budget."""
     warnings.simplefilter("ignore")
-    from scalebo.design import baseline_pick, build_posterior, make_pool, make_target
+    from scalebo.design import baseline_pick, build_posterior
     from scalebo.design.replay import fit_rows
-    from scalebo.laws.formula import formula_law
 
-    sb = _scalebench()
-    t = sb.TASKS[task]
-    formula, bounds, _ = sb._families()[task][key]
-    law = formula_law(formula, t["cols"], bounds, name=key)
-    base = Path(os.environ["SCALEBO_DATA_DIR"]) / "scalebench" / t["folder"]
-    train = pd.read_parquet(base / "train-00000-of-00001.parquet")
-    test = pd.read_parquet(base / "test-00000-of-00001.parquet")
-    pool = make_pool(train, law, t["cost"], response=t["response"], variable_map=t["vmap"])
-    target = make_target(test, law, response=t["response"], variable_map=t["vmap"])
+    law, pool, target = _scalebench().load_task(task, key)
     rng, C = np.random.default_rng(seed), pool.total_cost
     order, spent, free, out = [], 0.0, np.ones(pool.n, dtype=bool), []
     for b in BUDGETS:
