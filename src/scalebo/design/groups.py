@@ -37,7 +37,7 @@ reusing the single-group pieces of :mod:`scalebo.design.replay`:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -50,6 +50,7 @@ from scalebo.design.replay import (
     RefitState,
     checkpoint_rows,
     clipped_r2,
+    design_replay,
     fit_rows,
     fit_summary,
     pilot_rows,
@@ -334,10 +335,6 @@ def separate_group_replays(pool: Pool, target: TargetRegion, law: FormulaLaw,
     rows are not run. ``spent_fraction`` is of the whole pool's C; ``order`` concatenates the
     groups' orders. ``kwargs`` go to ``design_replay``.
     """
-    from dataclasses import replace
-
-    from scalebo.design.replay import design_replay
-
     if pool.y is None:
         raise ValueError("separate_group_replays needs a pool with responses (see --response)")
     groups = [g for g in split_groups(pool_groups, target_groups, pool.n, target.X.shape[0])

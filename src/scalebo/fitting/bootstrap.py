@@ -112,8 +112,9 @@ class BootstrapResult:
         return float(lo), float(hi), values
 
 
-def _distinct_optima(fit: FitResult, k: int) -> np.ndarray:
-    """The best converged solutions of a fit that differ by > 1e-3 (abs + rel), (≤ k, p)."""
+def distinct_optima(fit: FitResult, k: int) -> np.ndarray:
+    """The best converged solutions of a fit that differ by > 1e-3 (abs + rel), (≤ k, p);
+    the fit's own ``x`` first (the best converged start when one converged)."""
     chosen = [fit.x]
     for x in fit.converged_x:
         if len(chosen) >= k:
@@ -156,7 +157,7 @@ def bootstrap_fit(
     n = y.size
     gen = np.random.default_rng(rng)
     counts = gen.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(np.float64)
-    starts_one = _distinct_optima(fit, n_starts)
+    starts_one = distinct_optima(fit, n_starts)
     k = starts_one.shape[0]
     starts = np.tile(starts_one, (n_resamples, 1))
     weights = np.repeat(counts, k, axis=0)

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scalebo.fitting.bootstrap import BootstrapResult, _distinct_optima
+from scalebo.fitting.bootstrap import BootstrapResult, distinct_optima
 from scalebo.fitting.formula_fit import DEFAULT_MAX_ITER, _refine, natural_objective
 from scalebo.fitting.identifiability import identification_problem
 from scalebo.fitting.optim import BatchedResult, StartStatus, minimize_batched, with_polish
@@ -101,7 +101,7 @@ def _replicate_starts(fit: FitResult, law: FormulaLaw, n_resamples: int, n_optim
                       n_random: int, gen: np.random.Generator) -> np.ndarray:
     """Starts ``(n_resamples, k, p)``: the full fit's optima, then each replicate's random
     starts (one seeded draw for all replicates)."""
-    optima = _distinct_optima(fit, max(1, n_optima))
+    optima = distinct_optima(fit, max(1, n_optima))
     shared = np.broadcast_to(optima, (n_resamples, *optima.shape))
     if n_random <= 0:
         return np.array(shared)

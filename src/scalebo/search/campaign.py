@@ -28,7 +28,7 @@ import pandas as pd
 from scalebo.data.files import read_table
 from scalebo.errors import BudgetExhausted, RunTableError, SearchError
 from scalebo.search.campaign_runs import CampaignRuns
-from scalebo.search.cost_model import CostModel
+from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
 from scalebo.search.loop import SearchLoop
 from scalebo.search.trace import Suggestion
@@ -289,7 +289,10 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
     suggestions = loop.suggest(batch)
     message = ""
     if len(suggestions) < batch:
-        cheapest = _cheapest_left(grid, loop, loop.marginal_cost(priced=True))
+        taken = np.zeros(len(grid), dtype=bool)
+        for arr in (loop.observed_indices, loop.pending_indices, loop.failed_indices):
+            taken[arr] = True
+        cheapest = cheapest_untried(grid, loop.marginal_cost(priced=True), taken)
         message = (f"only {len(suggestions)} of {batch} configurations fit the remaining "
                    f"budget of {remaining:.4g} {unit}" + (
                        f" (the cheapest untried configuration costs {cheapest:.4g})"
@@ -298,14 +301,6 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         raise BudgetExhausted(f"no configuration fits the remaining budget: {message}.")
     return SuggestResult(suggestions=suggestions, message=message,
                          prices=_prices(grid, model, loop, suggestions), **account)
-
-
-def _cheapest_left(grid: Grid, loop: SearchLoop, marginal: np.ndarray) -> float | None:
-    """The smallest marginal cost (budget unit, under the cost model) of what is untried."""
-    free = ~grid.held_out
-    for arr in (loop.observed_indices, loop.pending_indices, loop.failed_indices):
-        free[arr] = False
-    return float(marginal[free].min()) if free.any() else None
 
 
 def _prices(grid: Grid, model: CostModel, loop: SearchLoop,

@@ -29,7 +29,7 @@ import numpy as np
 from scalebo.errors import SearchError
 from scalebo.search.grid import Grid
 
-__all__ = ["COST_MODELS", "CostModel", "families"]
+__all__ = ["COST_MODELS", "CostModel", "cheapest_untried", "families"]
 
 COST_MODELS = ("independent", "wsd")
 
@@ -63,7 +63,9 @@ class CostModel:
         return "independent" if self.kind == "independent" else f"wsd(f={self.cooldown:g})"
 
     @staticmethod
-    def _values(grid: Grid, priced: bool) -> np.ndarray:
+    def values(grid: Grid, priced: bool) -> np.ndarray:
+        """Each configuration's own cost, ``(n_cfg,)``: FLOPs, or (``priced``) the grid's
+        budget unit."""
         return grid.budget_cost if priced else grid.cost
 
     def _family_costs(self, grid: Grid, mask: np.ndarray, priced: bool
@@ -73,7 +75,7 @@ class CostModel:
         fam = families(grid)
         D = grid.configs["D"].to_numpy(np.float64)
         size = np.bincount(fam)
-        per_token = np.bincount(fam, weights=self._values(grid, priced) / D) / size
+        per_token = np.bincount(fam, weights=self.values(grid, priced) / D) / size
         longest = np.zeros_like(per_token)
         np.maximum.at(longest, fam[mask], D[mask])
         total = np.bincount(fam[mask], weights=D[mask], minlength=per_token.size)
@@ -84,7 +86,7 @@ class CostModel:
         in the grid's budget unit, :attr:`~scalebo.search.grid.Grid.budget_cost`)."""
         mask = np.asarray(mask, dtype=bool)
         if self.kind == "independent":
-            return float(self._values(grid, priced)[mask].sum())
+            return float(self.values(grid, priced)[mask].sum())
         c, longest, summed = self._family_costs(grid, mask, priced)
         f = self.cooldown
         return float(np.sum(c * ((1 - f) * longest + f * summed)))
@@ -94,10 +96,17 @@ class CostModel:
         ``mask``, ``(n_cfg,)`` (0 for configurations in ``mask``)."""
         mask = np.asarray(mask, dtype=bool)
         if self.kind == "independent":
-            return np.where(mask, 0.0, self._values(grid, priced))
+            return np.where(mask, 0.0, self.values(grid, priced))
         fam = families(grid)
         D = grid.configs["D"].to_numpy(np.float64)
         c, longest, _ = self._family_costs(grid, mask, priced)
         f = self.cooldown
         extra = c[fam] * ((1 - f) * np.maximum(D - longest[fam], 0.0) + f * D)
         return np.where(mask, 0.0, extra)
+
+
+def cheapest_untried(grid: Grid, marginal: np.ndarray, taken: np.ndarray) -> float | None:
+    """The smallest ``marginal`` cost ``(n_cfg,)`` among acquirable configurations not in
+    ``taken`` (trained, running or failed; ``(n_cfg,)`` bool); None when none is left."""
+    free = ~grid.held_out & ~np.asarray(taken, dtype=bool)
+    return float(marginal[free].min()) if free.any() else None

@@ -44,6 +44,7 @@ import numpy as np
 from scalebo.errors import FitError, SearchError
 from scalebo.fitting.allocation import approach3, compute_law_from_chinchilla, predict_compute
 from scalebo.fitting.batch import fit_batch
+from scalebo.fitting.bootstrap import distinct_optima
 from scalebo.fitting.frontier import snap_ties
 from scalebo.fitting.robust import FitResult, FitStatus, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW, PowerLawSum
@@ -270,19 +271,6 @@ def _frontier(name: str, grid: Grid, rows: np.ndarray, losses: np.ndarray
     return X, best, None
 
 
-def _distinct_optima(fit: FitResult, k: int) -> np.ndarray:
-    """The ``k`` best converged optima that differ by > 1e-3 (absolute + relative)."""
-    cands = fit.converged_x if fit.converged_x.shape[0] else fit.x[None, :]
-    chosen = [cands[0]]
-    for x in cands[1:]:
-        if len(chosen) >= k:
-            break
-        c = np.asarray(chosen)
-        if not np.any(np.all(np.abs(x - c) <= 1e-3 * (1 + np.abs(c)), axis=1)):
-            chosen.append(x)
-    return np.array(chosen)
-
-
 def _derive(name: str, fit: FitResult, C: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
     """Loss (nats) and, for Chinchilla, N*, D* at computes ``C``; FitError without a path."""
@@ -304,7 +292,7 @@ def _one_law(name: str, grid: Grid, rows: np.ndarray, mean: np.ndarray, draws: n
     point, starts, message = None, np.empty((0, law.n_params)), ""
     try:
         point = fit_law(law, Xm[keep], ym[0, keep])
-        starts = _distinct_optima(point, n_starts)
+        starts = distinct_optima(point, n_starts)
     except FitError as exc:
         message = f"no point fit on the posterior-mean table to start from: {exc}"
     timings["starts"] = time.perf_counter() - t0

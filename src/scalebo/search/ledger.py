@@ -37,9 +37,8 @@ class ObservationLedger:
         self._failed = np.zeros(grid.n_configs, dtype=bool)
 
     def _total(self, mask: np.ndarray, priced: bool) -> float:
-        values = self.grid.budget_cost if priced else self.grid.cost
-        return (self.cost_model.total(self.grid, mask, priced=priced)
-                + float(values[self._failed].sum()))
+        own = CostModel.values(self.grid, priced)[self._failed]
+        return self.cost_model.total(self.grid, mask, priced=priced) + float(own.sum())
 
     @property
     def spent(self) -> float:

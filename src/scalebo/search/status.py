@@ -25,7 +25,7 @@ import numpy as np
 
 from scalebo.errors import SearchError
 from scalebo.search.campaign_runs import CampaignRuns
-from scalebo.search.cost_model import CostModel
+from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
 from scalebo.search.stopping import DEFAULT_TOLERANCE, half_width, stop_decision
 
@@ -110,10 +110,9 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     trained = np.zeros(len(grid), dtype=bool)
     for arr in (runs.completed, runs.running):
         trained[arr] = True
-    untried = ~trained & ~grid.held_out
-    untried[runs.failed] = False
-    marginal = model.marginal(grid, trained, priced=True)
-    cheapest = float(marginal[untried].min()) if untried.any() else None
+    taken = trained.copy()
+    taken[runs.failed] = True
+    cheapest = cheapest_untried(grid, model.marginal(grid, trained, priced=True), taken)
     posts: dict[str, Any] = {}
     message = ""
     if runs.completed.size:
