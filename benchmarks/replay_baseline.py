@@ -24,8 +24,10 @@ from scalebo.bench.problems import load_problem
 from scalebo.bench.replay import MethodConfig, replay
 
 BASE = MethodConfig(strategy="window", schedule="spent", acquisition="ei",
-                    incumbent="frontier", fantasize=True, estimator="mean")
+                    incumbent="frontier", ei_cost_power=0.0, fantasize=True, estimator="mean")
 METHODS: dict[str, MethodConfig] = {
+    "window-spent EI/cost envelope, fant mean (default)": BASE.with_(incumbent="envelope",
+                                                                     ei_cost_power=1.0),
     "window-spent EI frontier, fant mean": BASE,
     "window-sweep EI frontier, fant mean": BASE.with_(schedule="sweep"),
     "full EI frontier, fant mean": BASE.with_(strategy="full"),

@@ -9,6 +9,7 @@ from scipy.stats import norm
 from scalebo.errors import SearchError
 from scalebo.search.acquisition import (
     Acquisition,
+    cost_weighted,
     expected_improvement,
     frontier_incumbent,
     global_incumbent,
@@ -132,9 +133,58 @@ def test_incumbent_score_uses_the_frontier_or_the_global_best():
     obs, y = np.array([row[1e6, 1e-3], row[2e6, 1e-3]]), np.array([1.0, 3.0])
     cand = np.array([row[1e6, 1e-2], row[2e6, 1e-2]])
     mean, std = np.array([2.0, 2.0]), np.array([1.0, 1.0])
-    s, inc = incumbent_score("ei", g, obs, y, cand, mean, std)
+    s, inc = incumbent_score("ei", g, obs, y, cand, mean, std, incumbent="frontier")
     np.testing.assert_allclose(inc, [1.0, 3.0])  # each candidate's own cell best
     np.testing.assert_allclose(s, score("ei", mean, std, np.array([1.0, 3.0])))
     s, inc = incumbent_score("lcb", g, obs, y, cand, mean, std, incumbent="global", kappa=1.0)
     np.testing.assert_allclose(inc, [1.0, 1.0])
     np.testing.assert_allclose(s, [-1.0, -1.0])
+
+
+def test_envelope_incumbent_is_the_lower_of_the_cell_best_and_the_reachable_envelope():
+    # Cells by cost: A (1e6) 6e15, B (2e6) 1.2e16, C (4e6) 2.4e16; two lrs each.
+    g = Grid.from_axes({"N": [1e6, 2e6, 4e6], "D": [1e9], "lr": [1e-3, 1e-2]},
+                       n_held_out_cells=0)
+    row = {(n, lr): i for i, (n, lr) in enumerate(zip(g.configs.N, g.configs.lr, strict=True))}
+    # A cheap run at 2.0 dominates B's best 2.6: a B run must beat 2.0 to move the envelope.
+    obs = np.array([row[1e6, 1e-3], row[2e6, 1e-3], row[4e6, 1e-3]])
+    y = np.array([2.0, 2.6, 1.5])
+    cand = np.array([row[1e6, 1e-2], row[2e6, 1e-2], row[4e6, 1e-2]])
+    np.testing.assert_allclose(frontier_incumbent(g, obs, y, cand), [2.0, 2.6, 1.5])
+    np.testing.assert_allclose(frontier_incumbent(g, obs, y, cand, envelope=True),
+                               [2.0, 2.0, 1.5])
+    mean, std = np.full(3, 2.3), np.full(3, 0.1)
+    s, inc = incumbent_score("ei", g, obs, y, cand, mean, std)  # the default: envelope
+    np.testing.assert_allclose(inc, [2.0, 2.0, 1.5])
+    # B's EI is against 2.0, not 2.6: z = -3 instead of +3.
+    np.testing.assert_allclose(s, score("ei", mean, std, np.array([2.0, 2.0, 1.5])))
+    assert s[1] < score("ei", mean[1:2], std[1:2], np.array([2.6]))[0] - 5
+
+
+def test_cost_weighted_scores_are_per_cost_to_the_power():
+    logei = np.log(np.array([0.2, 0.2, 0.4]))
+    cost = np.array([1.0, 4.0, 4.0])
+    out = cost_weighted(logei, cost, 8.0, 1.0)
+    # EI / (cost/total): 0.2/(1/8) = 1.6, 0.2/(4/8) = 0.4, 0.4/(4/8) = 0.8.
+    np.testing.assert_allclose(np.exp(out), [1.6, 0.4, 0.8])
+    np.testing.assert_allclose(np.exp(cost_weighted(logei, cost, 8.0, 0.5)),
+                               [0.2 / (1 / 8) ** 0.5, 0.2 / 0.5**0.5, 0.4 / 0.5**0.5])
+    np.testing.assert_allclose(cost_weighted(logei, cost, 8.0, 0.0), logei)
+    assert np.all(np.isfinite(cost_weighted(logei, np.zeros(3), 8.0, 1.0)))  # floored
+    with pytest.raises(SearchError, match="cost power"):
+        cost_weighted(logei, cost, 8.0, -1.0)
+
+
+def test_incumbent_score_weights_ei_and_pi_by_cost_but_never_lcb():
+    g = Grid.from_axes({"N": [1e6, 2e6], "D": [1e9], "lr": [1e-3, 1e-2]}, n_held_out_cells=0)
+    obs, y = np.array([0]), np.array([3.0])
+    cand = np.array([1, 2, 3])
+    mean, std = np.full(3, 2.9), np.full(3, 0.2)
+    cost = g.cost[cand]
+    for kind in ("ei", "pi"):
+        plain, _ = incumbent_score(kind, g, obs, y, cand, mean, std)
+        per, _ = incumbent_score(kind, g, obs, y, cand, mean, std, cost=(cost, 10.0, 1.0))
+        np.testing.assert_allclose(per, plain - np.log(cost / 10.0))
+    plain, _ = incumbent_score("lcb", g, obs, y, cand, mean, std)
+    per, _ = incumbent_score("lcb", g, obs, y, cand, mean, std, cost=(cost, 10.0, 1.0))
+    np.testing.assert_allclose(per, plain)

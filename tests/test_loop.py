@@ -205,7 +205,7 @@ def test_suggest_explains(grid):
     assert all(isinstance(s, Suggestion) and "initial design" in s.reason for s in first)
     loop.tell([s.index for s in first], [2.0, 3.0])
     (s,) = loop.suggest()
-    assert "ei score" in s.reason and "frontier incumbent" in s.reason
+    assert "ei score per cost^1" in s.reason and "envelope incumbent" in s.reason
     assert s.config["N"] == grid.configs.N[s.index] and s.cost == grid.cost[s.index]
     # Predictions are reported in nats: the stub's 0 and 0.5 map to mean 2.5, std 0.25.
     assert s.predicted_mean == pytest.approx(2.5) and s.predicted_std == pytest.approx(0.25)
@@ -343,3 +343,24 @@ def test_target_without_joint_samples_falls_back_to_ei_and_says_why(grid):
     assert scored and all(s.reason.startswith("target fallback to EI (the surrogate has no "
                                               "sample_joint") for s in scored)
     assert all("max ei score" in s.reason for s in scored)
+
+
+def test_ei_per_unit_cost_prefers_the_cheaper_of_two_equal_posteriors():
+    """Two unobserved configurations with the same posterior but costs 1:4 — EI per cost
+    (γ = 1, the default) picks the cheaper; γ = 0 picks the costlier, whose EI is higher."""
+    g = Grid.from_axes({"N": [1e6, 4e6], "D": [1e9], "lr": [1e-3, 1e-2]}, n_held_out_cells=0)
+    row = {(n, lr): i for i, (n, lr) in enumerate(zip(g.configs.N, g.configs.lr, strict=True))}
+    obs = [row[1e6, 1e-3], row[4e6, 1e-3]]
+    means = np.zeros(g.n_configs)
+    means[row[1e6, 1e-2]], means[row[4e6, 1e-2]] = -1.0, -1.2  # standardized units
+    picks = {}
+    for gamma in (1.0, 0.0):
+        loop = SearchLoop(g, 1.0, TableStub(g, means, std=0.5), schedule="full", n_initial=0,
+                          incumbent="global", ei_cost_power=gamma, rng=0)
+        loop.tell(obs, [3.0, 3.0])
+        (s,) = loop.suggest()
+        picks[gamma] = s.index
+    assert picks[1.0] == row[1e6, 1e-2]  # EI ratio < 4 = cost ratio
+    assert picks[0.0] == row[4e6, 1e-2]
+    with pytest.raises(SearchError, match="ei_cost_power"):
+        SearchLoop(g, 1.0, TableStub(g, means), ei_cost_power=-1.0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+from scalebo.search.acquisition import INCUMBENTS
 from scalebo.search.models.trend import TREND_FORMS
 
 __all__ = ["DEFAULT_METHOD", "MethodConfig"]
@@ -13,7 +14,7 @@ _CHOICES = {
     "schedule": ("sweep", "spent", "coverage"),
     "surrogate": ("gp", "random", "trees"),
     "acquisition": ("ei", "pi", "lcb", "target"),
-    "incumbent": ("frontier", "global"),
+    "incumbent": INCUMBENTS,
     "fantasize_scope": ("window", "observed", "grid"),
     "estimator": ("mean", "cell_best"),
     "law": ("compute", "chinchilla"),
@@ -57,7 +58,19 @@ class MethodConfig:
             18.6 / 2.49 / 0.31 % vs 13.4 / 6.91 / 0.78 %, at 5–30× the time per replay, so
             EI stays the default (``cost_power`` 0.5: γ = 1 is better on OELLM,
             1.95 / 0.34 / 0.09 %, but worse on StepLaw, 25.1 / 5.17 / 0.43 %).
-        incumbent: ``"frontier"`` (best loss in the candidate's cell) or ``"global"``.
+        incumbent: ``"envelope"`` (the lower of the candidate cell's best loss and the
+            envelope reachable at its compute: only runs that could move the Pareto envelope
+            improve on it), ``"frontier"`` (the cell's best loss; the default until 0.3) or
+            ``"global"``.
+        ei_cost_power: ``γ`` of EI and PI per unit cost, ``log EI − γ·log(cost/C_total)``
+            (0: cost-blind). Measured with ``incumbent`` (20 seeds on StepLaw and
+            OELLM-English, 10 on the synthetic grid; compute law at 1e25 FLOPs, |error| %,
+            1 / 5 / 10 % of C_total): frontier, γ = 0 → envelope, γ = 1 (the defaults since
+            0.3): StepLaw 15.9 / 5.35 / 1.67 → 14.5 / 1.99 / 0.00, OELLM 4.47 / 1.10 / 0.30 →
+            6.10 / 0.66 / 0.26 (1 % worse in 11 of 20 seeds, not significant), synthetic
+            5.78 / 0.41 / 0.030 → 3.73 / 0.23 / 0.029; envelope with γ = 0 (10 seeds):
+            StepLaw 12.4 / 4.88 / 0.39, OELLM 5.58 / 0.99 / 0.19; γ = 0.5: StepLaw
+            17.9 / 2.65 / 1.78, OELLM 3.93 / 1.01 / 0.25 (docs/reproduction.md).
         kappa: LCB exploration weight.
         fantasize: Also compute the metrics on observed + predicted losses.
         fantasize_scope: ``"window"``: the search's final window (DESIGN.md), i.e.
@@ -106,7 +119,7 @@ class MethodConfig:
     surrogate: str = "gp"
     kernel: str = "matern52"
     acquisition: str = "ei"
-    incumbent: str = "frontier"
+    incumbent: str = "envelope"
     kappa: float = 2.0
     fantasize: bool = True
     fantasize_scope: str = "window"
@@ -124,6 +137,7 @@ class MethodConfig:
     target_compute: float = 1e25
     target_law: str = "compute"
     cost_power: float = 0.5
+    ei_cost_power: float = 1.0
     target_samples: int = 32
     target_every: int = 1
     target_estimator: str = "stein"
@@ -148,11 +162,13 @@ class MethodConfig:
             raise ValueError(f"MethodConfig.cooldown must be a fraction in [0, 1], got "
                              f"{self.cooldown}")
         if not (self.target_compute > 0 and self.target_compute < float("inf")
-                and 0 <= self.cost_power < float("inf") and self.target_samples >= 8
+                and 0 <= self.cost_power < float("inf") and 0 <= self.ei_cost_power < float("inf")
+                and self.target_samples >= 8
                 and self.target_every >= 1):
             raise ValueError("MethodConfig needs a finite target_compute > 0 FLOPs, a finite "
-                             "cost_power >= 0, target_samples >= 8 and target_every >= 1; got "
-                             f"{self.target_compute}, {self.cost_power}, "
+                             "cost_power and ei_cost_power >= 0, target_samples >= 8 and "
+                             f"target_every >= 1; got {self.target_compute}, {self.cost_power}, "
+                             f"{self.ei_cost_power}, "
                              f"{self.target_samples}, {self.target_every}")
 
     @property

@@ -116,7 +116,8 @@ def method_surrogate(method: MethodConfig, problem: ReplayProblem, seed: int, *,
         if method.shift_optimum:
             gp = OptimumShiftSurrogate(gp, (0, 1), categorical=problem.grid.categorical_columns)
         if method.trend:
-            gp = TrendSurrogate(gp, columns=(0, 1), form=method.trend_form)  # N, D first
+            gp = TrendSurrogate(gp, columns=(0, 1), form=method.trend_form,  # N, D first
+                                categorical=problem.grid.categorical_columns)
         return gp if method.clip_iqr is None else ClippedGP(gp, method.clip_iqr)
     return make_surrogate(name, rng=seed)
 
@@ -151,6 +152,7 @@ def _make_loop(problem: ReplayProblem, method: MethodConfig, budget: float, seed
         schedule=method.schedule_name, n_initial=method.n_initial, kappa=method.kappa,
         refit_every=method.refit_every, target_compute=method.target_compute,
         target_law=method.target_law, cost_power=method.cost_power,
+        ei_cost_power=method.ei_cost_power,
         target_samples=method.target_samples, target_every=method.target_every,
         target_estimator=method.target_estimator,
         cost_model=CostModel(method.cost_model, method.cooldown), rng=seed,

@@ -54,6 +54,7 @@ _METHOD_OPTIONS = {"strategy": "strategy", "schedule": "schedule", "surrogate": 
                    "fantasize": "fantasize", "estimator": "estimator",
                    "scope": "fantasize_scope", "batch": "q", "target_compute": "target_compute",
                    "target_law": "target_law", "cost_power": "cost_power",
+                   "ei_cost_power": "ei_cost_power",
                    "target_samples": "target_samples", "target_every": "target_every",
                    "target_estimator": "target_estimator",
                    "posterior_samples": "posterior_samples",
@@ -98,9 +99,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--acq", choices=("ei", "pi", "lcb", "target"),
                        help="acquisition; 'target': the run that most reduces the law "
                             "posterior's variance at --target-compute per cost^--cost-power")
-    group.add_argument("--incumbent", choices=("frontier", "global"),
-                       help="improvement over the best loss of the candidate's (N, D) cell "
-                            "(frontier) or over the best loss overall (global)")
+    group.add_argument("--incumbent", choices=("envelope", "frontier", "global"),
+                       help="improvement over the lower of the candidate cell's best loss and "
+                            "the envelope at its compute (envelope, default), over the cell's "
+                            "best loss (frontier) or over the best loss overall (global)")
+    group.add_argument("--ei-cost-power", type=float, metavar="GAMMA",
+                       help="EI and PI per cost^GAMMA: score = log EI - GAMMA*log(cost/C_total)"
+                            " (default 1: per FLOP; 0: cost-blind)")
     group.add_argument("--fantasize", action=argparse.BooleanOptionalAction, default=None,
                        help="also score observed + surrogate-predicted losses")
     group.add_argument("--estimator", choices=("mean", "cell_best"),

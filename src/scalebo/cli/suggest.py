@@ -45,9 +45,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--acq", choices=("ei", "pi", "lcb"), default="ei",
                        help="acquisition: expected improvement (default), probability of "
                             "improvement or lower confidence bound")
-    group.add_argument("--incumbent", choices=("frontier", "global"), default="frontier",
-                       help="improvement over the best loss of the candidate's (N, D) cell "
-                            "(frontier, default) or over the best loss overall")
+    group.add_argument("--incumbent", choices=("envelope", "frontier", "global"),
+                       default="envelope",
+                       help="improvement over the lower of the candidate cell's best loss and "
+                            "the envelope at its compute (envelope, default), over the cell's "
+                            "best loss (frontier) or over the best loss overall (global); EI "
+                            "and PI are per unit cost (the replayed default)")
     group.add_argument("--json", default=None, metavar="PATH",
                        help="also write the suggestions and the budget as JSON to PATH")
     add_format_argument(parser)

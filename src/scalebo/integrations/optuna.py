@@ -69,7 +69,7 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
     """
 
     def __init__(self, grid: Grid, budget: Any, *, seed: int = 0, schedule: str = "spent",
-                 acquisition: str = "ei", incumbent: str = "frontier", clip_iqr: float = 5.0,
+                 acquisition: str = "ei", incumbent: str = "envelope", clip_iqr: float = 5.0,
                  lock_path: str | Path | None = None, kernel: str = "matern52",
                  trend: bool = False) -> None:
         self.grid = grid

@@ -230,7 +230,7 @@ def campaign_gp(grid: Grid, seed: int = 0, *, clip_iqr: float = 5.0,
 
 def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 1,
                  retry_failed: bool = False, schedule: str = "spent",
-                 acquisition: str = "ei", incumbent: str = "frontier", clip_iqr: float = 5.0,
+                 acquisition: str = "ei", incumbent: str = "envelope", clip_iqr: float = 5.0,
                  seed: int = 0, n_initial: int = DEFAULT_N_INITIAL,
                  cost_model: CostModel | None = None, kernel: str = "matern52",
                  trend: bool = False) -> SuggestResult:

@@ -24,12 +24,10 @@ With ``acquisition="target"`` the score is the expected reduction of the law's v
 rebuilt every ``target_every`` asks (:mod:`scalebo.search.target`); EI stands in, with the
 reason in the trace, when too few law fits succeed.
 
-For ``q > 1`` each pick is in turn treated as observed at its predicted mean before the next
-one is chosen (``surrogate.condition_on`` when available, else a refit on augmented data);
-believed values also count toward the incumbents.
-Budget accounting counts pending runs as committed: a configuration is admissible only if
-its cost fits ``budget − spent − pending``. Every pick made with the surrogate records how its
-last hyperparameter fit went (``fit_result_``, e.g. the GP's status and message) in the trace.
+For ``q > 1`` each pick is in turn treated as observed at its predicted mean (believed values
+count toward the incumbents) before the next one is chosen. Pending runs count as committed:
+a configuration is admissible only if its cost fits ``budget − spent − pending``. Every pick
+made with the surrogate records how its last hyperparameter fit went in the trace.
 """
 
 from __future__ import annotations
@@ -41,7 +39,7 @@ import numpy as np
 
 from scalebo.errors import SearchError
 from scalebo.search import target as tgt
-from scalebo.search.acquisition import Acquisition, incumbent_score, parse_acquisition
+from scalebo.search.acquisition import INCUMBENTS, Acquisition, incumbent_score, parse_acquisition
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 from scalebo.search.ledger import ObservationLedger
@@ -76,8 +74,10 @@ class SearchLoop(ObservationLedger):
         acquisition: ``"ei"`` (default), ``"pi"``, ``"lcb"``, ``"target"`` (expected
             reduction of the law's variance at ``target_compute`` per cost^``cost_power``)
             or ``"random"`` (a uniformly random order of admissible configurations).
-        incumbent: ``"frontier"`` (default; best loss in the candidate's cell, see
-            :func:`frontier_incumbent`) or ``"global"`` (best loss overall).
+        incumbent: ``"envelope"`` (default), ``"frontier"`` or ``"global"``
+            (:func:`~scalebo.search.acquisition.incumbent_score`).
+        ei_cost_power: ``γ`` of EI and PI per unit (marginal, priced) cost,
+            ``log EI − γ·log(cost/budget_total)``: 1 (default) per unit of budget, 0 blind.
         schedule: Window schedule name or object (default ``"sweep"``).
         n_initial: Size of the initial design.
         kappa: LCB exploration weight.
@@ -101,7 +101,7 @@ class SearchLoop(ObservationLedger):
         surrogate: Any,
         *,
         acquisition: Acquisition | str = Acquisition.EI,
-        incumbent: str = "frontier",
+        incumbent: str = "envelope",
         schedule: str | WindowSchedule = "sweep",
         n_initial: int = 5,
         kappa: float = 2.0,
@@ -109,6 +109,7 @@ class SearchLoop(ObservationLedger):
         target_compute: float = 1e25,
         target_law: str = "compute",
         cost_power: float = 0.5,
+        ei_cost_power: float = 1.0,
         target_samples: int = 32,
         target_every: int = 1,
         target_estimator: str = "stein",
@@ -122,8 +123,10 @@ class SearchLoop(ObservationLedger):
                                         f"{budget_fraction / 100:g})" if budget_fraction > 1
                                         else "") + "."
             )
-        if incumbent not in ("frontier", "global"):
-            raise SearchError(f"incumbent must be 'frontier' or 'global', got {incumbent!r}.")
+        if incumbent not in INCUMBENTS:
+            raise SearchError(f"incumbent must be one of {list(INCUMBENTS)}, got {incumbent!r}.")
+        if not (np.isfinite(ei_cost_power) and ei_cost_power >= 0):
+            raise SearchError(f"ei_cost_power must be finite and >= 0, got {ei_cost_power}.")
         self.acquisition = parse_acquisition(acquisition)
         random_order = self.acquisition is Acquisition.RANDOM
         if not random_order and not (hasattr(surrogate, "fit") and hasattr(surrogate, "predict")):
@@ -136,6 +139,7 @@ class SearchLoop(ObservationLedger):
         self.incumbent = incumbent
         self.schedule = make_schedule(schedule)
         self.kappa = float(kappa)
+        self.ei_cost_power = float(ei_cost_power)
         self._rng = np.random.default_rng(rng)
         self._initial = [int(i) for i in initial_design(grid, n_initial, self.budget, self._rng)]
         # Rank of each row in a seeded permutation: the order of acquisition="random", and
@@ -318,8 +322,11 @@ class SearchLoop(ObservationLedger):
                 s, inc = incumbent_score(
                     kind, self.grid, np.array(self._obs_idx + list(believed), dtype=np.int64),
                     np.concatenate([y_std, np.fromiter(believed.values(), dtype=np.float64)]),
-                    cand, mean, std, incumbent=self.incumbent, kappa=self.kappa)
-                what += f"max {kind.value} score"
+                    cand, mean, std, incumbent=self.incumbent, kappa=self.kappa,
+                    cost=(self.marginal_cost(priced=True)[cand], self.grid.budget_total,
+                          self.ei_cost_power))
+                what += f"max {kind.value} score" + (
+                    "" if kind is Acquisition.LCB else f" per cost^{self.ei_cost_power:g}")
             if broken := _not_finite("acquisition score", np.where(np.isnan(s), np.nan, 0.0)):
                 self._fall_back(cand, cap, broken, picks)
                 continue
