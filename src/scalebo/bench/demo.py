@@ -8,8 +8,8 @@ then compares
 * **exhaustive**: every run of the grid (held-out cells excepted), 100 % of ``C_total``, the
   compute law fitted on its Pareto envelope — the problem's reference fit; and
 * **BO**: Window + fantasization (:class:`~scalebo.bench.replay.MethodConfig` defaults: GP
-  Matérn-5/2, EI with the frontier incumbent, the ``spent`` window) at a small budget, the
-  law fitted on observed runs only and on observed + fantasized losses;
+  Matérn-5/2, EI per unit cost against the envelope incumbent, the ``spent`` window) at a
+  small budget, the law fitted on observed runs only and on observed + fantasized losses;
 
 and the **true law**: the synthetic surface's compute-optimal loss, which is exactly
 ``L*(C) = E + A_c/C^α_c`` with ``α_c = αβ/(α+β)`` (both terms scale alike at the optimum).
