@@ -83,14 +83,14 @@ def minimize_lm_batched(
     bad = ~np.isfinite(f_out)
     status[bad] = StartStatus.NON_FINITE
     idx = np.flatnonzero(~bad)
-    x, f, g, Jc = x_out[idx], f_out[idx], g_out[idx], J[idx]
+    x, f, g, Jc = x_out[idx], f_out[idx], g_out[idx], J[idx]  # copies (fancy indexing)
     lam = np.full(idx.size, lam0)
     eye = np.eye(p)
+    A = np.matmul(Jc.transpose(0, 2, 1), Jc)  # (s, p, p), updated where a step is accepted
     for _ in range(max_iter):
         if idx.size == 0:
             break
         free = free_variables(x, g, lower, upper)
-        A = np.matmul(Jc.transpose(0, 2, 1), Jc)  # (s, p, p)
         diag = np.einsum("spp->sp", A)
         scale = np.maximum(diag, 1e-12 * np.maximum(diag.max(axis=1, keepdims=True), 1e-300))
         M = A + (lam[:, None] * scale)[:, :, None] * eye
@@ -114,11 +114,10 @@ def minimize_lm_batched(
         near_gn = lam <= 1.0  # a tiny decrease means convergence only for a near-GN step
         small_dx = ok & near_gn & np.all(np.abs(trial - x) <= xtol * (1.0 + np.abs(x)), axis=1)
         small_df = ok & near_gn & ((f - ft) <= ftol * np.maximum(f, 1e-300))
-        x = np.where(ok[:, None], trial, x)
-        f_old = f
-        f = np.where(ok, ft, f)
-        g = np.where(ok[:, None], gt, g)
-        Jc = np.where(ok[:, None, None], Jt, Jc)
+        f_old = f.copy()
+        x[ok], f[ok], g[ok], Jc[ok] = trial[ok], ft[ok], gt[ok], Jt[ok]
+        if ok.any():
+            A[ok] = np.matmul(Jc[ok].transpose(0, 2, 1), Jc[ok])
         lam = np.where(ok, np.maximum(lam / 3.0, 1e-12), lam * 4.0)
         pgn = np.abs(g * free_variables(x, g, lower, upper)).max(axis=1)
         finished = small_df | (pgn <= gtol) | small_dx | (lam > lam_max) | (f_old <= 0)
@@ -128,6 +127,7 @@ def minimize_lm_batched(
             x_out[out], f_out[out], g_out[out] = x[finished], f[finished], g[finished]
             keep = ~finished
             idx, x, f, g, Jc, lam = idx[keep], x[keep], f[keep], g[keep], Jc[keep], lam[keep]
+            A = A[keep]
     x_out[idx], f_out[idx], g_out[idx] = x, f, g
     pgnorm = np.abs(g_out * free_variables(x_out, g_out, lower, upper)).max(axis=1)
     return BatchedResult(x=x_out, fun=f_out, status=status, nit=nit, nfev=nfev, pgnorm=pgnorm)
