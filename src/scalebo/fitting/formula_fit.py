@@ -18,15 +18,17 @@ points than the law has parameters (:mod:`scalebo.fitting.identifiability`).
 
 Natural least squares (``solver="lm"``, the default) instead screens every start by only
 ``LM_SCREEN_ITER`` (60) L-BFGS iterations, then runs batched Levenberg–Marquardt
-(:mod:`scalebo.fitting.lm`) from the screened points, keeps per start the lower of the two,
-and refines the best ``LM_REFINE`` (2) by the Gauss–Newton step below (≤ ``LM_REFINE_NFEV``
-evaluations). Measured on ScaleBench's vocab sl_2 (64 starts, 520–807 rows): 42 s per fit →
-about 1 s; the L-BFGS polish of every start to 1e-12 had run a third of the starts to the
-2000-iteration limit. The optimum reached is the same to 1e-6 on most ScaleBench fits, on
-some a different local optimum (lower or higher SSE): which basin a start ends in depends
-on the optimizer's path. LM also from the raw starts (a second pass) was tried: on 40 fits
-of both tasks (30–500 rows) it won once, by 0.8 % of the SSE, for 45 % more time.
-``solver="lbfgs"`` keeps the previous path.
+(:mod:`scalebo.fitting.lm`) from the screened points and, as a second pass, from the raw
+starts, keeps per start the lowest of the three points, and refines the best ``LM_REFINE``
+(2) by the Gauss–Newton step below (≤ ``LM_REFINE_NFEV`` evaluations). Measured on
+ScaleBench's vocab sl_2 (64 starts, 520–807 rows): 42 s per fit → about 1 s; the L-BFGS
+polish of every start to 1e-12 had run a third of the starts to the 2000-iteration limit.
+The optimum reached is the same to 1e-6 on most ScaleBench fits, on some a different local
+optimum (lower or higher SSE): which basin a start ends in depends on the optimizer's path.
+The second pass costs about 45 % of the time and wins rarely (on 40 fits of 30–500 rows
+once, by 0.8 % of the SSE), but without it vocab's sl_2 missed its optimum on 4 of 36
+baseline checkpoints (R² 0.60, −0.09, −0.71, 0.25; 0.98 with it). ``solver="lbfgs"`` keeps
+the previous path.
 
 Then, for both objectives, the best ``N_REFINE`` polished starts are refined by a bounded
 Gauss–Newton trust-region solver (:func:`scipy.optimize.least_squares`, ``trf`` with
@@ -42,7 +44,6 @@ reference SSE of 300 ``least_squares`` starts, and reported it converged.)
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Literal
 
 import numpy as np
@@ -84,8 +85,8 @@ DEFAULT_MAX_ITER = 2000
 N_REFINE = 4
 
 #: Least squares (``solver="lm"``): L-BFGS screening iterations per start, Levenberg–Marquardt
-#: iterations per start (from the screened points), starts refined by ``least_squares``
-#: afterwards and its evaluation limit (module docstring).
+#: iterations per start (from the screened points and from the raw starts), starts refined by
+#: ``least_squares`` afterwards and its evaluation limit (module docstring).
 LM_SCREEN_ITER = 60
 LM_MAX_ITER = 300
 LM_REFINE = 2
@@ -161,11 +162,11 @@ def _run_natural(law: FormulaLaw, Z: np.ndarray, y: np.ndarray, starts: np.ndarr
                  delta: float, weights: np.ndarray | None, max_iter: int,
                  solver: Solver = "lm") -> BatchedResult:
     """``solver="lm"`` on least squares (``delta = inf``, no per-start weights): a short
-    L-BFGS screen, then batched Levenberg–Marquardt from the screened points (kept where it
-    lowers the objective), and the best ``LM_REFINE`` refined by :func:`_refine`. Otherwise
-    (``"lbfgs"``, Huber, bootstrap weights): screen every start by L-BFGS (SciPy's default
-    tolerances, ``max_iter``), polish the best ``N_POLISH`` to tight tolerances and refine
-    the best ``N_REFINE``."""
+    L-BFGS screen, then batched Levenberg–Marquardt from the screened points and from the
+    raw starts (each kept where it lowers the objective), and the best ``LM_REFINE`` refined
+    by :func:`_refine`. Otherwise (``"lbfgs"``, Huber, bootstrap weights): screen every
+    start by L-BFGS (SciPy's default tolerances, ``max_iter``), polish the best ``N_POLISH``
+    to tight tolerances and refine the best ``N_REFINE``."""
     fg = natural_objective(law, Z, y, delta, weights)
     lm = solver == "lm" and np.isinf(delta) and (weights is None or np.ndim(weights) == 1)
     screen_iter = min(max_iter, LM_SCREEN_ITER) if lm else max_iter
@@ -175,11 +176,11 @@ def _run_natural(law: FormulaLaw, Z: np.ndarray, y: np.ndarray, starts: np.ndarr
     if lm:
         rj = residual_jacobian(law, Z, y, weights)
         lm_iter = min(max_iter, LM_MAX_ITER)
-        if chosen.size == 0:  # no finite screened point: LM from the raw starts
-            chosen = np.arange(starts.shape[0])
-            res = replace(res, x=np.clip(starts, law.lower, law.upper))
-        pol = minimize_lm_batched(rj, res.x[chosen], law.lower, law.upper, max_iter=lm_iter)
-        res = _keep_better(res, chosen, pol)
+        if chosen.size:
+            pol = minimize_lm_batched(rj, res.x[chosen], law.lower, law.upper, max_iter=lm_iter)
+            res = _keep_better(res, chosen, pol)
+        raw = minimize_lm_batched(rj, starts, law.lower, law.upper, max_iter=lm_iter)
+        res = _keep_better(res, np.arange(starts.shape[0]), raw)
         return _refine(law, Z, y, res, fg, delta, weights, min(max_iter, LM_REFINE_NFEV),
                        n_refine=LM_REFINE)
     if chosen.size == 0:
