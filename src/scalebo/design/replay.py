@@ -58,6 +58,9 @@ METHODS = ("variance", *BASELINES)
 DESIGN_STARTS = 16
 REFIT_GROWTH = 0.1
 FULL_GROWTH = 1.5
+#: Iteration limit of the design's full refits (300: no LM continuation of slow starts, which
+#: only the scored checkpoint fits need; :mod:`scalebo.fitting.formula_fit`).
+FULL_MAX_ITER = 300
 
 
 @dataclass(frozen=True)
@@ -222,7 +225,7 @@ def refit_step(state: RefitState, law: FormulaLaw, X: np.ndarray, y: np.ndarray,
         warm = np.vstack([*(m.theta[None, :] for m in post.modes),
                           fit.converged_x[:n_warm].reshape(-1, law.n_params)])
     new = fit_rows(law, X, y, warm=warm, n_starts=n_starts if full else step_starts,
-                   seed=seed, max_iter=2000 if full else step_max_iter)
+                   seed=seed, max_iter=FULL_MAX_ITER if full else step_max_iter)
     if new is None:
         return replace(state, n_fit=n)
     return RefitState(fit=new, post=build_posterior(law, new, X, y, X_target=X_target),

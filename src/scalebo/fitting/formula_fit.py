@@ -17,18 +17,17 @@ converged / bound hit / max iterations, or unidentified when the inputs have few
 points than the law has parameters (:mod:`scalebo.fitting.identifiability`).
 
 Natural least squares (``solver="lm"``, the default) instead screens every start by only
-``LM_SCREEN_ITER`` (60) L-BFGS iterations, then runs batched Levenberg–Marquardt
+``LM_SCREEN_ITER`` (60) L-BFGS iterations, runs batched Levenberg–Marquardt
 (:mod:`scalebo.fitting.lm`) from the screened points and, as a second pass, from the raw
-starts, keeps per start the lowest of the three points, and refines the best ``LM_REFINE``
-(2) by the Gauss–Newton step below (≤ ``LM_REFINE_NFEV`` evaluations). Measured on
-ScaleBench's vocab sl_2 (64 starts, 520–807 rows): 42 s per fit → about 1 s; the L-BFGS
-polish of every start to 1e-12 had run a third of the starts to the 2000-iteration limit.
-The optimum reached is the same to 1e-6 on most ScaleBench fits, on some a different local
-optimum (lower or higher SSE): which basin a start ends in depends on the optimizer's path.
-The second pass costs about 45 % of the time and wins rarely (on 40 fits of 30–500 rows
-once, by 0.8 % of the SSE), but without it vocab's sl_2 missed its optimum on 4 of 36
-baseline checkpoints (R² 0.60, −0.09, −0.71, 0.25; 0.98 with it). ``solver="lbfgs"`` keeps
-the previous path.
+starts, keeps per start the lowest point, continues the (≤ 4) unconverged starts better than
+every converged one to 800 iterations (slow valleys: vocab's sl_2 reaches its optimum after
+422–533), and refines the best ``LM_REFINE`` (2) by the Gauss–Newton step below. vocab sl_2,
+64 starts, 520–807 rows: 42 s per fit → about 1.5 s (the L-BFGS polish to 1e-12 ran a third
+of the starts to the 2000-iteration limit). The optimum is the same to 1e-6 on most
+ScaleBench fits, on some another local optimum (lower or higher SSE), as the basin a start
+ends in depends on the optimizer's path. The raw-start pass costs ~45 % of a fit and rarely
+wins, but without it sl_2 missed its optimum on 2 of 36 baseline checkpoints (R² −0.09,
+−0.71; 0.99, 0.97 with it). ``solver="lbfgs"`` keeps the previous path.
 
 Then, for both objectives, the best ``N_REFINE`` polished starts are refined by a bounded
 Gauss–Newton trust-region solver (:func:`scipy.optimize.least_squares`, ``trf`` with
@@ -84,11 +83,13 @@ DEFAULT_MAX_ITER = 2000
 #: Best polished starts refined by Gauss–Newton (natural residuals; module docstring).
 N_REFINE = 4
 
-#: Least squares (``solver="lm"``): L-BFGS screening iterations per start, Levenberg–Marquardt
-#: iterations per start (from the screened points and from the raw starts), starts refined by
-#: ``least_squares`` afterwards and its evaluation limit (module docstring).
+#: ``solver="lm"``: L-BFGS screening iterations, LM iterations per pass, unconverged starts
+#: continued and their total LM iterations, starts refined by ``least_squares`` and its
+#: evaluation limit (module docstring).
 LM_SCREEN_ITER = 60
 LM_MAX_ITER = 300
+LM_CONTINUE = 4
+LM_CONTINUE_ITER = 800
 LM_REFINE = 2
 LM_REFINE_NFEV = 100
 
@@ -181,6 +182,15 @@ def _run_natural(law: FormulaLaw, Z: np.ndarray, y: np.ndarray, starts: np.ndarr
             res = _keep_better(res, chosen, pol)
         raw = minimize_lm_batched(rj, starts, law.lower, law.upper, max_iter=lm_iter)
         res = _keep_better(res, np.arange(starts.shape[0]), raw)
+        # the few unconverged starts below every converged one continue (a slow valley)
+        conv = res.status == StartStatus.CONVERGED
+        bar = np.min(res.fun[conv]) if conv.any() else np.inf
+        slow = np.flatnonzero(~conv & np.isfinite(res.fun) & (res.fun < bar))
+        slow = slow[np.argsort(res.fun[slow], kind="stable")[:LM_CONTINUE]]
+        if slow.size and max_iter > lm_iter:
+            more = minimize_lm_batched(rj, res.x[slow], law.lower, law.upper,
+                                       max_iter=min(max_iter, LM_CONTINUE_ITER) - lm_iter)
+            res = _keep_better(res, slow, more)
         return _refine(law, Z, y, res, fg, delta, weights, min(max_iter, LM_REFINE_NFEV),
                        n_refine=LM_REFINE)
     if chosen.size == 0:
@@ -192,10 +202,12 @@ def _run_natural(law: FormulaLaw, Z: np.ndarray, y: np.ndarray, starts: np.ndarr
 
 def _keep_better(res: BatchedResult, chosen: np.ndarray, pol: BatchedResult) -> BatchedResult:
     """``res`` with rows ``chosen`` replaced by ``pol``'s (point, objective, status) where
-    that lowers the objective."""
+    that does not raise the objective: an LM run that cannot lower a screened point's
+    objective stops there converged, which makes the point a converged start."""
     x, fun, status, nit = res.x.copy(), res.fun.copy(), res.status.copy(), res.nit.copy()
     pgnorm = res.pgnorm.copy()
-    better = pol.fun < fun[chosen]
+    with np.errstate(invalid="ignore"):
+        better = np.isfinite(pol.fun) & ~(pol.fun > fun[chosen])
     rows = chosen[better]
     x[rows], fun[rows], pgnorm[rows] = pol.x[better], pol.fun[better], pol.pgnorm[better]
     status[rows] = pol.status[better]
