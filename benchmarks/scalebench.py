@@ -78,10 +78,12 @@ def run_one(task: str, law_key: str, method: str, seed: int) -> list[dict]:
     from scalebo.design import design_replay
 
     law, pool, target = load_task(task, law_key)
+    cpu = time.process_time()
     rep = design_replay(pool, target, law, BUDGETS, method=method, seed=seed)
+    cpu = time.process_time() - cpu
     return [dict(task=task, law=law_key, method=method, seed=seed, budget=c.budget, r2=c.r2,
                  n_observed=c.n_observed, spent=c.spent_fraction, status=c.status,
-                 seconds=rep.seconds) for c in rep.checkpoints]
+                 seconds=rep.seconds, cpu=cpu) for c in rep.checkpoints]
 
 
 def _cell(values: pd.Series) -> str:
@@ -112,19 +114,28 @@ def write_report(df: pd.DataFrame, seeds: int, wall: float, out: Path, jobs: int
         lines.append(f"| {name} (published) | "
                      + " | ".join(f"{a:.2f} ± {s:.2f}" for a, s in [*voc, *dc]) + " |")
     lines += ["", "Per-law mean R² of the variance design (over seeds):", "",
-              "| task | law | 1 % | 5 % | 10 % | mean rows at 10 % | mean seconds/run |",
+              "| task | law | 1 % | 5 % | 10 % | mean rows at 10 % | mean seconds/run (CPU) |",
               "|---|---|---|---|---|---|---|"]
     v = df[df.method == "variance"]
+    col = "cpu" if "cpu" in v else "seconds"
     for (task, law), g in v.groupby(["task", "law"], sort=False):
         r = [g[np.isclose(g.budget, b)].r2.mean() for b in BUDGETS]
         n10 = g[np.isclose(g.budget, 0.1)].n_observed.mean()
         lines.append(f"| {task} | {law} | " + " | ".join(f"{x:.3f}" for x in r)
-                     + f" | {n10:.0f} | {g.seconds.mean():.1f} |")
-    secs = df.drop_duplicates(["task", "law", "method", "seed"]).groupby("method").seconds.sum()
-    full = secs.sum() * 10 / seeds / 2 / 60
-    lines += ["", "CPU seconds per method for this run: "
-              + ", ".join(f"{m} {secs.get(m, 0):.0f} s" for m in METHODS)
-              + f". The full protocol (10 seeds) would take about {full:.0f} min on 2 workers.",
+                     + f" | {n10:.0f} | {g[col].mean():.1f} |")
+    ep = df.drop_duplicates(["task", "law", "method", "seed"])
+    col = "cpu" if "cpu" in ep else "seconds"  # CPU seconds of the replay (older runs: wall)
+    lines += ["", f"Seconds per (law, seed) episode ({'CPU' if col == 'cpu' else 'wall'}, "
+              "mean / median; 1 worker):", "", "| method | "
+              + " | ".join(TASKS) + " |", "|---|" + "---|" * len(TASKS)]
+    for m in METHODS:
+        cells = [ep[(ep.task == t) & (ep.method == m)][col] for t in TASKS]
+        lines.append(f"| {m} | " + " | ".join(f"{c.mean():.1f} / {c.median():.1f}"
+                                               for c in cells) + " |")
+    per_task = ep.groupby("task")[col].sum() * 10 / seeds / 2 / 60
+    lines += ["", "The full protocol (10 seeds × 4 methods × 10 laws) would take about "
+              + ", ".join(f"{per_task.get(t, float('nan')):.1f} min for {t}" for t in TASKS)
+              + " on 2 workers (this run's seconds × 10 / seeds / 2).",
               "", "![R² against budget](figures/scalebench.png)", ""]
     out.write_text("\n".join(lines))
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)

@@ -233,3 +233,53 @@ def test_cli_defaults_to_the_per_group_protocol(tmp_path):
     assert main([*args, "--budgets", "0.05,0.3", "--group-budget", "shared",
                  "--json", str(shared)]) == 0
     assert json.loads(shared.read_text())["group_budget"] == "shared"
+
+
+def _done(pool_f: pd.DataFrame, per_group: int = 5) -> pd.DataFrame:
+    """The ``per_group`` cheapest (smallest x) runs of every group, with their responses."""
+    return pool_f.sort_values("x").groupby("family").head(per_group)
+
+
+def test_propose_groups_per_group_and_shared():
+    from scalebo.design import propose_batch, propose_groups
+
+    law, pool, target, pg, tg = _setup(extra_pool_group=True)
+    pool_f, _ = _frames(extra_pool_group=True)
+    done_f = _done(pool_f)
+    done = make_pool(done_f, law, "x", response="loss")
+    args = (pool, target, law, pg, tg, done.X, done.y, done.cost, done_f.family.to_numpy())
+    per = propose_groups(*args, 0.3, 2, n_starts=6)
+    # two per group holding target rows, none for the pool-only group, none done already
+    assert [p.group for p in per] == ["g1", "g1", "g2", "g2"]
+    assert not {p.row for p in per} & set(done_f.index)
+    for p in per:
+        assert pg[p.row] == p.group and p.inputs["x"] == pool.X[p.row, 0]
+    # per group it is the single-group proposal on that group's rows
+    for g in ("g1", "g2"):
+        rows = np.flatnonzero(pg == g)
+        sub = make_pool(pool_f.iloc[rows], law, "x")
+        mine = done_f.family.to_numpy() == g
+        tsub = make_target(_frames()[1].query("family == @g"), law, response="loss")
+        alone = propose_batch(sub, tsub, law, done.X[mine], done.y[mine], done.cost[mine],
+                              0.3, 2, seed=1_000 * ("g1", "g2").index(g), n_starts=6)
+        assert [int(rows[a.row]) for a in alone] == [p.row for p in per if p.group == g]
+    shared = propose_groups(*args, 0.3, 3, group_budget="shared", n_starts=6)
+    assert len(shared) == 3 and {p.group for p in shared} <= {"g1", "g2"}
+    assert sum(p.cost for p in shared) + done.cost.sum() <= 0.3 * pool.total_cost
+    assert len({p.row for p in shared}) == 3
+
+
+def test_cli_group_propose(tmp_path, capsys):
+    pool_f, target_f = _frames()
+    _done(pool_f).to_csv(tmp_path / "done.csv", index=False)
+    out = tmp_path / "p.json"
+    args = [*_cli_args(tmp_path, pool_f, target_f), "--runs", str(tmp_path / "done.csv"),
+            "--budget", "0.3", "--batch", "2", "--json", str(out)]
+    assert main(args) == 0
+    result = json.loads(out.read_text())
+    assert result["mode"] == "propose" and result["group_budget"] == "per-group"
+    assert [p["group"] for p in result["proposals"]] == ["g1", "g1", "g2", "g2"]
+    assert "g2" in capsys.readouterr().out
+    assert main([*args[:-2], "--group-budget", "shared"]) == 0
+    assert main([*_cli_args(tmp_path, pool_f, target_f), "--runs",
+                 str(tmp_path / "pool.csv").replace("pool", "nofile"), "--budget", "0.3"]) == 2

@@ -26,7 +26,9 @@ With --group COL holding several groups, a replay fits the law separately in eac
 --group-budget per-group (default, ScaleBench's protocol): every group is its own episode
 with budgets of its own pool cost, and groups whose fit fails are left out of the pooled R^2
 (-1 when all fail); shared: one budget over the whole pool, rows of any group, -1 when any
-group's fit fails.
+group's fit fails. Proposals with --group: per-group, --batch rows for every group with
+target rows under --budget of that group's pool cost (cost_fraction is then of the group's
+cost); shared, --batch rows in all under --budget of the whole pool's cost.
 Names of the formula that are columns (or mapped with --map) are inputs; every other name is
 a parameter and needs --bounds. Fits are least squares in natural units (any sign).
 """
@@ -57,7 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--response", default="loss", metavar="COL", help="response column (default loss)")
     a("--group", default=None, metavar="COL",
       help="group column: with several groups the law is fitted per group (own parameters)"
-           " and R^2 pooled over the target rows (replay only)")
+           " and R^2 pooled over the target rows; proposals are made per group (--runs"
+           " must then have the column too)")
     a("--group-budget", choices=("per-group", "shared"), default="per-group",
       help="with --group: budgets per group of its own cost (default, ScaleBench) or one "
            "budget shared by the whole pool")
@@ -114,9 +117,6 @@ def _groups(pool_frame, target_frame, args: argparse.Namespace) -> tuple | None:
                          f"{names[:10]})")
     if len(names) == 1:
         return None
-    if args.runs is not None:
-        raise ValueError(f"{args.pool}: column {args.group!r} holds {len(names)} groups "
-                         f"{names[:5]}; proposals (--runs) are per group: filter one")
     return pool_g, target_g
 
 
@@ -129,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
         make_pool,
         make_target,
         propose_batch,
+        propose_groups,
         separate_group_replays,
     )
     from scalebo.laws.formula import formula_law, formula_names, parse_bounds, parse_variable_map
@@ -180,15 +181,28 @@ def run(args: argparse.Namespace) -> int:
         pool = make_pool(pool_frame, law, args.cost, variable_map=vmap, source=args.pool)
         done = make_pool(read_table(args.runs), law, args.cost, response=args.response,
                          variable_map=vmap, require_response=True, source=args.runs)
-        log(f"fitting {len(done.cost)} runs done, proposing {args.batch} of {pool.n} rows ...")
-        props = propose_batch(pool, target, law, done.X, done.y, done.cost, args.budget,
-                              args.batch, seed=args.seed, n_starts=args.starts)
+        if grouped is None:
+            log(f"fitting {len(done.cost)} runs done, proposing {args.batch} of {pool.n} rows")
+            props = propose_batch(pool, target, law, done.X, done.y, done.cost, args.budget,
+                                  args.batch, seed=args.seed, n_starts=args.starts)
+        else:
+            runs_g = _group_labels(read_table(args.runs), args.group, args.runs)
+            log(f"fitting {len(done.cost)} runs done per group of {args.group!r}, proposing "
+                f"{args.batch} rows ({args.group_budget} budget) ...")
+            props = propose_groups(pool, target, law, *grouped, done.X, done.y, done.cost,
+                                   runs_g, args.budget, args.batch,
+                                   group_budget=args.group_budget, seed=args.seed,
+                                   n_starts=args.starts)
         result = {"mode": "propose", "law": law_info, "budget": args.budget,
                   "spent_fraction": float(done.cost.sum() / pool.total_cost),
                   "proposals": [p.to_dict() for p in props]}
-        rows = [{"row": p.row_id, **p.inputs, "cost_fraction": p.cost_fraction,
-                 "mean": p.mean, "lo80": p.lo80, "hi80": p.hi80} for p in props]
-        columns = ["row", *law.variables, "cost_fraction", "mean", "lo80", "hi80"]
+        if grouped is not None:
+            result.update(group=args.group, group_budget=args.group_budget)
+        rows = [{"row": p.row_id, **({"group": p.group} if grouped else {}), **p.inputs,
+                 "cost_fraction": p.cost_fraction, "mean": p.mean, "lo80": p.lo80,
+                 "hi80": p.hi80} for p in props]
+        columns = ["row", *(["group"] if grouped else []), *law.variables, "cost_fraction",
+                   "mean", "lo80", "hi80"]
     if args.json:
         write_json_file(result, args.json)
         log(f"JSON written to {args.json}")

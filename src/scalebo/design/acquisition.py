@@ -24,8 +24,9 @@ import numpy as np
 
 from scalebo.design.posterior import Posterior, jacobian
 
-__all__ = ["BASELINES", "DEFAULT_GAMMA", "baseline_pick", "condition_on_mean",
-           "variance_reduction", "variance_scores"]
+__all__ = ["BASELINES", "DEFAULT_GAMMA", "JacobianCache", "baseline_pick",
+           "cached_variance_scores", "condition_on_mean", "variance_reduction",
+           "variance_scores"]
 
 #: Cost exponent of the score (ScaleBench's MSPE uses 0.4).
 DEFAULT_GAMMA = 0.4
@@ -39,8 +40,15 @@ def variance_reduction(post: Posterior, Zc: np.ndarray, Zt: np.ndarray,
     candidate row of prepared inputs ``Zc`` (n, k); ``Zt`` (T, k) are the target inputs."""
     mu_c, var_c, jac_c = post.mode_moments(Zc)
     mu_t, _, jac_t = post.mode_moments(Zt)
+    return _reduction(post, mu_c, var_c, jac_c, mu_t, jac_t, between)
+
+
+def _reduction(post: Posterior, mu_c: np.ndarray, var_c: np.ndarray, jac_c: list[np.ndarray],
+               mu_t: np.ndarray, jac_t: list[np.ndarray], between: bool) -> np.ndarray:
+    """:func:`variance_reduction` from per-mode candidate means ``(M, n)``, variances
+    ``(M, n)`` and Jacobians, and target means ``(M, T)`` and Jacobians."""
     w = post.weights
-    total = np.zeros(Zc.shape[0])
+    total = np.zeros(mu_c.shape[1])
     for m, mode in enumerate(post.modes):
         B = (jac_t[m] @ mode.cov) @ jac_c[m].T  # (T, n): Cov_m(target t, candidate c)
         total += w[m] * (B**2).sum(0) / (post.sigma2 + var_c[m])
@@ -60,6 +68,49 @@ def variance_scores(post: Posterior, X_cand: np.ndarray, cost: np.ndarray,
     ``(cost/C)^γ``. ``cost`` in the pool's units, ``total_cost`` = C."""
     law = post.law
     red = variance_reduction(post, law.prepare(X_cand), law.prepare(X_target))
+    return red / (np.asarray(cost, dtype=np.float64) / total_cost) ** gamma
+
+
+class JacobianCache:
+    """A law's natural predictions and Jacobians at fixed inputs, by mode centre ``θ``.
+
+    Between refits of a replay the modes keep their centres (only covariances and weights
+    change, :func:`condition_on_mean`), so the predictions and Jacobians at every pool and
+    target row are computed once per centre instead of at every step. Holds the last
+    ``max_entries`` centres; a plain cache (mutable), not a result.
+    """
+
+    def __init__(self, law, X: np.ndarray, max_entries: int = 16) -> None:
+        self.law, self.Z, self.max_entries = law, law.prepare(X), max_entries
+        self._store: dict[bytes, tuple[np.ndarray, np.ndarray]] = {}
+
+    def get(self, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Prediction ``(n,)`` and Jacobian ``(n, p)`` at every row, for internal ``θ``."""
+        key = np.asarray(theta, dtype=np.float64).tobytes()
+        if key not in self._store:
+            if len(self._store) >= self.max_entries:
+                self._store.pop(next(iter(self._store)))
+            self._store[key] = jacobian(self.law, theta, self.Z)
+        return self._store[key]
+
+
+def cached_variance_scores(post: Posterior, pool: JacobianCache, rows: np.ndarray,
+                           cost: np.ndarray, target: JacobianCache, total_cost: float,
+                           gamma: float = DEFAULT_GAMMA) -> np.ndarray:
+    """:func:`variance_scores` of the rows ``rows`` of ``pool`` (costs ``cost`` of those
+    rows), with predictions and Jacobians from the caches; the same numbers."""
+    mu_c, var_c, jac_c, mu_t, jac_t = [], [], [], [], []
+    for mode in post.modes:
+        mu, J = pool.get(mode.theta)
+        Jr = J[rows]
+        mu_c.append(mu[rows])
+        jac_c.append(Jr)
+        var_c.append(np.einsum("np,pq,nq->n", Jr, mode.cov, Jr))
+        mt, Jt = target.get(mode.theta)
+        mu_t.append(mt)
+        jac_t.append(Jt)
+    red = _reduction(post, np.array(mu_c), np.maximum(np.array(var_c), 0.0), jac_c,
+                     np.array(mu_t), jac_t, True)
     return red / (np.asarray(cost, dtype=np.float64) / total_cost) ** gamma
 
 

@@ -46,7 +46,10 @@ import pandas as pd
 from scalebo.design.acquisition import DEFAULT_GAMMA, baseline_pick, variance_scores
 from scalebo.design.pool import Pool, TargetRegion
 from scalebo.design.replay import (
+    DESIGN_STARTS,
+    FULL_GROWTH,
     METHODS,
+    REFIT_GROWTH,
     RefitState,
     checkpoint_rows,
     clipped_r2,
@@ -228,8 +231,9 @@ def grouped_design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
                           pool_groups: Any, target_groups: Any,
                           budgets: tuple[float, ...] = (0.01, 0.05, 0.1),
                           method: str = "variance", seed: int = 0, *, n_starts: int = 64,
-                          step_starts: int = 4, n_warm: int = 4, full_growth: float = 1.5,
-                          refit_growth: float = 0.1, gamma: float = DEFAULT_GAMMA,
+                          design_starts: int = DESIGN_STARTS, step_starts: int = 4,
+                          n_warm: int = 4, full_growth: float = FULL_GROWTH,
+                          refit_growth: float = REFIT_GROWTH, gamma: float = DEFAULT_GAMMA,
                           step_max_iter: int = 200) -> GroupedReplay:
     """Replay ``method`` over the groups of ``pool`` and score it on ``target`` (module
     docstring).
@@ -239,8 +243,8 @@ def grouped_design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
         target: the whole target region; its inputs guide ``variance``, responses score.
         law: the formula law fitted in every group.
         pool_groups, target_groups: a group label per pool / target row (compared as text).
-        budgets, method, seed, n_starts, step_starts, n_warm, full_growth, refit_growth,
-            gamma, step_max_iter: as :func:`~scalebo.design.replay.design_replay`.
+        budgets, method, seed, n_starts, design_starts, step_starts, n_warm, full_growth,
+            refit_growth, gamma, step_max_iter: as :func:`~scalebo.design.replay.design_replay`.
 
     Raises:
         ValueError: unknown method, budgets outside (0, 1], no pool responses, or bad
@@ -286,7 +290,7 @@ def grouped_design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
                 last = int(np.searchsorted(rows, newest[gi])) if gi in newest else 0
                 states[gi] = refit_step(
                     states[gi], law, pool.X[rows], pool.y[rows], target.X[g.target], last,
-                    seed=seed * 100_003 + step + 7_919 * gi, n_starts=n_starts,
+                    seed=seed * 100_003 + step + 7_919 * gi, n_starts=design_starts,
                     step_starts=step_starts, n_warm=n_warm, full_growth=full_growth,
                     refit_growth=refit_growth, step_max_iter=step_max_iter)
             stale.clear()

@@ -3,23 +3,30 @@ posterior (:mod:`scalebo.design.posterior`) and pick, greedily, the ``k`` pool r
 best variance-reduction-per-cost score (:mod:`scalebo.design.acquisition`) that still fit the
 budget; after each pick the posterior is conditioned on that row as observed at its
 predicted mean, so the batch does not repeat itself.
+
+With several groups (datasets, model families; :func:`propose_groups`) the law has its own
+parameters per group, as in the grouped replays (:mod:`scalebo.design.groups`): by default
+(``per-group``) each group holding target rows gets its own batch of ``k`` under its own
+budget, a fraction of the group's pool cost ``C_g``; with ``shared`` one batch of ``k`` is
+picked over the whole pool under one budget, a fraction of the whole pool's cost ``C``, every
+group's candidates scored by its own posterior per ``(cost/C)^γ``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from scalebo.design.acquisition import DEFAULT_GAMMA, condition_on_mean, variance_scores
 from scalebo.design.pool import Pool, TargetRegion
-from scalebo.design.posterior import build_posterior
+from scalebo.design.posterior import Posterior, build_posterior
 from scalebo.design.replay import fit_rows
 from scalebo.errors import FitError, SearchError
 from scalebo.laws.formula import FormulaLaw
 
-__all__ = ["Proposal", "done_rows", "propose_batch"]
+__all__ = ["Proposal", "done_rows", "propose_batch", "propose_groups"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +39,8 @@ class Proposal:
         cost: cost of the row (pool units); ``cost_fraction``: cost / C.
         score: variance reduction per ``(cost/C)^γ`` when picked (response units squared).
         mean, lo80, hi80: predicted response and 80 % interval of the law's mean there.
+        group: the row's group label with several groups (:func:`propose_groups`), else
+            ``None``.
     """
 
     row: int
@@ -43,6 +52,7 @@ class Proposal:
     mean: float
     lo80: float
     hi80: float
+    group: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -84,11 +94,7 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
     if left <= 0:
         raise SearchError(f"the runs done already spent {np.sum(cost_done) / C:.4f} of the "
                           f"pool's total cost, at or over the budget {budget}")
-    fit = fit_rows(law, X_done, y_done, n_starts=n_starts, seed=seed)
-    if fit is None:
-        raise FitError(f"cannot fit {law.name!r} ({law.n_params} parameters) to the "
-                       f"{len(y_done)} runs done")
-    post = build_posterior(law, fit, X_done, y_done, X_target=target.X)
+    post = _posterior(law, X_done, y_done, target.X, seed, n_starts)
     free = ~done_rows(pool, X_done)
     out: list[Proposal] = []
     while len(out) < k:
@@ -97,16 +103,114 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
             break
         s = variance_scores(post, pool.X[cand], pool.cost[cand], target.X, C, gamma)
         i = int(cand[np.argmax(s)])
-        mean, _ = post.predict(pool.X[i : i + 1])
-        lo, hi = post.interval(pool.X[i : i + 1], 0.8)
-        out.append(Proposal(row=i, row_id=pool.row_ids[i] if pool.row_ids else i,
-                            inputs=dict(zip(pool.variables, map(float, pool.X[i]), strict=True)),
-                            cost=float(pool.cost[i]), cost_fraction=float(pool.cost[i] / C),
-                            score=float(s.max()), mean=float(mean[0]), lo80=float(lo[0]),
-                            hi80=float(hi[0])))
+        out.append(_proposal(post, pool, i, float(s.max()), C))
         post = condition_on_mean(post, pool.X[i])
         free[i] = False
         left -= float(pool.cost[i])
     if not out:
         raise SearchError(f"no pool row fits the {left / C:.4g} of C left of the budget")
+    return tuple(out)
+
+
+def _posterior(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray, X_target: np.ndarray,
+               seed: int, n_starts: int) -> Posterior:
+    fit = fit_rows(law, X_done, y_done, n_starts=n_starts, seed=seed)
+    if fit is None:
+        raise FitError(f"cannot fit {law.name!r} ({law.n_params} parameters) to the "
+                       f"{len(y_done)} runs done")
+    return build_posterior(law, fit, X_done, y_done, X_target=X_target)
+
+
+def _proposal(post: Posterior, pool: Pool, i: int, score: float, C: float,
+              group: str | None = None, row: int | None = None) -> Proposal:
+    """Row ``i`` of ``pool`` as a :class:`Proposal` (``row``: its position in the whole pool
+    when ``pool`` is one group's part of it)."""
+    mean, _ = post.predict(pool.X[i : i + 1])
+    lo, hi = post.interval(pool.X[i : i + 1], 0.8)
+    return Proposal(row=i if row is None else row, row_id=pool.row_ids[i] if pool.row_ids else
+                    (i if row is None else row),
+                    inputs=dict(zip(pool.variables, map(float, pool.X[i]), strict=True)),
+                    cost=float(pool.cost[i]), cost_fraction=float(pool.cost[i] / C),
+                    score=score, mean=float(mean[0]), lo80=float(lo[0]), hi80=float(hi[0]),
+                    group=group)
+
+
+def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_groups: Any,
+                   target_groups: Any, X_done: np.ndarray, y_done: np.ndarray,
+                   cost_done: np.ndarray, done_groups: Any, budget: float, k: int = 1, *,
+                   group_budget: str = "per-group", seed: int = 0, n_starts: int = 64,
+                   gamma: float = DEFAULT_GAMMA) -> tuple[Proposal, ...]:
+    """Proposals for a pool of several groups (module docstring), each with its ``group``.
+
+    Args:
+        pool_groups, target_groups, done_groups: group label of every pool row, target row
+            and run done (compared as text); groups without target rows get no proposals.
+        budget: fraction of each group's pool cost (``per-group``) or of the whole pool's
+            cost (``shared``); cost in pool units.
+        k: batch size per group (``per-group``) or in all (``shared``).
+        Other arguments as :func:`propose_batch`.
+
+    Raises:
+        SearchError: no group has a row that fits its budget; FitError: a group with target
+        rows whose runs done cannot be fitted (named).
+    """
+    from scalebo.design.groups import GROUP_BUDGETS, split_groups
+
+    if group_budget not in GROUP_BUDGETS:
+        raise ValueError(f"group_budget must be one of {GROUP_BUDGETS}, got {group_budget!r}")
+    groups = [g for g in split_groups(pool_groups, target_groups, pool.n, target.X.shape[0])
+              if g.target.size]
+    dg = np.asarray(done_groups, dtype=object).astype(str)
+    if dg.shape[0] != len(y_done):
+        raise ValueError(f"{dg.shape[0]} group labels for {len(y_done)} runs done")
+    parts = []
+    for gi, g in enumerate(groups):
+        sub = replace(pool, X=pool.X[g.pool], cost=pool.cost[g.pool], y=None,
+                      row_ids=tuple(pool.row_ids[i] for i in g.pool) if pool.row_ids else ())
+        mine = dg == g.name
+        parts.append((g, sub, TargetRegion(target.X[g.target], None), mine, seed + 1_000 * gi))
+    out: list[Proposal] = []
+    if group_budget == "per-group":
+        for g, sub, region, mine, s in parts:
+            try:
+                props = propose_batch(sub, region, law, X_done[mine], y_done[mine],
+                                      cost_done[mine], budget, k, seed=s, n_starts=n_starts,
+                                      gamma=gamma)
+            except SearchError:
+                continue  # this group's budget is spent
+            except FitError as exc:
+                raise FitError(f"group {g.name!r}: {exc}") from exc
+            out += [replace(p, row=int(g.pool[p.row]), group=g.name,
+                            row_id=p.row_id if pool.row_ids else int(g.pool[p.row]))
+                    for p in props]
+        if not out:
+            raise SearchError(f"no group has a pool row that fits its budget {budget}")
+        return tuple(out)
+    C = pool.total_cost
+    left = budget * C - float(np.sum(cost_done))
+    posts, free = [], []
+    for g, sub, region, mine, s in parts:
+        try:
+            posts.append(_posterior(law, X_done[mine], y_done[mine], region.X, s, n_starts))
+        except FitError as exc:
+            raise FitError(f"group {g.name!r}: {exc}") from exc
+        free.append(~done_rows(sub, X_done[mine]) if mine.any() else np.ones(sub.n, bool))
+    while len(out) < k and left > 0:
+        best = None
+        for j, (_g, sub, region, _m, _s) in enumerate(parts):
+            cand = np.flatnonzero(free[j] & (sub.cost <= left * (1 + 1e-12)))
+            if cand.size:
+                sc = variance_scores(posts[j], sub.X[cand], sub.cost[cand], region.X, C, gamma)
+                if best is None or sc.max() > best[0]:
+                    best = (float(sc.max()), j, int(cand[np.argmax(sc)]))
+        if best is None:
+            break
+        score, j, i = best
+        g, sub = parts[j][0], parts[j][1]
+        out.append(_proposal(posts[j], sub, i, score, C, g.name, int(g.pool[i])))
+        posts[j] = condition_on_mean(posts[j], sub.X[i])
+        free[j][i] = False
+        left -= float(sub.cost[i])
+    if not out:
+        raise SearchError(f"no pool row fits the {max(left, 0) / C:.4g} of C left of the budget")
     return tuple(out)

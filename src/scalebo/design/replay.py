@@ -16,11 +16,13 @@ Protocol (Li et al. 2026, "Spend Less, Fit Better"; ``$SCALEBO_DATA_DIR/scaleben
 Refits during the design (the expensive part): the law is refitted whenever the observed
 set has grown by ``refit_growth`` (10 %, at least one row) since the last refit, from the
 previous fit's modes and best optima (warm starts, up to ``n_warm``) plus ``step_starts``
-fresh random starts; a full ``n_starts`` refit is done whenever it has grown by
-``full_growth``× (1.5) since the last full one. Between refits each new observation updates
-the posterior by the rank-one Gaussian update with its observed response
-(:func:`~scalebo.design.acquisition.condition_on_mean`). Checkpoint fits are always
-independent full ``n_starts`` fits (the protocol's).
+fresh random starts; a full refit (the warm starts plus ``design_starts`` fresh ones, 16) is
+done whenever it has grown by ``full_growth``× (1.5) since the last full one. Between refits
+each new observation updates the posterior by the rank-one Gaussian update with its observed
+response (:func:`~scalebo.design.acquisition.condition_on_mean`); the modes keep their
+centres, so the predictions and Jacobians at every pool and target row are computed once per
+centre (:class:`~scalebo.design.acquisition.JacobianCache`). Checkpoint fits are always
+independent full ``n_starts`` fits (the protocol's 64), never warm-started.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ import numpy as np
 from scalebo.design.acquisition import (
     BASELINES,
     DEFAULT_GAMMA,
+    JacobianCache,
     baseline_pick,
+    cached_variance_scores,
     condition_on_mean,
-    variance_scores,
 )
 from scalebo.design.pool import Pool, TargetRegion
 from scalebo.design.posterior import Posterior, build_posterior
@@ -45,11 +48,19 @@ from scalebo.fitting.formula_fit import fit_formula
 from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
 
-__all__ = ["METHODS", "Checkpoint", "DesignReplay", "RefitState", "checkpoint_rows",
-           "clipped_r2", "design_replay", "fit_rows", "fit_summary", "pilot_rows", "refit_step",
-           "target_r2"]
+__all__ = ["DESIGN_STARTS", "FULL_GROWTH", "METHODS", "REFIT_GROWTH", "Checkpoint",
+           "DesignReplay", "RefitState", "checkpoint_rows", "clipped_r2", "design_replay",
+           "fit_rows", "fit_summary", "pilot_rows", "refit_step", "target_r2"]
 
 METHODS = ("variance", *BASELINES)
+#: Defaults of the design's refits (module docstring): fresh random starts of a full refit,
+#: growth of the observed set that triggers a warm refit, and one that triggers a full one.
+DESIGN_STARTS = 16
+REFIT_GROWTH = 0.1
+FULL_GROWTH = 1.5
+#: Iteration limit of the design's full refits (300: no LM continuation of slow starts, which
+#: only the scored checkpoint fits need; :mod:`scalebo.fitting.formula_fit`).
+FULL_MAX_ITER = 300
 
 
 @dataclass(frozen=True)
@@ -214,7 +225,7 @@ def refit_step(state: RefitState, law: FormulaLaw, X: np.ndarray, y: np.ndarray,
         warm = np.vstack([*(m.theta[None, :] for m in post.modes),
                           fit.converged_x[:n_warm].reshape(-1, law.n_params)])
     new = fit_rows(law, X, y, warm=warm, n_starts=n_starts if full else step_starts,
-                   seed=seed, max_iter=2000 if full else step_max_iter)
+                   seed=seed, max_iter=FULL_MAX_ITER if full else step_max_iter)
     if new is None:
         return replace(state, n_fit=n)
     return RefitState(fit=new, post=build_posterior(law, new, X, y, X_target=X_target),
@@ -223,8 +234,9 @@ def refit_step(state: RefitState, law: FormulaLaw, X: np.ndarray, y: np.ndarray,
 
 def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
                   budgets: tuple[float, ...] = (0.01, 0.05, 0.1), method: str = "variance",
-                  seed: int = 0, *, n_starts: int = 64, step_starts: int = 4, n_warm: int = 4,
-                  full_growth: float = 1.5, refit_growth: float = 0.1,
+                  seed: int = 0, *, n_starts: int = 64, design_starts: int = DESIGN_STARTS,
+                  step_starts: int = 4, n_warm: int = 4,
+                  full_growth: float = FULL_GROWTH, refit_growth: float = REFIT_GROWTH,
                   gamma: float = DEFAULT_GAMMA,
                   step_max_iter: int = 200) -> DesignReplay:
     """Replay ``method`` on ``pool`` (responses known) and score it on ``target``.
@@ -237,7 +249,10 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
         method: ``variance`` (pilot + :func:`~scalebo.design.acquisition.variance_scores`)
             or a baseline ``random`` / ``cheapest`` / ``cost_weighted`` (no pilot).
         seed: seeds the fits' random starts and the baselines' draws.
-        n_starts: starts of full fits (checkpoints, periodic refits).
+        n_starts: starts of the checkpoint fits (the protocol's 64).
+        design_starts: fresh random starts of the design's periodic full refits (plus the
+            previous fit's modes and best optima as warm starts); these fits only guide the
+            choice of rows and are never scored.
         step_starts, n_warm, full_growth, refit_growth, step_max_iter: refits between
             checkpoints (module docstring).
         gamma: cost exponent of the score.
@@ -259,6 +274,8 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
     spent = float(pool.cost[order].sum())
     state = RefitState()
     step = 0
+    if method == "variance":
+        jac_pool, jac_target = JacobianCache(law, pool.X), JacobianCache(law, target.X)
     while True:
         cand = np.flatnonzero(~observed & (spent + pool.cost <= cap * (1 + 1e-12)))
         if cand.size == 0:
@@ -269,7 +286,7 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
             rows = np.flatnonzero(observed)
             newest = int(np.searchsorted(rows, order[-1])) if order else 0
             state = refit_step(state, law, pool.X[rows], pool.y[rows], target.X, newest,
-                               seed=seed * 100_003 + step, n_starts=n_starts,
+                               seed=seed * 100_003 + step, n_starts=design_starts,
                                step_starts=step_starts, n_warm=n_warm,
                                full_growth=full_growth, refit_growth=refit_growth,
                                step_max_iter=step_max_iter)
@@ -277,7 +294,8 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
             if post is None:  # no usable fit yet: cheapest affordable row
                 pick = int(cand[np.argmin(pool.cost[cand])])
             else:
-                s = variance_scores(post, pool.X[cand], pool.cost[cand], target.X, C, gamma)
+                s = cached_variance_scores(post, jac_pool, cand, pool.cost[cand], jac_target,
+                                           C, gamma)
                 pick = int(cand[np.argmax(s)])
         order.append(pick)
         observed[pick] = True
