@@ -30,6 +30,7 @@ def test_replay_file_json_plot_and_errors(tmp_path):
     data = json.loads(out.stdout)
     assert [m["budget"] for m in data["metrics"]] == [0.1, 0.2]
     assert data["method"]["fantasize"] is False
+    assert data["method"]["incumbent"] == "envelope" and data["method"]["ei_cost_power"] == 1.0
     assert all(m["spent_fraction"] <= m["budget"] + 1e-12 for m in data["metrics"])
     assert data["problem"]["n_configs"] == 72
     assert json.loads((tmp_path / "rec.json").read_text())["seed"] == 0
@@ -37,6 +38,17 @@ def test_replay_file_json_plot_and_errors(tmp_path):
 
     bad = _scalebo("replay", "--dataset", str(path), "--budget", "2", cwd=tmp_path)
     assert bad.returncode == 2 and "--budget" in bad.stderr
+
+    # The 0.2 search (cell-best incumbent, cost-blind EI) is two options away, and it picks
+    # other runs: per unit cost, EI buys more of the cheap configurations.
+    old = _scalebo("replay", "--dataset", str(path), "--map", "N=params", "--axes", "lr,bs",
+                   "--budget", "0.2", "--no-fantasize", "--incumbent", "frontier",
+                   "--ei-cost-power", "0", "--posterior-samples", "0", "--format", "json",
+                   cwd=tmp_path)
+    assert old.returncode == 0, old.stderr
+    prev = json.loads(old.stdout)
+    assert prev["method"]["incumbent"] == "frontier" and prev["method"]["ei_cost_power"] == 0.0
+    assert [t["index"] for t in prev["trace"]] != [t["index"] for t in data["trace"]]
 
 
 def test_replay_table_prints_the_law_intervals(tmp_path):

@@ -27,10 +27,12 @@ _CHOICES = {
 
 @dataclass(frozen=True)
 class MethodConfig:
-    """A search strategy (defaults chosen by ``benchmarks/replay_baseline.py``).
+    """A search strategy (defaults chosen by ``benchmarks/replay_baseline.py`` and, since 0.3,
+    ``benchmarks/ei_defaults.py``: the incumbent and the cost power, see below).
 
-    Measured with ``benchmarks/replay_baseline.py`` (5 seeds, |rel. diff| of the compute law at
-    1e25 FLOPs, fantasized, budgets 1 / 5 / 10 %, hyperparameters refitted at every ask):
+    Measured with ``benchmarks/replay_baseline.py`` before 0.3 (5 seeds, |rel. diff| of the
+    compute law at 1e25 FLOPs, fantasized, budgets 1 / 5 / 10 %, hyperparameters refitted at
+    every ask):
     window ``spent`` + EI + frontier incumbent + posterior-mean fill-in gave OELLM-English
     2.9 / 0.6 / 0.4 % and StepLaw 19.8 / 4.5 / 0.2 %; ``sweep`` was better on OELLM at 1–5 %
     (1.7 / 0.4 %, the same runs for every seed) but worse at 10 % and on StepLaw
