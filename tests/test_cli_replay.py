@@ -22,10 +22,10 @@ def test_replay_file_json_plot_and_errors(tmp_path):
     frame = frame.rename(columns={"N": "params"})[["params", "D", "lr", "bs", "loss"]]
     path = tmp_path / "runs.csv"
     frame.to_csv(path, index=False)
-    out = _scalebo("replay", "--dataset", str(path), "--map", "N=params", "--axes", "lr,bs",
-                   "--budget", "0.2", "--record-budgets", "0.1", "--no-fantasize",
-                   "--json", "rec.json", "--plot", "trace.png", "--format", "json",
-                   cwd=tmp_path)
+    common = ("replay", "--dataset", str(path), "--map", "N=params", "--axes", "lr,bs",
+              "--budget", "0.2", "--no-fantasize", "--format", "json")
+    out = _scalebo(*common, "--record-budgets", "0.1", "--json", "rec.json",
+                   "--plot", "trace.png", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert [m["budget"] for m in data["metrics"]] == [0.1, 0.2]
@@ -41,10 +41,8 @@ def test_replay_file_json_plot_and_errors(tmp_path):
 
     # The 0.2 search (cell-best incumbent, cost-blind EI) is two options away, and it picks
     # other runs: per unit cost, EI buys more of the cheap configurations.
-    old = _scalebo("replay", "--dataset", str(path), "--map", "N=params", "--axes", "lr,bs",
-                   "--budget", "0.2", "--no-fantasize", "--incumbent", "frontier",
-                   "--ei-cost-power", "0", "--posterior-samples", "0", "--format", "json",
-                   cwd=tmp_path)
+    old = _scalebo(*common, "--record-budgets", "0.1", "--incumbent", "frontier",
+                   "--ei-cost-power", "0", cwd=tmp_path)
     assert old.returncode == 0, old.stderr
     prev = json.loads(old.stdout)
     assert prev["method"]["incumbent"] == "frontier" and prev["method"]["ei_cost_power"] == 0.0
