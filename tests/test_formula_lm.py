@@ -54,3 +54,27 @@ def test_lm_solver_matches_lbfgs_on_a_noisy_fit():
     for k, v in old.params.items():
         assert lm.params[k] == pytest.approx(v, rel=1e-3), k
     assert str(lm.status) == str(old.status)
+
+
+def test_lm_stopped_at_max_iter_continues_to_the_optimum():
+    """A start cut off by ``max_iter`` reports MAX_ITER, and LM restarted from where it
+    stopped (what the formula fit does for its best unconverged starts) reaches the optimum
+    of Rosenbrock's valley, (1, 1), that scipy's least_squares finds."""
+    from scipy.optimize import least_squares
+
+    def resid_jac(x: np.ndarray):
+        r = np.stack([10.0 * (x[:, 1] - x[:, 0] ** 2), 1.0 - x[:, 0]], axis=1)
+        J = np.zeros((x.shape[0], 2, 2))
+        J[:, 0, 0], J[:, 0, 1], J[:, 1, 0] = -20.0 * x[:, 0], 10.0, -1.0
+        return r, J
+
+    lower, upper = np.full(2, -5.0), np.full(2, 5.0)
+    start = np.array([[-1.2, 1.0], [-1.5, 2.0]])
+    cut = minimize_lm_batched(resid_jac, start, lower, upper, max_iter=3)
+    assert np.all(cut.status == StartStatus.MAX_ITER)
+    assert np.all(np.abs(cut.x - 1.0).max(axis=1) > 1e-2)
+    more = minimize_lm_batched(resid_jac, cut.x, lower, upper, max_iter=300)
+    assert np.all(more.status == StartStatus.CONVERGED)
+    ref = least_squares(lambda v: resid_jac(v[None, :])[0][0], start[0], bounds=(lower, upper))
+    np.testing.assert_allclose(more.x, np.tile(ref.x, (2, 1)), atol=1e-6)
+    np.testing.assert_allclose(ref.x, [1.0, 1.0], atol=1e-6)
