@@ -126,8 +126,9 @@ def test_cell_key_is_stable_and_sensitive():
     # pin only on purpose (a changed default, identity or hash, or RECORD_SCHEMA_VERSION).
     # The version is fixed here so that a release alone does not move the pin.
     # Changed on purpose: MethodConfig gained cost_model, cooldown (WSD) and
-    # posterior_discrepancy (2026-12-01).
-    assert dataclasses.replace(first, version="0.1.0").key == "2e932c04a2b68dcb9f67"
+    # posterior_discrepancy (2026-12-01); ei_cost_power, and the incumbent's default became
+    # "envelope" (2026-12-02, scalebo 0.3).
+    assert dataclasses.replace(first, version="0.1.0").key == "b0faaf0bedf54d3f245c"
     # (The identity's JSON text and its hash are pinned in
     # test_records.test_key_of_a_fixed_cell_is_pinned.)
 
