@@ -5,6 +5,7 @@ known law, the acquisition on a hand-made Gaussian, nested checkpoints within bu
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,7 @@ from scalebo.cli.main import main
 from scalebo.design import (
     Mode,
     Posterior,
+    condition_on_mean,
     design_replay,
     evaluate_cost,
     make_pool,
@@ -214,3 +216,26 @@ def test_cheap_refits_match_full_refits_at_every_step(setup):
     assert cheap.order[: n + 3] == full.order[: n + 3]
     for a, b in zip(cheap.checkpoints, full.checkpoints, strict=True):
         assert a.r2 > 0.99 and abs(a.r2 - b.r2) < 0.005, (a.r2, b.r2)
+
+
+def test_conditioning_keeps_mode_weights_finite_when_a_downdated_variance_rounds_negative():
+    """Two modes; the first's covariance has lost positive definiteness the way many rank-one
+    downdates can leave it (jᵀΣj = −0.5 < −σ² at the new row). The update must still give
+    finite weights that sum to 1: the mode's predictive variance is floored at σ² (its s² at
+    0, as in variance_scores), so with y at both centres' mean the weights stay equal."""
+    law = formula_law("c + s*x", ("x",), dict(c=(-10, 10), s=(-10, 10)))
+    bad = np.array([[0.5, -1.0], [-1.0, 1.0]])  # jᵀΣj at x = 1: 0.5 − 2 + 1 = −0.5
+    good = np.array([[0.5, 0.1], [0.1, 0.2]])
+    post = Posterior(law=law, modes=(
+        Mode(theta=np.array([1.0, 2.0]), cov=bad, sse=1.0, bic=0.0, weight=0.5),
+        Mode(theta=np.array([1.0, 2.0]), cov=good, sse=1.0, bic=0.0, weight=0.5)),
+        sigma2=0.3, n_obs=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "invalid value encountered in log"
+        new = condition_on_mean(post, np.array([1.0]), y=3.0)
+    w = np.array([m.weight for m in new.modes])
+    assert np.all(np.isfinite(w)) and w.sum() == pytest.approx(1.0)
+    # both centres predict 3.0 at x = 1, so only the variances differ: N(0; 0, 0.3) vs
+    # N(0; 0, 0.3 + 0.9) → weights ∝ 1/√0.3 and 1/√1.2
+    np.testing.assert_allclose(w, np.array([1 / np.sqrt(0.3), 1 / np.sqrt(1.2)])
+                               / (1 / np.sqrt(0.3) + 1 / np.sqrt(1.2)), rtol=1e-12)

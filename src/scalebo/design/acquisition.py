@@ -125,7 +125,9 @@ def condition_on_mean(post: Posterior, x: np.ndarray, y: float | None = None) ->
         mu, J = jacobian(post.law, mode.theta, Z)
         j = J[0]
         sj = mode.cov @ j
-        s2 = float(j @ sj)
+        # a variance: rank-one downdates accumulated between refits can round it below 0,
+        # which made log(σ² + s2) NaN; floored as in variance_scores
+        s2 = max(float(j @ sj), 0.0)
         modes.append(replace(mode, cov=mode.cov - np.outer(sj, sj) / (post.sigma2 + s2)))
         mus.append(float(mu[0]))
         vs.append(post.sigma2 + s2)
