@@ -204,16 +204,9 @@ def _keep_better(res: BatchedResult, chosen: np.ndarray, pol: BatchedResult) -> 
     """``res`` with rows ``chosen`` replaced by ``pol``'s (point, objective, status) where
     that does not raise the objective: an LM run that cannot lower a screened point's
     objective stops there converged, which makes the point a converged start."""
-    x, fun, status, nit = res.x.copy(), res.fun.copy(), res.status.copy(), res.nit.copy()
-    pgnorm = res.pgnorm.copy()
     with np.errstate(invalid="ignore"):
-        better = np.isfinite(pol.fun) & ~(pol.fun > fun[chosen])
-    rows = chosen[better]
-    x[rows], fun[rows], pgnorm[rows] = pol.x[better], pol.fun[better], pol.pgnorm[better]
-    status[rows] = pol.status[better]
-    nit[chosen] += pol.nit
-    return BatchedResult(x=x, fun=fun, status=status, nit=nit, nfev=res.nfev + pol.nfev,
-                         pgnorm=pgnorm)
+        better = np.isfinite(pol.fun) & ~(pol.fun > res.fun[chosen])
+    return with_polish(res, chosen, pol, keep=better)
 
 
 def _refine(law: FormulaLaw, Z: np.ndarray, y: np.ndarray, res: BatchedResult, fg,

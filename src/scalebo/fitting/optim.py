@@ -255,13 +255,18 @@ def minimize_batched(
     return BatchedResult(x=x_out, fun=f_out, status=status, nit=nit, nfev=nfev, pgnorm=pgnorm)
 
 
-def with_polish(res: BatchedResult, chosen: np.ndarray, pol: BatchedResult) -> BatchedResult:
+def with_polish(res: BatchedResult, chosen: np.ndarray, pol: BatchedResult, *,
+                keep: np.ndarray | None = None) -> BatchedResult:
     """``res`` with the rows ``chosen`` replaced by their polished result ``pol`` (a second
-    :func:`minimize_batched` from ``res.x[chosen]``): x, fun, status and the projected
-    gradient norm from ``pol``; iterations and evaluations summed."""
+    run from ``res.x[chosen]``): x, fun, status and the projected gradient norm from ``pol``;
+    iterations and evaluations summed over every chosen row. ``keep`` (bool, like
+    ``chosen``) replaces only those rows (the others keep their point and status)."""
     x, fun, status, nit = res.x.copy(), res.fun.copy(), res.status.copy(), res.nit.copy()
     pgnorm = res.pgnorm.copy()
-    x[chosen], fun[chosen], status[chosen], pgnorm[chosen] = pol.x, pol.fun, pol.status, pol.pgnorm
+    keep = np.ones(len(chosen), dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
+    rows = np.asarray(chosen)[keep]
+    x[rows], fun[rows], pgnorm[rows] = pol.x[keep], pol.fun[keep], pol.pgnorm[keep]
+    status[rows] = pol.status[keep]
     nit[chosen] += pol.nit
     return BatchedResult(x=x, fun=fun, status=status, nit=nit, nfev=res.nfev + pol.nfev,
                          pgnorm=pgnorm)

@@ -46,6 +46,7 @@ import numpy as np
 
 from scalebo.errors import SearchError
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
+from scalebo.search.acquisition import cost_weighted
 from scalebo.search.grid import Grid
 from scalebo.search.law_posterior import LAW_NAMES, _one_law, envelope_masks
 from scalebo.search.target_draws import joint_draws
@@ -152,7 +153,7 @@ def target_score(vr: np.ndarray, cost: np.ndarray, C_total: float,
         raise SearchError(f"The cost exponent gamma must be finite and >= 0, got {gamma}.")
     if np.any(~np.isfinite(vr) | (vr < 0)) or np.any(~np.isfinite(cost) | (cost <= 0)):
         raise SearchError("Variance reductions must be finite and >= 0, costs finite and > 0.")
-    return np.log(np.maximum(vr, VR_FLOOR)) - gamma * np.log(cost / float(C_total))
+    return cost_weighted(np.log(np.maximum(vr, VR_FLOOR)), cost, C_total, gamma)
 
 
 def sqrt_update(anomalies: np.ndarray, j: int, noise_var: float = 0.0) -> np.ndarray:
