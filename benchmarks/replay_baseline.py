@@ -1,13 +1,20 @@
-"""Choose the replay defaults by measurement: window schedules, incumbents, fantasization.
+"""Choose the replay defaults by measurement: window schedules, incumbents, EI's cost power,
+fantasization.
 
-For each dataset (StepLaw, OELLM-English), method and seed, one replay to the largest budget
-records metrics at every budget (separate runs for the budget-dependent ``sweep``
-schedule). Printed: |relative difference| of the compute law at 1e25 FLOPs vs the reference
-law (mean ± SD over seeds) on observed + fantasized data ("fant") and on observed runs only
-("obs"), envelope recovery, and seconds per replay; then DESIGN.md's baseline rows.
+For each dataset (StepLaw, OELLM-English, or ``synthetic``), method and seed, one replay to
+the largest budget records metrics at every budget (separate runs for the budget-dependent
+``sweep`` schedule), without the law posterior (it does not change the picks). Printed:
+|relative difference| of the compute law at 1e25 FLOPs vs the reference law (mean ± SD over
+seeds) on observed + fantasized data ("fant") and on observed runs only ("obs"), envelope
+recovery, and seconds per replay; then, for every method against the 0.2 default
+(:data:`REFERENCE`), the seeds whose fantasized error got better / worse and a paired
+Wilcoxon signed-rank p-value per budget; then DESIGN.md's baseline rows.
 
 Run: ``SCALEBO_DATA_DIR=... python benchmarks/replay_baseline.py [--seeds 5]
-[--budgets 0.01,0.05,0.1] [--n-jobs 2] [--json out.json]``.
+[--budgets 0.01,0.05,0.1] [--datasets steplaw,oellm_english] [--methods "LABEL;..."]
+[--n-jobs 2] [--json out.json]``. The 0.3 defaults (envelope incumbent, EI per unit cost;
+docs/reproduction.md) were chosen with ``--seeds 20 --methods ei-defaults`` (the rows of
+:data:`EI_DEFAULTS`; and ``--datasets synthetic --seeds 10``).
 """
 
 from __future__ import annotations
@@ -19,22 +26,33 @@ import time
 
 import numpy as np
 from joblib import Parallel, delayed
+from scipy.stats import wilcoxon
 
 from scalebo.bench.problems import load_problem
 from scalebo.bench.replay import MethodConfig, replay
 
 BASE = MethodConfig(strategy="window", schedule="spent", acquisition="ei",
-                    incumbent="frontier", ei_cost_power=0.0, fantasize=True, estimator="mean")
+                    incumbent="frontier", ei_cost_power=0.0, fantasize=True, estimator="mean",
+                    posterior_samples=0)
+#: The 0.2 default, which every other method is compared with seed by seed.
+REFERENCE = "window-spent EI frontier, fant mean"
 METHODS: dict[str, MethodConfig] = {
     "window-spent EI/cost envelope, fant mean (default)": BASE.with_(incumbent="envelope",
                                                                      ei_cost_power=1.0),
-    "window-spent EI frontier, fant mean": BASE,
+    REFERENCE: BASE,
+    "window-spent EI envelope, fant mean": BASE.with_(incumbent="envelope"),
+    "window-spent EI/cost^0.5 envelope, fant mean": BASE.with_(incumbent="envelope",
+                                                               ei_cost_power=0.5),
     "window-sweep EI frontier, fant mean": BASE.with_(schedule="sweep"),
     "full EI frontier, fant mean": BASE.with_(strategy="full"),
     "window-spent EI global, fant mean": BASE.with_(incumbent="global"),
     "window-spent EI frontier, fant cell_best": BASE.with_(estimator="cell_best"),
     "window-spent random order, fant mean": BASE.with_(surrogate="random"),
 }
+#: The rows that chose the 0.3 defaults: incumbent × EI's cost power.
+EI_DEFAULTS = (REFERENCE, "window-spent EI envelope, fant mean",
+               "window-spent EI/cost^0.5 envelope, fant mean",
+               "window-spent EI/cost envelope, fant mean (default)")
 DESIGN_BASELINE = """\
 DESIGN.md baseline (|rel. diff| at 1e25, %, budgets 1/5/10/25 %):
   OELLM random order + fantasize              2.7 ± 2.2 | 2.8 ± 1.7 | 1.8 ± 1.8 | 0.7 ± 0.4
@@ -77,7 +95,7 @@ def summarize(results: list[dict], budgets: tuple[float, ...]) -> str:
     for dataset in sorted({r["dataset"] for r in results}):
         lines.append(f"\n{dataset}: compute law |rel. diff| at 1e25 FLOPs, % (mean ± SD), "
                      "fant / obs; envelope recovery %")
-        head = "  " + "method".ljust(42) + "".join(
+        head = "  " + "method".ljust(52) + "".join(
             f"| {100 * b:g} % fant".ljust(18) + f"| {100 * b:g} % obs".ljust(17)
             + "| env ".ljust(7) for b in budgets) + "| s/replay"
         lines.append(head)
@@ -86,7 +104,7 @@ def summarize(results: list[dict], budgets: tuple[float, ...]) -> str:
                     and not r["error"]]
             if not rows:
                 continue
-            text = "  " + label.ljust(42)
+            text = "  " + label.ljust(52)
             for b in budgets:
                 ms = [next(m for m in r["metrics"] if np.isclose(m["budget"], b)) for r in rows]
                 fant = [_abs(m["fantasized"]["compute"]) if m["fantasized"] else None
@@ -97,8 +115,40 @@ def summarize(results: list[dict], budgets: tuple[float, ...]) -> str:
                     + f"| {env:3.0f} ".ljust(7)
             text += f"| {np.mean([r['seconds'] for r in rows]):.1f}"
             lines.append(text)
+        lines += paired(results, dataset, budgets)
     lines.append("\n" + DESIGN_BASELINE)
     return "\n".join(lines)
+
+
+def _fant_errors(results: list[dict], dataset: str, label: str, b: float) -> dict[int, float]:
+    """Seed → |fantasized error| at 1e25 FLOPs of ``label`` at budget ``b`` (finite only)."""
+    out = {}
+    for r in results:
+        if r["dataset"] == dataset and r["label"] == label and not r["error"]:
+            m = next(m for m in r["metrics"] if np.isclose(m["budget"], b))
+            err = _abs(m["fantasized"]["compute"]) if m["fantasized"] else None
+            if err is not None:
+                out[r["seed"]] = err
+    return out
+
+
+def paired(results: list[dict], dataset: str, budgets: tuple[float, ...]) -> list[str]:
+    """Per method, seeds better / worse than :data:`REFERENCE` and the Wilcoxon p-value at
+    each budget (nothing when the reference did not run)."""
+    labels = sorted({r["label"] for r in results if r["dataset"] == dataset} - {REFERENCE})
+    if not any(r["label"] == REFERENCE for r in results) or not labels:
+        return []
+    lines = [f"  paired with '{REFERENCE}' (seeds better / worse, Wilcoxon p), per budget"]
+    for label in labels:
+        cells = []
+        for b in budgets:
+            ref = _fant_errors(results, dataset, REFERENCE, b)
+            mine = _fant_errors(results, dataset, label, b)
+            d = np.array([mine[s] - ref[s] for s in sorted(set(ref) & set(mine))])
+            p = wilcoxon(d).pvalue if np.any(d != 0) else 1.0
+            cells.append(f"{int((d < 0).sum())}/{int((d > 0).sum())}, {p:.3f}")
+        lines.append("  " + label.ljust(52) + "| " + " | ".join(cells))
+    return lines
 
 
 def _abs(law: dict) -> float | None:
@@ -111,12 +161,17 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--budgets", default="0.01,0.05,0.1")
     parser.add_argument("--datasets", default="steplaw,oellm_english")
-    parser.add_argument("--methods", default="", help="comma-separated labels (default all)")
+    parser.add_argument("--methods", default="",
+                        help="';'-separated labels (they contain commas; default all), or "
+                             "'ei-defaults' for EI_DEFAULTS")
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--json", default=None, help="write every record here")
     args = parser.parse_args()
     budgets = tuple(float(b) for b in args.budgets.split(","))
-    labels = [m for m in args.methods.split(",") if m] or list(METHODS)
+    labels = ([m.strip() for m in args.methods.split(";") if m.strip()] or list(METHODS)
+              if args.methods != "ei-defaults" else list(EI_DEFAULTS))
+    if unknown := [m for m in labels if m not in METHODS]:
+        raise SystemExit(f"unknown method labels {unknown}; known: {list(METHODS)}")
     tasks = [(d, m, s) for d in args.datasets.split(",") for m in labels
              for s in range(args.seeds)]
     t0 = time.perf_counter()

@@ -28,7 +28,7 @@ _CHOICES = {
 @dataclass(frozen=True)
 class MethodConfig:
     """A search strategy (defaults chosen by ``benchmarks/replay_baseline.py`` and, since 0.3,
-    ``benchmarks/ei_defaults.py``: the incumbent and the cost power, see below).
+    the same script's incumbent and cost-power rows, see below).
 
     Measured with ``benchmarks/replay_baseline.py`` before 0.3 (5 seeds, |rel. diff| of the
     compute law at 1e25 FLOPs, fantasized, budgets 1 / 5 / 10 %, hyperparameters refitted at
