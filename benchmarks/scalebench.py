@@ -51,6 +51,8 @@ PUBLISHED = {
 }
 #: Everything from this line on in docs/scalebench.md is hand-written and kept by a rerun.
 HAND_WRITTEN = "<!-- hand-written notes below: kept when benchmarks/scalebench.py reruns -->"
+#: Keys of a checkpoint's target-region intervals kept per row (``Checkpoint.interval``).
+INTERVAL_KEYS = ("coverage80", "coverage95", "width80")
 LABEL = {"variance": "variance (ours)", "random": "Random (ours)", "cheapest": "Cheapest (ours)",
          "cost_weighted": "Cost-weighted random (ours)"}
 
@@ -92,8 +94,8 @@ def run_one(task: str, law_key: str, method: str, seed: int,
     cpu = time.process_time() - cpu
     return [dict(task=task, law=law_key, method=method, seed=seed, budget=c.budget, r2=c.r2,
                  n_observed=c.n_observed, spent=c.spent_fraction, status=c.status,
-                 checkpoint_starts=n_starts,
-                 seconds=rep.seconds, cpu=cpu) for c in rep.checkpoints]
+                 checkpoint_starts=n_starts, seconds=rep.seconds, cpu=cpu,
+                 **{k: c.interval.get(k) for k in INTERVAL_KEYS}) for c in rep.checkpoints]
 
 
 def _starts(df: pd.DataFrame) -> str:
@@ -104,6 +106,30 @@ def _starts(df: pd.DataFrame) -> str:
 
 def _cell(values: pd.Series) -> str:
     return f"{values.mean():.2f} ± {values.std(ddof=0):.2f}"
+
+
+def _calibration_lines(df: pd.DataFrame) -> list[str]:
+    """The calibration table: per method, task and budget, the mean fraction of target rows
+    inside the checkpoint's 80 % / 95 % intervals and the median 80 % width (rows of older
+    runs without interval columns give no table)."""
+    if "coverage80" not in df or df.coverage80.isna().all():
+        return []
+    out = ["", "Calibration of the checkpoints' target-region intervals (`Checkpoint.interval`:"
+           " the fit's multi-mode Laplace posterior with the residual noise SSE/(n − p), "
+           "normal intervals for a new observation at every target row): mean fraction of "
+           "target rows inside the 80 % / 95 % interval over (law, seed), and the median 80 %"
+           " width in response units. Failed fits have no interval and are left out.", "",
+           "| method | task | 1 % | 5 % | 10 % |", "|---|---|---|---|---|"]
+    for m in METHODS:
+        for t in TASKS:
+            cells = []
+            for b in BUDGETS:
+                g = df[(df.task == t) & (df.method == m) & np.isclose(df.budget, b)]
+                g = g[g.coverage80.notna()]
+                cells.append(f"{g.coverage80.mean():.2f} / {g.coverage95.mean():.2f} "
+                             f"(w {g.width80.median():.3g})" if len(g) else "–")
+            out.append(f"| {m} | {t} | " + " | ".join(cells) + " |")
+    return out
 
 
 def write_report(df: pd.DataFrame, seeds: int, wall: float, out: Path, jobs: int = 2) -> None:
@@ -121,7 +147,8 @@ def write_report(df: pd.DataFrame, seeds: int, wall: float, out: Path, jobs: int
              f"in {wall / 60:.1f} min on {jobs} worker(s). Protocol: `scalebo.design.replay` "
              "(pilot of cheapest rows for the design, rows that fit the final budget, the fit "
              "from before the spend first reached b, natural least squares, the best of "
-             f"{_starts(df)} seeded starts; the protocol uses 64).", "",
+             f"{_starts(df)} seeded starts, the protocol's 64; the variance design adds its "
+             "own running fit's optima on the same rows as warm starts).", "",
              "| method | vocab 1 % | 5 % | 10 % | data_constrained 1 % | 5 % | 10 % |",
              "|---|---|---|---|---|---|---|"]
     for m in METHODS:
@@ -141,6 +168,7 @@ def write_report(df: pd.DataFrame, seeds: int, wall: float, out: Path, jobs: int
         n10 = g[np.isclose(g.budget, 0.1)].n_observed.mean()
         lines.append(f"| {task} | {law} | " + " | ".join(f"{x:.3f}" for x in r)
                      + f" | {n10:.0f} | {g[col].mean():.1f} |")
+    lines += _calibration_lines(df)
     ep = df.drop_duplicates(["task", "law", "method", "seed"])
     col = "cpu" if "cpu" in ep else "seconds"  # CPU seconds of the replay (older runs: wall)
     lines += ["", f"Seconds per (law, seed) episode ({'CPU' if col == 'cpu' else 'wall'}, "

@@ -143,8 +143,11 @@ def test_cli_replay_writes_checkpoints(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert [c["budget"] for c in result["checkpoints"]] == [0.01, 0.05]
     for c in result["checkpoints"]:
-        assert set(c) == {"budget", "spent_fraction", "n_observed", "r2", "params", "status"}
-    assert "spent_fraction" in capsys.readouterr().out
+        assert set(c) == {"budget", "spent_fraction", "n_observed", "r2", "params", "status",
+                          "interval"}
+        assert 0 <= c["interval"]["coverage80"] <= 1
+    printed = capsys.readouterr().out
+    assert "spent_fraction" in printed and "cover80" in printed
 
 
 def test_cli_propose_batch(tmp_path):

@@ -166,8 +166,9 @@ def test_cli_group_writes_per_group_params(tmp_path, capsys):
     assert result["group"] == "family" and result["groups"] == ["g1", "g2"]
     assert [c["budget"] for c in result["checkpoints"]] == [0.05, 0.3]
     for c in result["checkpoints"]:
-        assert set(c) == {"budget", "spent_fraction", "n_observed", "r2", "params", "status"}
-        assert set(c["params"]) == {"g1", "g2"} == set(c["status"])
+        assert set(c) == {"budget", "spent_fraction", "n_observed", "r2", "params", "status",
+                          "interval"}
+        assert set(c["params"]) == {"g1", "g2"} == set(c["status"]) == set(c["interval"])
         assert set(c["params"]["g1"]) == {"a", "b", "c"}
         assert c["spent_fraction"] <= c["budget"]
     final = result["checkpoints"][-1]

@@ -120,6 +120,19 @@ def _groups(pool_frame, target_frame, args: argparse.Namespace) -> tuple | None:
     return pool_g, target_g
 
 
+def _pooled_interval(interval: dict) -> dict[str, float | None]:
+    """``cover80`` (fraction of target rows inside their 80 % interval, pooled over groups)
+    and ``width80`` (median width; of the widest group's) of a checkpoint's ``interval``."""
+    parts = [interval] if "n_target" in interval else [v for v in interval.values() if v]
+    parts = [p for p in parts if p]
+    if not parts:
+        return {"cover80": None, "width80": None}
+    n = sum(p["n_target"] for p in parts)
+    cover = (sum(p["coverage80"] * p["n_target"] for p in parts) / n
+             if all("coverage80" in p for p in parts) else None)
+    return {"cover80": cover, "width80": max(p["width80"] for p in parts)}
+
+
 def run(args: argparse.Namespace) -> int:
     """Replay or propose (see DESCRIPTION)."""
     from scalebo.data.files import read_table
@@ -169,12 +182,14 @@ def run(args: argparse.Namespace) -> int:
                          method=args.method, seed=args.seed, n_starts=args.starts)
             result = {"mode": "replay", "law": law_info, "group": args.group,
                       "group_budget": args.group_budget, **rep.to_dict()}
-        rows = [{k: c[k] for k in ("budget", "spent_fraction", "n_observed", "r2", "status")}
+        rows = [{**{k: c[k] for k in ("budget", "spent_fraction", "n_observed", "r2",
+                                      "status")}, **_pooled_interval(c["interval"])}
                 for c in result["checkpoints"]]
         for r in rows:
             if isinstance(r["status"], dict):
                 r["status"] = "; ".join(f"{g}: {v}" for g, v in r["status"].items())
-        columns = ["budget", "spent_fraction", "n_observed", "r2", "status"]
+        columns = ["budget", "spent_fraction", "n_observed", "r2", "cover80", "width80",
+                   "status"]
     else:
         if args.budget is None:
             raise ValueError("--runs (propose mode) needs --budget, a fraction of the pool cost")

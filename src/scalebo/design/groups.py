@@ -58,6 +58,7 @@ from scalebo.design.replay import (
     fit_summary,
     pilot_rows,
     refit_step,
+    target_interval,
 )
 from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
@@ -130,6 +131,9 @@ class GroupedCheckpoint:
             target responses.
         params: ``{group: {name: value}}`` (``{}`` for a failed fit).
         status: ``{group: status}`` (``converged``, …, or ``failed: <reason>``).
+        interval: ``{group: intervals}`` on the group's target rows
+            (:func:`~scalebo.design.replay.target_interval`; ``{}`` for a failed fit or a
+            group without target rows).
     """
 
     budget: float
@@ -138,12 +142,13 @@ class GroupedCheckpoint:
     r2: float | None
     params: dict[str, dict[str, float]]
     status: dict[str, str]
+    interval: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (the keys of a single-group checkpoint)."""
         return {"budget": self.budget, "spent_fraction": self.spent_fraction,
                 "n_observed": self.n_observed, "r2": self.r2, "params": self.params,
-                "status": self.status}
+                "status": self.status, "interval": self.interval}
 
 
 @dataclass(frozen=True)
@@ -216,15 +221,19 @@ def pooled_r2(law: FormulaLaw, fits: dict[str, FitResult | None],
 def _checkpoint(law: FormulaLaw, pool: Pool, target: TargetRegion,
                 groups: tuple[GroupRows, ...], group_of: np.ndarray, rows: list[int],
                 budget: float, n_starts: int, seed: int) -> GroupedCheckpoint:
-    fits, params, status = {}, {}, {}
+    fits, params, status, interval = {}, {}, {}, {}
     for gi, g in enumerate(groups):
         mine = [r for r in rows if group_of[r] == gi]  # acquisition order, as a single group
         fit = fit_rows(law, pool.X[mine], pool.y[mine], n_starts=n_starts, seed=seed)
         fits[g.name] = fit
         params[g.name], status[g.name] = fit_summary(law, fit, len(mine))
+        region = TargetRegion(target.X[g.target],
+                              None if target.y is None else target.y[g.target])
+        interval[g.name] = (target_interval(law, fit, pool.X[mine], pool.y[mine], region)
+                            if g.target.size else {})
     spent = float(pool.cost[rows].sum()) / pool.total_cost
     return GroupedCheckpoint(budget, spent, len(rows), pooled_r2(law, fits, groups, target),
-                             params, status)
+                             params, status, interval)
 
 
 def grouped_design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
@@ -367,7 +376,8 @@ def separate_group_replays(pool: Pool, target: TargetRegion, law: FormulaLaw,
         checkpoints.append(GroupedCheckpoint(
             b, spent, sum(c.n_observed for c in cps), r2,
             {g.name: c.params for c, g in zip(cps, groups, strict=True)},
-            {g.name: c.status for c, g in zip(cps, groups, strict=True)}))
+            {g.name: c.status for c, g in zip(cps, groups, strict=True)},
+            {g.name: c.interval for c, g in zip(cps, groups, strict=True)}))
     order = [int(g.pool[i]) for r, g in zip(reps, groups, strict=True) for i in r.order]
     return GroupedReplay(method=method, seed=seed, groups=tuple(g.name for g in groups),
                          order=tuple(order),

@@ -50,7 +50,8 @@ from scalebo.laws.formula import FormulaLaw
 
 __all__ = ["DESIGN_STARTS", "FULL_GROWTH", "METHODS", "REFIT_GROWTH", "Checkpoint",
            "DesignReplay", "RefitState", "checkpoint_rows", "clipped_r2", "design_replay",
-           "fit_rows", "fit_summary", "pilot_rows", "refit_step", "target_r2"]
+           "fit_rows", "fit_summary", "pilot_rows", "refit_step", "target_interval",
+           "target_r2"]
 
 METHODS = ("variance", *BASELINES)
 #: Defaults of the design's refits (module docstring): fresh random starts of a full refit,
@@ -74,6 +75,8 @@ class Checkpoint:
         r2: target-region R², clipped to [−1, 1] (−1: failed fit); ``None`` without responses.
         params: natural parameters of the fit (empty when it failed).
         status: fit status (``converged``, ``bound hit``, …) or ``failed: <reason>``.
+        interval: the target-region intervals of the fit's multi-mode posterior
+            (:func:`target_interval`), ``{}`` when the fit failed.
     """
 
     budget: float
@@ -82,12 +85,13 @@ class Checkpoint:
     r2: float | None
     params: dict[str, float]
     status: str
+    interval: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
         return {"budget": self.budget, "spent_fraction": self.spent_fraction,
                 "n_observed": self.n_observed, "r2": self.r2, "params": self.params,
-                "status": self.status}
+                "status": self.status, "interval": self.interval}
 
 
 @dataclass(frozen=True)
@@ -180,13 +184,42 @@ def checkpoint_rows(cum: np.ndarray, budget: float) -> int:
     return int(np.searchsorted(cum, budget * (1 - 1e-12), side="left"))
 
 
+def target_interval(law: FormulaLaw, fit: FitResult | None, X: np.ndarray, y: np.ndarray,
+                    target: TargetRegion) -> dict[str, float]:
+    """Target-region intervals of ``fit`` (on ``X``, ``y``): the normal-approximation 80 %
+    and 95 % intervals for a new observation at every target row, from the multi-mode
+    Laplace posterior with the residual noise estimate ``SSE/(n − p)``
+    (:func:`~scalebo.design.posterior.build_posterior`, ``noise="residual"``).
+
+    Returns ``{"n_target", "width80", "width95"}`` (target rows; median widths, response
+    units) plus, when the target responses are known, ``{"coverage80", "coverage95"}``
+    (fractions of target rows whose response lies inside); ``{}`` when ``fit`` is ``None``,
+    the region is empty or a bound is non-finite.
+    """
+    if fit is None or target.X.shape[0] == 0:
+        return {}
+    post = build_posterior(law, fit, X, y, X_target=target.X, noise="residual")
+    out: dict[str, float] = {"n_target": int(target.X.shape[0])}
+    for level, tag in ((0.8, "80"), (0.95, "95")):
+        lo, hi = post.interval(target.X, level, observation=True)
+        if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
+            return {}
+        out["width" + tag] = float(np.median(hi - lo))
+        if target.y is not None:
+            out["coverage" + tag] = float(np.mean((target.y >= lo) & (target.y <= hi)))
+    return out
+
+
 def _checkpoint(law: FormulaLaw, pool: Pool, target: TargetRegion, rows: list[int],
-                budget: float, n_starts: int, seed: int) -> Checkpoint:
+                budget: float, n_starts: int, seed: int,
+                warm: np.ndarray | None = None) -> Checkpoint:
     spent = float(pool.cost[rows].sum()) / pool.total_cost
-    fit = fit_rows(law, pool.X[rows], pool.y[rows], n_starts=n_starts, seed=seed)
+    X, y = pool.X[rows], pool.y[rows]
+    fit = fit_rows(law, X, y, n_starts=n_starts, seed=seed, warm=warm)
     r2 = target_r2(fit, target.X, target.y) if target.y is not None else None
     params, status = fit_summary(law, fit, len(rows))
-    return Checkpoint(budget, spent, len(rows), r2, params, status)
+    return Checkpoint(budget, spent, len(rows), r2, params, status,
+                      target_interval(law, fit, X, y, target))
 
 
 @dataclass(frozen=True)
@@ -206,6 +239,14 @@ class RefitState:
     n_full: int = 0
 
 
+def _warm_starts(state: RefitState, law: FormulaLaw, n_warm: int) -> np.ndarray | None:
+    """The modes and best ``n_warm`` optima of ``state``'s fit, ``(k, p)``, or ``None``."""
+    if state.fit is None or state.post is None:
+        return None
+    return np.vstack([*(m.theta[None, :] for m in state.post.modes),
+                      state.fit.converged_x[:n_warm].reshape(-1, law.n_params)])
+
+
 def refit_step(state: RefitState, law: FormulaLaw, X: np.ndarray, y: np.ndarray,
                X_target: np.ndarray, newest: int, *, seed: int, n_starts: int,
                step_starts: int, n_warm: int, full_growth: float, refit_growth: float,
@@ -218,12 +259,8 @@ def refit_step(state: RefitState, law: FormulaLaw, X: np.ndarray, y: np.ndarray,
     if state.post is not None and n < max(state.n_fit + 1, (1 + refit_growth) * state.n_fit):
         post = condition_on_mean(state.post, X[newest], float(y[newest]))
         return replace(state, post=post)
-    fit, post = state.fit, state.post
-    full = fit is None or n >= full_growth * state.n_full
-    warm = None
-    if fit is not None and post is not None:
-        warm = np.vstack([*(m.theta[None, :] for m in post.modes),
-                          fit.converged_x[:n_warm].reshape(-1, law.n_params)])
+    full = state.fit is None or n >= full_growth * state.n_full
+    warm = _warm_starts(state, law, n_warm)
     new = fit_rows(law, X, y, warm=warm, n_starts=n_starts if full else step_starts,
                    seed=seed, max_iter=FULL_MAX_ITER if full else step_max_iter)
     if new is None:
@@ -238,7 +275,7 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
                   step_starts: int = 4, n_warm: int = 4,
                   full_growth: float = FULL_GROWTH, refit_growth: float = REFIT_GROWTH,
                   gamma: float = DEFAULT_GAMMA,
-                  step_max_iter: int = 200) -> DesignReplay:
+                  step_max_iter: int = 200, warm_checkpoints: bool = True) -> DesignReplay:
     """Replay ``method`` on ``pool`` (responses known) and score it on ``target``.
 
     Args:
@@ -273,7 +310,7 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
     observed[order] = True
     spent = float(pool.cost[order].sum())
     state = RefitState()
-    step = 0
+    step, warm = 0, {}
     if method == "variance":
         jac_pool, jac_target = JacobianCache(law, pool.X), JacobianCache(law, target.X)
     while True:
@@ -297,6 +334,9 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
                 s = cached_variance_scores(post, jac_pool, cand, pool.cost[cand], jac_target,
                                            C, gamma)
                 pick = int(cand[np.argmax(s)])
+        for b in budgets:  # the design's fit on a checkpoint's rows: warm starts for it
+            if spent < b * C * (1 - 1e-12) <= spent + float(pool.cost[pick]):
+                warm[b] = _warm_starts(state, law, n_warm)
         order.append(pick)
         observed[pick] = True
         spent += float(pool.cost[pick])
@@ -305,7 +345,8 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
     checkpoints = []
     for b in budgets:
         k = checkpoint_rows(cum, b)
-        checkpoints.append(_checkpoint(law, pool, target, order[:k], b, n_starts, seed))
+        checkpoints.append(_checkpoint(law, pool, target, order[:k], b, n_starts, seed,
+                                       warm.get(b) if warm_checkpoints else None))
     return DesignReplay(method=method, seed=seed, order=tuple(order),
                         cum_cost_fraction=tuple(map(float, cum)),
                         checkpoints=tuple(checkpoints), n_pilot=n_pilot,

@@ -1,0 +1,114 @@
+"""Target-region intervals of design checkpoints (issue 12): calibration against a known
+linear-Gaussian truth, the JSON field, and the checkpoint fit's warm starts from the
+design's own fit on the same rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import norm
+
+from scalebo.design import build_posterior, design_replay, make_pool, make_target
+from scalebo.design.pool import TargetRegion
+from scalebo.design.replay import checkpoint_rows, fit_rows, target_interval
+from scalebo.laws.formula import formula_law
+
+LINE = formula_law("a + b*x", ("x",), {"a": (-10.0, 10.0), "b": (-10.0, 10.0)})
+
+
+def _draw(rng: np.random.Generator, sigma: float = 0.2):
+    x = np.linspace(0.0, 1.0, 30)
+    xt = np.linspace(1.0, 2.0, 25)  # extrapolation: parameter uncertainty matters
+    truth = lambda v: 1.0 + 2.0 * v  # noqa: E731
+    return (x[:, None], truth(x) + sigma * rng.standard_normal(x.size), xt[:, None],
+            truth(xt) + sigma * rng.standard_normal(xt.size))
+
+
+def test_intervals_are_calibrated_on_a_known_linear_gaussian_law():
+    """200 replications of a straight line with Gaussian noise (σ = 0.2), 30 rows on [0, 1],
+    target rows on [1, 2]: the 80 % and 95 % observation intervals of the residual-noise
+    posterior cover new target responses at close to their level (exact t-intervals would
+    give 80 / 95 %; the normal approximation is a little short at n − p = 28)."""
+    rng = np.random.default_rng(0)
+    c80, c95 = [], []
+    for _ in range(200):
+        X, y, Xt, yt = _draw(rng)
+        fit = fit_rows(LINE, X, y, n_starts=4, seed=0)
+        iv = target_interval(LINE, fit, X, y, TargetRegion(Xt, yt))
+        c80.append(iv["coverage80"])
+        c95.append(iv["coverage95"])
+    assert abs(np.mean(c80) - 0.80) < 0.03, np.mean(c80)
+    assert abs(np.mean(c95) - 0.95) < 0.02, np.mean(c95)
+
+
+def test_interval_width_matches_the_closed_form_of_ordinary_least_squares():
+    """With one mode and a vague prior, the 80 % observation interval at x0 is
+    ±z·s·sqrt(1 + x0ᵀ(XᵀX)⁻¹x0), s² = SSE/(n − p) (OLS prediction interval, normal z)."""
+    X, y, Xt, yt = _draw(np.random.default_rng(3))
+    fit = fit_rows(LINE, X, y, n_starts=4, seed=0)
+    post = build_posterior(LINE, fit, X, y, X_target=Xt, noise="residual")
+    A = np.column_stack([np.ones(len(y)), X[:, 0]])
+    coef, sse = np.linalg.lstsq(A, y, rcond=None)[:2]
+    s2 = float(sse[0]) / (len(y) - 2)
+    At = np.column_stack([np.ones(len(Xt)), Xt[:, 0]])
+    half = norm.ppf(0.9) * np.sqrt(s2 * (1 + np.einsum("ij,jk,ik->i", At,
+                                                        np.linalg.inv(A.T @ A), At)))
+    lo, hi = post.interval(Xt, 0.8, observation=True)
+    np.testing.assert_allclose((hi - lo) / 2, half, rtol=1e-3)
+    np.testing.assert_allclose((hi + lo) / 2, At @ coef, atol=1e-6)
+    iv = target_interval(LINE, fit, X, y, TargetRegion(Xt, yt))
+    assert iv["n_target"] == len(yt)
+    assert iv["width80"] == pytest.approx(float(np.median(hi - lo)))
+    assert iv["coverage80"] == pytest.approx(float(np.mean((yt >= lo) & (yt <= hi))))
+
+
+def test_design_posterior_noise_is_the_shrunk_estimate():
+    X, y, Xt, _ = _draw(np.random.default_rng(4))
+    fit = fit_rows(LINE, X, y, n_starts=4, seed=0)
+    n, sse = len(y), 2 * fit.fun
+    post = build_posterior(LINE, fit, X, y, X_target=Xt)
+    assert post.sigma2 == pytest.approx((2 * np.var(y) + sse / 2) / (n / 2 + 1))
+    resid = build_posterior(LINE, fit, X, y, X_target=Xt, noise="residual")
+    assert resid.sigma2 == pytest.approx(sse / (n - 2))
+    with pytest.raises(ValueError, match="noise"):
+        build_posterior(LINE, fit, X, y, noise="bayes")
+
+
+@pytest.fixture(scope="module")
+def chinchilla_pool():
+    law = formula_law("E + A*N**(-a) + B*D**(-b)", ("N", "D"),
+                      dict(E=(0.0, 5.0), A=(1.0, 1e5), a=(0.05, 1.0), B=(1.0, 1e5),
+                           b=(0.05, 1.0)))
+    rng = np.random.default_rng(1)
+    N, D = (v.ravel() for v in np.meshgrid(np.geomspace(1e6, 3e8, 8),
+                                           np.geomspace(1e7, 3e10, 8)))
+    f = lambda n, d: 1.7 + 406.4 * n ** -0.34 + 410.7 * d ** -0.28  # noqa: E731
+    pool_f = pd.DataFrame({"N": N, "D": D, "loss": f(N, D) + 0.01 * rng.standard_normal(64)})
+    Nt, Dt = np.array([1e9, 3e9, 1e10]), np.array([1e11, 3e11, 1e12])
+    target_f = pd.DataFrame({"N": Nt, "D": Dt, "loss": f(Nt, Dt)})
+    return (law, make_pool(pool_f, law, "6*N*D", response="loss"),
+            make_target(target_f, law, response="loss"))
+
+
+def test_checkpoints_report_intervals_and_warm_starts_only_lower_the_objective(
+        chinchilla_pool):
+    """Every checkpoint carries its target intervals (JSON ``interval``); the warm-started
+    checkpoint fit (the design's own fit on the same rows) is never worse than the protocol's
+    cold fit on those rows, and the cold replay equals ``fit_rows`` there."""
+    law, pool, target = chinchilla_pool
+    kw = dict(budgets=(0.01, 0.05), method="variance", seed=2, n_starts=8)
+    warm = design_replay(pool, target, law, **kw)
+    cold = design_replay(pool, target, law, warm_checkpoints=False, **kw)
+    assert warm.order == cold.order
+    cum = np.array(cold.cum_cost_fraction)
+    for w, c in zip(warm.checkpoints, cold.checkpoints, strict=True):
+        rows = list(cold.order[:checkpoint_rows(cum, c.budget)])
+        ref = fit_rows(law, pool.X[rows], pool.y[rows], n_starts=8, seed=2)
+        assert c.params == pytest.approx(ref.params)
+        sse = {k: float(np.sum((law.predict(law.from_natural(cp.params), pool.X[rows])
+                                - pool.y[rows]) ** 2)) for k, cp in (("w", w), ("c", c))}
+        assert sse["w"] <= sse["c"] * (1 + 1e-9)
+        d = w.to_dict()["interval"]
+        assert set(d) == {"n_target", "width80", "width95", "coverage80", "coverage95"}
+        assert 0 < d["width80"] < d["width95"] and 0 <= d["coverage80"] <= d["coverage95"] <= 1
