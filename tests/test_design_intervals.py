@@ -91,15 +91,30 @@ def chinchilla_pool():
             make_target(target_f, law, response="loss"))
 
 
-def test_checkpoints_report_intervals_and_warm_starts_only_lower_the_objective(
-        chinchilla_pool):
-    """Every checkpoint carries its target intervals (JSON ``interval``); the warm-started
-    checkpoint fit (the design's own fit on the same rows) is never worse than the protocol's
-    cold fit on those rows, and the cold replay equals ``fit_rows`` there."""
+def test_checkpoints_report_intervals_and_start_from_the_designs_own_fit(chinchilla_pool,
+                                                                        monkeypatch):
+    """Every checkpoint carries its target intervals (JSON ``interval``); the variance
+    design's checkpoint fits get warm starts (optima of its running fit, which never saw a
+    later row), the cold replay equals ``fit_rows`` on the checkpoint's rows, and the warm
+    objective is not above the cold one here."""
+    import scalebo.design.replay as replay_mod
+
     law, pool, target = chinchilla_pool
+    seen, real = [], replay_mod._checkpoint
+
+    def spy(law_, pool_, target_, rows, budget, n_starts, seed, warm=None):
+        seen.append((budget, len(rows), warm))
+        return real(law_, pool_, target_, rows, budget, n_starts, seed, warm)
+
+    monkeypatch.setattr(replay_mod, "_checkpoint", spy)
     kw = dict(budgets=(0.01, 0.05), method="variance", seed=2, n_starts=8)
     warm = design_replay(pool, target, law, **kw)
+    assert [b for b, _, _ in seen] == [0.01, 0.05]
+    for _, _, w in seen:
+        assert w is not None and w.ndim == 2 and w.shape[1] == law.n_params and len(w) >= 1
+    seen.clear()
     cold = design_replay(pool, target, law, warm_checkpoints=False, **kw)
+    assert all(w is None for _, _, w in seen)
     assert warm.order == cold.order
     cum = np.array(cold.cum_cost_fraction)
     for w, c in zip(warm.checkpoints, cold.checkpoints, strict=True):
@@ -112,3 +127,46 @@ def test_checkpoints_report_intervals_and_warm_starts_only_lower_the_objective(
         d = w.to_dict()["interval"]
         assert set(d) == {"n_target", "width80", "width95", "coverage80", "coverage95"}
         assert 0 < d["width80"] < d["width95"] and 0 <= d["coverage80"] <= d["coverage95"] <= 1
+
+
+def test_a_pilot_past_the_first_budget_gets_no_warm_starts_from_later_rows(chinchilla_pool,
+                                                                          monkeypatch):
+    """A budget below the pilot's spend: its checkpoint holds fewer rows than were bought,
+    so no fit of the design (all on more rows) may seed it."""
+    import scalebo.design.replay as replay_mod
+
+    law, pool, target = chinchilla_pool
+    seen, real = [], replay_mod._checkpoint
+
+    def spy(law_, pool_, target_, rows, budget, n_starts, seed, warm=None):
+        seen.append((budget, len(rows), warm))
+        return real(law_, pool_, target_, rows, budget, n_starts, seed, warm)
+
+    monkeypatch.setattr(replay_mod, "_checkpoint", spy)
+    rep = design_replay(pool, target, law, budgets=(1e-7, 0.05), method="variance", seed=0,
+                        n_starts=8)
+    (b0, k0, w0), (_, k1, w1) = seen
+    assert k0 < rep.n_pilot < k1 and w0 is None and w1 is not None
+
+
+def test_interval_needs_more_rows_than_parameters():
+    X, y, Xt, yt = _draw(np.random.default_rng(5))
+    fit = fit_rows(LINE, X[:2], y[:2], n_starts=4, seed=0)
+    assert fit is not None
+    assert target_interval(LINE, fit, X[:2], y[:2], TargetRegion(Xt, yt)) == {}
+
+
+def test_cli_pools_group_intervals_and_reports_none_for_a_failed_fit():
+    from scalebo.cli.design import _pooled_interval
+
+    one = {"n_target": 4, "width80": 0.2, "width95": 0.3, "coverage80": 0.75,
+           "coverage95": 1.0}
+    two = {"n_target": 12, "width80": 0.5, "width95": 0.7, "coverage80": 0.25,
+           "coverage95": 0.5}
+    assert _pooled_interval(one) == {"cover80": 0.75, "width80": 0.2}
+    assert _pooled_interval({"n_target": one, "g2": two}) == {  # a group named n_target
+        "cover80": pytest.approx((0.75 * 4 + 0.25 * 12) / 16), "width80": 0.5}
+    assert _pooled_interval({"g1": one, "g2": {}}) == {"cover80": None, "width80": None}
+    assert _pooled_interval({}) == {"cover80": None, "width80": None}
+    no_y = {k: v for k, v in one.items() if not k.startswith("coverage")}
+    assert _pooled_interval(no_y) == {"cover80": None, "width80": 0.2}

@@ -122,10 +122,11 @@ def _groups(pool_frame, target_frame, args: argparse.Namespace) -> tuple | None:
 
 def _pooled_interval(interval: dict) -> dict[str, float | None]:
     """``cover80`` (fraction of target rows inside their 80 % interval, pooled over groups)
-    and ``width80`` (median width; of the widest group's) of a checkpoint's ``interval``."""
-    parts = [interval] if "n_target" in interval else [v for v in interval.values() if v]
-    parts = [p for p in parts if p]
-    if not parts:
+    and ``width80`` (median width; of the widest group's) of a checkpoint's ``interval``
+    (one group's dict, or ``{group: dict}``); ``None`` when a fit has no interval."""
+    grouped = bool(interval) and all(isinstance(v, dict) for v in interval.values())
+    parts = list(interval.values()) if grouped else [interval]
+    if not parts or not all(parts):  # a failed fit (or n ≤ p): no pooled interval
         return {"cover80": None, "width80": None}
     n = sum(p["n_target"] for p in parts)
     cover = (sum(p["coverage80"] * p["n_target"] for p in parts) / n

@@ -29,9 +29,11 @@ reusing the single-group pieces of :mod:`scalebo.design.replay`:
   affordable row is bought first. Baselines draw from the whole pool
   (:func:`~scalebo.design.acquisition.baseline_pick`).
 * **checkpoints.** As the single-group replay: the rows bought before the spend first
-  reached ``b·C``; each group is fitted on its rows (full ``n_starts`` fit); the pooled R²
-  over all target rows is clipped to [−1, 1] and is −1 when the fit of any group holding
-  target rows fails (the benchmark scores a failed fit −1).
+  reached ``b·C``; each group is fitted on its rows (full ``n_starts`` fit, without the
+  single-group replay's warm starts from the design's own fit: a shared budget's checkpoints
+  are the protocol's cold fits); the pooled R² over all target rows is clipped to [−1, 1]
+  and is −1 when the fit of any group holding target rows fails (the benchmark scores a
+  failed fit −1); each group's target intervals as the single-group checkpoint's.
 """
 
 from __future__ import annotations
@@ -131,9 +133,8 @@ class GroupedCheckpoint:
             target responses.
         params: ``{group: {name: value}}`` (``{}`` for a failed fit).
         status: ``{group: status}`` (``converged``, …, or ``failed: <reason>``).
-        interval: ``{group: intervals}`` on the group's target rows
-            (:func:`~scalebo.design.replay.target_interval`; ``{}`` for a failed fit or a
-            group without target rows).
+        interval: ``{group: intervals}`` on the target rows of every group that has some
+            (:func:`~scalebo.design.replay.target_interval`; ``{}`` for a failed fit).
     """
 
     budget: float
@@ -229,8 +230,8 @@ def _checkpoint(law: FormulaLaw, pool: Pool, target: TargetRegion,
         params[g.name], status[g.name] = fit_summary(law, fit, len(mine))
         region = TargetRegion(target.X[g.target],
                               None if target.y is None else target.y[g.target])
-        interval[g.name] = (target_interval(law, fit, pool.X[mine], pool.y[mine], region)
-                            if g.target.size else {})
+        if g.target.size:
+            interval[g.name] = target_interval(law, fit, pool.X[mine], pool.y[mine], region)
     spent = float(pool.cost[rows].sum()) / pool.total_cost
     return GroupedCheckpoint(budget, spent, len(rows), pooled_r2(law, fits, groups, target),
                              params, status, interval)

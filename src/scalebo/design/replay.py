@@ -21,8 +21,13 @@ done whenever it has grown by ``full_growth``× (1.5) since the last full one. B
 each new observation updates the posterior by the rank-one Gaussian update with its observed
 response (:func:`~scalebo.design.acquisition.condition_on_mean`); the modes keep their
 centres, so the predictions and Jacobians at every pool and target row are computed once per
-centre (:class:`~scalebo.design.acquisition.JacobianCache`). Checkpoint fits are always
-independent full ``n_starts`` fits (the protocol's 64), never warm-started.
+centre (:class:`~scalebo.design.acquisition.JacobianCache`). Checkpoint fits are full
+``n_starts`` fits (the protocol's 64 seeded starts); the ``variance`` design adds, as warm
+starts, the modes and best optima of its own running fit on the checkpoint's rows (or, for
+a budget the spend never reached, of its last fit). The 64 seeded starts still run, so the
+objective can only rise if a seeded start is crowded out of the polish of the best 64
+screened points (``warm_checkpoints=False`` turns the warm starts off). Each checkpoint also
+reports the target-region intervals of its fit (:func:`target_interval`).
 """
 
 from __future__ import annotations
@@ -194,10 +199,10 @@ def target_interval(law: FormulaLaw, fit: FitResult | None, X: np.ndarray, y: np
     Returns ``{"n_target", "width80", "width95"}`` (target rows; median widths, response
     units) plus, when the target responses are known, ``{"coverage80", "coverage95"}``
     (fractions of target rows whose response lies inside); ``{}`` when ``fit`` is ``None``,
-    the region is empty or a bound is non-finite.
+    has no more rows than parameters, the region is empty or a bound is non-finite.
     """
-    if fit is None or target.X.shape[0] == 0:
-        return {}
+    if fit is None or target.X.shape[0] == 0 or fit.n_obs <= law.n_params:
+        return {}  # n ≤ p: an interpolating fit has no residual to estimate the noise
     post = build_posterior(law, fit, X, y, X_target=target.X, noise="residual")
     out: dict[str, float] = {"n_target": int(target.X.shape[0])}
     for level, tag in ((0.8, "80"), (0.95, "95")):
@@ -293,6 +298,8 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
         step_starts, n_warm, full_growth, refit_growth, step_max_iter: refits between
             checkpoints (module docstring).
         gamma: cost exponent of the score.
+        warm_checkpoints: ``variance`` only: also start the checkpoint fits from the
+            design's own fit (module docstring).
     """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
@@ -334,7 +341,8 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
                 s = cached_variance_scores(post, jac_pool, cand, pool.cost[cand], jac_target,
                                            C, gamma)
                 pick = int(cand[np.argmax(s)])
-        for b in budgets:  # the design's fit on a checkpoint's rows: warm starts for it
+        for b in budgets:  # the design's running fit when the checkpoint's rows are all
+            # observed (refitted on them or on fewer, then updated): warm starts for it
             if spent < b * C * (1 - 1e-12) <= spent + float(pool.cost[pick]):
                 warm[b] = _warm_starts(state, law, n_warm)
         order.append(pick)
@@ -345,6 +353,8 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
     checkpoints = []
     for b in budgets:
         k = checkpoint_rows(cum, b)
+        if b not in warm and k == len(order):  # never reached: every row; the last fit's
+            warm[b] = _warm_starts(state, law, n_warm)  # (a pilot past b gets none)
         checkpoints.append(_checkpoint(law, pool, target, order[:k], b, n_starts, seed,
                                        warm.get(b) if warm_checkpoints else None))
     return DesignReplay(method=method, seed=seed, order=tuple(order),
