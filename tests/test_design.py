@@ -20,6 +20,7 @@ from scalebo.design import (
     evaluate_cost,
     make_pool,
     make_target,
+    target_predictions,
     variance_scores,
 )
 from scalebo.errors import RunTableError
@@ -162,6 +163,16 @@ def test_cli_propose_batch(tmp_path):
     assert len(rows) == 3 == len(set(rows)) and not set(rows) & set(range(10))
     spent = result["spent_fraction"] + sum(p["cost_fraction"] for p in result["proposals"])
     assert spent <= 0.05 + 1e-12
+    _, target = _frames()  # the target rows' predictions from the 10 runs done
+    preds = result["target_prediction"]
+    assert [p["target_row"] for p in preds] == list(range(len(target)))
+    assert [p["N"] for p in preds] == pytest.approx(target.params.tolist())
+    assert all(p["lo95"] < p["lo80"] < p["hi80"] < p["hi95"] for p in preds)
+    law = formula_law(FORMULA, ("N", "D"), BOUNDS)
+    done = pool.iloc[:10]
+    ref = target_predictions(law, done[["params", "tokens"]].to_numpy(), done.loss.to_numpy(),
+                             make_target(target, law, variable_map=VMAP), seed=0, n_starts=8)
+    assert [p["mean"] for p in preds] == pytest.approx([r["mean"] for r in ref])
 
 
 def test_cli_bad_inputs_exit_2(tmp_path, capsys):

@@ -280,6 +280,9 @@ def test_cli_group_propose(tmp_path, capsys):
     result = json.loads(out.read_text())
     assert result["mode"] == "propose" and result["group_budget"] == "per-group"
     assert [p["group"] for p in result["proposals"]] == ["g1", "g1", "g2", "g2"]
+    preds = result["target_prediction"]  # each target row from its own group's runs
+    assert [p["group"] for p in preds] == target_f.family.astype(str).tolist()
+    assert all(p["lo80"] < p["hi80"] for p in preds)
     assert "g2" in capsys.readouterr().out
     assert main([*args[:-2], "--group-budget", "shared"]) == 0
     assert main([*_cli_args(tmp_path, pool_f, target_f), "--runs",

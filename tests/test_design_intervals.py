@@ -9,9 +9,16 @@ import pandas as pd
 import pytest
 from scipy.stats import norm
 
-from scalebo.design import build_posterior, design_replay, make_pool, make_target
+from scalebo.design import (
+    build_posterior,
+    design_replay,
+    make_pool,
+    make_target,
+    target_predictions,
+)
 from scalebo.design.pool import TargetRegion
 from scalebo.design.replay import checkpoint_rows, fit_rows, target_interval
+from scalebo.errors import FitError
 from scalebo.laws.formula import formula_law
 
 LINE = formula_law("a + b*x", ("x",), {"a": (-10.0, 10.0), "b": (-10.0, 10.0)})
@@ -170,3 +177,28 @@ def test_cli_pools_group_intervals_and_reports_none_for_a_failed_fit():
     assert _pooled_interval({}) == {"cover80": None, "width80": None}
     no_y = {k: v for k, v in one.items() if not k.startswith("coverage")}
     assert _pooled_interval(no_y) == {"cover80": None, "width80": 0.2}
+
+
+def test_target_predictions_match_ols_and_fit_each_group_on_its_own_runs():
+    """One group: the OLS prediction interval (as above). Two groups with different lines:
+    each target row is predicted from its own group's runs."""
+    X, y, Xt, _ = _draw(np.random.default_rng(6))
+    (p0,) = target_predictions(LINE, X, y, TargetRegion(Xt[:1], None), n_starts=4)
+    A = np.column_stack([np.ones(len(y)), X[:, 0]])
+    coef, sse = np.linalg.lstsq(A, y, rcond=None)[:2]
+    a0 = np.array([1.0, Xt[0, 0]])
+    half = norm.ppf(0.975) * np.sqrt(float(sse[0]) / (len(y) - 2)
+                                     * (1 + a0 @ np.linalg.inv(A.T @ A) @ a0))
+    assert p0["mean"] == pytest.approx(a0 @ coef, abs=1e-6)
+    assert (p0["hi95"] - p0["lo95"]) / 2 == pytest.approx(half, rel=1e-3)
+    assert p0["target_row"] == 0 and p0["x"] == Xt[0, 0]
+    y2 = 5.0 - 1.0 * X[:, 0]  # group b: noise-free, a different line
+    preds = target_predictions(LINE, np.vstack([X, X]), np.concatenate([y, y2]),
+                               TargetRegion(np.array([[2.0], [3.0]]), None), n_starts=4,
+                               target_groups=["b", "a"], done_groups=["a"] * 30 + ["b"] * 30)
+    assert [p["group"] for p in preds] == ["b", "a"]
+    assert preds[0]["mean"] == pytest.approx(3.0, abs=1e-6)
+    assert preds[1]["mean"] == pytest.approx(coef[0] + 3.0 * coef[1], abs=1e-6)
+    with pytest.raises(FitError, match="group 'c'"):
+        target_predictions(LINE, X, y, TargetRegion(Xt[:1], None), n_starts=4,
+                           target_groups=["c"], done_groups=["a"] * 30)

@@ -134,6 +134,17 @@ def _pooled_interval(interval: dict) -> dict[str, float | None]:
     return {"cover80": cover, "width80": max(p["width80"] for p in parts)}
 
 
+def _log_target(preds: list[dict]) -> None:
+    """One line on the target region: predicted range and the median 80 % width."""
+    widths = [p["hi80"] - p["lo80"] for p in preds if p["lo80"] is not None]
+    means = [p["mean"] for p in preds]
+    if means:
+        width = (f", median 80 % interval width {sorted(widths)[len(widths) // 2]:.4g}"
+                 if widths else ", no interval (no more runs than parameters)")
+        log(f"target region ({len(means)} rows): predicted {min(means):.4g} to "
+            f"{max(means):.4g}{width} (JSON: target_prediction)")
+
+
 def run(args: argparse.Namespace) -> int:
     """Replay or propose (see DESCRIPTION)."""
     from scalebo.data.files import read_table
@@ -145,6 +156,7 @@ def run(args: argparse.Namespace) -> int:
         propose_batch,
         propose_groups,
         separate_group_replays,
+        target_predictions,
     )
     from scalebo.laws.formula import formula_law, formula_names, parse_bounds, parse_variable_map
     from scalebo.outputs import check_output_path, write_json_file
@@ -211,9 +223,14 @@ def run(args: argparse.Namespace) -> int:
                                    n_starts=args.starts)
         result = {"mode": "propose", "law": law_info, "budget": args.budget,
                   "spent_fraction": float(done.cost.sum() / pool.total_cost),
-                  "proposals": [p.to_dict() for p in props]}
+                  "proposals": [p.to_dict() for p in props],
+                  "target_prediction": target_predictions(
+                      law, done.X, done.y, target, seed=args.seed, n_starts=args.starts,
+                      target_groups=grouped[1] if grouped else None,
+                      done_groups=runs_g if grouped else None)}
         if grouped is not None:
             result.update(group=args.group, group_budget=args.group_budget)
+        _log_target(result["target_prediction"])
         rows = [{"row": p.row_id, **({"group": p.group} if grouped else {}), **p.inputs,
                  "cost_fraction": p.cost_fraction, "mean": p.mean, "lo80": p.lo80,
                  "hi80": p.hi80} for p in props]

@@ -28,7 +28,7 @@ from scalebo.design.groups import (
 )
 from scalebo.design.pool import Pool, TargetRegion, evaluate_cost, make_pool, make_target
 from scalebo.design.posterior import Mode, Posterior, build_posterior, jacobian
-from scalebo.design.propose import Proposal, propose_batch, propose_groups
+from scalebo.design.propose import Proposal, propose_batch, propose_groups, target_predictions
 from scalebo.design.replay import METHODS, Checkpoint, DesignReplay, design_replay
 
 __all__ = ["BASELINES", "DEFAULT_GAMMA", "METHODS", "Checkpoint", "DesignReplay",
@@ -36,4 +36,4 @@ __all__ = ["BASELINES", "DEFAULT_GAMMA", "METHODS", "Checkpoint", "DesignReplay"
            "TargetRegion", "baseline_pick", "build_posterior", "condition_on_mean",
            "design_replay", "evaluate_cost", "grouped_design_replay", "jacobian", "make_pool",
            "make_target", "propose_batch", "propose_groups", "separate_group_replays",
-           "split_groups", "variance_reduction", "variance_scores"]
+           "split_groups", "target_predictions", "variance_reduction", "variance_scores"]

@@ -26,7 +26,7 @@ from scalebo.design.replay import fit_rows
 from scalebo.errors import FitError, SearchError
 from scalebo.laws.formula import FormulaLaw
 
-__all__ = ["Proposal", "done_rows", "propose_batch", "propose_groups"]
+__all__ = ["Proposal", "done_rows", "propose_batch", "propose_groups", "target_predictions"]
 
 
 @dataclass(frozen=True)
@@ -214,3 +214,52 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
     if not out:
         raise SearchError(f"no pool row fits the {max(left, 0) / C:.4g} of C left of the budget")
     return tuple(out)
+
+
+def target_predictions(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,
+                       target: TargetRegion, *, seed: int = 0, n_starts: int = 64,
+                       target_groups: Any = None,
+                       done_groups: Any = None) -> list[dict[str, Any]]:
+    """The law's prediction at every target row from the runs done, with the normal 80 % and
+    95 % intervals for a new observation there (multi-mode Laplace posterior, residual noise
+    ``SSE/(n − p)``, as a replay checkpoint's :func:`~scalebo.design.replay.target_interval`;
+    its calibration is measured in docs/scalebench.md). With ``target_groups`` and
+    ``done_groups`` (labels, compared as text) each group is fitted on its own runs.
+
+    Returns one dict per target row, in order: ``target_row`` (0-based), ``group`` (with
+    groups), the inputs by variable name, ``mean`` (the best fit's prediction) and ``lo80``,
+    ``hi80``, ``lo95``, ``hi95`` (the posterior mixture's intervals, centred on its mean, the
+    fit's when one mode is kept; ``None`` when there are no more runs than parameters);
+    response units.
+
+    Raises:
+        FitError: the runs done (of a group, named) cannot be fitted.
+    """
+    n_target = target.X.shape[0]
+    if target_groups is None:
+        parts = [(None, np.arange(n_target), np.ones(len(y_done), bool))]
+    else:
+        tg = np.asarray(target_groups, dtype=object).astype(str)
+        dg = np.asarray(done_groups, dtype=object).astype(str)
+        parts = [(g, np.flatnonzero(tg == g), dg == g) for g in dict.fromkeys(tg.tolist())]
+    out: list[dict[str, Any]] = []
+    for g, rows, mine in parts:
+        fit = fit_rows(law, X_done[mine], y_done[mine], n_starts=n_starts, seed=seed)
+        if fit is None:
+            raise FitError(("" if g is None else f"group {g!r}: ") + f"cannot fit {law.name!r} "
+                           f"({law.n_params} parameters) to the {int(mine.sum())} runs done")
+        Xt = target.X[rows]
+        mean = law.predict(fit.x, Xt)
+        bands: dict[str, Any] = dict.fromkeys(("lo80", "hi80", "lo95", "hi95"))
+        if fit.n_obs > law.n_params:  # else no residual to estimate the noise from
+            post = build_posterior(law, fit, X_done[mine], y_done[mine], X_target=Xt,
+                                   noise="residual")
+            for level, tag in ((0.8, "80"), (0.95, "95")):
+                bands["lo" + tag], bands["hi" + tag] = post.interval(Xt, level,
+                                                                     observation=True)
+        for j, i in enumerate(rows):
+            out.append({"target_row": int(i), **({"group": g} if g is not None else {}),
+                        **dict(zip(law.variables, map(float, Xt[j]), strict=True)),
+                        "mean": float(mean[j]),
+                        **{k: None if v is None else float(v[j]) for k, v in bands.items()}})
+    return sorted(out, key=lambda r: r["target_row"])
