@@ -119,6 +119,7 @@ def test_checkpoints_report_intervals_and_start_from_the_designs_own_fit(chinchi
     assert [b for b, _, _ in seen] == [0.01, 0.05]
     for _, _, w in seen:
         assert w is not None and w.ndim == 2 and w.shape[1] == law.n_params and len(w) >= 1
+    assert len(seen[1][2]) > len(seen[0][2])  # + the 1 % checkpoint fit's optima
     seen.clear()
     cold = design_replay(pool, target, law, warm_checkpoints=False, **kw)
     assert all(w is None for _, _, w in seen)

@@ -24,7 +24,9 @@ centres, so the predictions and Jacobians at every pool and target row are compu
 centre (:class:`~scalebo.design.acquisition.JacobianCache`). Checkpoint fits are full
 ``n_starts`` fits (the protocol's 64 seeded starts); the ``variance`` design adds, as warm
 starts, the modes and best optima of its own running fit on the checkpoint's rows (or, for
-a budget the spend never reached, of its last fit). The 64 seeded starts still run, so the
+a budget the spend never reached, of its last fit) and the best ``CHAIN_STARTS`` optima of
+the previous checkpoint's fit, on a subset of the rows (vocab sl_6 seed 6 at 5 %: SSE 3.93
+→ 3.18, target R² 0.32 → 0.98). The 64 seeded starts still run, so the
 objective can only rise if a seeded start is crowded out of the polish of the best 64
 screened points (``warm_checkpoints=False`` turns the warm starts off). Each checkpoint also
 reports the target-region intervals of its fit (:func:`target_interval`).
@@ -67,6 +69,9 @@ FULL_GROWTH = 1.5
 #: Iteration limit of the design's full refits (300: no LM continuation of slow starts, which
 #: only the scored checkpoint fits need; :mod:`scalebo.fitting.formula_fit`).
 FULL_MAX_ITER = 300
+#: Optima of the previous checkpoint's fit (on a subset of the rows) that start the next
+#: one's, for the ``variance`` design (module docstring).
+CHAIN_STARTS = 10
 
 
 @dataclass(frozen=True)
@@ -217,14 +222,14 @@ def target_interval(law: FormulaLaw, fit: FitResult | None, X: np.ndarray, y: np
 
 def _checkpoint(law: FormulaLaw, pool: Pool, target: TargetRegion, rows: list[int],
                 budget: float, n_starts: int, seed: int,
-                warm: np.ndarray | None = None) -> Checkpoint:
+                warm: np.ndarray | None = None) -> tuple[Checkpoint, FitResult | None]:
     spent = float(pool.cost[rows].sum()) / pool.total_cost
     X, y = pool.X[rows], pool.y[rows]
     fit = fit_rows(law, X, y, n_starts=n_starts, seed=seed, warm=warm)
     r2 = target_r2(fit, target.X, target.y) if target.y is not None else None
     params, status = fit_summary(law, fit, len(rows))
     return Checkpoint(budget, spent, len(rows), r2, params, status,
-                      target_interval(law, fit, X, y, target))
+                      target_interval(law, fit, X, y, target)), fit
 
 
 @dataclass(frozen=True)
@@ -350,13 +355,19 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
         spent += float(pool.cost[pick])
         step += 1
     cum = np.cumsum(pool.cost[order]) / C if order else np.zeros(0)
-    checkpoints = []
+    checkpoints, prev = [], None
     for b in budgets:
         k = checkpoint_rows(cum, b)
         if b not in warm and k == len(order):  # never reached: every row; the last fit's
             warm[b] = _warm_starts(state, law, n_warm)  # (a pilot past b gets none)
-        checkpoints.append(_checkpoint(law, pool, target, order[:k], b, n_starts, seed,
-                                       warm.get(b) if warm_checkpoints else None))
+        starts = None
+        if method == "variance" and warm_checkpoints:
+            parts = [w for w in (warm.get(b), None if prev is None else
+                                 prev.converged_x[:CHAIN_STARTS]) if w is not None and len(w)]
+            starts = np.vstack(parts) if parts else None
+        cp, fit = _checkpoint(law, pool, target, order[:k], b, n_starts, seed, starts)
+        checkpoints.append(cp)
+        prev = fit if fit is not None else prev
     return DesignReplay(method=method, seed=seed, order=tuple(order),
                         cum_cost_fraction=tuple(map(float, cum)),
                         checkpoints=tuple(checkpoints), n_pilot=n_pilot,
