@@ -98,15 +98,10 @@ def chinchilla_pool():
             make_target(target_f, law, response="loss"))
 
 
-def test_checkpoints_report_intervals_and_start_from_the_designs_own_fit(chinchilla_pool,
-                                                                        monkeypatch):
-    """Every checkpoint carries its target intervals (JSON ``interval``); the variance
-    design's checkpoint fits get warm starts (optima of its running fit, which never saw a
-    later row), the cold replay equals ``fit_rows`` on the checkpoint's rows, and the warm
-    objective is not above the cold one here."""
+def _spy_checkpoints(monkeypatch) -> list:
+    """Record ``(budget, rows, warm starts)`` of every checkpoint fit of a replay."""
     import scalebo.design.replay as replay_mod
 
-    law, pool, target = chinchilla_pool
     seen, real = [], replay_mod._checkpoint
 
     def spy(law_, pool_, target_, rows, budget, n_starts, seed, warm=None):
@@ -114,6 +109,17 @@ def test_checkpoints_report_intervals_and_start_from_the_designs_own_fit(chinchi
         return real(law_, pool_, target_, rows, budget, n_starts, seed, warm)
 
     monkeypatch.setattr(replay_mod, "_checkpoint", spy)
+    return seen
+
+
+def test_checkpoints_report_intervals_and_start_from_the_designs_own_fit(chinchilla_pool,
+                                                                        monkeypatch):
+    """Every checkpoint carries its target intervals (JSON ``interval``); the variance
+    design's checkpoint fits get warm starts (optima of its running fit, which never saw a
+    later row), the cold replay equals ``fit_rows`` on the checkpoint's rows, and the warm
+    objective is not above the cold one here."""
+    law, pool, target = chinchilla_pool
+    seen = _spy_checkpoints(monkeypatch)
     kw = dict(budgets=(0.01, 0.05), method="variance", seed=2, n_starts=8)
     warm = design_replay(pool, target, law, **kw)
     assert [b for b, _, _ in seen] == [0.01, 0.05]
@@ -141,16 +147,8 @@ def test_a_pilot_past_the_first_budget_gets_no_warm_starts_from_later_rows(chinc
                                                                           monkeypatch):
     """A budget below the pilot's spend: its checkpoint holds fewer rows than were bought,
     so no fit of the design (all on more rows) may seed it."""
-    import scalebo.design.replay as replay_mod
-
     law, pool, target = chinchilla_pool
-    seen, real = [], replay_mod._checkpoint
-
-    def spy(law_, pool_, target_, rows, budget, n_starts, seed, warm=None):
-        seen.append((budget, len(rows), warm))
-        return real(law_, pool_, target_, rows, budget, n_starts, seed, warm)
-
-    monkeypatch.setattr(replay_mod, "_checkpoint", spy)
+    seen = _spy_checkpoints(monkeypatch)
     rep = design_replay(pool, target, law, budgets=(1e-7, 0.05), method="variance", seed=0,
                         n_starts=8)
     (b0, k0, w0), (_, k1, w1) = seen
