@@ -194,6 +194,39 @@ def test_cli_bad_inputs_exit_2(tmp_path, capsys):
                   response="loss", variable_map=VMAP, require_response=True)
 
 
+def test_cli_messages_name_the_flag_the_file_and_the_fix(tmp_path, capsys):
+    """The errors a new user met: no --map, a NaN response, a budget above 1, too few runs,
+    and options of the other mode (reported as ignored, not silently dropped)."""
+    pool, target = _frames()
+    args = _write(tmp_path)
+    no_map = [a for a in args if a not in ("--map", "N=params,D=tokens")]
+    assert main(no_map) == 2
+    err = capsys.readouterr().err
+    assert "neither parameters" in err and "--map" in err and "'params'" in err
+    nan = pool.copy()
+    nan.loc[3, "loss"] = np.nan
+    assert main(_write(tmp_path, pool=nan)) == 2
+    err = capsys.readouterr().err
+    assert "data row 4, column 'loss': nan is not a finite number" in err, err
+    args = _write(tmp_path, pool=pool.drop(columns="loss"))
+    pool.iloc[:3].to_csv(tmp_path / "few.csv", index=False)
+    runs = ["--runs", str(tmp_path / "few.csv")]
+    assert main([*args, *runs, "--budget", "1.5"]) == 2
+    assert "--budget 1.5" in capsys.readouterr().err
+    assert main([*args, *runs, "--budget", "0.05"]) == 1
+    assert "needs at least 5" in capsys.readouterr().err
+    pool.iloc[:10].to_csv(tmp_path / "done.csv", index=False)
+    assert main([*args, "--runs", str(tmp_path / "done.csv"), "--budget", "0.05",
+                 "--budgets", "0.1", "--method", "random"]) == 0
+    err = capsys.readouterr().err
+    assert "--budgets is for replays" in err and "--method is for replays" in err
+    assert main([*_write(tmp_path), "--budgets", "0.01", "--batch", "3"]) == 0
+    assert "--batch is for proposals" in capsys.readouterr().err
+    assert main([*_write(tmp_path, target=target.drop(columns="loss")), "--budgets",
+                 "0.01"]) == 0
+    assert "not scored" in capsys.readouterr().err
+
+
 def test_cached_scores_equal_direct_scores(setup):
     """The replay's per-centre Jacobian cache gives the same scores as variance_scores, also
     after rank-one updates (same centres, new covariances and weights)."""

@@ -9,6 +9,12 @@ Three outcomes, as in SciPy and the Open-Athena scaling-law package:
 """
 
 
+def shown(value: object) -> str:
+    """A table value as a :class:`RunTableError` message shows it: text quoted, numbers plain
+    (``nan``, not ``np.float64(nan)``)."""
+    return repr(value) if isinstance(value, str) else str(value)
+
+
 class ScaleboError(Exception):
     """Base class of every scalebo exception."""
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from scalebo.cli.common import format_table, log
 
 NAME = "design"
+DEFAULT_BUDGETS = "0.01,0.05,0.1"
 HELP = "pick the next experiments (variance reduction per cost) or replay a design on a pool"
 DESCRIPTION = """\
 Experiment design for a formula law over a pool of candidate runs with costs, aimed at a
@@ -31,6 +33,15 @@ target rows under --budget of that group's pool cost (cost_fraction is then of t
 cost); shared, --batch rows in all under --budget of the whole pool's cost.
 Names of the formula that are columns (or mapped with --map) are inputs; every other name is
 a parameter and needs --bounds. Fits are least squares in natural units (any sign).
+
+Intervals (multi-mode Laplace posterior of the fit, residual noise SSE/(n - p), normal):
+  replay    cover80 = fraction of target rows whose response lies in its 80 % interval for
+            a new observation (pooled over groups), width80 = median width of those
+            intervals (with groups, the widest group's); the JSON's interval has 95 % too;
+  propose   the table's lo80/hi80 = 80 % interval of the law's mean at the proposed row
+            (the design's posterior, shrunk by the rows proposed before it); the JSON's
+            target_prediction = every target row's prediction with 80 % / 95 % intervals
+            for a new observation (none when the runs done are no more than parameters).
 """
 EPILOG = """\
 examples:
@@ -66,8 +77,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
            "budget shared by the whole pool")
     a("--method", choices=("variance", "random", "cheapest", "cost_weighted"),
       default="variance", help="replay: design method (default variance)")
-    a("--budgets", default="0.01,0.05,0.1", metavar="B,...",
-      help="replay: checkpoint budgets as fractions of the pool's total cost")
+    a("--budgets", default=DEFAULT_BUDGETS, metavar="B,...",
+      help="replay: checkpoint budgets as fractions of the pool's total cost (default "
+           f"{DEFAULT_BUDGETS})")
     a("--seed", type=int, default=0, help="seed of fit starts and baseline draws (default 0)")
     a("--starts", type=int, default=64, help="random starts per full fit (default 64)")
     a("--runs", default=None, metavar="FILE",
@@ -120,6 +132,25 @@ def _groups(pool_frame, target_frame, args: argparse.Namespace) -> tuple | None:
     return pool_g, target_g
 
 
+def _check_mode_options(args: argparse.Namespace) -> None:
+    """Options of the other mode are errors or are reported as ignored; budgets are checked
+    before any work."""
+    if args.runs is None:
+        _budgets(args.budgets)
+        if args.batch != 1:
+            warnings.warn("--batch is for proposals (with --runs); ignored in a replay",
+                          stacklevel=2)
+        return
+    if args.budget is not None and not 0 < args.budget <= 1:
+        raise ValueError(f"--budget {args.budget}: expected a fraction of the pool's total cost"
+                         " in (0, 1]")
+    for flag, value, default in (("--budgets", args.budgets, DEFAULT_BUDGETS),
+                                 ("--method", args.method, "variance")):
+        if value != default:
+            warnings.warn(f"{flag} is for replays (without --runs); ignored when proposing",
+                          stacklevel=2)
+
+
 def _pooled_interval(interval: dict) -> dict[str, float | None]:
     """``cover80`` (fraction of target rows inside their 80 % interval, pooled over groups)
     and ``width80`` (median width; of the widest group's) of a checkpoint's ``interval``
@@ -165,12 +196,18 @@ def run(args: argparse.Namespace) -> int:
         check_output_path(args.json, "--json")
     if args.starts < 1 or args.batch < 1:
         raise ValueError("--starts and --batch must be >= 1")
+    _check_mode_options(args)
     bounds, vmap = parse_bounds(args.bounds), parse_variable_map(args.map or "")
     pool_frame = read_table(args.pool)
     target_frame = read_table(args.target_region)
     grouped = _groups(pool_frame, target_frame, args)
     names = formula_names(args.formula)
     variables = [n for n in names if n not in bounds and (n in vmap or n in pool_frame.columns)]
+    unknown = [n for n in names if n not in bounds and n not in variables]
+    if unknown:
+        raise ValueError(f"--formula names {unknown} are neither parameters (in --bounds) nor "
+                         f"columns of {args.pool} (columns: {list(pool_frame.columns)}); map "
+                         "formula names to columns with --map NAME=COL,...")
     law = formula_law(args.formula, variables, bounds)
     target = make_target(target_frame, law, response=args.response, variable_map=vmap,
                          source=args.target_region)
@@ -181,6 +218,9 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--budget needs --runs (propose mode); a replay uses --budgets")
         pool = make_pool(pool_frame, law, args.cost, response=args.response, variable_map=vmap,
                          require_response=True, source=args.pool)
+        if target.y is None:
+            warnings.warn(f"{args.target_region} has no response column {args.response!r}: the "
+                          "replay's r2 and interval coverage are not scored", stacklevel=2)
         if grouped is None:
             log(f"replaying {args.method} on {pool.n} rows, budgets {args.budgets} ...")
             rep = design_replay(pool, target, law, _budgets(args.budgets), method=args.method,
@@ -215,8 +255,9 @@ def run(args: argparse.Namespace) -> int:
                                   args.batch, seed=args.seed, n_starts=args.starts)
         else:
             runs_g = _group_labels(read_table(args.runs), args.group, args.runs)
-            log(f"fitting {len(done.cost)} runs done per group of {args.group!r}, proposing "
-                f"{args.batch} rows ({args.group_budget} budget) ...")
+            each = "per group" if args.group_budget == "per-group" else "in all"
+            log(f"fitting {len(done.cost)} runs done, each group of {args.group!r} on its own; "
+                f"proposing {args.batch} rows {each} ({args.group_budget} budget) ...")
             props = propose_groups(pool, target, law, *grouped, done.X, done.y, done.cost,
                                    runs_g, args.budget, args.batch,
                                    group_budget=args.group_budget, seed=args.seed,

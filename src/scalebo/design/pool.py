@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from scalebo.errors import RunTableError
+from scalebo.errors import RunTableError, shown
 from scalebo.fitting.formula_fit import table_inputs
 from scalebo.laws.formula import FormulaLaw
 
@@ -136,7 +136,7 @@ def _numeric(frame: pd.DataFrame, column: str, source: str) -> np.ndarray:
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
         raise RunTableError(f"{source}: data row {bad[0] + 1}, column {column!r}: "
-                            f"{frame[column].iloc[bad[0]]!r} is not a finite number")
+                            f"{shown(frame[column].iloc[bad[0]])} is not a finite number")
     return values
 
 

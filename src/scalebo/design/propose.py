@@ -117,8 +117,13 @@ def _posterior(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray, X_target
     fit = fit_rows(law, X_done, y_done, n_starts=n_starts, seed=seed)
     if fit is None:
         raise FitError(f"cannot fit {law.name!r} ({law.n_params} parameters) to the "
-                       f"{len(y_done)} runs done")
+                       f"{len(y_done)} runs done" + _needs(law, len(y_done)))
     return build_posterior(law, fit, X_done, y_done, X_target=X_target)
+
+
+def _needs(law: FormulaLaw, n: int) -> str:
+    """``": it needs at least p"`` when ``n`` runs are fewer than the law's parameters."""
+    return f": it needs at least {law.n_params}" if n < law.n_params else ""
 
 
 def _proposal(post: Posterior, pool: Pool, i: int, score: float, C: float,
@@ -247,7 +252,8 @@ def target_predictions(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,
         fit = fit_rows(law, X_done[mine], y_done[mine], n_starts=n_starts, seed=seed)
         if fit is None:
             raise FitError(("" if g is None else f"group {g!r}: ") + f"cannot fit {law.name!r} "
-                           f"({law.n_params} parameters) to the {int(mine.sum())} runs done")
+                           f"({law.n_params} parameters) to the {int(mine.sum())} runs done"
+                           + _needs(law, int(mine.sum())))
         Xt = target.X[rows]
         mean = law.predict(fit.x, Xt)
         bands: dict[str, Any] = dict.fromkeys(("lo80", "hi80", "lo95", "hi95"))

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo import __version__
-from scalebo.errors import RunTableError
+from scalebo.errors import RunTableError, shown
 from scalebo.fitting.formula_bootstrap import FormulaBootstrapResult, bootstrap_formula
 from scalebo.fitting.formula_fit import fit_formula, table_inputs
 from scalebo.fitting.robust import FitResult
@@ -207,7 +207,7 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
     if not np.isfinite(y).all():
         bad = int(np.flatnonzero(~np.isfinite(y))[0])
         raise RunTableError(f"{source}: data row {bad + 1}, column {response!r}: "
-                            f"{frame[response].iloc[bad]!r} is not a finite number")
+                            f"{shown(frame[response].iloc[bad])} is not a finite number")
     names = formula_names(formula)
     variables = [n for n in names if n not in bounds and (n in vmap or n in frame.columns)]
     law = formula_law(formula, variables, bounds)
