@@ -215,11 +215,14 @@ def test_cli_messages_name_the_flag_the_file_and_the_fix(tmp_path, capsys):
     assert "--budget 1.5" in capsys.readouterr().err
     assert main([*args, *runs, "--budget", "0.05"]) == 1
     assert "needs at least 5" in capsys.readouterr().err
-    pool.iloc[:10].to_csv(tmp_path / "done.csv", index=False)
+    done = pool.iloc[:10].copy()
+    done.loc[done.index[2], "params"] *= 1.5  # a typo: no pool row has these inputs
+    done.to_csv(tmp_path / "done.csv", index=False)
     assert main([*args, "--runs", str(tmp_path / "done.csv"), "--budget", "0.05",
                  "--budgets", "0.1", "--method", "random"]) == 0
     err = capsys.readouterr().err
     assert "--budgets is for replays" in err and "--method is for replays" in err
+    assert "1 of the 10 runs done match no pool row" in err
     assert main([*_write(tmp_path), "--budgets", "0.01", "--batch", "3"]) == 0
     assert "--batch is for proposals" in capsys.readouterr().err
     assert main([*_write(tmp_path, target=target.drop(columns="loss")), "--budgets",

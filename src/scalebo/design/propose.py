@@ -14,6 +14,7 @@ group's candidates scored by its own posterior per ``(cost/C)^γ``.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -26,7 +27,8 @@ from scalebo.design.replay import fit_rows
 from scalebo.errors import FitError, SearchError
 from scalebo.laws.formula import FormulaLaw
 
-__all__ = ["Proposal", "done_rows", "propose_batch", "propose_groups", "target_predictions"]
+__all__ = ["Proposal", "done_rows", "propose_batch", "propose_groups", "target_predictions",
+           "warn_unmatched"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,18 @@ def done_rows(pool: Pool, X_done: np.ndarray) -> np.ndarray:
     return mask
 
 
+def warn_unmatched(pool: Pool, X_done: np.ndarray, where: str = "") -> None:
+    """Warn when runs done match no pool row (inputs compared as :func:`done_rows`): they are
+    fitted all the same, but a typo in an input would go unseen otherwise."""
+    X_done = np.atleast_2d(X_done)
+    lone = [i for i, x in enumerate(X_done)
+            if not np.any(np.all(np.isclose(pool.X, x[None, :], rtol=1e-9, atol=0), axis=1))]
+    if lone:
+        first = dict(zip(pool.variables, map(float, X_done[lone[0]]), strict=True))
+        warnings.warn(f"{len(lone)} of the {len(X_done)} runs done{where} match no pool row "
+                      f"(the first: {first}); they are fitted all the same", stacklevel=3)
+
+
 def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.ndarray,
                   y_done: np.ndarray, cost_done: np.ndarray, budget: float, k: int = 1, *,
                   seed: int = 0, n_starts: int = 64,
@@ -95,6 +109,7 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
         raise SearchError(f"the runs done already spent {np.sum(cost_done) / C:.4f} of the "
                           f"pool's total cost, at or over the budget {budget}")
     post = _posterior(law, X_done, y_done, target.X, seed, n_starts)
+    warn_unmatched(pool, X_done)
     free = ~done_rows(pool, X_done)
     out: list[Proposal] = []
     while len(out) < k:
@@ -199,6 +214,7 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
             posts.append(_posterior(law, X_done[mine], y_done[mine], region.X, s, n_starts))
         except FitError as exc:
             raise FitError(f"group {g.name!r}: {exc}") from exc
+        warn_unmatched(sub, X_done[mine], f" of group {g.name!r}")
         free.append(~done_rows(sub, X_done[mine]) if mine.any() else np.ones(sub.n, bool))
     while len(out) < k and left > 0:
         best = None
