@@ -228,9 +228,9 @@ def _checkpoint(law: FormulaLaw, pool: Pool, target: TargetRegion,
         fit = fit_rows(law, pool.X[mine], pool.y[mine], n_starts=n_starts, seed=seed)
         fits[g.name] = fit
         params[g.name], status[g.name] = fit_summary(law, fit, len(mine))
-        region = TargetRegion(target.X[g.target],
-                              None if target.y is None else target.y[g.target])
         if g.target.size:
+            region = TargetRegion(target.X[g.target],
+                                  None if target.y is None else target.y[g.target])
             interval[g.name] = target_interval(law, fit, pool.X[mine], pool.y[mine], region)
     spent = float(pool.cost[rows].sum()) / pool.total_cost
     return GroupedCheckpoint(budget, spent, len(rows), pooled_r2(law, fits, groups, target),

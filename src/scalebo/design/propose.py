@@ -23,8 +23,9 @@ import numpy as np
 from scalebo.design.acquisition import DEFAULT_GAMMA, condition_on_mean, variance_scores
 from scalebo.design.pool import Pool, TargetRegion
 from scalebo.design.posterior import Posterior, build_posterior
-from scalebo.design.replay import fit_rows
+from scalebo.design.replay import fit_rows, observation_bands
 from scalebo.errors import FitError, SearchError
+from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
 
 __all__ = ["Proposal", "done_rows", "propose_batch", "propose_groups", "target_predictions",
@@ -61,21 +62,24 @@ class Proposal:
         return dict(self.__dict__)
 
 
+def _matches(pool: Pool, X_done: np.ndarray) -> np.ndarray:
+    """``(n_done, n)``: whether run ``i``'s inputs equal (rtol 1e-9) those of pool row ``j``."""
+    X_done = np.atleast_2d(X_done)
+    return np.array([np.all(np.isclose(pool.X, x[None, :], rtol=1e-9, atol=0), axis=1)
+                     for x in X_done]).reshape(X_done.shape[0], pool.n)
+
+
 def done_rows(pool: Pool, X_done: np.ndarray) -> np.ndarray:
     """Mask ``(n,)`` of pool rows whose inputs equal (rtol 1e-9) a row of ``X_done``."""
-    mask = np.zeros(pool.n, dtype=bool)
-    for x in np.atleast_2d(X_done):
-        mask |= np.all(np.isclose(pool.X, x[None, :], rtol=1e-9, atol=0), axis=1)
-    return mask
+    return _matches(pool, X_done).any(axis=0)
 
 
 def warn_unmatched(pool: Pool, X_done: np.ndarray, where: str = "") -> None:
     """Warn when runs done match no pool row (inputs compared as :func:`done_rows`): they are
     fitted all the same, but a typo in an input would go unseen otherwise."""
     X_done = np.atleast_2d(X_done)
-    lone = [i for i, x in enumerate(X_done)
-            if not np.any(np.all(np.isclose(pool.X, x[None, :], rtol=1e-9, atol=0), axis=1))]
-    if lone:
+    lone = np.flatnonzero(~_matches(pool, X_done).any(axis=1))
+    if lone.size:
         first = dict(zip(pool.variables, map(float, X_done[lone[0]]), strict=True))
         warnings.warn(f"{len(lone)} of the {len(X_done)} runs done{where} match no pool row "
                       f"(the first: {first}); they are fitted all the same", stacklevel=3)
@@ -129,16 +133,20 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
 
 def _posterior(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray, X_target: np.ndarray,
                seed: int, n_starts: int) -> Posterior:
-    fit = fit_rows(law, X_done, y_done, n_starts=n_starts, seed=seed)
-    if fit is None:
-        raise FitError(f"cannot fit {law.name!r} ({law.n_params} parameters) to the "
-                       f"{len(y_done)} runs done" + _needs(law, len(y_done)))
+    fit = _fit_done(law, X_done, y_done, seed, n_starts)
     return build_posterior(law, fit, X_done, y_done, X_target=X_target)
 
 
-def _needs(law: FormulaLaw, n: int) -> str:
-    """``": it needs at least p"`` when ``n`` runs are fewer than the law's parameters."""
-    return f": it needs at least {law.n_params}" if n < law.n_params else ""
+def _fit_done(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray, seed: int,
+              n_starts: int) -> FitResult:
+    """The fit of the runs done, or a FitError saying how many runs the law needs."""
+    fit = fit_rows(law, X_done, y_done, n_starts=n_starts, seed=seed)
+    if fit is None:
+        n = len(y_done)
+        raise FitError(f"cannot fit {law.name!r} ({law.n_params} parameters) to the {n} runs "
+                       "done" + (f": it needs at least {law.n_params}" if n < law.n_params
+                                 else ""))
+    return fit
 
 
 def _proposal(post: Posterior, pool: Pool, i: int, score: float, C: float,
@@ -265,20 +273,16 @@ def target_predictions(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,
         parts = [(g, np.flatnonzero(tg == g), dg == g) for g in dict.fromkeys(tg.tolist())]
     out: list[dict[str, Any]] = []
     for g, rows, mine in parts:
-        fit = fit_rows(law, X_done[mine], y_done[mine], n_starts=n_starts, seed=seed)
-        if fit is None:
-            raise FitError(("" if g is None else f"group {g!r}: ") + f"cannot fit {law.name!r} "
-                           f"({law.n_params} parameters) to the {int(mine.sum())} runs done"
-                           + _needs(law, int(mine.sum())))
+        try:
+            fit = _fit_done(law, X_done[mine], y_done[mine], seed, n_starts)
+        except FitError as exc:
+            raise FitError(str(exc) if g is None else f"group {g!r}: {exc}") from exc
         Xt = target.X[rows]
         mean = law.predict(fit.x, Xt)
         bands: dict[str, Any] = dict.fromkeys(("lo80", "hi80", "lo95", "hi95"))
-        if fit.n_obs > law.n_params:  # else no residual to estimate the noise from
-            post = build_posterior(law, fit, X_done[mine], y_done[mine], X_target=Xt,
-                                   noise="residual")
-            for level, tag in ((0.8, "80"), (0.95, "95")):
-                bands["lo" + tag], bands["hi" + tag] = post.interval(Xt, level,
-                                                                     observation=True)
+        for tag, (lo, hi) in (observation_bands(law, fit, X_done[mine], y_done[mine], Xt)
+                              or {}).items():
+            bands["lo" + tag], bands["hi" + tag] = lo, hi
         for j, i in enumerate(rows):
             out.append({"target_row": int(i), **({"group": g} if g is not None else {}),
                         **dict(zip(law.variables, map(float, Xt[j]), strict=True)),

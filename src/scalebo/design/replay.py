@@ -57,8 +57,8 @@ from scalebo.laws.formula import FormulaLaw
 
 __all__ = ["DESIGN_STARTS", "FULL_GROWTH", "METHODS", "REFIT_GROWTH", "Checkpoint",
            "DesignReplay", "RefitState", "checkpoint_rows", "clipped_r2", "design_replay",
-           "fit_rows", "fit_summary", "pilot_rows", "refit_step", "target_interval",
-           "target_r2"]
+           "fit_rows", "fit_summary", "observation_bands", "pilot_rows", "refit_step",
+           "target_interval", "target_r2"]
 
 METHODS = ("variance", *BASELINES)
 #: Defaults of the design's refits (module docstring): fresh random starts of a full refit,
@@ -194,6 +194,19 @@ def checkpoint_rows(cum: np.ndarray, budget: float) -> int:
     return int(np.searchsorted(cum, budget * (1 - 1e-12), side="left"))
 
 
+def observation_bands(law: FormulaLaw, fit: FitResult | None, X: np.ndarray, y: np.ndarray,
+                      X_target: np.ndarray) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+    """``{"80": (lo, hi), "95": (lo, hi)}``: the normal 80 % and 95 % intervals for a new
+    observation at ``X_target`` from ``fit``'s multi-mode Laplace posterior with the residual
+    noise ``SSE/(n − p)`` (response units); ``None`` when ``fit`` is ``None``, ``X_target`` is
+    empty or the fit has no more rows than parameters (no residual to estimate the noise)."""
+    if fit is None or X_target.shape[0] == 0 or fit.n_obs <= law.n_params:
+        return None
+    post = build_posterior(law, fit, X, y, X_target=X_target, noise="residual")
+    return {tag: post.interval(X_target, level, observation=True)
+            for level, tag in ((0.8, "80"), (0.95, "95"))}
+
+
 def target_interval(law: FormulaLaw, fit: FitResult | None, X: np.ndarray, y: np.ndarray,
                     target: TargetRegion) -> dict[str, float]:
     """Target-region intervals of ``fit`` (on ``X``, ``y``): the normal-approximation 80 %
@@ -206,12 +219,11 @@ def target_interval(law: FormulaLaw, fit: FitResult | None, X: np.ndarray, y: np
     (fractions of target rows whose response lies inside); ``{}`` when ``fit`` is ``None``,
     has no more rows than parameters, the region is empty or a bound is non-finite.
     """
-    if fit is None or target.X.shape[0] == 0 or fit.n_obs <= law.n_params:
-        return {}  # n ≤ p: an interpolating fit has no residual to estimate the noise
-    post = build_posterior(law, fit, X, y, X_target=target.X, noise="residual")
+    bands = observation_bands(law, fit, X, y, target.X)
+    if bands is None:
+        return {}
     out: dict[str, float] = {"n_target": int(target.X.shape[0])}
-    for level, tag in ((0.8, "80"), (0.95, "95")):
-        lo, hi = post.interval(target.X, level, observation=True)
+    for tag, (lo, hi) in bands.items():
         if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
             return {}
         out["width" + tag] = float(np.median(hi - lo))
