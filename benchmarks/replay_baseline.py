@@ -48,6 +48,12 @@ METHODS: dict[str, MethodConfig] = {
     "window-spent EI global, fant mean": BASE.with_(incumbent="global"),
     "window-spent EI frontier, fant cell_best": BASE.with_(estimator="cell_best"),
     "window-spent random order, fant mean": BASE.with_(surrogate="random"),
+    "window-spent target γ=0.5 every 5, fant mean": BASE.with_(
+        acquisition="target", incumbent="envelope", ei_cost_power=1.0, cost_power=0.5,
+        target_every=5),
+    "window-spent target γ=1 every 5, fant mean": BASE.with_(
+        acquisition="target", incumbent="envelope", ei_cost_power=1.0, cost_power=1.0,
+        target_every=5),
 }
 #: The rows that chose the 0.3 defaults: incumbent × EI's cost power.
 EI_DEFAULTS = (REFERENCE, "window-spent EI envelope, fant mean",
