@@ -93,3 +93,23 @@ def test_approach2_on_porian_tuned_isoflops(data_dir):
     assert law.points["used"].all()
     assert 0.45 < law.n_opt.exponent < 0.58
     assert law.n_opt.exponent + law.d_opt.exponent == pytest.approx(1.0)
+
+
+def test_approach3_out_of_float_range_is_a_fit_error_not_a_crash():
+    """Tiny exponents and A << B put G = (αA/(βB))^(1/(α+β)) = 1e-600 below float range:
+    approach 3 divided by zero (ZeroDivisionError), which killed a whole replay when one
+    law-posterior sample of a 24-run grid fitted such a law. Now a FitError (which the law
+    posterior counts as a failed sample); near the edge the path is still computed."""
+    odd = {"E": 1.8, "A": 1e-3, "alpha": 0.005, "B": 1e3, "beta": 0.005}
+    with pytest.raises(FitError, match="no finite compute-optimal path"):
+        approach3(_fit_of(odd))
+    with pytest.raises(FitError, match="no finite compute-optimal path"):
+        approach3(_fit_of({**odd, "A": 1e3, "B": 1e-3}))  # G = 1e+600
+    with pytest.raises(FitError):
+        compute_optimal(_fit_of(odd), 1e24)
+    # G = 1e-200: tiny but finite, the same closed form as before.
+    edge = {**odd, "alpha": 0.015, "beta": 0.015}
+    alloc = approach3(_fit_of(edge))
+    G = (0.015 * 1e-3 / (0.015 * 1e3)) ** (1 / 0.03)
+    assert alloc.n_opt.coef == pytest.approx(G * 6.0 ** -0.5, rel=1e-9)
+    assert alloc.d_opt.coef == pytest.approx(6.0 ** -0.5 / G, rel=1e-9)

@@ -14,6 +14,7 @@ ordinary least squares in log–log space (natural logs).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -161,12 +162,22 @@ def approach3(fit: FitResult) -> AllocationLaw:
     _, A, alpha, B, beta = _chinchilla_terms(fit)
     if not (alpha > 0 and beta > 0):
         raise FitError(f"approach 3 needs positive exponents, got alpha={alpha}, beta={beta}")
-    G = (alpha * A / (beta * B)) ** (1.0 / (alpha + beta))
+    if not (A > 0 and B > 0):
+        raise FitError(f"approach 3 needs positive coefficients, got A={A}, B={B}")
+    # G = (alpha A / (beta B))^(1/(alpha+beta)), in logs: with small exponents it can
+    # under- or overflow a float (a 1/G then divides by zero).
+    log_G = (math.log(alpha * A) - math.log(beta * B)) / (alpha + beta)
     a = beta / (alpha + beta)
     b = alpha / (alpha + beta)
     # N* = G (C/6)^a = (G 6^-a) C^a ; D* = G^-1 (C/6)^b.
-    n_opt = PowerFit(coef=G * 6.0 ** (-a), exponent=a, r2=1.0, n=0)
-    d_opt = PowerFit(coef=6.0 ** (-b) / G, exponent=b, r2=1.0, n=0)
+    log6 = math.log(6.0)
+    log_coefs = (log_G - a * log6, -b * log6 - log_G)
+    if not all(-700.0 < c < 700.0 for c in log_coefs):
+        raise FitError(f"approach 3 has no finite compute-optimal path: the optimum's "
+                       f"coefficient G = exp({log_G:.4g}) is out of float range (alpha={alpha:.4g},"
+                       f" beta={beta:.4g}, A={A:.4g}, B={B:.4g})")
+    n_opt = PowerFit(coef=math.exp(log_coefs[0]), exponent=a, r2=1.0, n=0)
+    d_opt = PowerFit(coef=math.exp(log_coefs[1]), exponent=b, r2=1.0, n=0)
     return AllocationLaw(n_opt=n_opt, d_opt=d_opt, method="approach3", points=pd.DataFrame())
 
 
