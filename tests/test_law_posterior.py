@@ -389,3 +389,27 @@ def test_discrepancy_widens_samples_only_where_hyperparameters_are_untried():
     np.testing.assert_array_equal(same.predicted_loss, plain.predicted_loss)
     with pytest.raises(ValueError, match="discrepancy"):
         law_posterior(grid, obs, loss[obs], GPSurrogate(rng=0), discrepancy=-1.0, **kw)
+
+
+def test_a_sample_whose_path_overflows_fails_without_a_numpy_warning():
+    """A posterior sample's odd Chinchilla fit (tiny exponents, A << B) makes D*/N* overflow
+    inside approach3(...).at; _derive does not use that ratio (and _one_law rejects any
+    non-finite result), so numpy's bare 'overflow encountered in divide', seen by a user
+    replaying a 24-run grid, must not leak out."""
+    import dataclasses
+    import warnings
+
+    N, D = np.meshgrid([1e8, 2e8, 4e8], [2e9, 4e9, 8e9])
+    X = np.column_stack([N.ravel(), D.ravel()])
+    fit = fit_law(CHINCHILLA, X, 1.8 + 480 / X[:, 0] ** 0.34 + 2100 / X[:, 1] ** 0.36)
+    x = fit.x.copy()  # alpha = beta = 0.01, A/B = 1e-4: G = 1e-200, D*/N* ~ 1e400
+    names = CHINCHILLA.param_names
+    x[names.index("alpha")] = x[names.index("beta")] = 0.01
+    x[names.index("log_A")], x[names.index("log_B")] = np.log(1e-2), np.log(1e2)
+    odd = dataclasses.replace(fit, x=x)
+    with pytest.warns(RuntimeWarning, match="overflow"):  # the case: D*/N* overflows
+        approach3(odd).at(np.array(TARGETS))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loss, n_opt, d_opt = lp._derive("chinchilla", odd, np.array(TARGETS))
+    assert loss.shape == n_opt.shape == d_opt.shape == (len(TARGETS),)

@@ -273,12 +273,17 @@ def _frontier(name: str, grid: Grid, rows: np.ndarray, losses: np.ndarray
 
 def _derive(name: str, fit: FitResult, C: np.ndarray
             ) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
-    """Loss (nats) and, for Chinchilla, N*, D* at computes ``C``; FitError without a path."""
-    if name == "compute":
-        return fit.predict(C[:, None]), None, None
-    alloc = approach3(fit).at(C)
-    loss = compute_law_from_chinchilla(fit, C)
-    return loss, np.asarray(alloc["N_opt"], float), np.asarray(alloc["D_opt"], float)
+    """Loss (nats) and, for Chinchilla, N*, D* at computes ``C``; FitError without a path.
+
+    A sample's extreme fit can overflow N* or D* (e.g. an exponent near 0); the caller counts
+    such a non-finite result as a failed sample, so numpy's overflow warnings are silenced
+    here rather than shown to the user without context."""
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        if name == "compute":
+            return fit.predict(C[:, None]), None, None
+        alloc = approach3(fit).at(C)
+        loss = compute_law_from_chinchilla(fit, C)
+        return loss, np.asarray(alloc["N_opt"], float), np.asarray(alloc["D_opt"], float)
 
 
 def _one_law(name: str, grid: Grid, rows: np.ndarray, mean: np.ndarray, draws: np.ndarray,
