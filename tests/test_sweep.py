@@ -404,3 +404,50 @@ def test_config_mistakes_are_named(tmp_path, capsys):
     assert "is a folder" in capsys.readouterr().err
     assert main(["bench", "report", str(tmp_path / "none"), "--out", str(tmp_path / "r")]) == 2
     assert "no such record folder" in capsys.readouterr().err
+
+
+def test_file_dataset_options_are_checked_and_its_content_is_in_the_key(tmp_path, capsys):
+    """A run-table file of a sweep: an option the replay does not take (the docstring once
+    said ``heldout_k``) is an error when the sweep starts, not one error record per cell; and
+    editing the file changes its cells' keys, so a rerun recomputes instead of reusing
+    records of the old data (found by a user regenerating a grid CSV)."""
+    from scalebo.bench.sweep_config import DatasetSpec, check_replay_datasets
+    from scalebo.cli.main import main
+
+    runs = tmp_path / "grid.csv"
+    runs.write_text("params,D,lr,loss\n1e8,1e9,1e-3,3.0\n")
+    raw = {"name": "f", "seeds": 1, "budgets": [0.05], "methods": {"w": {}},
+           "datasets": {"g": {"source": str(runs), "mapping": {"N": "params"}}}}
+    first = SweepConfig.from_dict(raw)
+    spec = first.datasets[0]
+    assert len(spec.content_sha256) == 64
+    assert first.cells()[0].identity()["dataset"]["content_sha256"] == spec.content_sha256
+    assert SweepConfig.from_dict(raw).cells()[0].key == first.cells()[0].key
+    runs.write_text("params,D,lr,loss\n1e8,1e9,1e-3,3.1\n")
+    assert SweepConfig.from_dict(raw).cells()[0].key != first.cells()[0].key
+    # Registered datasets have no digest: their identity (and key) is as before.
+    assert "content_sha256" not in DatasetSpec("steplaw", "steplaw").to_dict()
+    assert SweepConfig.from_dict(CONFIG).datasets[0].content_sha256 is None
+
+    check_replay_datasets(first.datasets)
+    bad = {**raw, "datasets": {"g": {"source": str(runs), "heldout_k": 2}}}
+    with pytest.raises(ValueError, match=r"dataset 'g': unknown option\(s\) 'heldout_k' "
+                                         r"\(did you mean 'n_held_out_cells'\?\)"):
+        check_replay_datasets(SweepConfig.from_dict(bad).datasets)
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(f"name: b\nseeds: 1\nbudgets: [0.05]\nmethods: {{w: {{}}}}\n"
+                   f"datasets: {{g: {{source: {runs}, heldout_k: 2}}}}\n")
+    out = tmp_path / "out"
+    assert main(["bench", "run", str(cfg), "--out", str(out), "-q"]) == 2
+    assert "unknown option(s) 'heldout_k'" in capsys.readouterr().err
+    assert not [p for p in out.glob("*.json") if not p.name.startswith("sweep_")]
+    with pytest.raises(ValueError, match="'mapping' must be a mapping"):
+        check_replay_datasets(SweepConfig.from_dict(
+            {**raw, "datasets": {"g": {"source": str(runs), "mapping": "N=params"}}}).datasets)
+
+
+def test_registered_sources_agree_with_load_problem():
+    from scalebo.bench import sweep_config
+    from scalebo.bench.problems import REGISTERED
+
+    assert set(sweep_config._REGISTERED_SOURCES) == set(REGISTERED)

@@ -63,6 +63,7 @@ from scalebo.bench.sweep_config import (  # Cell, DatasetSpec, MethodSpec, Sweep
     SweepConfig,
     _freeze,
     _thaw,
+    check_replay_datasets,
     replay_method_settings,
 )
 
@@ -335,6 +336,7 @@ def run_sweep(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if cell_fn is None:
+        check_replay_datasets(config.datasets)
         config = config.resolved(replay_method_settings)
         dd = str(data_dir) if data_dir is not None else None
         cell_fn = partial(replay_cell, data_dir=dd)

@@ -22,7 +22,8 @@ Config file (YAML)::
     budgets: [0.01, 0.05, 0.10, 0.25]   # fractions of C_total ("1%" also accepted)
     datasets:                      # label → options for bench.problems.load_problem
       steplaw: {}
-      my_grid: {source: /path/to/runs.csv, heldout_k: 2}
+      my_grid: {source: /path/to/runs.csv, n_held_out_cells: 2,
+                mapping: {N: params, D: tokens, loss: val_loss}, axes: [lr, bs]}
     method_defaults: {surrogate: gp, kernel: matern52, acquisition: ei}
     methods:                       # label → bench.replay.MethodConfig fields
       full: {strategy: full, fantasize: false}
@@ -43,8 +44,8 @@ from typing import Any
 import yaml
 
 __all__ = ["RECORD_SCHEMA_VERSION", "Cell", "DatasetSpec", "MethodResolver", "MethodSpec",
-           "SweepConfig", "identity_key", "package_version", "replay_method_settings",
-           "resolve_method"]
+           "SweepConfig", "check_replay_datasets", "identity_key", "package_version",
+           "replay_method_settings", "resolve_method"]
 
 #: Bumped when the record layout or the meaning of a cell's inputs changes (it is hashed
 #: into :attr:`Cell.key`, so old records are then recomputed rather than reused).
@@ -95,15 +96,22 @@ class DatasetSpec:
         name: Label used in records and reports (e.g. ``"steplaw"``).
         source: Registered problem name or path passed to ``load_problem`` (default: name).
         options: Extra keyword arguments for ``load_problem``, as sorted pairs.
+        content_sha256: SHA-256 of the run-table file when ``source`` is one (None for a
+            registered dataset), set by :meth:`SweepConfig.from_dict`.
     """
 
     name: str
     source: str
     options: tuple[tuple[str, Any], ...] = ()
+    content_sha256: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form (also the hashed identity)."""
-        return {"name": self.name, "source": self.source, "options": _thaw(self.options) or {}}
+        """JSON-ready form (also the hashed identity); a run-table file's content digest is
+        part of it, so editing the file recomputes its cells instead of reusing them."""
+        out = {"name": self.name, "source": self.source, "options": _thaw(self.options) or {}}
+        if self.content_sha256 is not None:
+            out["content_sha256"] = self.content_sha256
+        return out
 
 
 @dataclass(frozen=True)
@@ -214,6 +222,52 @@ def resolve_method(spec: MethodSpec, resolver: MethodResolver | None) -> MethodS
     return MethodSpec(spec.name, spec.params, settings)
 
 
+#: Options a replay dataset takes besides ``source``: keyword arguments of
+#: :func:`scalebo.bench.problems.load_problem`.
+DATASET_OPTIONS = ("mapping", "axes", "n_held_out_cells", "seed", "data_dir")
+
+#: Sources that :func:`scalebo.bench.problems.load_problem` reads as registered datasets.
+_REGISTERED_SOURCES = ("steplaw", "oellm_english", "synthetic")
+
+
+def check_replay_datasets(datasets: Iterable[DatasetSpec]) -> None:
+    """ValueError naming a dataset option the replay's ``load_problem`` does not take (a
+    custom cell function may take others, so only the replay's runner checks them)."""
+    for spec in datasets:
+        _check_dataset_options(spec.name, _thaw(spec.options) or {})
+
+
+def _check_dataset_options(name: str, opts: Mapping[str, Any]) -> None:
+    """ValueError naming an option of dataset ``name`` that the replay does not take."""
+    import difflib
+
+    unknown = [k for k in opts if k not in DATASET_OPTIONS]
+    if unknown:
+        hints = {k: difflib.get_close_matches(str(k), DATASET_OPTIONS, n=1, cutoff=0.5)
+                 for k in unknown}
+        said = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
+                         for k, h in hints.items())
+        raise ValueError(f"dataset {name!r}: unknown option(s) {said}; a dataset takes "
+                         f"'source' and {list(DATASET_OPTIONS)}")
+    if "mapping" in opts and not isinstance(opts["mapping"], Mapping):
+        raise ValueError(f"dataset {name!r}: 'mapping' must be a mapping such as "
+                         f"{{N: params, D: tokens}}, got {opts['mapping']!r}")
+
+
+def _file_digest(source: str) -> str | None:
+    """SHA-256 (hex) of ``source`` when it names a run-table file, else None."""
+    if source in _REGISTERED_SOURCES or source.startswith("dataset:"):
+        return None
+    path = Path(source)
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def _parse_budget(value: Any) -> float:
     if isinstance(value, str) and value.strip().endswith("%"):
         out = float(value.strip()[:-1]) / 100.0
@@ -279,7 +333,8 @@ class SweepConfig:
         for name, opts in ds_raw.items():
             opts = dict(opts or {})
             source = str(opts.pop("source", name))
-            datasets.append(DatasetSpec(str(name), source, _freeze(opts)))
+            datasets.append(DatasetSpec(str(name), source, _freeze(opts),
+                                        _file_digest(source)))
         defaults = dict(raw.get("method_defaults") or {})
         m_raw = raw["methods"]
         if not isinstance(m_raw, Mapping) or not m_raw:
