@@ -74,3 +74,23 @@ def test_a_clean_file_has_no_notes(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_problem(path, axes=AXES).notes == ()
+
+
+def test_a_grid_too_small_for_a_reference_law_says_why(tmp_path):
+    """2 × 2 cells with 2 held out leave 2 envelope points for a 3-parameter compute law: the
+    error names the reference fit, the cells held out and the way out (was only "law
+    'compute' has 3 parameters but only 2 observations")."""
+    from scalebo.errors import FitError
+
+    frame = make_synthetic(seed=3, N=[1e8, 3e8], D=[2e9, 8e9], lr=[5e-4, 1e-3, 2e-3],
+                           bs=[256.0])
+    path = tmp_path / "tiny.csv"
+    frame[["N", "D", "lr", "loss"]].to_csv(path, index=False)
+    with pytest.raises(FitError) as info:
+        load_problem(path, axes=["lr"], n_held_out_cells=2)
+    msg = str(info.value)
+    assert "reference compute law" in msg and "2 of 4 (N, D) cells, 2 held out" in msg
+    assert "has 2 point(s)" in msg and "--held-out-cells" in msg
+    assert "3 parameters but only 2 observations" in msg
+    ok = load_problem(path, axes=["lr"], n_held_out_cells=0)
+    assert ok.reference_compute.success and ok.envelope_idx.size >= 3

@@ -32,6 +32,7 @@ import pandas as pd
 
 from scalebo.data.columns import default_hyperparameters
 from scalebo.data.runs import RunTable, load_runs
+from scalebo.errors import FitError
 from scalebo.fitting.frontier import pareto_envelope
 from scalebo.fitting.robust import FitResult, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
@@ -189,7 +190,17 @@ def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarra
     acq = np.flatnonzero(~grid.held_out)
     env = envelope_rows(grid, loss, acq)
     cells = cell_best_rows(grid, loss, acq)
-    ref_c = fit_law(COMPUTE_LAW, grid.cost[env], loss[env])
+    try:
+        ref_c = fit_law(COMPUTE_LAW, grid.cost[env], loss[env])
+    except FitError as exc:
+        n_cells = int(grid.cell_cost.size)
+        n_held = int(np.unique(grid.cell_ids[grid.held_out]).size)
+        raise FitError(
+            f"{name}: no reference compute law to score a replay against: its Pareto "
+            f"envelope over the acquirable grid ({n_cells - n_held} of {n_cells} (N, D) "
+            f"cells, {n_held} held out) has {env.size} point(s) ({exc}); hold out fewer "
+            "cells (--held-out-cells, n_held_out_cells) or give a grid with more compute "
+            "levels") from None
     ref_ch = None
     if cells.size >= CHINCHILLA.n_params:
         X = np.column_stack([grid.configs["N"].to_numpy()[cells],
