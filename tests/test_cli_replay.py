@@ -85,3 +85,26 @@ def test_format_csv_prints_csv(tmp_path):
         ("observed", "compute"), ("observed", "chinchilla"), ("fantasized", "compute"),
         ("fantasized", "chinchilla")}
     assert all(float(r["spent"]) <= 0.02 * (1 + 1e-6) for r in rows)
+
+
+def test_a_budget_that_buys_nothing_and_failed_fits_say_why(tmp_path):
+    """Few cells of similar cost (every configuration > 2 % of C_total): the 1 % budget
+    buys no run. It used to print only 'failed' rows with 0 runs; now stderr says the
+    budget affords no run and what the cheapest run costs, and the table lists each fit
+    without an estimate with its reason."""
+    frame = make_synthetic(N=[1e8, 1.5e8, 2.2e8], D=[2e9, 3e9, 4.5e9], lr=[5e-4, 1e-3],
+                           bs=[256.0], seed=4)
+    path = tmp_path / "flat.csv"
+    frame[["N", "D", "lr", "loss"]].to_csv(path, index=False)
+    out = _scalebo("replay", "--dataset", str(path), "--axes", "lr", "--budget", "0.1",
+                   "--record-budgets", "0.01", "--posterior-samples", "0", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "warning: budget 0.01 of C_total affords no run: the cheapest acquirable " \
+           "configuration costs 0.0" in out.stderr
+    assert "budget 0.1 " not in out.stderr
+    assert "why there is no estimate" in out.stdout
+    why = out.stdout.split("why there is no estimate")[1].splitlines()
+    assert any(line.split()[:3] == ["0.01", "observed", "compute"]
+               and "no observation to fit" in line for line in why)
+    assert any(line.split()[:2] == ["0.01", "fantasized"]
+               and "nothing to fantasize from" in line for line in why)

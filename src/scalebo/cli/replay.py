@@ -165,6 +165,7 @@ def run(args: argparse.Namespace) -> int:
     records = list(args.record_budgets)
     log(f"replaying {method.label()} to {args.budget:g} of C_total, seed {args.seed} ...")
     rec = replay(problem, method, args.budget, args.seed, record_budgets=records)
+    _warn_unaffordable(rec, problem)
     data = rec.to_dict()
     data["problem"] = problem.summary()
     if args.json:
@@ -183,6 +184,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_table(rec))
     return 0
+
+
+def _warn_unaffordable(rec: Any, problem: Any) -> None:
+    """Warn about each recorded budget that bought no run (too small for the cheapest
+    acquirable configuration), which the table alone shows only as failed fits."""
+    import warnings
+
+    import numpy as np
+
+    acquirable = problem.grid.cost[~np.asarray(problem.grid.held_out)]
+    cheapest = float(acquirable.min() / problem.C_total)
+    for m in rec.metrics:
+        if m.n_runs == 0:
+            warnings.warn(f"budget {m.budget:g} of C_total affords no run: the cheapest "
+                          f"acquirable configuration costs {cheapest:.3g} of C_total, so no "
+                          "law is fitted at this budget", stacklevel=2)
 
 
 def _metric_rows(rec: Any) -> list[dict]:
@@ -210,12 +227,41 @@ def _table(rec: Any) -> str:
     head = (f"{rec.dataset}: {rec.method.label()}, seed {rec.seed}; "
             f"{rec.timings['total']:.1f} s\n")
     out = head + format_table(rows, cols)
+    why = _failure_rows(rec)
+    if why:
+        out += ("\n\nwhy there is no estimate (fits that failed, law posteriors not drawn)\n"
+                + format_table(why, list(why[0])))
     intervals = _interval_rows(rec)
     if intervals:
         out += ("\n\nlaw intervals at 1e25 FLOPs (loss, nats; covers: whether the full-grid "
                 "reference is inside the 80 % / 95 % interval)\n"
                 + format_table(intervals, list(intervals[0])))
     return out
+
+
+def _failure_rows(rec: Any) -> list[dict]:
+    """One row per budget × source × law without an estimate, with the reason."""
+    rows = []
+    for m in rec.metrics:
+        for source, laws in (("observed", m.observed), ("fantasized", m.fantasized)):
+            for name, lm in (laws or {}).items():
+                if lm.params is None:
+                    rows.append({"budget": m.budget, "source": source, "law": name,
+                                 "reason": lm.message or lm.status})
+        if m.fantasized is None and m.fantasize_message:
+            rows.append({"budget": m.budget, "source": "fantasized", "law": "-",
+                         "reason": m.fantasize_message})
+        if m.law_posterior is None:
+            if m.posterior_message:
+                rows.append({"budget": m.budget, "source": "posterior", "law": "-",
+                             "reason": m.posterior_message})
+            continue
+        for name, entry in m.law_posterior.items():
+            q = (entry.get("predicted_loss") or {}).get("1e+25") or {}
+            if q.get("q10") is None:
+                rows.append({"budget": m.budget, "source": "posterior", "law": name,
+                             "reason": entry.get("message") or "no successful sample"})
+    return rows
 
 
 def _interval_rows(rec: Any) -> list[dict]:
