@@ -73,8 +73,8 @@ def test_initial_design_identical_across_strategies(grid):
     # 4 configs: the cheapest cell has 3, so the design takes the next level too.
     assert len(set(asks[0])) == 4
     assert set(grid.cell_ids[asks[0]]) <= {0, 1, 2}
-    assert initial_design(grid, 4, 1e20, rng=11).tolist() == asks[0]
-    small = initial_design(grid, 2, 1e20, rng=3)
+    assert initial_design(grid, 4, rng=11).tolist() == asks[0]
+    small = initial_design(grid, 2, rng=3)
     assert set(grid.cell_ids[small]) == {0}  # fits in the cheapest cell
 
 

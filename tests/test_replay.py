@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from scalebo.bench.intervals import without_wall_times
@@ -74,6 +75,30 @@ def test_recorded_budget_equals_a_separate_run(problem, surrogate, strategy, sch
     assert same(both.at(small), alone.at(small))
     assert both.at(small).spent_fraction <= small + 1e-12
     assert both.at(large).spent_fraction > both.at(small).spent_fraction
+
+
+def test_recorded_budget_equals_a_separate_run_when_runs_are_costly():
+    """A 2 % budget affords only the cheapest cell's runs (1.2 % of C_total each; the next
+    compute level costs 2.4 %). The initial design must not depend on the budget, or the
+    2 % row of a longer replay starts from other runs than a separate 2 % replay."""
+    from scalebo.bench.problems import problem_from_table
+
+    rng = np.random.default_rng(0)
+    rows = [{"N": N, "D": D, "lr": lr,
+             "loss": 1.8 + 480 / N**0.34 + 2100 / D**0.36 + 0.03 * np.log2(lr / 1e-3) ** 2
+             + rng.normal(0, 0.005)}
+            for N in (1e8, 2e8, 3e8) for D in (1e10, 2e10, 3e10)
+            for lr in (2.5e-4, 5e-4, 1e-3, 2e-3)]
+    flat = problem_from_table(pd.DataFrame(rows), name="flat")
+    share = np.unique(flat.grid.cost[~flat.grid.held_out]) / flat.C_total
+    assert share[0] == pytest.approx(1 / 84) and share[1] == pytest.approx(2 / 84)
+    method = FAST.with_(surrogate="random", fantasize=False, posterior_samples=0)
+    for seed in range(3):
+        alone = replay(flat, method, 0.02, seed=seed)
+        assert alone.at(0.02).n_runs == 1
+        both = replay(flat, method, 0.5, seed=seed, record_budgets=(0.02,))
+        # one run each: the same run iff the same cell-best recovery and compute spent
+        assert same(both.at(0.02), alone.at(0.02)), seed
 
 
 def test_sweep_records_separate_runs(problem):

@@ -141,7 +141,7 @@ class SearchLoop(ObservationLedger):
         self.kappa = float(kappa)
         self.ei_cost_power = float(ei_cost_power)
         self._rng = np.random.default_rng(rng)
-        self._initial = [int(i) for i in initial_design(grid, n_initial, self.budget, self._rng)]
+        self._initial = [int(i) for i in initial_design(grid, n_initial, self._rng)]
         # Rank of each row in a seeded permutation: the order of acquisition="random", and
         # the tie-break of every other acquisition (ties among equal scores, e.g. a tree
         # ensemble's piecewise-constant predictions, go to the lowest rank), so that no pick

@@ -21,7 +21,8 @@ something admissible exists above it, the cap rises to the next compute level th
 configuration, so that a search loop never stalls.
 
 :func:`initial_design` draws the seeded starting runs from the cheapest compute level(s);
-it does not depend on the schedule, so every strategy starts from the same runs.
+it depends on neither the schedule nor the budget, so every strategy and every budget starts
+from the same runs.
 """
 
 from __future__ import annotations
@@ -262,18 +263,20 @@ def admissible_mask(
 
 
 def initial_design(
-    grid: Grid, n_initial: int, budget: float, rng: np.random.Generator | int | None = None
+    grid: Grid, n_initial: int, rng: np.random.Generator | int | None = None
 ) -> np.ndarray:
     """``n_initial`` distinct random grid rows from the cheapest compute level(s), ``(n,)``.
 
     Levels are taken from the cheapest up until they hold at least ``n_initial`` acquirable
-    configurations costing ≤ ``budget`` (:attr:`Grid.budget_cost`: FLOPs unless the grid has
-    a price); fewer rows are returned if the grid has fewer.
+    configurations; fewer rows are returned if the grid has fewer. The design does not
+    depend on the budget, so that a search under a smaller budget starts from the same rows
+    as one under a larger budget (a budget recorded on the way equals a separate run); the
+    loop skips the rows that do not fit its remaining budget.
     """
     if n_initial < 0:
         raise SearchError(f"n_initial must be >= 0, got {n_initial}.")
     rng = np.random.default_rng(rng)
-    ok = ~grid.held_out & (grid.budget_cost <= budget)
+    ok = ~grid.held_out
     pool = np.flatnonzero(ok & (grid.config_cell_cost <= grid.compute_levels[0]))
     for level in grid.compute_levels[1:]:
         if pool.size >= n_initial:
