@@ -77,6 +77,27 @@ def test_partial_budget_buys_the_cheapest_prefix(problem):
     assert m.envelope_recovery_pct == pytest.approx(100 * k / problem.envelope_idx.size)
 
 
+def test_anchored_oracle_buys_the_costliest_affordable_envelope_run_first(problem):
+    cost = problem.grid.cost
+    rows = problem.envelope_idx[np.argsort(cost[problem.envelope_idx], kind="stable")]
+    c = cost[rows]
+    # A budget that affords the 4th-cheapest envelope run but not the 4 cheapest together:
+    # the anchor is then the 4th, and the rest buys the cheapest prefix that still fits.
+    budget_flops = 0.5 * (c[3] + c[:4].sum())
+    assert c[:4].sum() > budget_flops and c[4] > budget_flops
+    idx = oracle_indices(problem, budget_flops / problem.C_total, "anchored")
+    room = budget_flops - c[3]
+    k = int(np.searchsorted(np.cumsum(c[:3]), room, side="right"))
+    np.testing.assert_array_equal(idx, np.r_[rows[:k], rows[3]])
+    assert cost[idx].sum() <= budget_flops
+    cheap = oracle_indices(problem, budget_flops / problem.C_total, "envelope")
+    assert rows[3] not in cheap and cost[idx].max() > cost[cheap].max()
+    # Once the whole envelope fits, both plans buy the same runs.
+    np.testing.assert_array_equal(oracle_indices(problem, 1.0, "anchored"),
+                                  oracle_indices(problem, 1.0, "envelope"))
+    assert oracle_indices(problem, 0.5 * c[0] / problem.C_total, "anchored").size == 0
+
+
 def test_cell_bests_oracle_spends_the_cell_floor_and_recovers_both_laws(problem):
     m = floor_oracle(problem, 1.0, "cells")
     assert m.n_runs == problem.cell_best_idx.size == 18

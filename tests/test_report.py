@@ -146,14 +146,15 @@ def test_oracle_rows_in_the_1e25_table(tmp_path, monkeypatch):
     budgets = (0.002, 0.05, 0.25)
     rec = _records(tmp_path, {**CONFIG, "budgets": list(budgets)})
     md = write_report(rec, tmp_path / "out", figures=False).read_text()
-    for kind, label in (("envelope", "oracle: envelope"), ("cells", "oracle: cell bests")):
+    for kind, label in (("envelope", "oracle: envelope"), ("cells", "oracle: cell bests"),
+                        ("anchored", "oracle: envelope, costliest first")):
         cells = [_oracle_cell(floor_oracle(tiny, b, kind, laws=("compute",))) for b in budgets]
         assert f"| toy | {label} | " + " | ".join(cells) + " | – |" in md
     # 0.2 % buys 2 configurations (too few for a fit); 25 % the whole envelope (exact refit).
     assert "| toy | oracle: envelope | no fit | 1.37 | 0.00 | – |" in md
     assert "| toy | oracle: cell bests | no fit | 1.77 | 0.00 | – |" in md
     at25, at27 = md.index("at 1e25 FLOPs"), md.index("at 1e27 FLOPs")
-    assert at25 < md.index("oracle: envelope") < at27 and md.count("| toy | oracle:") == 2
+    assert at25 < md.index("oracle: envelope") < at27 and md.count("| toy | oracle:") == 3
     # After the dataset's methods, and the floors are named.
     assert md.index("| toy | window + fantasize |") < md.index("| toy | oracle: envelope |")
     assert f"toy {100 * tiny.floor_envelope:.2f} / {100 * tiny.floor_cells:.2f}" in md
