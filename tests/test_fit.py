@@ -115,13 +115,16 @@ def test_batched_optimizer_matches_scipy_start_by_start():
     3.65e-3 and 4.59e-3), so returning any other start's optimum fails too.
 
     Tolerances. SciPy runs with ftol = 0 and gtol = 1e-12, i.e. until its line search can
-    make no more progress; its end has a gradient ∞-norm ≤ 1e-9 (asserted; measured ≤ 4e-10)
-    and ours ≤ 1e-8 (asserted; measured ≤ 4e-10 with numpy 1.x / scipy 1.1x, ≤ 6e-9 with
-    numpy 2.4.6 / scipy 1.17.1, whose rounding moves the last relative decrease). Near a
-    minimizer x*, x − x* ≈ H⁻¹g and f − f* ≈ ½ gᵀH⁻¹g. The smallest Hessian eigenvalue at the
-    global optimum is 8.2e-5 (by finite differences), so with |g| ≤ 1e-8 an end is within
+    make no more progress; both ends have a gradient ∞-norm ≤ 1e-8 (asserted). Measured:
+    SciPy's ≤ 4e-10 on earlier machines and 1.5e-9 on the 2026-12-03 VM (start 0 stops
+    'ABNORMAL' there, same numpy 2.4.6 / scipy 1.17.1: the BLAS build moves the last
+    digits); ours ≤ 4e-10 with numpy 1.x / scipy 1.1x, ≤ 6e-9 with numpy 2.4.6 / scipy
+    1.17.1, whose rounding moves the last relative decrease. Near a minimizer x*,
+    x − x* ≈ H⁻¹g and f − f* ≈ ½ gᵀH⁻¹g. The smallest Hessian eigenvalue at the global
+    optimum is 8.2e-5 (by finite differences), so with |g| ≤ 1e-8 an end is within
     |g|/λ_min ≈ 1.2e-4 of x* and within |g|²/(2λ_min) ≈ 6e-13 of f*, in the worst case (g
-    along the flattest direction). Hence atol 1.3e-4 on x (measured ≤ 4e-8) and 1e-12 on the
+    along the flattest direction), and two such ends within twice that. Hence atol 2.5e-4 on
+    x (measured ≤ 4e-8) and 1.2e-12 on the
     objective (measured ≤ 2e-18; the objective is 2.6e-4 to 4.6e-3 and the three optima
     differ by 3e-3). At the two other optima one power term vanishes and
     its (b, β) or (a, α) stay where they started, flat for both optimizers alike. (The
@@ -150,10 +153,10 @@ def test_batched_optimizer_matches_scipy_start_by_start():
                            jac=True, method="L-BFGS-B", bounds=bounds,
                            options={"ftol": 0.0, "gtol": 1e-12, "maxiter": 10000})
         inside = (ref.x > CHINCHILLA.lower) & (ref.x < CHINCHILLA.upper)
-        assert np.all(inside) and np.max(np.abs(ref.jac)) <= 1e-9, (s, ref.message)
-        np.testing.assert_allclose(ours.x[s], ref.x, rtol=0, atol=1.3e-4,
+        assert np.all(inside) and np.max(np.abs(ref.jac)) <= 1e-8, (s, ref.message)
+        np.testing.assert_allclose(ours.x[s], ref.x, rtol=0, atol=2.5e-4,
                                    err_msg=f"start {s}")
-        np.testing.assert_allclose(ours.fun[s], ref.fun, rtol=0, atol=1e-12,
+        np.testing.assert_allclose(ours.fun[s], ref.fun, rtol=0, atol=1.2e-12,
                                    err_msg=f"start {s}")
         optima.add(round(float(ref.fun), 6))
     assert optima == {0.000256, 0.003651, 0.004591}
