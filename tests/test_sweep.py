@@ -444,10 +444,3 @@ def test_file_dataset_options_are_checked_and_its_content_is_in_the_key(tmp_path
     with pytest.raises(ValueError, match="'mapping' must be a mapping"):
         check_replay_datasets(SweepConfig.from_dict(
             {**raw, "datasets": {"g": {"source": str(runs), "mapping": "N=params"}}}).datasets)
-
-
-def test_registered_sources_agree_with_load_problem():
-    from scalebo.bench import sweep_config
-    from scalebo.bench.problems import REGISTERED
-
-    assert set(sweep_config._REGISTERED_SOURCES) == set(REGISTERED)

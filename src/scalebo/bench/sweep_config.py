@@ -222,12 +222,15 @@ def resolve_method(spec: MethodSpec, resolver: MethodResolver | None) -> MethodS
     return MethodSpec(spec.name, spec.params, settings)
 
 
-#: Options a replay dataset takes besides ``source``: keyword arguments of
-#: :func:`scalebo.bench.problems.load_problem`.
-DATASET_OPTIONS = ("mapping", "axes", "n_held_out_cells", "seed", "data_dir")
+def _dataset_options() -> tuple[str, ...]:
+    """Options a replay dataset takes besides ``source``: the keyword arguments of
+    :func:`scalebo.bench.problems.load_problem` (read from its signature, imported here
+    rather than at module import, which stays light)."""
+    import inspect
 
-#: Sources that :func:`scalebo.bench.problems.load_problem` reads as registered datasets.
-_REGISTERED_SOURCES = ("steplaw", "oellm_english", "synthetic")
+    from scalebo.bench.problems import load_problem
+
+    return tuple(list(inspect.signature(load_problem).parameters)[1:])
 
 
 def check_replay_datasets(datasets: Iterable[DatasetSpec]) -> None:
@@ -241,14 +244,15 @@ def _check_dataset_options(name: str, opts: Mapping[str, Any]) -> None:
     """ValueError naming an option of dataset ``name`` that the replay does not take."""
     import difflib
 
-    unknown = [k for k in opts if k not in DATASET_OPTIONS]
+    known = _dataset_options()
+    unknown = [k for k in opts if k not in known]
     if unknown:
-        hints = {k: difflib.get_close_matches(str(k), DATASET_OPTIONS, n=1, cutoff=0.5)
+        hints = {k: difflib.get_close_matches(str(k), known, n=1, cutoff=0.5)
                  for k in unknown}
         said = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
                          for k, h in hints.items())
         raise ValueError(f"dataset {name!r}: unknown option(s) {said}; a dataset takes "
-                         f"'source' and {list(DATASET_OPTIONS)}")
+                         f"'source' and {list(known)}")
     if "mapping" in opts and not isinstance(opts["mapping"], Mapping):
         raise ValueError(f"dataset {name!r}: 'mapping' must be a mapping such as "
                          f"{{N: params, D: tokens}}, got {opts['mapping']!r}")
@@ -256,7 +260,9 @@ def _check_dataset_options(name: str, opts: Mapping[str, Any]) -> None:
 
 def _file_digest(source: str) -> str | None:
     """SHA-256 (hex) of ``source`` when it names a run-table file, else None."""
-    if source in _REGISTERED_SOURCES or source.startswith("dataset:"):
+    from scalebo.bench.problems import REGISTERED
+
+    if source in REGISTERED or source.startswith("dataset:"):
         return None
     path = Path(source)
     if not path.is_file():
