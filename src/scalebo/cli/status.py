@@ -47,6 +47,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "half-width at every target (default 0.005)")
     group.add_argument("--samples", type=int, default=64,
                        help="law-posterior samples (default 64)")
+    group.add_argument("--estimand", choices=("reference", "noise_free"), default="reference",
+                       help="what the intervals are about: the law a fit on the whole grid "
+                            "of recorded runs would give (reference; 0 wide once the "
+                            "envelope's runs are trained) or the noise-free law (noise_free: "
+                            "keeps the run-to-run noise of the trained runs; default "
+                            "reference)")
     group.add_argument("--next", type=int, default=4, metavar="K",
                        help="also propose the next K runs (as scalebo suggest --batch K) for "
                             "the JSON and the figure; 0: none (default 4)")
@@ -74,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     status = campaign_status(grid, runs, budget, targets=tuple(args.target or (1e25,)),
                              tolerance=args.tolerance, n_samples=args.samples,
                              schedule=args.schedule, clip_iqr=args.clip_iqr, seed=args.seed,
-                             cost_model=cost_model(args), kernel=args.kernel, trend=args.trend)
+                             cost_model=cost_model(args), kernel=args.kernel, trend=args.trend,
+                             estimand=args.estimand)
     result = status.to_dict()
     proposed, prices = [], ()
     if args.next > 0 and not status.stop:

@@ -324,7 +324,7 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
                        targets: tuple[float, ...] = (1e25,), n_samples: int = 64,
                        budget: float | None = None, schedule: str = "spent",
                        clip_iqr: float = 5.0, seed: int = 0, kernel: str = "matern52",
-                       trend: bool = False) -> Any:
+                       trend: bool = False, estimand: str = "reference") -> Any:
     """The law posterior of a campaign from its grid and completed runs.
 
     :func:`~scalebo.search.law_posterior.law_posterior` with the campaign's GP (the one
@@ -332,8 +332,11 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
     of the losses of the untrained configurations inside the compute window the search has
     reached (``schedule``, ``budget`` in the grid's budget unit, default its total; the whole
     grid once the window is open), one fit of each law per fantasized table, as replays
-    measure it. Returns ``{law: LawPosterior}`` (``.summary()``: quantiles in nats at each
-    target, FLOPs); the laws share the GP fit and the samples.
+    measure it. ``estimand``: the law a full grid of recorded runs would give
+    (``"reference"``) or the noise-free law (``"noise_free"``,
+    :data:`~scalebo.search.law_posterior.ESTIMANDS`). Returns ``{law: LawPosterior}``
+    (``.summary()``: quantiles in nats at each target, FLOPs); the laws share the GP fit and
+    the samples.
 
     Raises:
         SearchError: no completed run, or the posterior cannot be drawn.
@@ -349,4 +352,5 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
     scope, cap = ("grid", None) if np.isinf(cap) else ("window", cap)
     gp = campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend)
     return law_posterior(grid, runs.completed, runs.losses, gp, laws=laws, scope=scope,
-                         cap=cap, n_samples=n_samples, targets=targets, rng=seed)
+                         cap=cap, n_samples=n_samples, targets=targets, rng=seed,
+                         estimand=estimand)

@@ -87,7 +87,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                     targets: tuple[float, ...] = (1e25,), tolerance: float = DEFAULT_TOLERANCE,
                     n_samples: int = 64, schedule: str = "spent", clip_iqr: float = 5.0,
                     seed: int = 0, cost_model: CostModel | None = None,
-                    kernel: str = "matern52", trend: bool = False) -> CampaignStatus:
+                    kernel: str = "matern52", trend: bool = False,
+                    estimand: str = "reference") -> CampaignStatus:
     """The status of a campaign (see the module docstring).
 
     Args:
@@ -101,6 +102,10 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         cost_model: independent runs (default) or WSD checkpoints: spent, pending and the
             cost of the cheapest untried configuration under it.
         kernel, trend: the campaign's GP (:func:`~scalebo.search.campaign.campaign_gp`).
+        estimand: what the intervals are about (:data:`~scalebo.search.law_posterior.
+            ESTIMANDS`): ``"reference"``, the law the whole grid's recorded runs would give
+            (0 wide once the envelope's runs are trained), or ``"noise_free"``, the law of
+            the noise-free losses, which keeps the noise of the trained runs.
     """
     from scalebo.search.campaign import campaign_posterior
 
@@ -120,7 +125,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
             posts = campaign_posterior(grid, runs, laws=("compute", "chinchilla"),
                                        targets=targets, n_samples=n_samples, budget=budget,
                                        schedule=schedule, clip_iqr=clip_iqr, seed=seed,
-                                       kernel=kernel, trend=trend)
+                                       kernel=kernel, trend=trend, estimand=estimand)
         except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
             message = f"law posterior unavailable: {exc}"
     else:

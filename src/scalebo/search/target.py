@@ -48,7 +48,8 @@ from scalebo.errors import SearchError
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
 from scalebo.search.acquisition import cost_weighted
 from scalebo.search.grid import Grid
-from scalebo.search.law_posterior import LAW_NAMES, _one_law, envelope_masks
+from scalebo.search.law_frontiers import envelope_masks
+from scalebo.search.law_posterior import LAW_NAMES, _one_law
 from scalebo.search.target_draws import joint_draws
 from scalebo.search.window import COST_RTOL
 
