@@ -257,6 +257,46 @@ def test_include_noise_adds_the_gp_noise_variance():
     assert noisy[:, todo].var(axis=0).mean() > latent[:, todo].var(axis=0).mean()
 
 
+def test_noise_free_estimand_draws_observed_rows_from_the_latent_posterior():
+    grid, loss, _ = chinchilla_grid(noise=0.01)
+    acq = _acquirable(grid)
+    idx = acq[::2]
+    y = loss[idx]
+    kw = dict(scope="grid", n_samples=6000, rng=0)
+    rows, free = sample_losses(grid, idx, y, GPSurrogate(rng=0), estimand="noise_free", **kw)
+    np.testing.assert_array_equal(rows, acq)
+    std = y.std()
+    fitted = GPSurrogate(rng=0).fit(grid.encode()[idx], (y - y.mean()) / std)
+    X = grid.encode()[rows]
+    mean = fitted.gp_.predict(X)[0] * std + y.mean()
+    var = np.diag(fitted.gp_.posterior_cov(X)) * std ** 2  # latent, observed rows included
+    np.testing.assert_allclose(free.mean(axis=0), mean, atol=4 * np.sqrt(var.max() / 6000))
+    np.testing.assert_allclose(free.var(axis=0), var, rtol=0.1)
+    seen = np.isin(rows, idx)
+    assert np.all(free[:, seen].std(axis=0) > 0)  # observed losses are not kept fixed
+
+
+def test_noise_free_interval_stays_open_when_every_run_is_observed():
+    """With every configuration observed with noise, the reference posterior is a point (the
+    fit on the recorded losses), the noise-free one has width and covers the noise-free law."""
+    grid, clean, _ = chinchilla_grid(noise=0.0)
+    noisy = chinchilla_grid(noise=0.01)[1]
+    idx = _acquirable(grid)
+    kw = dict(laws=("compute",), scope="grid", n_samples=64, targets=(1e25,), rng=0)
+    ref = law_posterior(grid, idx, noisy[idx], GPSurrogate(rng=0), **kw)["compute"]
+    free = law_posterior(grid, idx, noisy[idx], GPSurrogate(rng=0), estimand="noise_free",
+                         **kw)["compute"]
+    env = pareto_envelope(grid.cost[idx], clean[idx])
+    truth = fit_law(COMPUTE_LAW, grid.cost[idx][env][:, None], clean[idx][env])
+    truth = float(truth.predict(np.array([[1e25]]))[0])
+    r, f = ref.predicted_loss[:, 0], free.predicted_loss[:, 0]
+    assert np.ptp(r) < 1e-9 and abs(r[0] - truth) > 1e-3  # a point, off the noise-free law
+    lo, hi = np.quantile(f, [0.025, 0.975])
+    assert lo <= truth <= hi and hi - lo > 1e-3
+    with pytest.raises(ValueError, match="estimand"):
+        law_posterior(grid, idx, noisy[idx], GPSurrogate(rng=0), estimand="truth", **kw)
+
+
 # ------------------------------------------------------------------ failures
 def test_samples_with_too_few_envelope_points_are_counted_not_nan():
     grid, loss = compute_law_grid()
