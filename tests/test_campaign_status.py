@@ -115,3 +115,30 @@ def test_status_command_json_and_no_runs(synthetic, tmp_path):
     assert out["spent"] == 0 and out["budget"] == 2e21 and out["law"]["params"] is None
     assert "no completed run" in " ".join(out["notes"])
     assert len(out["next"]) == 4 and all("initial design" in n["reason"] for n in out["next"])
+
+
+def test_noise_free_status_keeps_the_noise_of_a_fully_trained_grid(synthetic, tmp_path):
+    """Every configuration trained: the reference interval is the point fit on the recorded
+    (noisy) losses, which misses the known law; the noise-free interval covers it."""
+    frame, grid = synthetic
+    runs = read_campaign_runs(frame[["N", "D", "lr", "bs", "loss"]], grid)
+    targets = (1e21, 1e22)
+    N = np.geomspace(1e7, 1e12, 20001)
+    truth = [DEFAULT_LAW.law_loss(N, C / (6 * N)).min() for C in targets]
+    kw = dict(targets=targets, n_samples=32)
+    ref = campaign_status(grid, runs, grid.C_total, **kw)
+    free = campaign_status(grid, runs, grid.C_total, estimand="noise_free", **kw)
+    assert ref.estimand == "reference" and free.to_dict()["estimand"] == "noise_free"
+    for r, f, true in zip(ref.targets, free.targets, truth, strict=True):
+        assert r.interval_80[0] == pytest.approx(r.interval_80[1], rel=1e-12)
+        assert not r.interval_95[0] <= true <= r.interval_95[1]
+        assert f.interval_80[0] <= true <= f.interval_80[1]
+        assert f.prediction == pytest.approx(r.prediction)  # the point fit is the same
+    frame[["N", "D", "lr", "bs"]].to_csv(tmp_path / "grid.csv", index=False)
+    frame[["N", "D", "lr", "bs", "loss"]].to_csv(tmp_path / "runs.csv", index=False)
+    cmd = [sys.executable, "-m", "scalebo.cli", "status", "--grid", str(tmp_path / "grid.csv"),
+           "--runs", str(tmp_path / "runs.csv"), "--budget", "1", "--samples", "16",
+           "--target", "1e21", "--estimand", "noise_free", "--next", "0", "--quiet"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "intervals of the noise-free law" in proc.stdout

@@ -130,7 +130,9 @@ def run(args: argparse.Namespace) -> int:
                f"({result['pending_fraction']:.3%}), remaining {status.remaining:.4g} "
                f"({result['remaining_fraction']:.3%}) of budget {status.budget:.4g} "
                f"(grid total {status.C_total:.4g})",
-               "", "predictions (C in FLOPs, loss in nats, N* parameters, D* tokens)",
+               "", "predictions (C in FLOPs, loss in nats, N* parameters, D* tokens; "
+               + ("intervals of the noise-free law)" if status.estimand == "noise_free"
+                  else "intervals of the law the whole grid's recorded runs would give)"),
                format_table(rows, list(rows[0]), ["C", "loss", "80 %", "95 %", "±80 % (%)",
                                                   "N*", "D*"]).rstrip("\n"),
                "", f"{'STOP' if status.stop else 'continue'}: {status.reason}"]

@@ -69,6 +69,9 @@ class CampaignStatus:
     #: serialized — ``posterior`` holds their summaries).
     law_posteriors: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     unit: str = "FLOPs"
+    #: What the intervals are about: ``"reference"`` or ``"noise_free"``
+    #: (:data:`~scalebo.search.law_posterior.ESTIMANDS`).
+    estimand: str = "reference"
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready status (what ``scalebo status --format json`` prints)."""
@@ -161,4 +164,4 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                           n_failed=int(runs.failed.size), n_running=int(runs.running.size),
                           stop=stop, reason=reason, tolerance=tolerance,
                           posterior={k: v.summary() for k, v in posts.items()}, notes=notes,
-                          law_posteriors=posts, unit=grid.price_unit)
+                          law_posteriors=posts, unit=grid.price_unit, estimand=estimand)
