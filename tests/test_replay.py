@@ -193,3 +193,18 @@ def test_law_posterior_in_every_recorded_budget(problem):
     text = json.dumps(rec.to_dict(), allow_nan=False)
     assert json.loads(text)["metrics"][0]["law_posterior"]["compute"]["predicted_loss"][
         "1e+25"]["q50"] > 0
+
+
+def test_posterior_estimand_reaches_the_law_posterior(problem):
+    """With the envelope's runs trained, the reference posterior of the compute law is the
+    reference itself (0 wide); the noise-free one, asked for by the method, is not."""
+    method = FAST.with_(fantasize=True, posterior_samples=16)
+    ref = replay(problem, method, 0.6, seed=0).at(0.6)
+    free = replay(problem, method.with_(posterior_estimand="noise_free"), 0.6, seed=0).at(0.6)
+    assert ref.envelope_recovery_pct == 100.0
+    q_ref = ref.law_posterior["compute"]["predicted_loss"]["1e+25"]
+    q_free = free.law_posterior["compute"]["predicted_loss"]["1e+25"]
+    assert q_ref["q97.5"] - q_ref["q02.5"] < 1e-9 * q_ref["q50"]
+    assert q_free["q97.5"] - q_free["q02.5"] > 1e-3 * q_free["q50"]
+    with pytest.raises(ValueError, match="posterior_estimand"):
+        MethodConfig(posterior_estimand="truth")

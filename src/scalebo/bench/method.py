@@ -22,6 +22,7 @@ _CHOICES = {
     "target_estimator": ("stein", "ensemble"),
     "trend_form": TREND_FORMS,
     "cost_model": ("independent", "wsd"),
+    "posterior_estimand": ("reference", "noise_free"),
 }
 
 
@@ -101,6 +102,11 @@ class MethodConfig:
             scope); 0: none.
         posterior_noise: Sample recorded losses (latent + observation noise) rather than
             the latent loss.
+        posterior_estimand: What the law posterior is about
+            (:data:`~scalebo.search.law_posterior.ESTIMANDS`): ``"reference"``, the law of
+            the whole grid's recorded runs (what a replay is scored against), or
+            ``"noise_free"``, the noise-free law (trained runs redrawn from the latent
+            posterior; ``posterior_noise`` then does not apply).
         cost_model, cooldown: How a set of configurations costs
             (:mod:`scalebo.search.cost_model`): ``"independent"`` runs, or ``"wsd"`` with
             a cooldown fraction (configurations differing only in D share one run). Budget
@@ -136,6 +142,7 @@ class MethodConfig:
     trend_form: str = "linear"
     posterior_samples: int = 64
     posterior_noise: bool = True
+    posterior_estimand: str = "reference"
     target_compute: float = 1e25
     target_law: str = "compute"
     cost_power: float = 0.5

@@ -235,7 +235,7 @@ def _posterior(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, s
                              scope=scope, cap=cap, n_samples=method.posterior_samples,
                              targets=EXTRAPOLATION_C, include_noise=method.posterior_noise,
                              discrepancy=method.posterior_discrepancy,
-                             rng=seed)
+                             estimand=method.posterior_estimand, rng=seed)
     except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
         return None, f"law posterior failed: {exc}"
     return score_intervals(problem, {law: p.summary() for law, p in post.items()}), ""

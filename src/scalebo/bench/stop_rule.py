@@ -86,7 +86,7 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
                              laws=(law,), scope=scope, cap=cap, n_samples=n_samples,
                              targets=(target,), include_noise=method.posterior_noise,
                              discrepancy=method.posterior_discrepancy,
-                             rng=seed)[law]
+                             estimand=method.posterior_estimand, rng=seed)[law]
     except (SearchError, ValueError, np.linalg.LinAlgError):
         return StopCheck(int(k), spent, None, None)
     q = post.summary()["predicted_loss"][f"{target:.0e}"]

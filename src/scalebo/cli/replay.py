@@ -58,6 +58,7 @@ _METHOD_OPTIONS = {"strategy": "strategy", "schedule": "schedule", "surrogate": 
                    "target_samples": "target_samples", "target_every": "target_every",
                    "target_estimator": "target_estimator",
                    "posterior_samples": "posterior_samples",
+                   "posterior_estimand": "posterior_estimand",
                    "bootstrap_samples": "bootstrap_samples", "cost_model": "cost_model",
                    "cooldown": "cooldown"}
 
@@ -117,6 +118,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--posterior-samples", type=int, metavar="S",
                        help="samples of the law posterior at every recorded budget (default "
                             "64; 0: none)")
+    group.add_argument("--posterior-estimand", choices=("reference", "noise_free"),
+                       help="what the law posterior is about: the law of the whole grid's "
+                            "recorded runs, which the replay scores against (default "
+                            "reference), or the noise-free law (trained runs redrawn from "
+                            "the GP's latent posterior)")
     group.add_argument("--bootstrap-samples", type=int, metavar="B",
                        help="also a bootstrap over the observed runs, for comparison "
                             "(default 0: none)")
