@@ -178,7 +178,7 @@ class TreeEnsembleSurrogate:
         self.models_ = []
         for _ in range(self.n_bags):
             rows = gen.integers(0, X.shape[0], X.shape[0])
-            dtrain = xgb.DMatrix(X[rows], label=y[rows])
+            dtrain = xgb.DMatrix(X[rows], label=y[rows], nthread=self.n_threads)
             seed = int(gen.integers(0, 2**31 - 1))
             self.models_.append(xgb.train({**params, "seed": seed}, dtrain,
                                           num_boost_round=self.n_estimators))
@@ -186,7 +186,7 @@ class TreeEnsembleSurrogate:
 
     def _bag_predictions(self, X: np.ndarray) -> np.ndarray:  # (n_bags, m)
         xgb = _import_xgboost()
-        d = xgb.DMatrix(np.asarray(X, dtype=np.float64))
+        d = xgb.DMatrix(np.asarray(X, dtype=np.float64), nthread=self.n_threads)
         return np.stack([m.predict(d) for m in self.models_]).astype(np.float64)
 
     def predict(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
