@@ -20,14 +20,25 @@ def problem():
                               chinchilla_starts=CHINCHILLA.start_grid()[::30])
 
 
-def test_stops_at_the_first_check_within_tolerance_and_reports_it(problem):
+def _cheapest_first(problem):
+    order = np.flatnonzero(~problem.grid.held_out)
+    return order[np.argsort(problem.grid.cost[order], kind="stable")]
+
+
+@pytest.fixture(scope="module")
+def tight(problem):
+    """The rule at tolerance 1e-4 along the cheapest-first order (a frozen StopOutcome,
+    computed once for the two tests that read it)."""
+    return replay_stop_rule(problem, DEFAULT_METHOD, _cheapest_first(problem), budget=1.0,
+                            seed=0, tolerance=1e-4, n_samples=16, first=8)
+
+
+def test_stops_at_the_first_check_within_tolerance_and_reports_it(problem, tight):
     """A campaign that trains the whole acquirable grid, cheapest first: the posterior
     collapses on the full table, which is the reference (error 0); the rule fires at the
     first check whose half-width is within the tolerance, never before."""
-    order = np.flatnonzero(~problem.grid.held_out)
-    order = order[np.argsort(problem.grid.cost[order], kind="stable")]
-    out = replay_stop_rule(problem, DEFAULT_METHOD, order, budget=1.0, seed=0,
-                           tolerance=1e-4, n_samples=16, first=8)
+    order = _cheapest_first(problem)
+    out = tight
     assert out.stopped
     last = out.checks[-1]
     assert (last.n_runs, last.spent_fraction) == (out.n_runs, out.spent_fraction)
@@ -42,13 +53,10 @@ def test_stops_at_the_first_check_within_tolerance_and_reports_it(problem):
         assert out.error_pct < 1e-6
 
 
-def test_a_loose_tolerance_stops_earlier_and_a_bad_one_is_refused(problem):
-    order = np.flatnonzero(~problem.grid.held_out)
-    order = order[np.argsort(problem.grid.cost[order], kind="stable")]
+def test_a_loose_tolerance_stops_earlier_and_a_bad_one_is_refused(problem, tight):
+    order = _cheapest_first(problem)
     loose = replay_stop_rule(problem, DEFAULT_METHOD, order, budget=1.0, seed=0,
                              tolerance=0.5, n_samples=16, first=8)
-    tight = replay_stop_rule(problem, DEFAULT_METHOD, order, budget=1.0, seed=0,
-                             tolerance=1e-4, n_samples=16, first=8)
     assert loose.stopped and loose.n_runs <= tight.n_runs
     assert loose.half_width_pct <= 50
     with pytest.raises(ValueError, match="tolerance"):
