@@ -316,7 +316,8 @@ def test_grouped_replay_equals_separate_replays(tmp_path):
     cfg = SweepConfig.from_dict({
         "name": "real", "seeds": [0], "budgets": [0.02, 0.05, 0.1],
         "datasets": {"tiny": {"source": str(csv), "axes": ["lr", "bs"]}},
-        "method_defaults": {"fantasize": False, "refit_every": 5},
+        # 8 law-posterior samples (default 64): the records still hold a posterior to compare
+        "method_defaults": {"fantasize": False, "refit_every": 5, "posterior_samples": 8},
         "methods": {"full": {"strategy": "full"}}})
     grouped = run_sweep(cfg, tmp_path / "g", progress=False)
     assert grouped.n_tasks == 1 and grouped.failed == 0, grouped.describe()
@@ -345,7 +346,8 @@ def _grid_csv(tmp_path: Path, nan_row: int) -> Path:
 def _notes_config(csv: Path, seeds: list[int], budgets: list[float]) -> dict:
     return {"name": "notes", "seeds": seeds, "budgets": budgets,
             "datasets": {"tiny": {"source": str(csv), "axes": ["lr", "bs"]}},
-            "method_defaults": {"fantasize": False, "refit_every": 5},
+            # no law posterior: these tests are about loading notes, not about intervals
+            "method_defaults": {"fantasize": False, "refit_every": 5, "posterior_samples": 0},
             "methods": {"full": {"strategy": "full"}}}
 
 
