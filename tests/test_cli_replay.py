@@ -23,7 +23,7 @@ def test_replay_file_json_plot_and_errors(tmp_path):
     path = tmp_path / "runs.csv"
     frame.to_csv(path, index=False)
     common = ("replay", "--dataset", str(path), "--map", "N=params", "--axes", "lr,bs",
-              "--budget", "0.2", "--no-fantasize", "--format", "json")
+              "--budget", "0.2", "--no-fantasize", "--posterior-samples", "0", "--format", "json")
     out = _scalebo(*common, "--record-budgets", "0.1", "--json", "rec.json",
                    "--plot", "trace.png", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
