@@ -158,17 +158,20 @@ def target_run(problem):
     return replay(problem, TARGET, 0.1, seed=2, record_budgets=(0.04,))
 
 
-@pytest.mark.parametrize("method", [TARGET, TARGET.with_(target_estimator="ensemble", q=2),
-                                    TARGET.with_(strategy="full", target_every=3)])
-def test_target_loop_within_budget_and_reproducible(problem, method, target_run):
+# The ensemble estimator with q = 2 buys ~2x the runs per budget (74 at 10 %, at ~2x the
+# time per pick): 5 % still makes it ~40 picks, most of them target-scored batches.
+@pytest.mark.parametrize("method,budget", [
+    (TARGET, 0.1), (TARGET.with_(target_estimator="ensemble", q=2), 0.05),
+    (TARGET.with_(strategy="full", target_every=3), 0.1)])
+def test_target_loop_within_budget_and_reproducible(problem, method, budget, target_run):
     # For TARGET the first run is the one that also recorded 4 %: the same trace as a plain
     # run then also says that recording a budget leaves the search unchanged.
-    a = target_run if method == TARGET else replay(problem, method, 0.1, seed=2)
-    b = replay(problem, method, 0.1, seed=2)
+    a = target_run if method == TARGET else replay(problem, method, budget, seed=2)
+    b = replay(problem, method, budget, seed=2)
     assert _trace(a) == _trace(b)
     idx = np.array([t.index for t in a.trace])
     assert np.unique(idx).size == idx.size and not problem.grid.held_out[idx].any()
-    assert problem.grid.cost[idx].sum() <= 0.1 * problem.C_total * (1 + 1e-9)
+    assert problem.grid.cost[idx].sum() <= budget * problem.C_total * (1 + 1e-9)
 
 
 def test_target_recorded_budget_equals_a_separate_run(problem, target_run):
