@@ -45,13 +45,19 @@ AXES = dict(N=5e7 * 2.0 ** np.arange(5), D=1e9 * 2.0 ** np.arange(5),
 
 
 @functools.cache
-def _replay(seed: int, budget: float) -> tuple:
-    """Problem, finished default search and its fantasization scope on grid ``seed``."""
+def _problem(seed: int):
+    """Replay problem on grid ``seed`` (built once for both budgets)."""
     frame = make_synthetic(seed=seed, **AXES)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        problem = problem_from_table(frame[["N", "D", "lr", "bs", "loss"]], name="syn",
-                                     chinchilla_starts=CHINCHILLA.start_grid()[::300])
+        return problem_from_table(frame[["N", "D", "lr", "bs", "loss"]], name="syn",
+                                  chinchilla_starts=CHINCHILLA.start_grid()[::300])
+
+
+@functools.cache
+def _replay(seed: int, budget: float) -> tuple:
+    """Problem, finished default search and its fantasization scope on grid ``seed``."""
+    problem = _problem(seed)
     method = DEFAULT_METHOD
     loop = _make_loop(problem, method, budget, seed)
     _finish(loop, problem, method)
@@ -70,7 +76,7 @@ def _quantiles(seed: int, budget: float, estimand: str) -> dict:
 
 def _noise_free_law(seed: int) -> float:
     """The compute law at 1e25 FLOPs fitted on the envelope of grid ``seed`` without noise."""
-    problem = _replay(seed, BUDGETS[0])[0]
+    problem = _problem(seed)
     clean = make_synthetic(replace(DEFAULT_LAW, noise=0.0), seed=seed, **AXES)
     key = ["N", "D", "lr", "bs"]
     loss = problem.grid.configs[key].merge(clean[[*key, "loss"]], on=key, how="left")["loss"]
