@@ -142,3 +142,32 @@ def test_noise_free_status_keeps_the_noise_of_a_fully_trained_grid(synthetic, tm
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "intervals of the noise-free law" in proc.stdout
+
+
+def test_bad_estimand_is_an_error_not_a_note(synthetic):
+    """A misspelt estimand raised no error: the status came back with no interval, a note and
+    the bad name in its JSON (and with no completed run it was accepted as it was)."""
+    frame, grid = synthetic
+    runs = read_campaign_runs(frame.iloc[:20][["N", "D", "lr", "bs", "loss"]], grid)
+    for r in (runs, read_campaign_runs(frame.iloc[:0][["N", "D", "lr", "bs", "loss"]], grid)):
+        with pytest.raises(ValueError, match="estimand"):
+            campaign_status(grid, r, grid.C_total, n_samples=8, estimand="noisefree")
+
+
+def test_status_plot_with_a_prediction_outside_its_interval(synthetic, tmp_path):
+    """The point fit (recorded losses) can lie outside the noise-free 80 % interval; the
+    figure drew it as an error bar around the prediction and matplotlib refused negative
+    error lengths ('yerr' must not contain negative values), so --plot crashed status."""
+    import dataclasses
+
+    from scalebo.search.status_plot import plot_status
+
+    frame, grid = synthetic
+    runs = read_campaign_runs(frame.iloc[:40][["N", "D", "lr", "bs", "loss"]], grid)
+    status = campaign_status(grid, runs, grid.C_total, targets=(1e21,), n_samples=8)
+    t = status.targets[0]
+    assert t.prediction is not None
+    off = dataclasses.replace(t, interval_80=[t.prediction + 0.01, t.prediction + 0.03])
+    status = dataclasses.replace(status, targets=(off,))
+    path = plot_status(grid, runs, status, tmp_path / "status.png")
+    assert path.exists() and path.stat().st_size > 0

@@ -109,9 +109,15 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
             ESTIMANDS`): ``"reference"``, the law the whole grid's recorded runs would give
             (0 wide once the envelope's runs are trained), or ``"noise_free"``, the law of
             the noise-free losses, which keeps the noise of the trained runs.
+
+    Raises:
+        ValueError: an unknown ``estimand``.
     """
     from scalebo.search.campaign import campaign_posterior
+    from scalebo.search.law_posterior import ESTIMANDS
 
+    if estimand not in ESTIMANDS:  # else a bad name came back as a note, with no interval
+        raise ValueError(f"unknown estimand {estimand!r}; expected one of {list(ESTIMANDS)}")
     model = cost_model or CostModel()
     spent, pending = runs.spent(grid, model), runs.pending(grid, model)
     remaining = budget - spent - pending

@@ -80,12 +80,14 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
                             label="80 % (law posterior)")
     for t in status.targets:
         if t.prediction is not None:
-            err = None
-            if t.interval_80:
-                err = [[t.prediction - t.interval_80[0]], [t.interval_80[1] - t.prediction]]
-            ax.errorbar([t.C], [t.prediction], yerr=err, fmt="D", color="tab:purple",
-                        capsize=4, zorder=5, label=f"target {t.C:.0e}: {t.prediction:.4g}")
-            ymin = min(ymin, t.prediction if not t.interval_80 else t.interval_80[0])
+            if t.interval_80:  # drawn on its own: the point fit may lie outside it
+                lo, hi = t.interval_80
+                ax.errorbar([t.C], [(lo + hi) / 2], yerr=[[(hi - lo) / 2], [(hi - lo) / 2]],
+                            fmt="none", color="tab:purple", capsize=4, zorder=5)
+                ymin = min(ymin, lo)
+            ax.plot([t.C], [t.prediction], "D", color="tab:purple", zorder=5,
+                    label=f"target {t.C:.0e}: {t.prediction:.4g}")
+            ymin = min(ymin, t.prediction)
     ylo, yhi = 0.95 * max(ymin, 1e-3), 1.05 * ymax
     if runs.failed.size:
         ax.scatter(grid.cost[runs.failed], np.full(runs.failed.size, yhi), marker="|",
