@@ -133,7 +133,8 @@ def test_noise_free_status_keeps_the_noise_of_a_fully_trained_grid(synthetic, tm
         assert r.interval_80[0] == pytest.approx(r.interval_80[1], rel=1e-12)
         assert not r.interval_95[0] <= true <= r.interval_95[1]
         assert f.interval_80[0] <= true <= f.interval_80[1]
-        assert f.prediction == pytest.approx(r.prediction)  # the point fit is the same
+        # the noise-free point fit is on the latent posterior means: inside its own interval
+        assert f.interval_80[0] <= f.prediction <= f.interval_80[1]
     frame[["N", "D", "lr", "bs"]].to_csv(tmp_path / "grid.csv", index=False)
     frame[["N", "D", "lr", "bs", "loss"]].to_csv(tmp_path / "runs.csv", index=False)
     cmd = [sys.executable, "-m", "scalebo.cli", "status", "--grid", str(tmp_path / "grid.csv"),

@@ -315,6 +315,23 @@ def test_samples_with_too_few_envelope_points_are_counted_not_nan():
     json.dumps(post.summary(), allow_nan=False)
 
 
+def test_a_sample_with_a_non_positive_loss_fails_alone():
+    """A GP extrapolating below zero in one sample used to make the whole batched fit raise
+    (log-space targets must be positive); now only that sample is counted as failed."""
+    grid, loss = compute_law_grid()
+    acq = _acquirable(grid)
+    idx, y = acq[:1], np.array([2.0])
+    todo = acq[1:]
+    draws = np.tile(1.0 + (grid.cost[todo] / grid.cost[idx[0]]) ** -0.3, (6, 1))
+    costliest = int(np.argmax(grid.cost[todo]))
+    draws[3, costliest] = -0.5  # on sample 3's envelope (the lowest loss at the top)
+    post = law_posterior(grid, idx, y, KnownDraws(draws - 2.0), laws=("compute",),
+                         scope="grid", n_samples=6)["compute"]
+    assert post.ok.tolist() == [True, True, True, False, True, True]
+    assert post.status[3] == "failed" and "not positive" in post.messages[3]
+    assert np.all(np.isfinite(post.predicted_loss)) and post.predicted_loss.shape == (5, 3)
+
+
 def test_all_failed_gives_none_values_with_a_message():
     grid, loss = compute_law_grid()
     acq = _acquirable(grid)

@@ -28,9 +28,12 @@ reference itself is 0.59 % from the noise-free law on average): at 5 / 10 / 25 %
 
 Starts: the ``n_starts`` best distinct converged optima of :func:`~scalebo.fitting.robust.
 fit_law` with the law's default start grid on the posterior-mean table (the ordinary
-fantasized table), so every sample starts from the campaign's own point estimate.
+fantasized table; for ``noise_free`` the trained rows too are at their latent posterior
+mean, so the point fit is about the same law as the samples), so every sample starts from
+the campaign's own point estimate.
 
-Failures are counted, never NaN: a sample without an estimate, whose fit did not converge
+Failures are counted, never NaN: a sample without an estimate, whose frontier holds a loss
+that is not positive (no log-space fit), whose fit did not converge
 (max iterations), whose Chinchilla fit has an exponent at 0 (no compute-optimal path) or
 whose prediction is not finite is *failed*; its status and reason are kept, and the arrays of
 :class:`LawPosterior` hold the successful samples only (``sample_index`` says which).
@@ -197,9 +200,8 @@ def _draw(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
         X = grid.encode()
         model = copy.deepcopy(surrogate)  # the caller's surrogate is left as it was
         model.fit(X[idx], (y - mu) / sd)
-        if todo.size:
-            m, _ = model.predict(X[rows[todo]])
-            mean[todo] = np.asarray(m, dtype=np.float64) * sd + mu
+        m, _ = model.predict(X[rows[drawn]])  # noise_free: trained rows at their latent
+        mean[drawn] = np.asarray(m, dtype=np.float64) * sd + mu  # mean (point fit's law)
         draws[:, drawn] = sample_joint(model, X[rows[drawn]], n_samples, gen,
                                        include_noise and not latent) * sd + mu
     _require_finite(mean)
@@ -287,10 +289,21 @@ def _one_law(name: str, grid: Grid, rows: np.ndarray, mean: np.ndarray, draws: n
     if point is not None:
         t0 = time.perf_counter()
         X, Y, W = sample_frontiers(name, grid, rows, draws)
-        batch = fit_batch(law, X, Y, starts, sample_weight=W)
+        # A sample whose frontier holds a loss that is not positive (a GP extrapolating
+        # far below the observed losses) cannot be fitted in log space: it is counted as
+        # failed with its reason (weights 0, placeholder targets) instead of failing all.
+        weight = np.ones_like(Y) if W is None else W
+        bad = np.any((weight > 0) & ~(np.isfinite(Y) & (Y > 0)), axis=1)
+        if bad.any():
+            weight, Y = weight.copy(), np.where(np.isfinite(Y) & (Y > 0), Y, 1.0)
+            weight[bad] = 0.0
+        batch = fit_batch(law, X, Y, starts, sample_weight=weight if bad.any() else W)
         timings["fit"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         for s, fit in enumerate(batch.results):  # status stays "failed" unless successful
+            if bad[s]:
+                messages[s] = "a sampled frontier loss is not positive (no log-space fit)"
+                continue
             if fit is None or not fit.success:
                 status[s], messages[s] = ((str(fit.status), fit.message) if fit is not None
                                           else ("failed", batch.errors[s]))
