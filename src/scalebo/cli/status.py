@@ -28,9 +28,10 @@ HELP = "a campaign's law with its intervals, the compute spent, and whether to s
 DESCRIPTION = """\
 Fit the compute law L(C) = E + A/C^alpha on the campaign's observed and fantasized losses,
 with 80 % and 95 % intervals from the law posterior (joint GP samples of the untrained
-configurations, one law fit each), the compute-optimal N* and D* (Chinchilla law), the
-compute spent, pending and remaining, and the stop rule: stop once the 80 % interval at
-every target is within +-tolerance, or when the budget is gone.
+configurations, one law fit each; with --estimand noise_free of the trained ones too), the
+compute-optimal N* and D* (Chinchilla law), the compute spent, pending and remaining, and
+the stop rule: stop once the 80 % interval at every target is within +-tolerance, or when
+the budget is gone.
 """ + GRID_HELP
 EPILOG = ("example: scalebo status --grid grid.yaml --runs runs.csv --budget 0.05 "
           "--target 1e24 --target 1e25 --plot status.png")

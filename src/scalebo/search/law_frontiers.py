@@ -46,7 +46,7 @@ def envelope_masks(cost: np.ndarray, losses: np.ndarray) -> np.ndarray:
 
 
 def sample_frontiers(name: str, grid: Grid, rows: np.ndarray, losses: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Shared inputs ``X`` (n, k), targets ``(S, n)`` and 0/1 weights ``(S, n)`` or None
     (Chinchilla: every sample fits every cell) for law ``name`` on ``losses`` ``(S, m)`` of
     grid ``rows`` ``(m,)``."""

@@ -41,7 +41,7 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
     missing = [C for C, w in widths.items() if w is None]
     if missing:
         return False, (f"no interval at {', '.join(f'{C:.0e}' for C in missing)} FLOPs yet "
-                       "(too few runs for the law posterior)")
+                       "(too few runs, or the law posterior failed: see the notes)")
     wide = {C: w for C, w in widths.items() if w > tolerance}
     if wide:
         C, w = max(wide.items(), key=lambda kv: kv[1])
