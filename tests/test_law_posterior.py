@@ -240,12 +240,16 @@ def test_same_seed_same_result_and_the_surrogate_is_not_modified():
     assert not np.array_equal(a["compute"].predicted_loss, c["compute"].predicted_loss)
 
 
-def test_include_noise_adds_the_gp_noise_variance():
+def _every_other_observed() -> tuple[Grid, np.ndarray, np.ndarray, dict]:
+    """A noisy Chinchilla grid with every other acquirable configuration observed, and the
+    sampling options of the variance tests (6,000 samples: variances within 10 %)."""
     grid, loss, _ = chinchilla_grid(noise=0.01)
-    acq = _acquirable(grid)
-    idx = acq[::2]
-    y = loss[idx]
-    kw = dict(scope="grid", n_samples=6000, rng=0)
+    idx = _acquirable(grid)[::2]
+    return grid, idx, loss[idx], dict(scope="grid", n_samples=6000, rng=0)
+
+
+def test_include_noise_adds_the_gp_noise_variance():
+    grid, idx, y, kw = _every_other_observed()
     rows, latent = sample_losses(grid, idx, y, GPSurrogate(rng=0), include_noise=False, **kw)
     _, noisy = sample_losses(grid, idx, y, GPSurrogate(rng=0), **kw)
     fitted = GPSurrogate(rng=0).fit(grid.encode()[idx], (y - y.mean()) / y.std())
@@ -258,13 +262,9 @@ def test_include_noise_adds_the_gp_noise_variance():
 
 
 def test_noise_free_estimand_draws_observed_rows_from_the_latent_posterior():
-    grid, loss, _ = chinchilla_grid(noise=0.01)
-    acq = _acquirable(grid)
-    idx = acq[::2]
-    y = loss[idx]
-    kw = dict(scope="grid", n_samples=6000, rng=0)
+    grid, idx, y, kw = _every_other_observed()
     rows, free = sample_losses(grid, idx, y, GPSurrogate(rng=0), estimand="noise_free", **kw)
-    np.testing.assert_array_equal(rows, acq)
+    np.testing.assert_array_equal(rows, _acquirable(grid))
     std = y.std()
     fitted = GPSurrogate(rng=0).fit(grid.encode()[idx], (y - y.mean()) / std)
     X = grid.encode()[rows]
