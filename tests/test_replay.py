@@ -208,5 +208,8 @@ def test_posterior_estimand_reaches_the_law_posterior(problem):
     q_free = free.law_posterior["compute"]["predicted_loss"]["1e+25"]
     assert q_ref["q97.5"] - q_ref["q02.5"] < 1e-9 * q_ref["q50"]
     assert q_free["q97.5"] - q_free["q02.5"] > 1e-3 * q_free["q50"]
+    # tables and the replay command's header name a posterior that is not the default
+    assert "posterior=noise_free" in method.with_(posterior_estimand="noise_free").label()
+    assert "posterior" not in method.label()
     with pytest.raises(ValueError, match="posterior_estimand"):
         MethodConfig(posterior_estimand="truth")

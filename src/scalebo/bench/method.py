@@ -191,12 +191,18 @@ class MethodConfig:
         return self.schedule_name != "sweep"
 
     def label(self) -> str:
-        """Short human-readable name, e.g. ``"window-spent gp ei/frontier fant=mean"``."""
+        """Short human-readable name, e.g. ``"window-spent gp ei/frontier fant=mean"``; a law
+        posterior that is not the default reference one is named (``posterior=noise_free``,
+        ``discrepancy=1.5``)."""
         fant = f"fant={self.estimator}" if self.fantasize else "no-fant"
         acq = self.acquisition + ("" if self.acquisition == "lcb" else f"/{self.incumbent}")
         if self.acquisition == "target":
             acq = f"target/{self.target_law}@{self.target_compute:.0e},γ={self.cost_power:g}"
         cost = "" if self.cost_model == "independent" else f" wsd(f={self.cooldown:g})"
+        if self.posterior_estimand != "reference":
+            cost += f" posterior={self.posterior_estimand}"
+        if self.posterior_discrepancy:
+            cost += f" discrepancy={self.posterior_discrepancy:g}"
         return f"{self.schedule_name if self.strategy == 'window' else 'full'} " \
                f"{self.surrogate} {acq} {fant}{cost}"
 

@@ -231,7 +231,9 @@ def sample_losses(
     jointly with ``sample_joint`` and mapped back to nats; observed rows keep their observed
     losses in every sample (``estimand="reference"``) or are drawn jointly with the others
     from the latent posterior (``"noise_free"``, :data:`ESTIMANDS`). A surrogate whose
-    ``sample_joint`` has no ``include_noise`` parameter is sampled as it is.
+    ``sample_joint`` has no ``include_noise`` parameter is sampled as it is (under
+    ``noise_free`` its draws at trained rows are then what it gives there, e.g. a tree
+    ensemble's bag predictions, not a latent GP posterior).
 
     Args:
         grid: The grid. observed_idx: Observed grid rows ``(n_obs,)``, distinct.
