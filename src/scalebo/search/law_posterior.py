@@ -66,8 +66,8 @@ from scalebo.search.law_frontiers import envelope_masks, sample_frontiers
 from scalebo.search.models.scaling import standardization
 from scalebo.search.posterior_discrepancy import DiscrepancySurrogate, sample_joint
 
-__all__ = ["ESTIMANDS", "LAW_NAMES", "QUANTILES", "LawPosterior", "envelope_masks", "law_posterior",
-           "sample_losses"]
+__all__ = ["ESTIMANDS", "LAW_NAMES", "QUANTILES", "LawPosterior", "check_estimand",
+           "envelope_masks", "law_posterior", "sample_losses"]
 
 #: Laws a posterior can be built for, by name.
 LAW_NAMES: dict[str, PowerLawSum] = {"compute": COMPUTE_LAW, "chinchilla": CHINCHILLA}
@@ -81,6 +81,12 @@ _OK = (str(FitStatus.CONVERGED), str(FitStatus.BOUND_HIT))
 #: noise-free losses (every row in scope, observed ones included, drawn from the latent
 #: posterior), which is what a run at the target compute would follow.
 ESTIMANDS: tuple[str, ...] = ("reference", "noise_free")
+
+
+def check_estimand(estimand: str) -> None:
+    """ValueError unless ``estimand`` is one of :data:`ESTIMANDS`."""
+    if estimand not in ESTIMANDS:
+        raise ValueError(f"unknown estimand {estimand!r}; expected one of {list(ESTIMANDS)}")
 
 
 def _quantiles(values: np.ndarray) -> dict[str, float | None]:
@@ -183,8 +189,7 @@ def _draw(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
     (``estimand``: see :data:`ESTIMANDS`)."""
     if n_samples < 1:
         raise SearchError(f"n_samples must be >= 1, got {n_samples}.")
-    if estimand not in ESTIMANDS:
-        raise ValueError(f"unknown estimand {estimand!r}; expected one of {list(ESTIMANDS)}")
+    check_estimand(estimand)
     idx, y = _check_obs(grid, observed_idx, y_obs)
     observed = np.isin(np.arange(grid.n_configs), idx)
     rows = np.flatnonzero(_scope_mask(grid, observed, scope, cap))  # no held-out row
@@ -294,12 +299,13 @@ def _one_law(name: str, grid: Grid, rows: np.ndarray, mean: np.ndarray, draws: n
         # A sample whose frontier holds a loss that is not positive (a GP extrapolating
         # far below the observed losses) cannot be fitted in log space: it is counted as
         # failed with its reason (weights 0, placeholder targets) instead of failing all.
-        weight = np.ones_like(Y) if W is None else W
-        bad = np.any((weight > 0) & ~(np.isfinite(Y) & (Y > 0)), axis=1)
+        fittable = np.isfinite(Y) & (Y > 0)
+        weighed = np.ones(Y.shape, dtype=bool) if W is None else W > 0
+        bad = np.any(~fittable & weighed, axis=1)
         if bad.any():
-            weight, Y = weight.copy(), np.where(np.isfinite(Y) & (Y > 0), Y, 1.0)
-            weight[bad] = 0.0
-        batch = fit_batch(law, X, Y, starts, sample_weight=weight if bad.any() else W)
+            Y = np.where(fittable, Y, 1.0)
+            W = np.where(bad[:, None], 0.0, 1.0 if W is None else W)
+        batch = fit_batch(law, X, Y, starts, sample_weight=W)
         timings["fit"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         for s, fit in enumerate(batch.results):  # status stays "failed" unless successful

@@ -114,10 +114,9 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         ValueError: an unknown ``estimand``.
     """
     from scalebo.search.campaign import campaign_posterior
-    from scalebo.search.law_posterior import ESTIMANDS
+    from scalebo.search.law_posterior import check_estimand
 
-    if estimand not in ESTIMANDS:  # else a bad name came back as a note, with no interval
-        raise ValueError(f"unknown estimand {estimand!r}; expected one of {list(ESTIMANDS)}")
+    check_estimand(estimand)  # before the posterior, whose errors become notes
     model = cost_model or CostModel()
     spent, pending = runs.spent(grid, model), runs.pending(grid, model)
     remaining = budget - spent - pending
