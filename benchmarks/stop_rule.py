@@ -47,7 +47,9 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--budget", type=float, default=0.25)
     ap.add_argument("--tolerance", type=float, default=0.005)
-    ap.add_argument("--estimand", default="reference", choices=("reference", "noise_free"),
+    from scalebo.search.law_posterior import ESTIMANDS
+
+    ap.add_argument("--estimand", default="reference", choices=ESTIMANDS,
                     help="what the law posterior's interval is about (law_posterior)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", help="write every outcome to this file")

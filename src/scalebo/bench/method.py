@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 
 from scalebo.search.acquisition import INCUMBENTS
+from scalebo.search.law_posterior import ESTIMANDS
 from scalebo.search.models.trend import TREND_FORMS
 
 __all__ = ["DEFAULT_METHOD", "MethodConfig"]
@@ -22,7 +23,7 @@ _CHOICES = {
     "target_estimator": ("stein", "ensemble"),
     "trend_form": TREND_FORMS,
     "cost_model": ("independent", "wsd"),
-    "posterior_estimand": ("reference", "noise_free"),
+    "posterior_estimand": ESTIMANDS,
 }
 
 
