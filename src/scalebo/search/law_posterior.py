@@ -46,7 +46,6 @@ compute in FLOPs, losses in nats, N in parameters, D in tokens. ``discrepancy``:
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -54,17 +53,16 @@ from typing import Any, Literal
 
 import numpy as np
 
-from scalebo.errors import FitError, SearchError
+from scalebo.errors import FitError
 from scalebo.fitting.allocation import approach3, compute_law_from_chinchilla, predict_compute
 from scalebo.fitting.batch import fit_batch
 from scalebo.fitting.bootstrap import distinct_optima
 from scalebo.fitting.robust import FitResult, FitStatus, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW, PowerLawSum
-from scalebo.search.fantasize import _check_obs, _require_finite, _scope_mask
 from scalebo.search.grid import Grid
 from scalebo.search.law_frontiers import envelope_masks, sample_frontiers
-from scalebo.search.models.scaling import standardization
-from scalebo.search.posterior_discrepancy import DiscrepancySurrogate, sample_joint
+from scalebo.search.law_samples import ESTIMANDS, check_estimand, draw_losses, sample_losses
+from scalebo.search.posterior_discrepancy import DiscrepancySurrogate
 
 __all__ = ["ESTIMANDS", "LAW_NAMES", "QUANTILES", "LawPosterior", "check_estimand",
            "envelope_masks", "law_posterior", "sample_losses"]
@@ -75,20 +73,6 @@ LAW_NAMES: dict[str, PowerLawSum] = {"compute": COMPUTE_LAW, "chinchilla": CHINC
 QUANTILES: dict[str, float] = {"q02.5": 0.025, "q10": 0.10, "q50": 0.50, "q90": 0.90,
                                "q97.5": 0.975}
 _OK = (str(FitStatus.CONVERGED), str(FitStatus.BOUND_HIT))
-#: What a posterior is about: ``"reference"``, the law a fit on every configuration in scope,
-#: as recorded, would give (observed rows keep their recorded losses, the others are drawn
-#: as recorded losses or latent ones, ``include_noise``); ``"noise_free"``, the law of the
-#: noise-free losses (every row in scope, observed ones included, drawn from the latent
-#: posterior), which is what a run at the target compute would follow.
-ESTIMANDS: tuple[str, ...] = ("reference", "noise_free")
-
-
-def check_estimand(estimand: str) -> None:
-    """ValueError unless ``estimand`` is one of :data:`ESTIMANDS`."""
-    if estimand not in ESTIMANDS:
-        raise ValueError(f"unknown estimand {estimand!r}; expected one of {list(ESTIMANDS)}")
-
-
 def _quantiles(values: np.ndarray) -> dict[str, float | None]:
     if values.size == 0:
         return dict.fromkeys(QUANTILES)
@@ -180,84 +164,6 @@ class LawPosterior:
             out["message"] = self.message or "no sample fit succeeded: " + "; ".join(
                 sorted(set(self.messages)))[:500]
         return out
-
-
-def _draw(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
-          cap: float | None, n_samples: int, include_noise: bool, gen: np.random.Generator,
-          estimand: str = "reference") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows in scope ``(m,)``, posterior-mean losses ``(m,)`` and samples ``(S, m)``, nats
-    (``estimand``: see :data:`ESTIMANDS`)."""
-    if n_samples < 1:
-        raise SearchError(f"n_samples must be >= 1, got {n_samples}.")
-    check_estimand(estimand)
-    idx, y = _check_obs(grid, observed_idx, y_obs)
-    observed = np.isin(np.arange(grid.n_configs), idx)
-    rows = np.flatnonzero(_scope_mask(grid, observed, scope, cap))  # no held-out row
-    loss = np.zeros(grid.n_configs)
-    loss[idx] = y
-    mean = loss[rows]
-    draws = np.tile(mean, (n_samples, 1))
-    todo = np.flatnonzero(~observed[rows])  # positions in rows
-    latent = estimand == "noise_free"
-    drawn = np.arange(rows.size) if latent else todo  # observed rows too: their latent loss
-    if drawn.size:
-        mu, sd = standardization(y)  # as fantasize and the loop
-        X = grid.encode()
-        model = copy.deepcopy(surrogate)  # the caller's surrogate is left as it was
-        model.fit(X[idx], (y - mu) / sd)
-        m, _ = model.predict(X[rows[drawn]])  # noise_free: trained rows at their latent
-        mean[drawn] = np.asarray(m, dtype=np.float64) * sd + mu  # mean (point fit's law)
-        draws[:, drawn] = sample_joint(model, X[rows[drawn]], n_samples, gen,
-                                       include_noise and not latent) * sd + mu
-    _require_finite(mean)
-    if not np.all(np.isfinite(draws)):
-        raise SearchError("The surrogate's posterior samples are not finite; check its fit "
-                          "(it was given standardized, finite losses).")
-    return rows, mean, draws
-
-
-def sample_losses(
-    grid: Grid,
-    observed_idx: np.ndarray,
-    y_obs: np.ndarray,
-    surrogate: Any,
-    *,
-    scope: Literal["window", "grid"] = "window",
-    cap: float | None = None,
-    n_samples: int = 64,
-    include_noise: bool = True,
-    rng: np.random.Generator | int | None = None,
-    estimand: str = "reference",
-) -> tuple[np.ndarray, np.ndarray]:
-    """Joint posterior samples of the losses of every configuration in scope.
-
-    The surrogate (copied, not modified) is fitted on standardized observed losses as in
-    :func:`~scalebo.search.fantasize.fantasize`; the unobserved rows in scope are sampled
-    jointly with ``sample_joint`` and mapped back to nats; observed rows keep their observed
-    losses in every sample (``estimand="reference"``) or are drawn jointly with the others
-    from the latent posterior (``"noise_free"``, :data:`ESTIMANDS`). A surrogate whose
-    ``sample_joint`` has no ``include_noise`` parameter is sampled as it is (under
-    ``noise_free`` its draws at trained rows are then what it gives there, e.g. a tree
-    ensemble's bag predictions, not a latent GP posterior).
-
-    Args:
-        grid: The grid. observed_idx: Observed grid rows ``(n_obs,)``, distinct.
-        y_obs: Their losses, nats, ``(n_obs,)``.
-        surrogate: ``fit``/``predict``/``sample_joint(X, n, rng[, include_noise=])``.
-        scope, cap: ``"window"`` (cost ≤ ``cap`` FLOPs, default the costliest observed
-            cell) or ``"grid"``; held-out cells are never included.
-        n_samples: S. rng: Seed or generator of the samples.
-        include_noise: Samples of a recorded loss (latent + observation noise), else latent
-            (``"reference"`` only: ``"noise_free"`` samples are latent).
-        estimand: ``"reference"`` or ``"noise_free"`` (:data:`ESTIMANDS`).
-
-    Returns:
-        ``rows`` — grid rows in scope, increasing, ``(m,)``; ``losses`` — nats, ``(S, m)``.
-        Raises SearchError on bad observations or scope, or non-finite samples.
-    """
-    rows, _, draws = _draw(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
-                           include_noise, np.random.default_rng(rng), estimand)
-    return rows, draws
 
 
 def _derive(name: str, fit: FitResult, C: np.ndarray
@@ -393,7 +299,7 @@ def law_posterior(
         raise ValueError(f"need n_starts >= 1, discrepancy >= 0; got {n_starts}, {discrepancy}")
     t0 = time.perf_counter()
     surrogate = DiscrepancySurrogate(surrogate, discrepancy) if discrepancy else surrogate
-    rows, mean, draws = _draw(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
+    rows, mean, draws = draw_losses(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
                               include_noise, np.random.default_rng(rng), estimand)
     t_sample = time.perf_counter() - t0
     return {name: _one_law(name, grid, rows, mean, draws, C, n_starts, t_sample)

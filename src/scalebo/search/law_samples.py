@@ -1,0 +1,115 @@
+"""Joint posterior samples of a grid's losses for the law posterior (DESIGN.md).
+
+:func:`draw_losses` fits the surrogate (a copy) on the observed losses, standardized as in
+:func:`~scalebo.search.fantasize.fantasize`, and draws S joint samples of the losses of every
+configuration in scope, in nats: of the unobserved rows only, observed ones keeping their
+recorded losses (``estimand="reference"``), or of every row from the latent posterior
+(``"noise_free"``). :mod:`scalebo.search.law_posterior` fits the law on each sample.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Literal
+
+import numpy as np
+
+from scalebo.errors import SearchError
+from scalebo.search.fantasize import _check_obs, _require_finite, _scope_mask
+from scalebo.search.grid import Grid
+from scalebo.search.models.scaling import standardization
+from scalebo.search.posterior_discrepancy import sample_joint
+
+__all__ = ["ESTIMANDS", "check_estimand", "draw_losses", "sample_losses"]
+
+#: What a posterior is about: ``"reference"``, the law a fit on every configuration in scope,
+#: as recorded, would give (observed rows keep their recorded losses, the others are drawn
+#: as recorded losses or latent ones, ``include_noise``); ``"noise_free"``, the law of the
+#: noise-free losses (every row in scope, observed ones included, drawn from the latent
+#: posterior), which is what a run at the target compute would follow.
+ESTIMANDS: tuple[str, ...] = ("reference", "noise_free")
+
+
+def check_estimand(estimand: str) -> None:
+    """ValueError unless ``estimand`` is one of :data:`ESTIMANDS`."""
+    if estimand not in ESTIMANDS:
+        raise ValueError(f"unknown estimand {estimand!r}; expected one of {list(ESTIMANDS)}")
+
+
+def draw_losses(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
+                cap: float | None, n_samples: int, include_noise: bool,
+                gen: np.random.Generator, estimand: str = "reference"
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows in scope ``(m,)``, posterior-mean losses ``(m,)`` and samples ``(S, m)``, nats
+    (``estimand``: see :data:`ESTIMANDS`)."""
+    if n_samples < 1:
+        raise SearchError(f"n_samples must be >= 1, got {n_samples}.")
+    check_estimand(estimand)
+    idx, y = _check_obs(grid, observed_idx, y_obs)
+    observed = np.isin(np.arange(grid.n_configs), idx)
+    rows = np.flatnonzero(_scope_mask(grid, observed, scope, cap))  # no held-out row
+    loss = np.zeros(grid.n_configs)
+    loss[idx] = y
+    mean = loss[rows]
+    draws = np.tile(mean, (n_samples, 1))
+    todo = np.flatnonzero(~observed[rows])  # positions in rows
+    latent = estimand == "noise_free"
+    drawn = np.arange(rows.size) if latent else todo  # observed rows too: their latent loss
+    if drawn.size:
+        mu, sd = standardization(y)  # as fantasize and the loop
+        X = grid.encode()
+        model = copy.deepcopy(surrogate)  # the caller's surrogate is left as it was
+        model.fit(X[idx], (y - mu) / sd)
+        m, _ = model.predict(X[rows[drawn]])  # noise_free: trained rows at their latent
+        mean[drawn] = np.asarray(m, dtype=np.float64) * sd + mu  # mean (point fit's law)
+        draws[:, drawn] = sample_joint(model, X[rows[drawn]], n_samples, gen,
+                                       include_noise and not latent) * sd + mu
+    _require_finite(mean)
+    if not np.all(np.isfinite(draws)):
+        raise SearchError("The surrogate's posterior samples are not finite; check its fit "
+                          "(it was given standardized, finite losses).")
+    return rows, mean, draws
+
+
+def sample_losses(
+    grid: Grid,
+    observed_idx: np.ndarray,
+    y_obs: np.ndarray,
+    surrogate: Any,
+    *,
+    scope: Literal["window", "grid"] = "window",
+    cap: float | None = None,
+    n_samples: int = 64,
+    include_noise: bool = True,
+    rng: np.random.Generator | int | None = None,
+    estimand: str = "reference",
+) -> tuple[np.ndarray, np.ndarray]:
+    """Joint posterior samples of the losses of every configuration in scope.
+
+    The surrogate (copied, not modified) is fitted on standardized observed losses as in
+    :func:`~scalebo.search.fantasize.fantasize`; the unobserved rows in scope are sampled
+    jointly with ``sample_joint`` and mapped back to nats; observed rows keep their observed
+    losses in every sample (``estimand="reference"``) or are drawn jointly with the others
+    from the latent posterior (``"noise_free"``, :data:`ESTIMANDS`). A surrogate whose
+    ``sample_joint`` has no ``include_noise`` parameter is sampled as it is (under
+    ``noise_free`` its draws at trained rows are then what it gives there, e.g. a tree
+    ensemble's bag predictions, not a latent GP posterior).
+
+    Args:
+        grid: The grid. observed_idx: Observed grid rows ``(n_obs,)``, distinct.
+        y_obs: Their losses, nats, ``(n_obs,)``.
+        surrogate: ``fit``/``predict``/``sample_joint(X, n, rng[, include_noise=])``.
+        scope, cap: ``"window"`` (cost ≤ ``cap`` FLOPs, default the costliest observed
+            cell) or ``"grid"``; held-out cells are never included.
+        n_samples: S. rng: Seed or generator of the samples.
+        include_noise: Samples of a recorded loss (latent + observation noise), else latent
+            (``"reference"`` only: ``"noise_free"`` samples are latent).
+        estimand: ``"reference"`` or ``"noise_free"`` (:data:`ESTIMANDS`).
+
+    Returns:
+        ``rows`` — grid rows in scope, increasing, ``(m,)``; ``losses`` — nats, ``(S, m)``.
+        Raises SearchError on bad observations or scope, or non-finite samples.
+    """
+    rows, _, draws = draw_losses(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
+                           include_noise, np.random.default_rng(rng), estimand)
+    return rows, draws
