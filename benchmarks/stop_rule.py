@@ -6,7 +6,9 @@ and stops at the first checkpoint where the law posterior's 80 % interval of the
 law's loss at 1e25 FLOPs is within ±``--tolerance`` (default 0.5 %). Prints, per dataset,
 the fraction of seeds that stopped, the compute spent at the stop (% of C_total; mean ± SD,
 median) and the |relative error| of the fantasized fit at the stop (%), beside the error of
-the same method at fixed budgets.
+the same method at fixed budgets. With ``--estimand noise_free`` the rule also stops at the
+grid's noise floor: when training every untried configuration would narrow the interval by
+less than ``--min-shrink`` (default 0.2; :mod:`scalebo.search.noise_floor`).
 
     SCALEBO_DATA_DIR=/path/to/datasets python benchmarks/stop_rule.py --seeds 10 --jobs 2
 """
@@ -24,7 +26,8 @@ import numpy as np
 from joblib import Parallel, delayed
 
 
-def one(dataset: str, seed: int, budget: float, tolerance: float, estimand: str) -> dict:
+def one(dataset: str, seed: int, budget: float, tolerance: float, estimand: str,
+        min_shrink: float) -> dict:
     warnings.simplefilter("ignore")
     from scalebo.bench.method import DEFAULT_METHOD
     from scalebo.bench.problems import load_problem
@@ -36,7 +39,7 @@ def one(dataset: str, seed: int, budget: float, tolerance: float, estimand: str)
     t0 = time.perf_counter()
     rec = replay(problem, method, budget, seed)
     out = replay_stop_rule(problem, method, [t.index for t in rec.trace], budget=budget,
-                           seed=seed, tolerance=tolerance)
+                           seed=seed, tolerance=tolerance, min_shrink=min_shrink)
     return {"dataset": dataset, "seed": seed, "seconds": time.perf_counter() - t0,
             **out.to_dict()}
 
@@ -51,6 +54,9 @@ def main() -> int:
 
     ap.add_argument("--estimand", default="reference", choices=ESTIMANDS,
                     help="what the law posterior's interval is about (law_posterior)")
+    ap.add_argument("--min-shrink", type=float, default=0.2,
+                    help="noise_free: also stop when training everything left would narrow "
+                         "the interval by less than this fraction")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", help="write every outcome to this file")
     args = ap.parse_args()
@@ -60,10 +66,13 @@ def main() -> int:
     datasets = args.datasets.split(",")
     t0 = time.perf_counter()
     rows = Parallel(n_jobs=args.jobs)(
-        delayed(one)(d, s, args.budget, args.tolerance, args.estimand) for d in datasets
+        delayed(one)(d, s, args.budget, args.tolerance, args.estimand, args.min_shrink)
+        for d in datasets
         for s in range(args.seeds))
     print(f"stop rule ±{100 * args.tolerance:g} % on the 80 % interval at 1e25 FLOPs, "
-          f"budget {100 * args.budget:g} %, {args.estimand} posterior, {args.seeds} seeds, "
+          f"budget {100 * args.budget:g} %, {args.estimand} posterior"
+          + (f" (noise floor: min shrink {args.min_shrink:g})"
+             if args.estimand == "noise_free" else "") + f", {args.seeds} seeds, "
           f"{time.perf_counter() - t0:.0f} s")
     print("| dataset | stopped | spent at stop, % of C_total (mean ± SD, median) | "
           "error at stop, % (mean ± SD, max) |")

@@ -1,6 +1,7 @@
 """Campaign runs (completed / failed / running), budgets, the stop rule and ``status``,
 on a synthetic grid whose law is known (:mod:`scalebo.bench.synthetic`)."""
 
+import io
 import json
 import subprocess
 import sys
@@ -142,7 +143,33 @@ def test_noise_free_status_keeps_the_noise_of_a_fully_trained_grid(synthetic, tm
            "--target", "1e21", "--estimand", "noise_free", "--next", "0", "--quiet"]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
-    assert "intervals of the noise-free law" in proc.stdout
+    assert "intervals of the noise-free law" in proc.stdout and "floor ±%" in proc.stdout
+    assert "every configuration of the grid is trained" in proc.stdout
+
+
+def test_noise_free_status_csv_says_its_estimand_and_floor(synthetic, tmp_path):
+    """The CSV had no estimand column: a noise-free and a reference interval looked alike.
+    Half of the grid trained: the floor is at most the interval's own half-width."""
+    frame, grid = synthetic
+    frame[["N", "D", "lr", "bs"]].to_csv(tmp_path / "grid.csv", index=False)
+    half = frame.sample(frac=0.5, random_state=0)
+    half[["N", "D", "lr", "bs", "loss"]].to_csv(tmp_path / "runs.csv", index=False)
+    cmd = [sys.executable, "-m", "scalebo.cli", "status", "--grid", str(tmp_path / "grid.csv"),
+           "--runs", str(tmp_path / "runs.csv"), "--budget", "1", "--samples", "16",
+           "--target", "1e21", "--target", "1e22", "--estimand", "noise_free", "--next", "0",
+           "--format", "csv", "--json", str(tmp_path / "status.json"), "--quiet"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    table = pd.read_csv(io.StringIO(proc.stdout))
+    assert list(table["estimand"]) == ["noise_free", "noise_free"]
+    assert (table["floor_half_width_pct"] <= table["half_width_pct"] + 1e-12).all()
+    assert (table["floor_half_width_pct"] > 0).all()
+    status = json.loads((tmp_path / "status.json").read_text())
+    ratio = status["noise_floor"]["ratio"]
+    assert set(ratio) == {"1e+21", "1e+22"} and all(0 < r <= 1 for r in ratio.values())
+    assert status["noise_floor"]["n_untried"] == len(frame) - len(half)
+    for t, r in zip(status["targets"], ratio.values(), strict=True):
+        assert t["floor_half_width_pct"] == pytest.approx(r * t["half_width_pct"])
 
 
 def test_bad_estimand_is_an_error_not_a_note(synthetic):

@@ -61,3 +61,24 @@ def test_a_loose_tolerance_stops_earlier_and_a_bad_one_is_refused(problem, tight
     assert loose.half_width_pct <= 50
     with pytest.raises(ValueError, match="tolerance"):
         replay_stop_rule(problem, DEFAULT_METHOD, order, budget=1.0, tolerance=0.0)
+
+
+def test_a_noise_free_posterior_stops_at_the_noise_floor(problem):
+    """The noise-free interval keeps the runs' noise, so a tolerance of 1e-4 % is never met;
+    the rule stops at the first check whose noise-floor ratio is at least 1 − min_shrink
+    (cheapest first on this grid: 0.02–0.18 up to 71 of 84 runs, 0.34 at 79), and a looser
+    min_shrink never stops later."""
+    order = _cheapest_first(problem)
+    method = DEFAULT_METHOD.with_(posterior_estimand="noise_free")
+    kw = dict(budget=1.0, seed=0, tolerance=1e-6, n_samples=16, first=8)
+    out = replay_stop_rule(problem, method, order, min_shrink=0.7, **kw)
+    assert out.stopped and out.min_shrink == 0.7 and out.n_runs < order.size
+    assert all(c.half_width_pct is None or c.half_width_pct > 1e-4 for c in out.checks)
+    assert out.checks[-1].floor_ratio >= 0.3
+    assert all(c.floor_ratio is None or c.floor_ratio < 0.3 for c in out.checks[:-1])
+    assert sum(c.floor_ratio is not None for c in out.checks) >= len(out.checks) // 2
+    loose = replay_stop_rule(problem, method, order, min_shrink=0.95, **kw)
+    assert loose.n_runs < out.n_runs
+    assert out.checks[: len(loose.checks)] == loose.checks  # the same checks up to its stop
+    reference = replay_stop_rule(problem, DEFAULT_METHOD, order[:12], **kw)
+    assert all(c.floor_ratio is None for c in reference.checks)  # no floor without noise_free

@@ -49,12 +49,14 @@ _PUBLIC: dict[str, str] = {
     "Grid": "scalebo.search.grid",
     "SearchLoop": "scalebo.search.loop",
     "law_posterior": "scalebo.search.law_posterior",
+    "noise_floor": "scalebo.search.noise_floor",
 }
 
 __all__ = [
     "BootstrapResult", "FitResult", "FitStatus", "FitSummary", "Grid", "Law", "RunTable",
     "SearchLoop", "__version__", "bootstrap_fit", "compute_optimal", "fit_law", "fit_summary",
     "frontier", "get_law", "law_posterior", "list_datasets", "load_dataset", "load_runs",
+    "noise_floor",
 ]
 
 
@@ -84,3 +86,4 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from scalebo.search.grid import Grid
     from scalebo.search.law_posterior import law_posterior
     from scalebo.search.loop import SearchLoop
+    from scalebo.search.noise_floor import noise_floor

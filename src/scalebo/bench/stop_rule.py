@@ -9,7 +9,11 @@ runs bought so far — a fresh surrogate of the method's kind fitted on them, fa
 inside the window the search had then — exactly what a campaign's status would see. The
 first checkpoint that satisfies the rule is the stop; the estimate reported there is the
 fit on the posterior-mean (fantasized) table, compared with the reference law only after
-the decision. Units: compute in FLOPs and fractions of ``C_total``, losses in nats.
+the decision. With a noise-free posterior (``method.posterior_estimand == "noise_free"``)
+each checkpoint also gets the noise-floor ratio (:mod:`scalebo.search.noise_floor`) and the
+rule also stops when it is at least ``1 − min_shrink`` (:func:`~scalebo.search.stopping.
+at_floor`), as ``scalebo status --estimand noise_free`` does. Units: compute in FLOPs and
+fractions of ``C_total``, losses in nats.
 """
 
 from __future__ import annotations
@@ -25,22 +29,24 @@ from scalebo.bench.replay import fantasy_scope, method_surrogate
 from scalebo.errors import SearchError
 from scalebo.search.law_posterior import law_posterior
 from scalebo.search.loop import SearchLoop
-from scalebo.search.stopping import DEFAULT_TOLERANCE, half_width
+from scalebo.search.noise_floor import noise_floor
+from scalebo.search.stopping import DEFAULT_MIN_SHRINK, DEFAULT_TOLERANCE, at_floor, half_width
 
-__all__ = ["DEFAULT_TOLERANCE", "StopCheck", "StopOutcome", "replay_stop_rule"]
-
+__all__ = ["DEFAULT_MIN_SHRINK", "DEFAULT_TOLERANCE", "StopCheck", "StopOutcome",
+           "replay_stop_rule"]
 
 
 @dataclass(frozen=True)
 class StopCheck:
     """One checkpoint: runs bought, compute spent (fraction of ``C_total``), the 80 %
-    interval's relative half-width (%) and the point estimate's error (%, vs the reference;
-    None without a fit)."""
+    interval's relative half-width (%), the point estimate's error (%, vs the reference;
+    None without a fit) and, for a noise-free posterior, the noise-floor ratio (else None)."""
 
     n_runs: int
     spent_fraction: float
     half_width_pct: float | None
     error_pct: float | None
+    floor_ratio: float | None = None
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,8 @@ class StopOutcome:
 
     Attributes:
         tolerance: Relative half-width that stops (e.g. 0.005).
+        min_shrink: Noise-free posteriors: the rule also stops when training every untried
+            configuration would narrow the interval by less than this fraction.
         target: Target compute, FLOPs. law: the law ("compute" or "chinchilla").
         stopped: Whether the rule fired within the replay's budget.
         n_runs, spent_fraction, half_width_pct, error_pct: At the stop (see
@@ -65,6 +73,7 @@ class StopOutcome:
     half_width_pct: float | None
     error_pct: float | None
     checks: tuple[StopCheck, ...]
+    min_shrink: float = DEFAULT_MIN_SHRINK
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -92,18 +101,27 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
     q = post.summary()["predicted_loss"][f"{target:.0e}"]
     width = half_width(q)
     half = None if width is None else 100 * width
+    ratio = None
+    if method.posterior_estimand == "noise_free" and law == "compute" and width is not None:
+        try:
+            ratio = noise_floor(grid, idx, problem.loss[idx],
+                                method_surrogate(method, problem, seed, fantasy=True),
+                                targets=(target,), n_samples=n_samples, rng=seed).ratio[0]
+        except (SearchError, ValueError, np.linalg.LinAlgError):
+            ratio = None
     ref = reference_losses(problem, law)
     point = post.point_loss(target)
     err = None
     if point is not None and ref is not None:
         err = 100 * abs(point - ref[f"{target:.0e}"]) / ref[f"{target:.0e}"]
-    return StopCheck(int(k), spent, half, err)
+    return StopCheck(int(k), spent, half, err, ratio)
 
 
 def replay_stop_rule(problem: ReplayProblem, method: MethodConfig, trace_indices: object,
                      *, budget: float, seed: int = 0, tolerance: float = DEFAULT_TOLERANCE,
                      growth: float = 1.25, target: float = 1e25, law: str = "compute",
-                     n_samples: int = 64, first: int = 10) -> StopOutcome:
+                     n_samples: int = 64, first: int = 10,
+                     min_shrink: float = DEFAULT_MIN_SHRINK) -> StopOutcome:
     """Apply the stop rule along a replay's acquisition order (see the module docstring).
 
     Args:
@@ -114,13 +132,16 @@ def replay_stop_rule(problem: ReplayProblem, method: MethodConfig, trace_indices
         budget: The replay's budget, fraction of ``C_total`` (the window schedule's scale).
         seed: Seed of the surrogate and the posterior samples.
         tolerance: Relative half-width of the 80 % interval that stops.
+        min_shrink: Noise-free posterior (compute law): also stop when the noise-floor ratio
+            is at least ``1 − min_shrink``.
         growth: A checkpoint each time the compute spent has grown by this factor.
         target: Target compute, FLOPs. law: ``"compute"`` or ``"chinchilla"``.
         n_samples: Posterior samples per checkpoint.
         first: Runs bought before the first checkpoint.
     """
-    if not (0 < tolerance < 1) or growth <= 1 or first < 1:
-        raise ValueError("need 0 < tolerance < 1, growth > 1 and first >= 1")
+    if not (0 < tolerance < 1) or not (0 < min_shrink < 1) or growth <= 1 or first < 1:
+        raise ValueError("need 0 < tolerance < 1, 0 < min_shrink < 1, growth > 1 and "
+                         "first >= 1")
     order = np.asarray(trace_indices, dtype=np.int64)
     spent = np.cumsum(problem.grid.cost[order])
     checks: list[StopCheck] = []
@@ -131,11 +152,12 @@ def replay_stop_rule(problem: ReplayProblem, method: MethodConfig, trace_indices
         last = spent[k - 1]
         c = _check(problem, method, order, k, law, target, n_samples, seed, budget)
         checks.append(c)
-        if c.half_width_pct is not None and c.half_width_pct <= 100 * tolerance:
+        width = None if c.half_width_pct is None else c.half_width_pct / 100
+        if at_floor(width, c.floor_ratio, tolerance=tolerance, min_shrink=min_shrink):
             return StopOutcome(tolerance, target, law, True, c.n_runs, c.spent_fraction,
-                               c.half_width_pct, c.error_pct, tuple(checks))
+                               c.half_width_pct, c.error_pct, tuple(checks), min_shrink)
     if not checks:
         raise ValueError("the trace is empty: nothing to check")
     c = checks[-1]
     return StopOutcome(tolerance, target, law, False, c.n_runs, c.spent_fraction,
-                       c.half_width_pct, c.error_pct, tuple(checks))
+                       c.half_width_pct, c.error_pct, tuple(checks), min_shrink)

@@ -31,11 +31,15 @@ with 80 % and 95 % intervals from the law posterior (joint GP samples of the unt
 configurations, one law fit each; with --estimand noise_free of the trained ones too), the
 compute-optimal N* and D* (Chinchilla law), the compute spent, pending and remaining, and
 the stop rule: stop once the 80 % interval at every target is within +-tolerance, or when
-the budget is gone.
+the budget is gone. With --estimand noise_free the interval keeps the noise of the trained
+runs; then the status also shows its noise floor (the half-width training every untried
+configuration could reach) and the rule stops at it too: when training everything left
+would narrow the interval by less than --min-shrink.
 """ + GRID_HELP
 EPILOG = ("example: scalebo status --grid grid.yaml --runs runs.csv --budget 0.05 "
           "--target 1e24 --target 1e25 --plot status.png")
-CSV_COLUMNS = ("C", "prediction", "low_80", "high_80", "low_95", "high_95", "N_opt", "D_opt")
+CSV_COLUMNS = ("C", "prediction", "low_80", "high_80", "low_95", "high_95", "half_width_pct",
+               "floor_half_width_pct", "N_opt", "D_opt", "estimand")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,6 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "envelope's runs are trained) or the noise-free law (noise_free: "
                             "keeps the run-to-run noise of the trained runs; default "
                             "reference)")
+    group.add_argument("--min-shrink", type=positive_float, default=0.2, metavar="F",
+                       help="with --estimand noise_free, also stop when training every "
+                            "untried configuration would narrow the 80 %% interval by less "
+                            "than this fraction (default 0.2)")
     group.add_argument("--next", type=int, default=4, metavar="K",
                        help="also propose the next K runs (as scalebo suggest --batch K) for "
                             "the JSON and the figure; 0: none (default 4)")
@@ -82,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
                              tolerance=args.tolerance, n_samples=args.samples,
                              schedule=args.schedule, clip_iqr=args.clip_iqr, seed=args.seed,
                              cost_model=cost_model(args), kernel=args.kernel, trend=args.trend,
-                             estimand=args.estimand)
+                             estimand=args.estimand, min_shrink=args.min_shrink)
     result = status.to_dict()
     proposed, prices = [], ()
     if args.next > 0 and not status.stop:
@@ -111,6 +119,11 @@ def run(args: argparse.Namespace) -> int:
     rows = [{"C": t.C, "prediction": t.prediction, "interval_80": _interval(t.interval_80),
              "interval_95": _interval(t.interval_95), "half_width_pct": t.half_width_pct,
              "N_opt": t.N_opt, "D_opt": t.D_opt} for t in status.targets]
+    headers = ["C", "loss", "80 %", "95 %", "±80 % (%)", "N*", "D*"]
+    if status.noise_floor is not None:  # noise-free intervals: their floor beside the width
+        for row, t in zip(rows, status.targets, strict=True):
+            row["floor"] = t.floor_half_width_pct
+        headers.append("floor ±% (all trained)")
     if args.format == "json":
         write_json(result)
     elif args.format == "csv":
@@ -119,7 +132,10 @@ def run(args: argparse.Namespace) -> int:
                     "high_80": (t.interval_80 or [None, None])[1],
                     "low_95": (t.interval_95 or [None, None])[0],
                     "high_95": (t.interval_95 or [None, None])[1],
-                    "N_opt": t.N_opt, "D_opt": t.D_opt} for t in status.targets], CSV_COLUMNS)
+                    "half_width_pct": t.half_width_pct,
+                    "floor_half_width_pct": t.floor_half_width_pct,
+                    "N_opt": t.N_opt, "D_opt": t.D_opt, "estimand": status.estimand}
+                   for t in status.targets], CSV_COLUMNS)
     else:
         law = status.law
         params = ", ".join(f"{k} {format_number(v)}" for k, v in (law.get("params") or {}).items())
@@ -134,8 +150,7 @@ def run(args: argparse.Namespace) -> int:
                "", "predictions (C in FLOPs, loss in nats, N* parameters, D* tokens; "
                + ("intervals of the noise-free law)" if status.estimand == "noise_free"
                   else "intervals of the law the whole grid's recorded runs would give)"),
-               format_table(rows, list(rows[0]), ["C", "loss", "80 %", "95 %", "±80 % (%)",
-                                                  "N*", "D*"]).rstrip("\n"),
+               format_table(rows, list(rows[0]), headers).rstrip("\n"),
                "", f"{'STOP' if status.stop else 'continue'}: {status.reason}"]
         out += [f"next {i + 1}: {', '.join(f'{k} {format_number(v)}' for k, v in s.config.items())}"
                 f" ({s.reason})" for i, s in enumerate(proposed)]

@@ -10,6 +10,7 @@ recorded losses (``estimand="reference"``), or of every row from the latent post
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -20,7 +21,8 @@ from scalebo.search.grid import Grid
 from scalebo.search.models.scaling import standardization
 from scalebo.search.posterior_discrepancy import sample_joint
 
-__all__ = ["ESTIMANDS", "check_estimand", "draw_losses", "sample_losses"]
+__all__ = ["ESTIMANDS", "Draws", "check_estimand", "draw_losses", "draw_with_model",
+           "sample_losses"]
 
 #: What a posterior is about: ``"reference"``, the law a fit on every configuration in scope,
 #: as recorded, would give (observed rows keep their recorded losses, the others are drawn
@@ -36,12 +38,25 @@ def check_estimand(estimand: str) -> None:
         raise ValueError(f"unknown estimand {estimand!r}; expected one of {list(ESTIMANDS)}")
 
 
-def draw_losses(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
-                cap: float | None, n_samples: int, include_noise: bool,
-                gen: np.random.Generator, estimand: str = "reference"
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows in scope ``(m,)``, posterior-mean losses ``(m,)`` and samples ``(S, m)``, nats
-    (``estimand``: see :data:`ESTIMANDS`)."""
+@dataclass(frozen=True, eq=False)
+class Draws:
+    """What :func:`draw_with_model` drew: ``rows`` in scope ``(m,)``, posterior-mean losses
+    ``mean`` ``(m,)`` and samples ``draws`` ``(S, m)`` in nats, and the fitted copy of the
+    surrogate with its standardization (``model`` predicts ``(loss − mu)/sd``; None when
+    nothing was drawn)."""
+
+    rows: np.ndarray
+    mean: np.ndarray
+    draws: np.ndarray
+    model: Any
+    mu: float
+    sd: float
+
+
+def draw_with_model(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
+                    cap: float | None, n_samples: int, include_noise: bool,
+                    gen: np.random.Generator, estimand: str = "reference") -> Draws:
+    """:func:`draw_losses`, keeping the fitted surrogate (see :class:`Draws`)."""
     if n_samples < 1:
         raise SearchError(f"n_samples must be >= 1, got {n_samples}.")
     check_estimand(estimand)
@@ -55,8 +70,9 @@ def draw_losses(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope
     todo = np.flatnonzero(~observed[rows])  # positions in rows
     latent = estimand == "noise_free"
     drawn = np.arange(rows.size) if latent else todo  # observed rows too: their latent loss
+    mu, sd = standardization(y)  # as fantasize and the loop
+    model = None
     if drawn.size:
-        mu, sd = standardization(y)  # as fantasize and the loop
         X = grid.encode()
         model = copy.deepcopy(surrogate)  # the caller's surrogate is left as it was
         model.fit(X[idx], (y - mu) / sd)
@@ -68,7 +84,18 @@ def draw_losses(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope
     if not np.all(np.isfinite(draws)):
         raise SearchError("The surrogate's posterior samples are not finite; check its fit "
                           "(it was given standardized, finite losses).")
-    return rows, mean, draws
+    return Draws(rows, mean, draws, model, float(mu), float(sd))
+
+
+def draw_losses(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
+                cap: float | None, n_samples: int, include_noise: bool,
+                gen: np.random.Generator, estimand: str = "reference"
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows in scope ``(m,)``, posterior-mean losses ``(m,)`` and samples ``(S, m)``, nats
+    (``estimand``: see :data:`ESTIMANDS`)."""
+    d = draw_with_model(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
+                        include_noise, gen, estimand)
+    return d.rows, d.mean, d.draws
 
 
 def sample_losses(

@@ -10,7 +10,10 @@ From a grid, the campaign's runs (:mod:`scalebo.search.campaign_runs`) and a bud
   medians (parameters, tokens) when it can be fitted;
 * spent / pending / remaining budget (in ``unit``: FLOPs, or GPU-hours for a grid with a
   ``cost`` column; and as fractions of the grid's total ``C_total`` in that unit);
-* ``stop`` and its ``reason`` (:func:`~scalebo.search.stopping.stop_decision`).
+* ``stop`` and its ``reason`` (:func:`~scalebo.search.stopping.stop_decision`); with
+  ``estimand="noise_free"``, also the noise floor at each target (the half-width training
+  every untried configuration could reach, :mod:`scalebo.search.noise_floor`), at which the
+  rule stops too.
 
 The intervals come from the posterior's quantiles; when the posterior cannot be computed
 (too few runs) they are None and the reason says so — never a made-up interval.
@@ -27,7 +30,12 @@ from scalebo.errors import SearchError
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
-from scalebo.search.stopping import DEFAULT_TOLERANCE, half_width, stop_decision
+from scalebo.search.stopping import (
+    DEFAULT_MIN_SHRINK,
+    DEFAULT_TOLERANCE,
+    half_width,
+    stop_decision,
+)
 
 __all__ = ["CampaignStatus", "TargetStatus", "campaign_status"]
 
@@ -44,6 +52,9 @@ class TargetStatus:
     half_width_pct: float | None
     N_opt: float | None
     D_opt: float | None
+    #: Noise-free intervals only: the half-width (%) training every untried configuration
+    #: could reach (``noise_floor.ratio × half_width_pct``), or None.
+    floor_half_width_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +83,10 @@ class CampaignStatus:
     #: What the intervals are about: ``"reference"`` or ``"noise_free"``
     #: (:data:`~scalebo.search.law_posterior.ESTIMANDS`).
     estimand: str = "reference"
+    #: Noise-free intervals only: ``{"ratio": {target: r or None}, "n_untried": k,
+    #: "seconds": t, "message": …}`` (:class:`~scalebo.search.noise_floor.NoiseFloor`).
+    noise_floor: dict[str, Any] | None = None
+    min_shrink: float = DEFAULT_MIN_SHRINK
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready status (what ``scalebo status --format json`` prints)."""
@@ -91,7 +106,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                     n_samples: int = 64, schedule: str = "spent", clip_iqr: float = 5.0,
                     seed: int = 0, cost_model: CostModel | None = None,
                     kernel: str = "matern52", trend: bool = False,
-                    estimand: str = "reference") -> CampaignStatus:
+                    estimand: str = "reference",
+                    min_shrink: float = DEFAULT_MIN_SHRINK) -> CampaignStatus:
     """The status of a campaign (see the module docstring).
 
     Args:
@@ -108,7 +124,10 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         estimand: what the intervals are about (:data:`~scalebo.search.law_posterior.
             ESTIMANDS`): ``"reference"``, the law the whole grid's recorded runs would give
             (0 wide once the envelope's runs are trained), or ``"noise_free"``, the law of
-            the noise-free losses, which keeps the noise of the trained runs.
+            the noise-free losses, which keeps the noise of the trained runs; then the
+            noise floor is computed too and the rule also stops at it.
+        min_shrink: the rule stops at the noise floor when training every untried
+            configuration would narrow the interval by less than this fraction.
 
     Raises:
         ValueError: an unknown ``estimand``.
@@ -138,6 +157,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
             message = f"law posterior unavailable: {exc}"
     else:
         message = "no completed run yet: no law"
+    floor, ratios = _floor(grid, runs, estimand, posts, targets, n_samples, clip_iqr, seed,
+                           kernel, trend)
     compute = posts.get("compute")
     summary = compute.summary() if compute is not None else None
     chin = posts["chinchilla"].summary() if "chinchilla" in posts else None
@@ -149,24 +170,54 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         widths[C] = w
         n_opt = chin["N_opt"][key]["q50"] if chin and chin["N_opt"] else None
         d_opt = chin["D_opt"][key]["q50"] if chin and chin["D_opt"] else None
+        r = None if ratios is None else ratios.get(C)
         rows.append(TargetStatus(C=float(C), prediction=compute.point_loss(C) if compute else None,
                                  interval_80=_interval(q, "q10", "q90"),
                                  interval_95=_interval(q, "q02.5", "q97.5"),
                                  half_width_pct=None if w is None else 100 * w,
-                                 N_opt=n_opt, D_opt=d_opt))
+                                 N_opt=n_opt, D_opt=d_opt,
+                                 floor_half_width_pct=None if w is None or r is None
+                                 else 100 * r * w))
     stop, reason = stop_decision(widths, remaining=remaining, cheapest_left=cheapest,
-                                 tolerance=tolerance, unit=grid.price_unit)
+                                 tolerance=tolerance, unit=grid.price_unit,
+                                 floor_ratios=ratios, min_shrink=min_shrink)
     law: dict[str, Any] = {"name": "compute", "formula": "L(C) = E + A/C^alpha"}
     if compute is not None and compute.point is not None:
         law |= {"params": compute.point.params, "status": str(compute.point.status),
                 "fitted_on": "observed + fantasized (posterior mean inside the window)"}
     else:
         law |= {"params": None, "status": None, "message": message or compute.message}
-    notes = (*runs.notes, *([message] if message else []))
+    notes = (*runs.notes, *([message] if message else []),
+             *([f"noise floor unavailable: {floor['message']}"]
+               if floor and floor["message"] else []))
     return CampaignStatus(law=law, targets=tuple(rows), budget=float(budget),
                           C_total=grid.budget_total, spent=spent, pending=pending,
                           remaining=remaining, n_completed=int(runs.completed.size),
                           n_failed=int(runs.failed.size), n_running=int(runs.running.size),
                           stop=stop, reason=reason, tolerance=tolerance,
                           posterior={k: v.summary() for k, v in posts.items()}, notes=notes,
-                          law_posteriors=posts, unit=grid.price_unit, estimand=estimand)
+                          law_posteriors=posts, unit=grid.price_unit, estimand=estimand,
+                          noise_floor=floor, min_shrink=min_shrink)
+
+
+def _floor(grid: Grid, runs: CampaignRuns, estimand: str, posts: dict[str, Any],
+           targets: tuple[float, ...], n_samples: int, clip_iqr: float, seed: int,
+           kernel: str, trend: bool
+           ) -> tuple[dict[str, Any] | None, dict[float, float | None] | None]:
+    """The noise floor (JSON-ready) and its ratio per target, or ``(None, None)`` when the
+    interval is not noise-free or there is no posterior."""
+    if estimand != "noise_free" or "compute" not in posts:
+        return None, None
+    from scalebo.search.campaign import campaign_gp
+    from scalebo.search.noise_floor import noise_floor
+
+    try:
+        nf = noise_floor(grid, runs.completed, runs.losses,
+                         campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend),
+                         targets=targets, n_samples=n_samples, rng=seed)
+    except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
+        return {"ratio": {f"{C:.0e}": None for C in targets}, "n_untried": None,
+                "seconds": None, "message": str(exc)}, None
+    ratios = dict(zip(targets, nf.ratio, strict=True))
+    return ({"ratio": {f"{C:.0e}": r for C, r in ratios.items()}, "n_untried": nf.n_untried,
+             "seconds": nf.seconds, "message": nf.message}, ratios)

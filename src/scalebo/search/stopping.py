@@ -5,16 +5,26 @@ the prediction at the target compute is narrow enough.
 stop when ``half_width ≤ tol`` at every target (default ``tol = 0.005``, ±0.5 %), or when the
 budget is spent. Replays measure what the rule spends and how wrong it is when it fires
 (:mod:`scalebo.bench.stop_rule`).
+
+With a noise-free interval (``estimand="noise_free"``), which keeps the noise of the trained
+runs and so may never reach ``tol`` on a noisy grid, the rule also stops at the grid's noise
+floor: when training every untried configuration would narrow the interval at every target
+still wider than ``tol`` by less than ``min_shrink`` (default 20 %), i.e. its noise-floor
+ratio (:mod:`scalebo.search.noise_floor`) is at least ``1 − min_shrink``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["DEFAULT_TOLERANCE", "half_width", "stop_decision"]
+__all__ = ["DEFAULT_MIN_SHRINK", "DEFAULT_TOLERANCE", "at_floor", "half_width",
+           "stop_decision"]
 
 #: Relative half-width of the 80 % interval at which the rule stops (±0.5 %).
 DEFAULT_TOLERANCE = 0.005
+#: The rule stops at the noise floor when training every untried configuration would narrow
+#: the interval by less than this fraction (20 %; docs/reproduction.md).
+DEFAULT_MIN_SHRINK = 0.2
 
 
 def half_width(quantiles: Mapping[str, float | None]) -> float | None:
@@ -25,13 +35,26 @@ def half_width(quantiles: Mapping[str, float | None]) -> float | None:
     return (hi - lo) / 2 / mid
 
 
+def at_floor(width: float | None, ratio: float | None, *,
+             tolerance: float = DEFAULT_TOLERANCE, min_shrink: float = DEFAULT_MIN_SHRINK
+             ) -> bool:
+    """Whether one target's interval satisfies the rule: its relative half-width is within
+    ``tolerance``, or its noise-floor ratio (None: unknown) is at least ``1 − min_shrink``."""
+    if width is None:
+        return False
+    return width <= tolerance or (ratio is not None and ratio >= 1 - min_shrink)
+
+
 def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
                   cheapest_left: float | None,
-                  tolerance: float = DEFAULT_TOLERANCE, unit: str = "FLOPs"
-                  ) -> tuple[bool, str]:
+                  tolerance: float = DEFAULT_TOLERANCE, unit: str = "FLOPs",
+                  floor_ratios: Mapping[float, float | None] | None = None,
+                  min_shrink: float = DEFAULT_MIN_SHRINK) -> tuple[bool, str]:
     """``(stop, reason)`` from the 80 % half-widths at each target (FLOPs → relative width),
     the remaining budget and the cost of the cheapest configuration still untried (None:
-    none left), both in ``unit`` (the grid's budget unit).
+    none left), both in ``unit`` (the grid's budget unit), and, for a noise-free interval,
+    the noise-floor ratio at each target (:class:`~scalebo.search.noise_floor.NoiseFloor`;
+    None: no floor clause).
     """
     if cheapest_left is None:
         return True, "every configuration of the grid is trained or in flight"
@@ -43,10 +66,22 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
         return False, (f"no interval at {', '.join(f'{C:.0e}' for C in missing)} FLOPs yet "
                        "(too few runs, or the law posterior failed: see the notes)")
     wide = {C: w for C, w in widths.items() if w > tolerance}
+    ratios = dict(floor_ratios or {})
     if wide:
         C, w = max(wide.items(), key=lambda kv: kv[1])
-        return False, (f"the 80 % interval at {C:.0e} FLOPs is ±{100 * w:.3g} %, wider than "
-                       f"±{100 * tolerance:g} %")
+        text = (f"the 80 % interval at {C:.0e} FLOPs is ±{100 * w:.3g} %, wider than "
+                f"±{100 * tolerance:g} %")
+        r = ratios.get(C)
+        if floor_ratios is not None and all(
+                at_floor(v, ratios.get(c), tolerance=tolerance, min_shrink=min_shrink)
+                for c, v in wide.items()):
+            return True, (f"{text}, but training every untried configuration would narrow it "
+                          f"by only {100 * (1 - r):.2g} % (to ±{100 * r * w:.3g} %): the "
+                          "grid's noise floor")
+        if r is not None:
+            text += (f"; training every untried configuration could narrow it to "
+                     f"±{100 * r * w:.3g} %")
+        return False, text
     worst = max(widths.values())
     return True, (f"the 80 % interval is within ±{100 * tolerance:g} % at every target "
                   f"(widest ±{100 * worst:.3g} %)")

@@ -22,16 +22,19 @@ from scalebo.search.models.linalg import _cholesky, blas_threads
 __all__ = ["joint_draws", "recorded_cov"]
 
 
-def recorded_cov(model: Any, X: np.ndarray) -> np.ndarray | None:
+def recorded_cov(model: Any, X: np.ndarray, *, include_noise: bool = True
+                 ) -> np.ndarray | None:
     """Posterior covariance of a recorded loss at ``X`` ``(u, u)`` in the model's units², from
     the first ``posterior_cov`` found through wrappers (``inner``: clipping and trend leave
-    the covariance unchanged; ``gp_``), or None."""
+    the covariance unchanged; ``gp_``), or None; ``include_noise=False``: of the latent
+    loss."""
     while model is not None and not hasattr(model, "posterior_cov"):
         model = getattr(model, "gp_", None) or getattr(model, "inner", None)
     if model is None:
         return None
     with blas_threads(getattr(model, "n_threads", 1)):
-        return np.asarray(model.posterior_cov(X, include_noise=True), dtype=np.float64)
+        return np.asarray(model.posterior_cov(X, include_noise=include_noise),
+                          dtype=np.float64)
 
 
 def joint_draws(model: Any, X: np.ndarray, n: int, rng: np.random.Generator, *,
