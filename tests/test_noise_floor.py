@@ -95,6 +95,20 @@ def test_the_stop_rule_stops_at_the_floor_by_hand():
     assert at_floor(0.004, None) and not at_floor(None, 1.0) and not at_floor(0.04, 0.79)
 
 
+def test_the_rule_never_stops_on_a_law_at_a_bound():
+    """A StepLaw campaign at 6 % of its compute: E at its lower bound, a ±0.15 % interval
+    10 % below the full grid's law, and the rule said STOP. Not any more, unless the budget
+    is gone or every configuration is trained."""
+    kw = dict(remaining=1e20, cheapest_left=1e18, law_status="bound hit",
+              law_message="converged with log_E at a bound")
+    stop, why = stop_decision({1e25: 0.0015}, **kw)
+    assert not stop and "not identified (bound hit: converged with log_E" in why
+    assert not stop_decision({1e25: 0.04}, floor_ratios={1e25: 1.0}, **kw)[0]
+    assert stop_decision({1e25: 0.0015}, **{**kw, "remaining": 1e17})[0]
+    assert stop_decision({1e25: 0.0015}, **{**kw, "cheapest_left": None})[0]
+    assert stop_decision({1e25: 0.0015}, **{**kw, "law_status": "converged"})[0]
+
+
 def test_noise_floor_is_frozen():
     nf = NoiseFloor((1e25,), (0.5,), 3, 10, 16, 0.1)
     with pytest.raises(AttributeError):

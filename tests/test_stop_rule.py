@@ -77,6 +77,7 @@ def test_a_noise_free_posterior_stops_at_the_noise_floor(problem):
     assert out.checks[-1].floor_ratio >= 0.3
     assert all(c.floor_ratio is None or c.floor_ratio < 0.3 for c in out.checks[:-1])
     assert sum(c.floor_ratio is not None for c in out.checks) >= len(out.checks) // 2
+    assert out.checks[-1].law_status == "converged"
     loose = replay_stop_rule(problem, method, order, min_shrink=0.95, **kw)
     assert loose.n_runs < out.n_runs
     assert out.checks[: len(loose.checks)] == loose.checks  # the same checks up to its stop

@@ -7,7 +7,8 @@ target compute is narrower than a relative tolerance, ``(q90 − q10)/2 ≤ tol�
 has grown by a factor ``growth`` since the last one, computes the law posterior from the
 runs bought so far — a fresh surrogate of the method's kind fitted on them, fantasization
 inside the window the search had then — exactly what a campaign's status would see. The
-first checkpoint that satisfies the rule is the stop; the estimate reported there is the
+first checkpoint that satisfies the rule, with a point fit that converged (not at a bound),
+is the stop; the estimate reported there is the
 fit on the posterior-mean (fantasized) table, compared with the reference law only after
 the decision. With a noise-free posterior (``method.posterior_estimand == "noise_free"``)
 each checkpoint also gets the noise-floor ratio (:mod:`scalebo.search.noise_floor`) and the
@@ -40,13 +41,15 @@ __all__ = ["DEFAULT_MIN_SHRINK", "DEFAULT_TOLERANCE", "StopCheck", "StopOutcome"
 class StopCheck:
     """One checkpoint: runs bought, compute spent (fraction of ``C_total``), the 80 %
     interval's relative half-width (%), the point estimate's error (%, vs the reference;
-    None without a fit) and, for a noise-free posterior, the noise-floor ratio (else None)."""
+    None without a fit), for a noise-free posterior the noise-floor ratio (else None), and the
+    point fit's status (the rule never stops on one that is not ``converged``)."""
 
     n_runs: int
     spent_fraction: float
     half_width_pct: float | None
     error_pct: float | None
     floor_ratio: float | None = None
+    law_status: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,8 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
     err = None
     if point is not None and ref is not None:
         err = 100 * abs(point - ref[f"{target:.0e}"]) / ref[f"{target:.0e}"]
-    return StopCheck(int(k), spent, half, err, ratio)
+    status = None if post.point is None else str(post.point.status)
+    return StopCheck(int(k), spent, half, err, ratio, status)
 
 
 def replay_stop_rule(problem: ReplayProblem, method: MethodConfig, trace_indices: object,
@@ -153,7 +157,8 @@ def replay_stop_rule(problem: ReplayProblem, method: MethodConfig, trace_indices
         c = _check(problem, method, order, k, law, target, n_samples, seed, budget)
         checks.append(c)
         width = None if c.half_width_pct is None else c.half_width_pct / 100
-        if at_floor(width, c.floor_ratio, tolerance=tolerance, min_shrink=min_shrink):
+        if c.law_status == "converged" and at_floor(width, c.floor_ratio, tolerance=tolerance,
+                                                    min_shrink=min_shrink):
             return StopOutcome(tolerance, target, law, True, c.n_runs, c.spent_fraction,
                                c.half_width_pct, c.error_pct, tuple(checks), min_shrink)
     if not checks:

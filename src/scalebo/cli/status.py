@@ -139,7 +139,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         law = status.law
         params = ", ".join(f"{k} {format_number(v)}" for k, v in (law.get("params") or {}).items())
-        out = [f"law         {law['formula']}: {params or law.get('message', '-')}",
+        shaky = law.get("status") not in (None, "converged")
+        out = [f"law         {law['formula']}: {params or law.get('message', '-')}"
+               + (f" ({law['status']}: not identified by these runs)" if shaky else ""),
                f"runs        {status.n_completed} completed, {status.n_failed} failed, "
                f"{status.n_running} running",
                f"budget      spent {status.spent:.4g} {status.unit} "

@@ -180,7 +180,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                                  else 100 * r * w))
     stop, reason = stop_decision(widths, remaining=remaining, cheapest_left=cheapest,
                                  tolerance=tolerance, unit=grid.price_unit,
-                                 floor_ratios=ratios, min_shrink=min_shrink)
+                                 floor_ratios=ratios, min_shrink=min_shrink,
+                                 **_law_status(compute))
     law: dict[str, Any] = {"name": "compute", "formula": "L(C) = E + A/C^alpha"}
     if compute is not None and compute.point is not None:
         law |= {"params": compute.point.params, "status": str(compute.point.status),
@@ -198,6 +199,13 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                           posterior={k: v.summary() for k, v in posts.items()}, notes=notes,
                           law_posteriors=posts, unit=grid.price_unit, estimand=estimand,
                           noise_floor=floor, min_shrink=min_shrink)
+
+
+def _law_status(compute: Any) -> dict[str, Any]:
+    """The compute law's point-fit status for the stop rule (none without a fit)."""
+    if compute is None or compute.point is None:
+        return {}
+    return {"law_status": str(compute.point.status), "law_message": compute.point.message}
 
 
 def _floor(grid: Grid, runs: CampaignRuns, estimand: str, posts: dict[str, Any],
