@@ -41,7 +41,7 @@ def test_same_seed_same_replay_and_different_seed_differs(problem):
 
 @pytest.mark.parametrize("method", [
     FAST, FAST.with_(strategy="full"), FAST.with_(schedule="sweep"),
-    FAST.with_(surrogate="random", q=3),
+    FAST.with_(surrogate="random", q=3), FAST.with_(trend=True, fantasize=True),
 ])
 def test_budget_never_exceeded_and_held_out_never_acquired(problem, method):
     # the law posterior never changes the search (test_law_posterior_in_every_recorded_budget)

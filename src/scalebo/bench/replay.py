@@ -116,8 +116,7 @@ def method_surrogate(method: MethodConfig, problem: ReplayProblem, seed: int, *,
         if method.shift_optimum:
             gp = OptimumShiftSurrogate(gp, (0, 1), categorical=problem.grid.categorical_columns)
         if method.trend:
-            gp = TrendSurrogate(gp, columns=(0, 1), form=method.trend_form,  # N, D first
-                                categorical=problem.grid.categorical_columns)
+            gp = TrendSurrogate(gp, columns=(0, 1), form=method.trend_form)  # N, D first
         return gp if method.clip_iqr is None else ClippedGP(gp, method.clip_iqr)
     return make_surrogate(name, rng=seed)
 
