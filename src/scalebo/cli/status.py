@@ -61,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--min-shrink", type=positive_float, default=0.2, metavar="F",
                        help="with --estimand noise_free, also stop when training every "
                             "untried configuration would narrow the 80 %% interval by less "
-                            "than this fraction (default 0.2)")
+                            "than this fraction, in (0, 1) (default 0.2; ignored with "
+                            "--estimand reference)")
     group.add_argument("--next", type=int, default=4, metavar="K",
                        help="also propose the next K runs (as scalebo suggest --batch K) for "
                             "the JSON and the figure; 0: none (default 4)")
@@ -83,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(args)
     if args.samples < 8:
         raise ValueError(f"--samples must be >= 8, got {args.samples}")
+    if not 0 < args.min_shrink < 1:
+        raise ValueError(f"--min-shrink must be a fraction in (0, 1), got {args.min_shrink}")
     grid, runs, budget = load_campaign(args)
     log(f"{runs.n_runs} runs ({runs.completed.size} completed, {runs.failed.size} failed, "
         f"{runs.running.size} running); law posterior with {args.samples} samples ...")

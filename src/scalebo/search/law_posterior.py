@@ -73,6 +73,8 @@ LAW_NAMES: dict[str, PowerLawSum] = {"compute": COMPUTE_LAW, "chinchilla": CHINC
 QUANTILES: dict[str, float] = {"q02.5": 0.025, "q10": 0.10, "q50": 0.50, "q90": 0.90,
                                "q97.5": 0.975}
 _OK = (str(FitStatus.CONVERGED), str(FitStatus.BOUND_HIT))
+
+
 def _quantiles(values: np.ndarray) -> dict[str, float | None]:
     if values.size == 0:
         return dict.fromkeys(QUANTILES)
@@ -299,8 +301,9 @@ def law_posterior(
         raise ValueError(f"need n_starts >= 1, discrepancy >= 0; got {n_starts}, {discrepancy}")
     t0 = time.perf_counter()
     surrogate = DiscrepancySurrogate(surrogate, discrepancy) if discrepancy else surrogate
-    rows, mean, draws = draw_losses(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
-                              include_noise, np.random.default_rng(rng), estimand)
+    rows, mean, draws = draw_losses(grid, observed_idx, y_obs, surrogate, scope, cap,
+                                    n_samples, include_noise, np.random.default_rng(rng),
+                                    estimand)
     t_sample = time.perf_counter() - t0
     return {name: _one_law(name, grid, rows, mean, draws, C, n_starts, t_sample)
             for name in dict.fromkeys(laws)}

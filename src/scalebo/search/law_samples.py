@@ -138,5 +138,5 @@ def sample_losses(
         Raises SearchError on bad observations or scope, or non-finite samples.
     """
     rows, _, draws = draw_losses(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
-                           include_noise, np.random.default_rng(rng), estimand)
+                                 include_noise, np.random.default_rng(rng), estimand)
     return rows, draws

@@ -19,11 +19,22 @@ target compute (FLOPs), by linearization:
   would narrow the interval. ``ratio`` near 1: the interval is at the grid's noise floor,
   ``floor = ratio × half-width``; near 0: untried configurations would still move the law.
 
-The linearization keeps the current envelope (rows the law fits now); an untried cell that
-would join the envelope enters through its draws, which are on it in the samples where they
-are low. Costs one latent posterior over the grid (S draws and fits) and one
-``O(k³)`` conditioning on the ``k`` untried configurations (StepLaw, 1,911 configurations:
-about 1.5–4 s on 2 cores). Units: compute in FLOPs, losses in nats.
+The ratio is grid-wide (every configuration in the law's scope, the most any run could teach)
+and multiplies the interval's own half-width, whatever its scope, into the floor shown by
+``scalebo status``. The linearization keeps the current envelope (rows the law fits now); an
+untried cell that would join the envelope enters through its draws, which are on it in the
+samples where they are low.
+
+The floor is only as good as the GP's noise estimate. Early on, a GP whose length scales are
+too long explains its misfit as noise (synthetic grid, true noise 0.005 nats: 0.021 and
+0.036 nats fitted at 10 and 30 % of the configurations, 0.004–0.005 from 60 %), which makes
+the floor too high (the fully trained grid's half-width at 1e21 FLOPs was 0.16 %, the floor
+read 0.42 and 0.98 % at 10 and 30 %), although the ratio stayed low there (0.27, 0.65), so
+the rule did not stop; its ``min_shrink`` was chosen on replays (docs/reproduction.md). A
+GP whose noise sits at its lower bound cannot tell noise from signal: then there is no floor
+(``ratio`` None and a message). Costs one latent posterior over the grid (S draws and fits)
+and one ``O(k³)`` conditioning on the ``k`` untried configurations (StepLaw, 1,911
+configurations: 1.5–4 s on 2 busy cores). Units: compute in FLOPs, losses in nats.
 """
 
 from __future__ import annotations
@@ -80,9 +91,19 @@ def _none(targets: tuple[float, ...], why: str, **kw: Any) -> NoiseFloor:
                       **{"n_untried": 0, "n_fits": 0, "n_samples": 0, "seconds": 0.0} | kw)
 
 
+def _noise_at_bound(model: Any) -> bool:
+    """Whether the (innermost) GP's fitted noise variance is at its lower bound."""
+    while model is not None and not hasattr(model, "noise_"):
+        model = getattr(model, "gp_", None) or getattr(model, "inner", None)
+    if model is None or not hasattr(model, "noise_bounds"):
+        return False
+    return bool(model.noise_ <= float(model.noise_bounds[0]) * (1 + 1e-3))
+
+
 def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surrogate: Any, *,
                 targets: Sequence[float] = (1e25,), n_samples: int = 64, n_starts: int = 8,
-                rng: np.random.Generator | int | None = None) -> NoiseFloor:
+                rng: np.random.Generator | int | None = None,
+                exclude: Sequence[int] = ()) -> NoiseFloor:
     """The noise-floor ratio of the compute law at each target (see the module docstring).
 
     Args:
@@ -93,6 +114,8 @@ def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surroga
             wrappers); without them the ratio is None and ``message`` says why.
         targets: Target computes, FLOPs. n_samples: S. n_starts: Starts per law fit.
         rng: Seed or generator of the samples.
+        exclude: Grid rows that will not be trained (e.g. a campaign's failed runs): not
+            conditioned on. Rows in flight should be left in: they will be observed.
 
     Raises:
         SearchError: bad observations; ValueError: a target that is not a positive FLOP count.
@@ -106,7 +129,14 @@ def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surroga
             return _none(C, f"the surrogate has no {need}: no noise floor")
     d = draw_with_model(grid, observed_idx, y_obs, surrogate, "grid", None, n_samples, False,
                         np.random.default_rng(rng), "noise_free")
-    untried = d.rows[~np.isin(d.rows, np.asarray(observed_idx))]
+    never = np.concatenate([np.asarray(observed_idx, dtype=np.int64).ravel(),
+                            np.asarray(exclude, dtype=np.int64).ravel()])
+    untried = d.rows[~np.isin(d.rows, never)]
+    if _noise_at_bound(d.model):
+        return _none(C, "the GP's noise variance is at its lower bound: it cannot tell the "
+                     "runs' noise from the law, so there is no floor",
+                     seconds=time.perf_counter() - t0, n_untried=int(untried.size),
+                     n_samples=int(n_samples))
     post = _one_law("compute", grid, d.rows, d.mean, d.draws, np.asarray(C), n_starts, 0.0)
     n_ok = int(post.sample_index.size)
     kw = {"n_untried": int(untried.size), "n_fits": n_ok, "n_samples": int(n_samples)}
@@ -144,5 +174,5 @@ def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surroga
         ratios.append(float(np.sqrt(min(max(v_all, 0.0) / v_now, 1.0))) if v_now > 0
                       else None)
     message = "" if all(r is not None for r in ratios) else (
-        "the law's prediction does not vary at some target")
+        "the posterior variance of the rows the law depends on is 0 at some target")
     return NoiseFloor(C, tuple(ratios), seconds=time.perf_counter() - t0, message=message, **kw)

@@ -130,12 +130,14 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
             configuration would narrow the interval by less than this fraction.
 
     Raises:
-        ValueError: an unknown ``estimand``.
+        ValueError: an unknown ``estimand``, or ``min_shrink`` outside (0, 1).
     """
     from scalebo.search.campaign import campaign_posterior
     from scalebo.search.law_posterior import check_estimand
 
     check_estimand(estimand)  # before the posterior, whose errors become notes
+    if not 0 < min_shrink < 1:
+        raise ValueError(f"min_shrink must be a fraction in (0, 1), got {min_shrink}")
     model = cost_model or CostModel()
     spent, pending = runs.spent(grid, model), runs.pending(grid, model)
     remaining = budget - spent - pending
@@ -213,8 +215,12 @@ def _floor(grid: Grid, runs: CampaignRuns, estimand: str, posts: dict[str, Any],
            kernel: str, trend: bool
            ) -> tuple[dict[str, Any] | None, dict[float, float | None] | None]:
     """The noise floor (JSON-ready) and its ratio per target, or ``(None, None)`` when the
-    interval is not noise-free or there is no posterior."""
-    if estimand != "noise_free" or "compute" not in posts:
+    interval is not noise-free, or there is no compute-law interval or converged point fit
+    to scale (the stop rule does not stop on those anyway). Failed runs are not conditioned
+    on (they are not proposed again); runs in flight are."""
+    compute = posts.get("compute")
+    if (estimand != "noise_free" or compute is None or compute.point is None
+            or str(compute.point.status) != "converged" or compute.predicted_loss.size == 0):
         return None, None
     from scalebo.search.campaign import campaign_gp
     from scalebo.search.noise_floor import noise_floor
@@ -222,7 +228,8 @@ def _floor(grid: Grid, runs: CampaignRuns, estimand: str, posts: dict[str, Any],
     try:
         nf = noise_floor(grid, runs.completed, runs.losses,
                          campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend),
-                         targets=targets, n_samples=n_samples, rng=seed)
+                         targets=targets, n_samples=n_samples, rng=seed,
+                         exclude=runs.failed)
     except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
         return {"ratio": {f"{C:.0e}": None for C in targets}, "n_untried": None,
                 "seconds": None, "message": str(exc)}, None

@@ -12,7 +12,8 @@ floor: when training every untried configuration would narrow the interval at ev
 still wider than ``tol`` by less than ``min_shrink`` (default 20 %), i.e. its noise-floor
 ratio (:mod:`scalebo.search.noise_floor`) is at least ``1 − min_shrink``.
 
-Whatever the widths, the rule does not stop while the law's point fit is not ``converged``
+Whatever the widths, the rule does not stop early (before the budget or the grid is spent)
+while the law's point fit is not ``converged``
 (e.g. ``bound hit``: on a StepLaw campaign at 6 % of its compute, fantasized losses in the
 two costliest, untried cells pushed ``E`` to its lower bound; every posterior sample started
 there and stayed, giving a ±0.15 % interval around a prediction 10 % below the full grid's
@@ -51,6 +52,21 @@ def at_floor(width: float | None, ratio: float | None, *,
     return width <= tolerance or (ratio is not None and ratio >= 1 - min_shrink)
 
 
+def _unsettled(status: str, message: str) -> str:
+    """Why the rule does not stop on a point fit with this status (not ``converged``)."""
+    if status == "bound hit":
+        names = message.rsplit("with ", 1)[-1].removesuffix(" at a bound") if message else ""
+        names = ", ".join(n.strip().removeprefix("log_") for n in names.split(",") if n)
+        limit = "at their limits" if "," in names else "at its limit"
+        return (f"the law's fit hit a bound ({names or 'a parameter'} {limit}): its "
+                "interval reflects the bound, not the runs; runs that reach further in "
+                "compute may pin the law down")
+    if status == "max iterations":
+        return "the law's fit did not converge (max iterations): its interval is not trusted"
+    return f"the law's fit is {status}" + (f" ({message})" if message else "") + (
+        ": its interval is not trusted")
+
+
 def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
                   cheapest_left: float | None,
                   tolerance: float = DEFAULT_TOLERANCE, unit: str = "FLOPs",
@@ -64,8 +80,11 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
     the noise-floor ratio at each target (:class:`~scalebo.search.noise_floor.NoiseFloor`;
     None: no floor clause). ``law_status`` (and ``law_message``): the point fit's
     :class:`~scalebo.fitting.robust.FitStatus`; anything but ``"converged"`` keeps the
-    campaign going while budget is left (None: not checked).
+    campaign going while budget is left (None: not checked). Raises ValueError unless
+    ``0 < min_shrink < 1``.
     """
+    if not 0 < min_shrink < 1:
+        raise ValueError(f"min_shrink must be a fraction in (0, 1), got {min_shrink}")
     if cheapest_left is None:
         return True, "every configuration of the grid is trained or in flight"
     if remaining < cheapest_left:
@@ -76,9 +95,7 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
         return False, (f"no interval at {', '.join(f'{C:.0e}' for C in missing)} FLOPs yet "
                        "(too few runs, or the law posterior failed: see the notes)")
     if law_status is not None and law_status != "converged":
-        return False, (f"the law's fit is not identified ({law_status}"
-                       + (f": {law_message}" if law_message else "")
-                       + "), so its interval is not trusted: train costlier runs")
+        return False, _unsettled(law_status, law_message)
     wide = {C: w for C, w in widths.items() if w > tolerance}
     ratios = dict(floor_ratios or {})
     if wide:
