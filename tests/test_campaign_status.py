@@ -172,6 +172,19 @@ def test_noise_free_status_csv_says_its_estimand_and_floor(synthetic, tmp_path):
         assert t["floor_half_width_pct"] == pytest.approx(r * t["half_width_pct"])
 
 
+def test_targets_that_round_alike_keep_their_own_intervals(synthetic):
+    """1e21 and 1.4e21 FLOPs both had the key "1e+21": the status gave the second target's
+    quantiles to both."""
+    frame, grid = synthetic
+    runs = read_campaign_runs(frame[["N", "D", "lr", "bs", "loss"]].iloc[::2], grid)
+    st = campaign_status(grid, runs, grid.C_total, targets=(1e21, 1.4e21), n_samples=16)
+    a, b = st.targets
+    assert set(st.posterior["compute"]["predicted_loss"]) == {"1e+21", "1.4e+21"}
+    assert b.prediction < a.prediction and b.interval_80[1] < a.interval_80[1]
+    for t in (a, b):
+        assert t.interval_95[0] <= t.interval_80[0] <= t.interval_80[1] <= t.interval_95[1]
+
+
 def test_bad_estimand_is_an_error_not_a_note(synthetic):
     """A misspelt estimand raised no error: the status came back with no interval, a note and
     the bad name in its JSON (and with no completed run it was accepted as it was)."""

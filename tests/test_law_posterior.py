@@ -325,11 +325,15 @@ def test_a_sample_with_a_non_positive_loss_fails_alone():
     draws = np.tile(1.0 + (grid.cost[todo] / grid.cost[idx[0]]) ** -0.3, (6, 1))
     costliest = int(np.argmax(grid.cost[todo]))
     draws[3, costliest] = -0.5  # on sample 3's envelope (the lowest loss at the top)
-    post = law_posterior(grid, idx, y, KnownDraws(draws - 2.0), laws=("compute",),
-                         scope="grid", n_samples=6)["compute"]
+    posts = law_posterior(grid, idx, y, KnownDraws(draws - 2.0), scope="grid", n_samples=6)
+    post = posts["compute"]
     assert post.ok.tolist() == [True, True, True, False, True, True]
     assert post.status[3] == "failed" and "not positive" in post.messages[3]
     assert np.all(np.isfinite(post.predicted_loss)) and post.predicted_loss.shape == (5, 3)
+    # Chinchilla (cell bests, no sample weights) crashed on the weights' shape instead
+    chin = posts["chinchilla"]
+    assert chin.status[3] == "failed" and "not positive" in chin.messages[3]
+    assert 3 not in chin.sample_index.tolist()
 
 
 def test_all_failed_gives_none_values_with_a_message():

@@ -52,8 +52,11 @@ LAWS: tuple[str, ...] = ("compute", "chinchilla")
 
 
 def c_key(C: float) -> str:
-    """Dictionary key of an extrapolation point, e.g. ``"1e+25"``."""
-    return f"{C:.0e}"
+    """Dictionary key of an extrapolation point, e.g. ``"1e+25"``
+    (:func:`~scalebo.search.law_posterior.target_key`)."""
+    from scalebo.search.law_posterior import target_key
+
+    return target_key(C)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from scalebo.bench.method import MethodConfig
 from scalebo.bench.problems import ReplayProblem
 from scalebo.bench.replay import fantasy_scope, method_surrogate
 from scalebo.errors import SearchError
-from scalebo.search.law_posterior import law_posterior
+from scalebo.search.law_posterior import law_posterior, target_key
 from scalebo.search.loop import SearchLoop
 from scalebo.search.noise_floor import noise_floor
 from scalebo.search.stopping import DEFAULT_MIN_SHRINK, DEFAULT_TOLERANCE, at_floor, half_width
@@ -101,7 +101,7 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
                              estimand=method.posterior_estimand, rng=seed)[law]
     except (SearchError, ValueError, np.linalg.LinAlgError):
         return StopCheck(int(k), spent, None, None)
-    q = post.summary()["predicted_loss"][f"{target:.0e}"]
+    q = post.summary()["predicted_loss"][target_key(target)]
     width = half_width(q)
     half = None if width is None else 100 * width
     ratio = None
@@ -116,7 +116,7 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
     point = post.point_loss(target)
     err = None
     if point is not None and ref is not None:
-        err = 100 * abs(point - ref[f"{target:.0e}"]) / ref[f"{target:.0e}"]
+        err = 100 * abs(point - ref[target_key(target)]) / ref[target_key(target)]
     status = None if post.point is None else str(post.point.status)
     return StopCheck(int(k), spent, half, err, ratio, status)
 

@@ -65,7 +65,7 @@ from scalebo.search.law_samples import ESTIMANDS, check_estimand, draw_losses, s
 from scalebo.search.posterior_discrepancy import DiscrepancySurrogate
 
 __all__ = ["ESTIMANDS", "LAW_NAMES", "QUANTILES", "LawPosterior", "check_estimand",
-           "envelope_masks", "law_posterior", "sample_losses"]
+           "envelope_masks", "law_posterior", "sample_losses", "target_key"]
 
 #: Laws a posterior can be built for, by name.
 LAW_NAMES: dict[str, PowerLawSum] = {"compute": COMPUTE_LAW, "chinchilla": CHINCHILLA}
@@ -73,6 +73,13 @@ LAW_NAMES: dict[str, PowerLawSum] = {"compute": COMPUTE_LAW, "chinchilla": CHINC
 QUANTILES: dict[str, float] = {"q02.5": 0.025, "q10": 0.10, "q50": 0.50, "q90": 0.90,
                                "q97.5": 0.975}
 _OK = (str(FitStatus.CONVERGED), str(FitStatus.BOUND_HIT))
+
+
+def target_key(C: float) -> str:
+    """Key of a target compute (FLOPs) in summaries: ``"1e+25"`` for a round power of ten
+    times a digit, else enough digits to tell targets apart (``"1.4e+25"``, not ``"1e+25"``)."""
+    short = f"{C:.0e}"
+    return short if float(short) == float(C) else f"{C:.6g}"
 
 
 def _quantiles(values: np.ndarray) -> dict[str, float | None]:
@@ -146,7 +153,7 @@ class LawPosterior:
         "N_opt": {…} or None, "D_opt": …, "samples": S, "n_failed": k, "seconds": t}``;
         if no sample succeeded every quantile is None and ``"message"`` says why.
         """
-        keys = [f"{C:.0e}" for C in self.targets]
+        keys = [target_key(C) for C in self.targets]
 
         def by_target(a: np.ndarray | None) -> dict[str, Any] | None:
             if a is None:
@@ -212,7 +219,7 @@ def _one_law(name: str, grid: Grid, rows: np.ndarray, mean: np.ndarray, draws: n
         bad = np.any(~fittable & weighed, axis=1)
         if bad.any():
             Y = np.where(fittable, Y, 1.0)
-            W = np.where(bad[:, None], 0.0, 1.0 if W is None else W)
+            W = np.where(bad[:, None], 0.0, np.ones(Y.shape) if W is None else W)
         batch = fit_batch(law, X, Y, starts, sample_weight=W)
         timings["fit"] = time.perf_counter() - t0
         t0 = time.perf_counter()

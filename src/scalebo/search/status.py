@@ -30,6 +30,7 @@ from scalebo.errors import SearchError
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
+from scalebo.search.law_posterior import check_estimand, target_key
 from scalebo.search.stopping import (
     DEFAULT_MIN_SHRINK,
     DEFAULT_TOLERANCE,
@@ -133,7 +134,6 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         ValueError: an unknown ``estimand``, or ``min_shrink`` outside (0, 1).
     """
     from scalebo.search.campaign import campaign_posterior
-    from scalebo.search.law_posterior import check_estimand
 
     check_estimand(estimand)  # before the posterior, whose errors become notes
     if not 0 < min_shrink < 1:
@@ -166,7 +166,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     chin = posts["chinchilla"].summary() if "chinchilla" in posts else None
     rows, widths = [], {}
     for C in targets:
-        key = f"{C:.0e}"
+        key = target_key(C)
         q = summary["predicted_loss"][key] if summary else {}
         w = half_width(q) if q else None
         widths[C] = w
@@ -187,7 +187,10 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     law: dict[str, Any] = {"name": "compute", "formula": "L(C) = E + A/C^alpha"}
     if compute is not None and compute.point is not None:
         law |= {"params": compute.point.params, "status": str(compute.point.status),
-                "fitted_on": "observed + fantasized (posterior mean inside the window)"}
+                "fitted_on": "observed + fantasized (posterior mean inside the window)"
+                if estimand == "reference" else
+                "latent posterior mean of every configuration inside the window, trained "
+                "ones included"}
     else:
         law |= {"params": None, "status": None, "message": message or compute.message}
     notes = (*runs.notes, *([message] if message else []),
@@ -231,8 +234,8 @@ def _floor(grid: Grid, runs: CampaignRuns, estimand: str, posts: dict[str, Any],
                          targets=targets, n_samples=n_samples, rng=seed,
                          exclude=runs.failed)
     except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
-        return {"ratio": {f"{C:.0e}": None for C in targets}, "n_untried": None,
+        return {"ratio": {target_key(C): None for C in targets}, "n_untried": None,
                 "seconds": None, "message": str(exc)}, None
     ratios = dict(zip(targets, nf.ratio, strict=True))
-    return ({"ratio": {f"{C:.0e}": r for C, r in ratios.items()}, "n_untried": nf.n_untried,
+    return ({"ratio": {target_key(C): r for C, r in ratios.items()}, "n_untried": nf.n_untried,
              "seconds": nf.seconds, "message": nf.message}, ratios)
