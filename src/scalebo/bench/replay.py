@@ -47,7 +47,8 @@ from scalebo.search.optimum_shift import OptimumShiftSurrogate
 from scalebo.search.trace import TraceEntry
 from scalebo.search.window import COST_RTOL
 
-__all__ = ["DEFAULT_METHOD", "ClippedGP", "MethodConfig", "ReplayRecord", "replay"]
+__all__ = ["DEFAULT_METHOD", "ClippedGP", "MethodConfig", "ReplayRecord", "replay",
+           "unaffordable_budgets"]
 
 @dataclass(frozen=True)
 class ReplayRecord:
@@ -298,6 +299,16 @@ def replay(
                         budget=float(budget), metrics=tuple(records),
                         trace=tuple(loop.trace), timings=timings,
                         separate_runs=not method.budget_independent)
+
+
+def unaffordable_budgets(rec: ReplayRecord, problem: ReplayProblem) -> list[str]:
+    """One message per recorded budget that bought no run (the cheapest acquirable
+    configuration costs more), which a table alone shows only as failed fits."""
+    acquirable = problem.grid.cost[~np.asarray(problem.grid.held_out)]
+    cheapest = float(acquirable.min() / problem.C_total)
+    return [f"budget {m.budget:g} of C_total affords no run: the cheapest acquirable "
+            f"configuration costs {cheapest:.3g} of C_total, so no law is fitted at this "
+            "budget" for m in rec.metrics if m.n_runs == 0]
 
 
 def _run_recording(problem: ReplayProblem, method: MethodConfig, budgets: list[float],

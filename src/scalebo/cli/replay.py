@@ -7,6 +7,7 @@ Parsing and printing only: :func:`scalebo.bench.replay.replay` runs the search a
 from __future__ import annotations
 
 import argparse
+import warnings
 from typing import Any
 
 from scalebo.cli.campaign_args import add_cost_model_arguments
@@ -152,7 +153,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from scalebo.bench.problems import load_problem
-    from scalebo.bench.replay import MethodConfig, replay
+    from scalebo.bench.replay import MethodConfig, replay, unaffordable_budgets
     from scalebo.data.runs import parse_mapping
 
     axes = None if args.axes is None else [a.strip() for a in args.axes.split(",") if a.strip()]
@@ -171,7 +172,8 @@ def run(args: argparse.Namespace) -> int:
     records = list(args.record_budgets)
     log(f"replaying {method.label()} to {args.budget:g} of C_total, seed {args.seed} ...")
     rec = replay(problem, method, args.budget, args.seed, record_budgets=records)
-    _warn_unaffordable(rec, problem)
+    for message in unaffordable_budgets(rec, problem):
+        warnings.warn(message, stacklevel=1)
     data = rec.to_dict()
     data["problem"] = problem.summary()
     if args.json:
@@ -190,22 +192,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_table(rec))
     return 0
-
-
-def _warn_unaffordable(rec: Any, problem: Any) -> None:
-    """Warn about each recorded budget that bought no run (too small for the cheapest
-    acquirable configuration), which the table alone shows only as failed fits."""
-    import warnings
-
-    import numpy as np
-
-    acquirable = problem.grid.cost[~np.asarray(problem.grid.held_out)]
-    cheapest = float(acquirable.min() / problem.C_total)
-    for m in rec.metrics:
-        if m.n_runs == 0:
-            warnings.warn(f"budget {m.budget:g} of C_total affords no run: the cheapest "
-                          f"acquirable configuration costs {cheapest:.3g} of C_total, so no "
-                          "law is fitted at this budget", stacklevel=2)
 
 
 def _metric_rows(rec: Any) -> list[dict]:
@@ -245,6 +231,11 @@ def _table(rec: Any) -> str:
     return out
 
 
+def _at_1e25(entry: dict, field: str) -> Any:
+    """A law-posterior summary's ``field`` at 1e25 FLOPs (None if absent)."""
+    return (entry.get(field) or {}).get("1e+25")
+
+
 def _failure_rows(rec: Any) -> list[dict]:
     """One row per budget × source × law without an estimate, with the reason."""
     rows = []
@@ -263,7 +254,7 @@ def _failure_rows(rec: Any) -> list[dict]:
                              "reason": m.posterior_message})
             continue
         for name, entry in m.law_posterior.items():
-            q = (entry.get("predicted_loss") or {}).get("1e+25") or {}
+            q = _at_1e25(entry, "predicted_loss") or {}
             if q.get("q10") is None:
                 rows.append({"budget": m.budget, "source": "posterior", "law": name,
                              "reason": entry.get("message") or "no successful sample"})
@@ -277,11 +268,11 @@ def _interval_rows(rec: Any) -> list[dict]:
         for source, table in (("posterior", m.law_posterior),
                               ("bootstrap", m.observed_bootstrap)):
             for law, entry in (table or {}).items():
-                q = (entry.get("predicted_loss") or {}).get("1e+25")
+                q = _at_1e25(entry, "predicted_loss")
                 if not q or q.get("q10") is None:
                     continue
-                cov = (entry.get("covered") or {}).get("1e+25") or {}
-                ref = (entry.get("reference_loss") or {}).get("1e+25")
+                cov = _at_1e25(entry, "covered") or {}
+                ref = _at_1e25(entry, "reference_loss")
                 rows.append({"budget": m.budget, "source": source, "law": law,
                              "q02.5": q["q02.5"], "q10": q["q10"], "q50": q["q50"],
                              "q90": q["q90"], "q97.5": q["q97.5"],
