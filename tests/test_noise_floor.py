@@ -7,10 +7,13 @@ import numpy as np
 import pytest
 from scipy.linalg import cho_factor, cho_solve
 
+import scalebo.search.noise_floor as nf_module
 from scalebo.bench.synthetic import make_synthetic
 from scalebo.search.campaign import campaign_gp
 from scalebo.search.campaign_runs import read_campaign_runs
 from scalebo.search.grid import Grid
+from scalebo.search.law_posterior import law_posterior
+from scalebo.search.law_samples import draw_with_model
 from scalebo.search.models.gp import GaussianProcess
 from scalebo.search.noise_floor import noise_floor
 from scalebo.search.status import campaign_status
@@ -52,6 +55,36 @@ def test_the_floor_predicts_the_fully_trained_grids_interval(synthetic):
         assert p.floor_half_width_pct < p.half_width_pct
         assert p.floor_half_width_pct == pytest.approx(f.half_width_pct, rel=0.3)
     assert part.noise_floor["n_untried"] == int((pick >= 0.8).sum())
+
+
+def test_the_status_posterior_is_reused_only_when_it_is_the_floors_own(synthetic,
+                                                                       monkeypatch):
+    """The status passes its noise-free posterior: over the whole grid its draws and fits are
+    the floor's own (same result, no second draw); a windowed or reference one is redrawn."""
+    grid, loss = synthetic
+    idx = np.flatnonzero(np.random.default_rng(1).random(len(grid)) < 0.6)
+    kw = dict(laws=("compute",), n_samples=16, targets=(1e21,), rng=0, keep_samples=True)
+    fresh = noise_floor(grid, idx, loss[idx], campaign_gp(grid, 0), targets=(1e21,),
+                        n_samples=16, rng=0)
+    cap = float(np.median(grid.cost))
+    for scope, estimand, reused in (("grid", "noise_free", True), ("window", "noise_free",
+                                     False), ("grid", "reference", False)):
+        post = law_posterior(grid, idx, loss[idx], campaign_gp(grid, 0), scope=scope,
+                             cap=cap if scope == "window" else None, estimand=estimand,
+                             **kw)["compute"]
+        assert (post.samples.rows.size == len(grid)) == (scope == "grid")
+        calls: list[int] = []
+
+        def counted(*args, calls=calls, **kwargs):
+            calls.append(1)
+            return draw_with_model(*args, **kwargs)
+
+        monkeypatch.setattr(nf_module, "draw_with_model", counted)
+        nf = noise_floor(grid, idx, loss[idx], campaign_gp(grid, 0), targets=(1e21,),
+                         n_samples=16, rng=0, prepared=post)
+        monkeypatch.undo()
+        assert nf.ratio == fresh.ratio and nf.n_fits == fresh.n_fits
+        assert len(calls) == (0 if reused else 1)
 
 
 def test_failed_and_held_out_configurations_are_not_conditioned_on(synthetic):

@@ -98,18 +98,23 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
                              laws=(law,), scope=scope, cap=cap, n_samples=n_samples,
                              targets=(target,), include_noise=method.posterior_noise,
                              discrepancy=method.posterior_discrepancy,
-                             estimand=method.posterior_estimand, rng=seed)[law]
+                             estimand=method.posterior_estimand, rng=seed,
+                             keep_samples=method.posterior_estimand == "noise_free")[law]
     except (SearchError, ValueError, np.linalg.LinAlgError):
         return StopCheck(int(k), spent, None, None)
     q = post.summary()["predicted_loss"][target_key(target)]
     width = half_width(q)
     half = None if width is None else 100 * width
     ratio = None
-    if method.posterior_estimand == "noise_free" and law == "compute" and width is not None:
-        try:
+    status = None if post.point is None else str(post.point.status)
+    if (method.posterior_estimand == "noise_free" and law == "compute" and width is not None
+            and status == "converged"):  # the rule does not stop otherwise
+        try:  # the posterior's own draws when they are the floor's (whole grid, no widening)
             ratio = noise_floor(grid, idx, problem.loss[idx],
                                 method_surrogate(method, problem, seed, fantasy=True),
-                                targets=(target,), n_samples=n_samples, rng=seed).ratio[0]
+                                targets=(target,), n_samples=n_samples, rng=seed,
+                                prepared=None if method.posterior_discrepancy else post
+                                ).ratio[0]
         except (SearchError, ValueError, np.linalg.LinAlgError):
             ratio = None
     ref = reference_losses(problem, law)
@@ -117,7 +122,6 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
     err = None
     if point is not None and ref is not None:
         err = 100 * abs(point - ref[target_key(target)]) / ref[target_key(target)]
-    status = None if post.point is None else str(post.point.status)
     return StopCheck(int(k), spent, half, err, ratio, status)
 
 

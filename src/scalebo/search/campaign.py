@@ -324,7 +324,8 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
                        targets: tuple[float, ...] = (1e25,), n_samples: int = 64,
                        budget: float | None = None, schedule: str = "spent",
                        clip_iqr: float = 5.0, seed: int = 0, kernel: str = "matern52",
-                       trend: bool = False, estimand: str = "reference") -> Any:
+                       trend: bool = False, estimand: str = "reference",
+                       keep_samples: bool = False) -> Any:
     """The law posterior of a campaign from its grid and completed runs.
 
     :func:`~scalebo.search.law_posterior.law_posterior` with the campaign's GP (the one
@@ -336,7 +337,7 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
     (``"reference"``) or the noise-free law (``"noise_free"``,
     :data:`~scalebo.search.law_posterior.ESTIMANDS`). Returns ``{law: LawPosterior}``
     (``.summary()``: quantiles in nats at each target, FLOPs); the laws share the GP fit and
-    the samples.
+    the samples (kept in ``.samples`` with ``keep_samples``).
 
     Raises:
         SearchError: no completed run, or the posterior cannot be drawn.
@@ -353,4 +354,4 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
     gp = campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend)
     return law_posterior(grid, runs.completed, runs.losses, gp, laws=laws, scope=scope,
                          cap=cap, n_samples=n_samples, targets=targets, rng=seed,
-                         estimand=estimand)
+                         estimand=estimand, keep_samples=keep_samples)

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -61,7 +61,13 @@ from scalebo.fitting.robust import FitResult, FitStatus, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW, PowerLawSum
 from scalebo.search.grid import Grid
 from scalebo.search.law_frontiers import envelope_masks, sample_frontiers
-from scalebo.search.law_samples import ESTIMANDS, check_estimand, draw_losses, sample_losses
+from scalebo.search.law_samples import (
+    ESTIMANDS,
+    Draws,
+    check_estimand,
+    draw_with_model,
+    sample_losses,
+)
 from scalebo.search.posterior_discrepancy import DiscrepancySurrogate
 
 __all__ = ["ESTIMANDS", "LAW_NAMES", "QUANTILES", "LawPosterior", "check_estimand",
@@ -112,6 +118,9 @@ class LawPosterior:
         starts: Internal start parameters given to every sample, ``(k, p)``.
         point: The fit on the posterior-mean table, or None if it failed (then all failed).
         message: Why every sample failed ('' otherwise).
+        samples: With ``keep_samples``: the drawn tables and the fitted surrogate
+            (:class:`~scalebo.search.law_samples.Draws`, shared by the laws of a call), for
+            :func:`~scalebo.search.noise_floor.noise_floor` to reuse; else None.
     """
 
     law: str
@@ -130,6 +139,7 @@ class LawPosterior:
     starts: np.ndarray = field(default_factory=lambda: np.empty((0, 0)), repr=False)
     point: FitResult | None = field(default=None, repr=False)
     message: str = ""
+    samples: Draws | None = field(default=None, repr=False, compare=False)
 
     @property
     def ok(self) -> np.ndarray:
@@ -275,6 +285,7 @@ def law_posterior(
     rng: np.random.Generator | int | None = None,
     discrepancy: float = 0.0,
     estimand: str = "reference",
+    keep_samples: bool = False,
 ) -> dict[str, LawPosterior]:
     """Posterior of each law in ``laws`` given the observations (see the module docstring).
 
@@ -293,6 +304,8 @@ def law_posterior(
         discrepancy: Samples widened by a hyperparameter-shift term of this scale
             (:class:`~scalebo.search.posterior_discrepancy.DiscrepancySurrogate`; 0: none);
             the posterior mean and point fit are unchanged.
+        keep_samples: Keep the drawn tables and the fitted surrogate in each result's
+            ``samples`` (memory: S × configurations in scope).
 
     Returns:
         ``{law name: LawPosterior}``. Raises SearchError (bad observations, scope or
@@ -308,9 +321,9 @@ def law_posterior(
         raise ValueError(f"need n_starts >= 1, discrepancy >= 0; got {n_starts}, {discrepancy}")
     t0 = time.perf_counter()
     surrogate = DiscrepancySurrogate(surrogate, discrepancy) if discrepancy else surrogate
-    rows, mean, draws = draw_losses(grid, observed_idx, y_obs, surrogate, scope, cap,
-                                    n_samples, include_noise, np.random.default_rng(rng),
-                                    estimand)
+    d = draw_with_model(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
+                        include_noise, np.random.default_rng(rng), estimand)
     t_sample = time.perf_counter() - t0
-    return {name: _one_law(name, grid, rows, mean, draws, C, n_starts, t_sample)
-            for name in dict.fromkeys(laws)}
+    out = {name: _one_law(name, grid, d.rows, d.mean, d.draws, C, n_starts, t_sample)
+           for name in dict.fromkeys(laws)}
+    return {k: replace(v, samples=d) for k, v in out.items()} if keep_samples else out

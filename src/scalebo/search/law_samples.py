@@ -43,7 +43,7 @@ class Draws:
     """What :func:`draw_with_model` drew: ``rows`` in scope ``(m,)``, posterior-mean losses
     ``mean`` ``(m,)`` and samples ``draws`` ``(S, m)`` in nats, and the fitted copy of the
     surrogate with its standardization (``model`` predicts ``(loss − mu)/sd``; None when
-    nothing was drawn)."""
+    nothing was drawn), and the ``estimand`` they were drawn for."""
 
     rows: np.ndarray
     mean: np.ndarray
@@ -51,6 +51,7 @@ class Draws:
     model: Any
     mu: float
     sd: float
+    estimand: str = "reference"
 
 
 def draw_with_model(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
@@ -84,7 +85,7 @@ def draw_with_model(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, s
     if not np.all(np.isfinite(draws)):
         raise SearchError("The surrogate's posterior samples are not finite; check its fit "
                           "(it was given standardized, finite losses).")
-    return Draws(rows, mean, draws, model, float(mu), float(sd))
+    return Draws(rows, mean, draws, model, float(mu), float(sd), estimand)
 
 
 def draw_losses(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,

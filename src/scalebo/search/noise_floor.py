@@ -32,9 +32,11 @@ the floor too high (the fully trained grid's half-width at 1e21 FLOPs was 0.16 %
 read 0.42 and 0.98 % at 10 and 30 %), although the ratio stayed low there (0.27, 0.65), so
 the rule did not stop; its ``min_shrink`` was chosen on replays (docs/reproduction.md). A
 GP whose noise sits at its lower bound cannot tell noise from signal: then there is no floor
-(``ratio`` None and a message). Costs one latent posterior over the grid (S draws and fits)
-and one ``O(k³)`` conditioning on the ``k`` untried configurations (StepLaw, 1,911
-configurations: 1.5–4 s on 2 busy cores). Units: compute in FLOPs, losses in nats.
+(``ratio`` None and a message). Costs one latent posterior over the grid (S draws and fits;
+none when the caller's noise-free posterior already covers the grid, ``prepared``) and one
+``O(k³)`` conditioning on the ``k`` untried configurations (StepLaw, 1,911 configurations:
+1.5–4 s on 2 busy cores with its own draws, about 0.7 s reusing them). Units: compute in
+FLOPs, losses in nats.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ import numpy as np
 
 from scalebo.errors import SearchError
 from scalebo.search.grid import Grid
-from scalebo.search.law_posterior import LAW_NAMES, _one_law
+from scalebo.search.law_posterior import LAW_NAMES, LawPosterior, _one_law
 from scalebo.search.law_samples import draw_with_model
 from scalebo.search.target import stein_weights
 from scalebo.search.target_draws import recorded_cov
@@ -100,10 +102,19 @@ def _noise_at_bound(model: Any) -> bool:
     return bool(model.noise_ <= float(model.noise_bounds[0]) * (1 + 1e-3))
 
 
+def _reusable(grid: Grid, post: LawPosterior | None) -> bool:
+    """Whether ``post`` holds noise-free compute-law draws over every configuration."""
+    d = None if post is None else post.samples
+    return (d is not None and post.law == "compute" and d.estimand == "noise_free"
+            and d.model is not None
+            and np.array_equal(d.rows, np.flatnonzero(~np.asarray(grid.held_out))))
+
+
 def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surrogate: Any, *,
                 targets: Sequence[float] = (1e25,), n_samples: int = 64, n_starts: int = 8,
                 rng: np.random.Generator | int | None = None,
-                exclude: Sequence[int] = ()) -> NoiseFloor:
+                exclude: Sequence[int] = (), prepared: LawPosterior | None = None
+                ) -> NoiseFloor:
     """The noise-floor ratio of the compute law at each target (see the module docstring).
 
     Args:
@@ -116,6 +127,11 @@ def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surroga
         rng: Seed or generator of the samples.
         exclude: Grid rows that will not be trained (e.g. a campaign's failed runs): not
             conditioned on. Rows in flight should be left in: they will be observed.
+        prepared: The compute law's posterior from the same observations and surrogate,
+            drawn with ``estimand="noise_free"`` over every configuration (scope ``"grid"``)
+            and ``keep_samples=True``: its draws, fits and fitted surrogate are reused
+            (what ``scalebo status`` does once its window is the whole grid); ignored,
+            and everything drawn anew, when it is not such a posterior.
 
     Raises:
         SearchError: bad observations; ValueError: a target that is not a positive FLOP count.
@@ -127,8 +143,10 @@ def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surroga
     for need in ("condition_on", "sample_joint"):
         if not hasattr(surrogate, need):
             return _none(C, f"the surrogate has no {need}: no noise floor")
-    d = draw_with_model(grid, observed_idx, y_obs, surrogate, "grid", None, n_samples, False,
-                        np.random.default_rng(rng), "noise_free")
+    post = prepared if _reusable(grid, prepared) else None
+    d = post.samples if post is not None else draw_with_model(
+        grid, observed_idx, y_obs, surrogate, "grid", None, n_samples, False,
+        np.random.default_rng(rng), "noise_free")
     never = np.concatenate([np.asarray(observed_idx, dtype=np.int64).ravel(),
                             np.asarray(exclude, dtype=np.int64).ravel()])
     untried = d.rows[~np.isin(d.rows, never)]
@@ -137,9 +155,10 @@ def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surroga
                      "runs' noise from the law, so there is no floor",
                      seconds=time.perf_counter() - t0, n_untried=int(untried.size),
                      n_samples=int(n_samples))
-    post = _one_law("compute", grid, d.rows, d.mean, d.draws, np.asarray(C), n_starts, 0.0)
+    if post is None:
+        post = _one_law("compute", grid, d.rows, d.mean, d.draws, np.asarray(C), n_starts, 0.0)
     n_ok = int(post.sample_index.size)
-    kw = {"n_untried": int(untried.size), "n_fits": n_ok, "n_samples": int(n_samples)}
+    kw = {"n_untried": int(untried.size), "n_fits": n_ok, "n_samples": int(d.draws.shape[0])}
     if n_ok < 2:
         return _none(C, f"{n_ok} of {n_samples} law fits succeeded (need 2)"
                      + (f": {post.message}" if post.message else ""),

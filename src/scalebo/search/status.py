@@ -154,7 +154,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
             posts = campaign_posterior(grid, runs, laws=("compute", "chinchilla"),
                                        targets=targets, n_samples=n_samples, budget=budget,
                                        schedule=schedule, clip_iqr=clip_iqr, seed=seed,
-                                       kernel=kernel, trend=trend, estimand=estimand)
+                                       kernel=kernel, trend=trend, estimand=estimand,
+                                       keep_samples=estimand == "noise_free")
         except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
             message = f"law posterior unavailable: {exc}"
     else:
@@ -232,7 +233,7 @@ def _floor(grid: Grid, runs: CampaignRuns, estimand: str, posts: dict[str, Any],
         nf = noise_floor(grid, runs.completed, runs.losses,
                          campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend),
                          targets=targets, n_samples=n_samples, rng=seed,
-                         exclude=runs.failed)
+                         exclude=runs.failed, prepared=compute)
     except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
         return {"ratio": {target_key(C): None for C in targets}, "n_untried": None,
                 "seconds": None, "message": str(exc)}, None
