@@ -146,6 +146,12 @@ class LawPosterior:
         """Mask of the successful samples among those drawn, ``(n_samples,)``."""
         return np.array([st in _OK for st in self.status], dtype=bool)
 
+    def thetas(self) -> np.ndarray:
+        """Internal (fitted) parameters of each successful sample, ``(n_ok, p)``."""
+        law = LAW_NAMES[self.law]
+        return np.array([law.from_natural({k: v[i] for k, v in self.params.items()})
+                         for i in range(self.sample_index.size)]).reshape(-1, law.n_params)
+
     def point_loss(self, C: float) -> float | None:
         """The point fit's (posterior-mean table) loss at ``C`` FLOPs, nats; None without a
         fit or a compute-optimal path."""

@@ -50,10 +50,10 @@ import numpy as np
 
 from scalebo.errors import SearchError
 from scalebo.search.grid import Grid
-from scalebo.search.law_posterior import LAW_NAMES, LawPosterior, _one_law
+from scalebo.search.law_posterior import LawPosterior, _one_law
 from scalebo.search.law_samples import draw_with_model
 from scalebo.search.target import stein_weights
-from scalebo.search.target_draws import recorded_cov
+from scalebo.search.target_draws import recorded_cov, wrapped
 
 __all__ = ["NoiseFloor", "noise_floor"]
 
@@ -95,8 +95,7 @@ def _none(targets: tuple[float, ...], why: str, **kw: Any) -> NoiseFloor:
 
 def _noise_at_bound(model: Any) -> bool:
     """Whether the (innermost) GP's fitted noise variance is at its lower bound."""
-    while model is not None and not hasattr(model, "noise_"):
-        model = getattr(model, "gp_", None) or getattr(model, "inner", None)
+    model = wrapped(model, "noise_")
     if model is None or not hasattr(model, "noise_bounds"):
         return False
     return bool(model.noise_ <= float(model.noise_bounds[0]) * (1 + 1e-3))
@@ -160,14 +159,11 @@ def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surroga
     n_ok = int(post.sample_index.size)
     kw = {"n_untried": int(untried.size), "n_fits": n_ok, "n_samples": int(d.draws.shape[0])}
     if n_ok < 2:
-        return _none(C, f"{n_ok} of {n_samples} law fits succeeded (need 2)"
+        return _none(C, f"{n_ok} of {kw['n_samples']} law fits succeeded (need 2)"
                      + (f": {post.message}" if post.message else ""),
                      seconds=time.perf_counter() - t0, **kw)
-    law = LAW_NAMES["compute"]
-    thetas = np.array([law.from_natural({k: v[i] for k, v in post.params.items()})
-                       for i in range(n_ok)])
     F = d.draws[post.sample_index]
-    W = np.array([stein_weights(grid.cost[d.rows], F, thetas, c) for c in C])  # (t, m)
+    W = np.array([stein_weights(grid.cost[d.rows], F, post.thetas(), c) for c in C])  # (t, m)
     support = np.flatnonzero(np.any(W != 0, axis=0))
     if support.size == 0:
         return _none(C, "the law's prediction does not depend on any configuration's loss "

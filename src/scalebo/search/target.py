@@ -284,10 +284,7 @@ def build_ensemble(grid: Grid, model: Any, rows: np.ndarray, fixed: dict[int, fl
                 + (f": {post.message}" if post.message else ""))
     F = draws[usable[post.sample_index[good]]]
     if L is not None:  # the samples' own factor, in the model's units: × sd for nats
-        law = LAW_NAMES["compute"]
-        thetas = np.array([law.from_natural({k: v[i] for k, v in post.params.items()})
-                           for i in np.flatnonzero(good)])
-        w = stein_weights(grid.cost[rows], F, thetas, settings.compute)
+        w = stein_weights(grid.cost[rows], F, post.thetas()[good], settings.compute)
         B = np.zeros((todo.size, rows.size))
         B[:, todo] = np.sqrt(todo.size - 1) * sd * L.T  # Bᵀ B / (u − 1) = the covariance
         A = np.column_stack([B @ w, B])

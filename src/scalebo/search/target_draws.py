@@ -19,7 +19,16 @@ import numpy as np
 
 from scalebo.search.models.linalg import _cholesky, blas_threads
 
-__all__ = ["joint_draws", "recorded_cov"]
+__all__ = ["joint_draws", "recorded_cov", "wrapped"]
+
+
+def wrapped(model: Any, attr: str) -> Any:
+    """The first of ``model`` and the surrogates it wraps (``gp_``, then ``inner``) that has
+    ``attr``, or None (clipping, trend and GP-surrogate wrappers leave the GP's state as
+    it is)."""
+    while model is not None and not hasattr(model, attr):
+        model = getattr(model, "gp_", None) or getattr(model, "inner", None)
+    return model
 
 
 def recorded_cov(model: Any, X: np.ndarray, *, include_noise: bool = True
@@ -28,8 +37,7 @@ def recorded_cov(model: Any, X: np.ndarray, *, include_noise: bool = True
     the first ``posterior_cov`` found through wrappers (``inner``: clipping and trend leave
     the covariance unchanged; ``gp_``), or None; ``include_noise=False``: of the latent
     loss."""
-    while model is not None and not hasattr(model, "posterior_cov"):
-        model = getattr(model, "gp_", None) or getattr(model, "inner", None)
+    model = wrapped(model, "posterior_cov")
     if model is None:
         return None
     with blas_threads(getattr(model, "n_threads", 1)):
