@@ -31,7 +31,13 @@ from scalebo.errors import SearchError
 from scalebo.search.law_posterior import law_posterior, target_key
 from scalebo.search.loop import SearchLoop
 from scalebo.search.noise_floor import noise_floor
-from scalebo.search.stopping import DEFAULT_MIN_SHRINK, DEFAULT_TOLERANCE, at_floor, half_width
+from scalebo.search.stopping import (
+    DEFAULT_MIN_SHRINK,
+    DEFAULT_TOLERANCE,
+    at_floor,
+    check_min_shrink,
+    half_width,
+)
 
 __all__ = ["DEFAULT_MIN_SHRINK", "DEFAULT_TOLERANCE", "StopCheck", "StopOutcome",
            "replay_stop_rule"]
@@ -147,9 +153,9 @@ def replay_stop_rule(problem: ReplayProblem, method: MethodConfig, trace_indices
         n_samples: Posterior samples per checkpoint.
         first: Runs bought before the first checkpoint.
     """
-    if not (0 < tolerance < 1) or not (0 < min_shrink < 1) or growth <= 1 or first < 1:
-        raise ValueError("need 0 < tolerance < 1, 0 < min_shrink < 1, growth > 1 and "
-                         "first >= 1")
+    if not (0 < tolerance < 1) or growth <= 1 or first < 1:
+        raise ValueError("need 0 < tolerance < 1, growth > 1 and first >= 1")
+    check_min_shrink(min_shrink)
     order = np.asarray(trace_indices, dtype=np.int64)
     spent = np.cumsum(problem.grid.cost[order])
     checks: list[StopCheck] = []

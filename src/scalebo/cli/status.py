@@ -80,12 +80,12 @@ def _interval(iv: list[float] | None) -> str:
 def run(args: argparse.Namespace) -> int:
     """Parse, call :func:`scalebo.search.status.campaign_status`, print."""
     from scalebo.search.status import campaign_status
+    from scalebo.search.stopping import check_min_shrink
 
     check_outputs(args)
     if args.samples < 8:
         raise ValueError(f"--samples must be >= 8, got {args.samples}")
-    if not 0 < args.min_shrink < 1:
-        raise ValueError(f"--min-shrink must be a fraction in (0, 1), got {args.min_shrink}")
+    check_min_shrink(args.min_shrink, "--min-shrink")
     grid, runs, budget = load_campaign(args)
     log(f"{runs.n_runs} runs ({runs.completed.size} completed, {runs.failed.size} failed, "
         f"{runs.running.size} running); law posterior with {args.samples} samples ...")

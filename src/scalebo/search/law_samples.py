@@ -1,6 +1,6 @@
 """Joint posterior samples of a grid's losses for the law posterior (DESIGN.md).
 
-:func:`draw_losses` fits the surrogate (a copy) on the observed losses, standardized as in
+:func:`draw_with_model` fits the surrogate (a copy) on the observed losses, standardized as in
 :func:`~scalebo.search.fantasize.fantasize`, and draws S joint samples of the losses of every
 configuration in scope, in nats: of the unobserved rows only, observed ones keeping their
 recorded losses (``estimand="reference"``), or of every row from the latent posterior
@@ -21,8 +21,7 @@ from scalebo.search.grid import Grid
 from scalebo.search.models.scaling import standardization
 from scalebo.search.posterior_discrepancy import sample_joint
 
-__all__ = ["ESTIMANDS", "Draws", "check_estimand", "draw_losses", "draw_with_model",
-           "sample_losses"]
+__all__ = ["ESTIMANDS", "Draws", "check_estimand", "draw_with_model", "sample_losses"]
 
 #: What a posterior is about: ``"reference"``, the law a fit on every configuration in scope,
 #: as recorded, would give (observed rows keep their recorded losses, the others are drawn
@@ -57,7 +56,9 @@ class Draws:
 def draw_with_model(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
                     cap: float | None, n_samples: int, include_noise: bool,
                     gen: np.random.Generator, estimand: str = "reference") -> Draws:
-    """:func:`draw_losses`, keeping the fitted surrogate (see :class:`Draws`)."""
+    """Rows in scope, posterior-mean losses and S joint samples (nats) of every
+    configuration in scope, with the fitted surrogate (see :class:`Draws` and the module
+    docstring; ``estimand``: :data:`ESTIMANDS`)."""
     if n_samples < 1:
         raise SearchError(f"n_samples must be >= 1, got {n_samples}.")
     check_estimand(estimand)
@@ -86,17 +87,6 @@ def draw_with_model(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, s
         raise SearchError("The surrogate's posterior samples are not finite; check its fit "
                           "(it was given standardized, finite losses).")
     return Draws(rows, mean, draws, model, float(mu), float(sd), estimand)
-
-
-def draw_losses(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
-                cap: float | None, n_samples: int, include_noise: bool,
-                gen: np.random.Generator, estimand: str = "reference"
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Rows in scope ``(m,)``, posterior-mean losses ``(m,)`` and samples ``(S, m)``, nats
-    (``estimand``: see :data:`ESTIMANDS`)."""
-    d = draw_with_model(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
-                        include_noise, gen, estimand)
-    return d.rows, d.mean, d.draws
 
 
 def sample_losses(
@@ -138,6 +128,6 @@ def sample_losses(
         ``rows`` — grid rows in scope, increasing, ``(m,)``; ``losses`` — nats, ``(S, m)``.
         Raises SearchError on bad observations or scope, or non-finite samples.
     """
-    rows, _, draws = draw_losses(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
-                                 include_noise, np.random.default_rng(rng), estimand)
-    return rows, draws
+    d = draw_with_model(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
+                        include_noise, np.random.default_rng(rng), estimand)
+    return d.rows, d.draws

@@ -34,6 +34,7 @@ from scalebo.search.law_posterior import check_estimand, target_key
 from scalebo.search.stopping import (
     DEFAULT_MIN_SHRINK,
     DEFAULT_TOLERANCE,
+    check_min_shrink,
     half_width,
     stop_decision,
 )
@@ -136,8 +137,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     from scalebo.search.campaign import campaign_posterior
 
     check_estimand(estimand)  # before the posterior, whose errors become notes
-    if not 0 < min_shrink < 1:
-        raise ValueError(f"min_shrink must be a fraction in (0, 1), got {min_shrink}")
+    check_min_shrink(min_shrink)
     model = cost_model or CostModel()
     spent, pending = runs.spent(grid, model), runs.pending(grid, model)
     remaining = budget - spent - pending

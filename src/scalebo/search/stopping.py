@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-__all__ = ["DEFAULT_MIN_SHRINK", "DEFAULT_TOLERANCE", "at_floor", "half_width",
-           "stop_decision"]
+__all__ = ["DEFAULT_MIN_SHRINK", "DEFAULT_TOLERANCE", "at_floor", "check_min_shrink",
+           "half_width", "stop_decision"]
 
 #: Relative half-width of the 80 % interval at which the rule stops (±0.5 %).
 DEFAULT_TOLERANCE = 0.005
@@ -40,6 +40,12 @@ def half_width(quantiles: Mapping[str, float | None]) -> float | None:
     if lo is None or mid is None or hi is None or mid <= 0:
         return None
     return (hi - lo) / 2 / mid
+
+
+def check_min_shrink(min_shrink: float, name: str = "min_shrink") -> None:
+    """ValueError unless ``0 < min_shrink < 1`` (``name``: how the caller calls it)."""
+    if not 0 < min_shrink < 1:
+        raise ValueError(f"{name} must be a fraction in (0, 1), got {min_shrink}")
 
 
 def at_floor(width: float | None, ratio: float | None, *,
@@ -83,8 +89,7 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
     campaign going while budget is left (None: not checked). Raises ValueError unless
     ``0 < min_shrink < 1``.
     """
-    if not 0 < min_shrink < 1:
-        raise ValueError(f"min_shrink must be a fraction in (0, 1), got {min_shrink}")
+    check_min_shrink(min_shrink)
     if cheapest_left is None:
         return True, "every configuration of the grid is trained or in flight"
     if remaining < cheapest_left:
