@@ -30,7 +30,7 @@ from scalebo.bench.replay import fantasy_scope, method_surrogate
 from scalebo.errors import SearchError
 from scalebo.search.law_posterior import law_posterior, target_key
 from scalebo.search.loop import SearchLoop
-from scalebo.search.noise_floor import noise_floor
+from scalebo.search.noise_floor import floor_applies, noise_floor
 from scalebo.search.stopping import (
     DEFAULT_MIN_SHRINK,
     DEFAULT_TOLERANCE,
@@ -113,8 +113,7 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
     half = None if width is None else 100 * width
     ratio = None
     status = None if post.point is None else str(post.point.status)
-    if (method.posterior_estimand == "noise_free" and law == "compute" and width is not None
-            and status == "converged"):  # the rule does not stop otherwise
+    if floor_applies(post, method.posterior_estimand):  # the rule does not stop otherwise
         try:  # the posterior's own draws when they are the floor's (whole grid, no widening)
             ratio = noise_floor(grid, idx, problem.loss[idx],
                                 method_surrogate(method, problem, seed, fantasy=True),

@@ -55,7 +55,7 @@ from scalebo.search.law_samples import draw_with_model
 from scalebo.search.target import stein_weights
 from scalebo.search.target_draws import recorded_cov, wrapped
 
-__all__ = ["NoiseFloor", "noise_floor"]
+__all__ = ["NoiseFloor", "floor_applies", "noise_floor"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,15 @@ class NoiseFloor:
         ``ratio × half_width`` per target (None where either is None)."""
         return tuple(None if r is None or w is None else r * w
                      for r, w in zip(self.ratio, half_widths, strict=True))
+
+
+def floor_applies(post: LawPosterior | None, estimand: str) -> bool:
+    """Whether a noise floor is worth computing for ``post``: a noise-free interval of the
+    compute law with a converged point fit to scale (the stop rule stops on nothing else,
+    so the campaign status and the replayed rule skip the floor otherwise)."""
+    return (estimand == "noise_free" and post is not None and post.law == "compute"
+            and post.point is not None and str(post.point.status) == "converged"
+            and post.predicted_loss.size > 0)
 
 
 def _none(targets: tuple[float, ...], why: str, **kw: Any) -> NoiseFloor:
@@ -129,7 +138,7 @@ def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surroga
         prepared: The compute law's posterior from the same observations and surrogate,
             drawn with ``estimand="noise_free"`` over every configuration (scope ``"grid"``)
             and ``keep_samples=True``: its draws, fits and fitted surrogate are reused
-            (what ``scalebo status`` does once its window is the whole grid); ignored,
+            (what ``scalebo status`` does); ignored,
             and everything drawn anew, when it is not such a posterior.
 
     Raises:

@@ -222,12 +222,12 @@ def _floor(grid: Grid, runs: CampaignRuns, estimand: str, posts: dict[str, Any],
     interval is not noise-free, or there is no compute-law interval or converged point fit
     to scale (the stop rule does not stop on those anyway). Failed runs are not conditioned
     on (they are not proposed again); runs in flight are."""
+    from scalebo.search.noise_floor import floor_applies, noise_floor
+
     compute = posts.get("compute")
-    if (estimand != "noise_free" or compute is None or compute.point is None
-            or str(compute.point.status) != "converged" or compute.predicted_loss.size == 0):
+    if not floor_applies(compute, estimand):
         return None, None
     from scalebo.search.campaign import campaign_gp
-    from scalebo.search.noise_floor import noise_floor
 
     try:
         nf = noise_floor(grid, runs.completed, runs.losses,
