@@ -97,7 +97,7 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
                       f"untried configuration costs {cheapest_left:.4g}")
     missing = [C for C, w in widths.items() if w is None]
     if missing:
-        return False, (f"no interval at {', '.join(f'{C:.0e}' for C in missing)} FLOPs yet "
+        return False, (f"no interval at {', '.join(f'{C:.3g}' for C in missing)} FLOPs yet "
                        "(too few runs, or the law posterior failed: see the notes)")
     if law_status is not None and law_status != "converged":
         return False, _unsettled(law_status, law_message)
@@ -105,7 +105,7 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
     ratios = dict(floor_ratios or {})
     if wide:
         C, w = max(wide.items(), key=lambda kv: kv[1])
-        text = (f"the 80 % interval at {C:.0e} FLOPs is ±{100 * w:.3g} %, wider than "
+        text = (f"the 80 % interval at {C:.3g} FLOPs is ±{100 * w:.3g} %, wider than "
                 f"±{100 * tolerance:g} %")
         r = ratios.get(C)
         if floor_ratios is not None and all(

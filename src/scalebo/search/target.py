@@ -372,5 +372,5 @@ def candidate_scores(ens: TargetEnsemble | None, why: str, settings: TargetSetti
         return None, "target fallback to EI (no candidate covaries with the target): "
     s = target_score(vr, grid.cost[cand], grid.C_total, settings.cost_power)
     return s, (f"{settings.estimator} estimate from {ens.n_samples - ens.n_failed}/"
-               f"{ens.n_samples} law fits, sd of log L({settings.compute:.0e}) "
+               f"{ens.n_samples} law fits, sd of log L({settings.compute:.3g}) "
                f"{np.sqrt(ens.current_var):.3g}; max target score")
