@@ -84,6 +84,10 @@ def test_stop_rule_by_hand():
     stop, why = stop_decision({1e25: 0.3}, remaining=1e17, cheapest_left=1e18)
     assert stop and "budget is spent" in why
     assert stop_decision({1e25: None}, remaining=1e20, cheapest_left=1e18)[0] is False
+    # A target that is not a round power of ten is named with its digits.
+    stop, why = stop_decision({1e25: 0.004, 1.4e24: 0.02}, remaining=1e20, cheapest_left=1e18)
+    assert not stop and "1.4e+24 FLOPs" in why
+    assert "1.4e+24" in stop_decision({1.4e24: None}, remaining=1e20, cheapest_left=1e18)[1]
 
 
 def test_status_covers_the_known_law_and_counts_compute(synthetic):
