@@ -29,7 +29,7 @@ import numpy as np
 from scalebo.bench.intervals import reference_losses
 from scalebo.bench.method import DEFAULT_METHOD
 from scalebo.bench.problems import problem_from_table
-from scalebo.bench.replay import _finish, _make_loop, fantasy_scope, method_surrogate
+from scalebo.bench.replay import _finish, _make_loop, method_surrogate, posterior_scope
 from scalebo.bench.synthetic import DEFAULT_LAW, make_synthetic
 from scalebo.fitting.frontier import pareto_envelope
 from scalebo.fitting.robust import fit_law
@@ -56,12 +56,12 @@ def _problem(seed: int):
 
 @functools.cache
 def _replay(seed: int, budget: float) -> tuple:
-    """Problem, finished default search and its fantasization scope on grid ``seed``."""
+    """Problem, finished default search and its posterior's scope on grid ``seed``."""
     problem = _problem(seed)
     method = DEFAULT_METHOD
     loop = _make_loop(problem, method, budget, seed)
     _finish(loop, problem, method)
-    return problem, loop, *fantasy_scope(loop, method)
+    return problem, loop, *posterior_scope(loop, method)
 
 
 @functools.cache

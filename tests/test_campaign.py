@@ -101,6 +101,22 @@ def test_campaign_posterior_is_the_law_posterior_of_its_runs(grid):
     assert q["q02.5"] <= q["q10"] <= q["q50"] <= q["q90"] <= q["q97.5"]
 
 
+def test_campaign_posterior_samples_configurations_beyond_the_window(grid):
+    # Ten cheapest runs: the spent window admits only cheap configurations, but the law of the
+    # whole grid also depends on the costly ones, so the default samples every one of them.
+    from scalebo.search.campaign import campaign_posterior
+
+    runs = _runs(grid, np.argsort(grid.cost, kind="stable")[:10])
+    post = campaign_posterior(grid, runs, n_samples=8, seed=0, keep_samples=True)["compute"]
+    np.testing.assert_array_equal(post.samples.rows, np.arange(len(grid)))
+    old = campaign_posterior(grid, runs, n_samples=8, seed=0, scope="window",
+                             keep_samples=True)["compute"]
+    assert old.samples.rows.size < len(grid)
+    assert grid.cost[old.samples.rows].max() < grid.cost.max()
+    with pytest.raises(ValueError, match="scope"):
+        campaign_posterior(grid, runs, n_samples=8, scope="everything")
+
+
 def test_transfer_and_trend_predict_unexplored_scales_by_lr_and_D(tmp_path):
     # The runs of the README's campaign example; nothing at N = 1e9. The default GP predicts
     # every N = 1e9 configuration at one value (its mean); with the transfer kernel and the

@@ -172,6 +172,19 @@ def test_fantasy_scope_is_the_final_window_by_default(problem):
     assert fantasy_scope(full_loop, full) == ("grid", None)
 
 
+def test_the_law_posterior_samples_the_whole_grid_by_default(problem):
+    from scalebo.bench.replay import _finish, _make_loop, fantasy_scope, posterior_scope
+
+    loop = _make_loop(problem, FAST, 0.05, 0)
+    _finish(loop, problem, FAST)
+    assert posterior_scope(loop, FAST) == ("grid", None)
+    old = FAST.with_(posterior_scope="fantasize")
+    assert posterior_scope(loop, old) == fantasy_scope(loop, old)
+    assert "posterior_scope=fantasize" in old.label() and "scope" not in FAST.label()
+    with pytest.raises(ValueError, match="posterior_scope"):
+        FAST.with_(posterior_scope="window")
+
+
 def test_law_posterior_in_every_recorded_budget(problem):
     """Each budget's metrics hold the law posterior's quantiles for both laws, ordered, with
     the reference loss (the reference fit's own prediction) and coverage consistent with

@@ -188,6 +188,12 @@ def fantasy_scope(loop: SearchLoop, method: MethodConfig) -> tuple[str, float | 
     return "grid", None
 
 
+def posterior_scope(loop: SearchLoop, method: MethodConfig) -> tuple[str, float | None]:
+    """``(scope, cap)`` of the law posterior: the whole acquirable grid, or the fill-in's
+    scope with ``MethodConfig.posterior_scope="fantasize"``."""
+    return ("grid", None) if method.posterior_scope == "grid" else fantasy_scope(loop, method)
+
+
 def _measure(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, budget: float,
              seed: int, timings: dict) -> BudgetMetrics:
     idx, y = loop.observed_indices, loop.observed_losses
@@ -225,11 +231,11 @@ def _measure(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, bud
 
 def _posterior(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, seed: int
                ) -> tuple[dict | None, str]:
-    """Law posterior summaries inside the fantasization scope, or None and why not."""
+    """Law posterior summaries (in :func:`posterior_scope`), or None and why not."""
     idx, y = loop.observed_indices, loop.observed_losses
     if idx.size == 0:
         return None, "no observation: no law posterior"
-    scope, cap = fantasy_scope(loop, method)
+    scope, cap = posterior_scope(loop, method)
     try:
         post = law_posterior(problem.grid, idx, y, _fantasy_surrogate(loop, method, problem, seed),
                              scope=scope, cap=cap, n_samples=method.posterior_samples,

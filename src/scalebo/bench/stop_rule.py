@@ -5,8 +5,9 @@ target compute is narrower than a relative tolerance, ``(q90 − q10)/2 ≤ tol�
 ``tol = 0.005``, i.e. ±0.5 %). :func:`replay_stop_rule` walks a finished replay's trace
 (the order in which the search bought its runs) and, at checkpoints where the compute spent
 has grown by a factor ``growth`` since the last one, computes the law posterior from the
-runs bought so far — a fresh surrogate of the method's kind fitted on them, fantasization
-inside the window the search had then — exactly what a campaign's status would see. The
+runs bought so far — a fresh surrogate of the method's kind fitted on them, samples in the
+method's posterior scope (the whole grid by default) — exactly what a campaign's status
+would see. The
 first checkpoint that satisfies the rule, with a point fit that converged (not at a bound),
 is the stop; the estimate reported there is the
 fit on the posterior-mean (fantasized) table, compared with the reference law only after
@@ -26,7 +27,7 @@ import numpy as np
 from scalebo.bench.intervals import reference_losses
 from scalebo.bench.method import MethodConfig
 from scalebo.bench.problems import ReplayProblem
-from scalebo.bench.replay import fantasy_scope, method_surrogate
+from scalebo.bench.replay import method_surrogate, posterior_scope
 from scalebo.errors import SearchError
 from scalebo.search.law_posterior import law_posterior, target_key
 from scalebo.search.loop import SearchLoop
@@ -97,7 +98,7 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
                        schedule=method.schedule_name, n_initial=0)
     state.tell(idx, problem.loss[idx])
     spent = float(grid.cost[idx].sum() / problem.C_total)
-    scope, cap = fantasy_scope(state, method)
+    scope, cap = posterior_scope(state, method)
     try:
         post = law_posterior(grid, idx, problem.loss[idx],
                              method_surrogate(method, problem, seed, fantasy=True),

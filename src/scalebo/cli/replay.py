@@ -60,6 +60,7 @@ _METHOD_OPTIONS = {"strategy": "strategy", "schedule": "schedule", "surrogate": 
                    "target_estimator": "target_estimator",
                    "posterior_samples": "posterior_samples",
                    "posterior_estimand": "posterior_estimand",
+                   "posterior_scope": "posterior_scope",
                    "bootstrap_samples": "bootstrap_samples", "cost_model": "cost_model",
                    "cooldown": "cooldown"}
 
@@ -119,6 +120,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--posterior-samples", type=int, metavar="S",
                        help="samples of the law posterior at every recorded budget (default "
                             "64; 0: none)")
+    group.add_argument("--posterior-scope", choices=("grid", "fantasize"),
+                       help="which untrained configurations the law posterior samples: every "
+                            "acquirable one (default grid), or only the fill-in's scope "
+                            "(--scope; the default until 0.3.2)")
     group.add_argument("--posterior-estimand", choices=("reference", "noise_free"),
                        help="what the law posterior is about: the law of the whole grid's "
                             "recorded runs, which the replay scores against (default "

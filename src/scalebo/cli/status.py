@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         f"{runs.running.size} running); law posterior with {args.samples} samples ...")
     status = campaign_status(grid, runs, budget, targets=tuple(args.target or (1e25,)),
                              tolerance=args.tolerance, n_samples=args.samples,
-                             schedule=args.schedule, clip_iqr=args.clip_iqr, seed=args.seed,
+                             clip_iqr=args.clip_iqr, seed=args.seed,
                              cost_model=cost_model(args), kernel=args.kernel, trend=args.trend,
                              estimand=args.estimand, min_shrink=args.min_shrink)
     result = status.to_dict()

@@ -325,15 +325,18 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
                        budget: float | None = None, schedule: str = "spent",
                        clip_iqr: float = 5.0, seed: int = 0, kernel: str = "matern52",
                        trend: bool = False, estimand: str = "reference",
-                       keep_samples: bool = False) -> Any:
+                       scope: str = "grid", keep_samples: bool = False) -> Any:
     """The law posterior of a campaign from its grid and completed runs.
 
     :func:`~scalebo.search.law_posterior.law_posterior` with the campaign's GP (the one
-    :func:`suggest_runs` uses, seeded by ``seed``) and the search's window: S joint samples
-    of the losses of the untrained configurations inside the compute window the search has
-    reached (``schedule``, ``budget`` in the grid's budget unit, default its total; the whole
-    grid once the window is open), one fit of each law per fantasized table, as replays
-    measure it. ``estimand``: the law a full grid of recorded runs would give
+    :func:`suggest_runs` uses, seeded by ``seed``): S joint samples of the losses of the
+    untrained configurations, one fit of each law per fantasized table, as replays measure
+    it. ``scope``: ``"grid"`` (default), every configuration of the grid, since the law of
+    the whole grid is what a prediction at the target stands for; ``"window"``, only those
+    inside the compute window the search has reached (``schedule``, ``budget`` in the
+    grid's budget unit, default its total; the default until 0.3.2, which leaves a
+    costly configuration that could still move the law out of the interval while the
+    window is closed). ``estimand``: the law a full grid of recorded runs would give
     (``"reference"``) or the noise-free law (``"noise_free"``,
     :data:`~scalebo.search.law_posterior.ESTIMANDS`). Returns ``{law: LawPosterior}``
     (``.summary()``: quantiles in nats at each target, FLOPs); the laws share the GP fit and
@@ -341,16 +344,22 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
 
     Raises:
         SearchError: no completed run, or the posterior cannot be drawn.
+        ValueError: an unknown ``scope``.
     """
     from scalebo.search.law_posterior import law_posterior
 
     if not runs.completed.size:
         raise SearchError("no completed run yet: no law posterior")
-    share = 1.0 if budget is None else min(1.0, budget / grid.budget_total)
-    loop = SearchLoop(grid, share, None, acquisition="random", schedule=schedule, n_initial=0)
-    loop.tell(runs.completed, runs.losses)
-    cap = loop.window_cap()
-    scope, cap = ("grid", None) if np.isinf(cap) else ("window", cap)
+    if scope not in ("grid", "window"):
+        raise ValueError(f"scope must be 'grid' or 'window', got {scope!r}")
+    cap = None
+    if scope == "window":
+        share = 1.0 if budget is None else min(1.0, budget / grid.budget_total)
+        loop = SearchLoop(grid, share, None, acquisition="random", schedule=schedule,
+                          n_initial=0)
+        loop.tell(runs.completed, runs.losses)
+        cap = loop.window_cap()
+        scope, cap = ("grid", None) if np.isinf(cap) else ("window", cap)
     gp = campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend)
     return law_posterior(grid, runs.completed, runs.losses, gp, laws=laws, scope=scope,
                          cap=cap, n_samples=n_samples, targets=targets, rng=seed,

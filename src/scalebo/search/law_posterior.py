@@ -1,8 +1,11 @@
 """Law posterior: the scaling law's uncertainty given what a campaign observed (DESIGN.md).
 
-S joint posterior samples of the **unobserved** losses inside the fantasization scope (same
-scope and standardization as :func:`~scalebo.search.fantasize.fantasize`; observed
-configurations keep their observed losses) give S fantasized tables; the law is fitted on
+S joint posterior samples of the **unobserved** losses in scope (by default every acquirable
+configuration, ``scope="grid"``, since the law of the whole grid is what a prediction at a
+target stands for; ``scope="window"`` samples only the fill-in's window, which leaves a costly
+configuration that could still move the law out of the interval; standardization as in
+:func:`~scalebo.search.fantasize.fantasize`; observed configurations keep their observed
+losses) give S fantasized tables; the law is fitted on
 each — all S in one batched call (:func:`scalebo.fitting.batch.fit_batch`) — and the S fits give
 the distribution of any derived number:
 
@@ -282,7 +285,7 @@ def law_posterior(
     surrogate: Any,
     *,
     laws: Sequence[str] = ("compute", "chinchilla"),
-    scope: Literal["window", "grid"] = "window",
+    scope: Literal["window", "grid"] = "grid",
     cap: float | None = None,
     n_samples: int = 64,
     targets: Sequence[float] = (1e25, 1e27, 1e29),
@@ -297,7 +300,8 @@ def law_posterior(
 
     Args:
         grid, observed_idx, y_obs, surrogate, scope, cap, include_noise, estimand: As for
-            :func:`sample_losses` (the surrogate is copied, not modified); ``estimand``
+            :func:`sample_losses` (the surrogate is copied, not modified), except that
+            ``scope`` defaults to ``"grid"`` (every acquirable configuration); ``estimand``
             (:data:`ESTIMANDS`): the law a full grid of recorded runs would give
             (``"reference"``, what replays score against) or the noise-free law
             (``"noise_free"``, whose interval does not shrink to zero once the runs that

@@ -2,8 +2,8 @@
 
 From a grid, the campaign's runs (:mod:`scalebo.search.campaign_runs`) and a budget:
 
-* the law fitted on observed + fantasized losses (the posterior-mean table inside the
-  search's compute window, as replays measure it), with its natural parameters;
+* the law fitted on observed + fantasized losses (the posterior-mean table of the whole
+  grid, the law posterior's own point fit), with its natural parameters;
 * per target compute (FLOPs): the point prediction (nats), the 80 % and 95 % intervals of
   the law posterior (:func:`~scalebo.search.law_posterior.law_posterior`: S joint samples of
   the unobserved losses, one fit each), and N*, D* from the Chinchilla law's posterior
@@ -105,7 +105,7 @@ def _interval(q: dict[str, float | None], lo: str, hi: str) -> list[float] | Non
 
 def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                     targets: tuple[float, ...] = (1e25,), tolerance: float = DEFAULT_TOLERANCE,
-                    n_samples: int = 64, schedule: str = "spent", clip_iqr: float = 5.0,
+                    n_samples: int = 64, clip_iqr: float = 5.0,
                     seed: int = 0, cost_model: CostModel | None = None,
                     kernel: str = "matern52", trend: bool = False,
                     estimand: str = "reference",
@@ -118,7 +118,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
             grid, :meth:`~scalebo.search.grid.Grid.with_price`). targets: target computes,
             FLOPs.
         tolerance: relative half-width of the 80 % interval that stops.
-        n_samples: law-posterior samples S. schedule: the search's window schedule.
+        n_samples: law-posterior samples S, over every configuration of the grid (since
+            0.3.3; the search's window schedule no longer enters).
         clip_iqr: the GP's loss clipping (as the search's). seed: seed of GP and samples.
         cost_model: independent runs (default) or WSD checkpoints: spent, pending and the
             cost of the cheapest untried configuration under it.
@@ -152,8 +153,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     if runs.completed.size:
         try:  # one GP fit and one set of samples serve both laws
             posts = campaign_posterior(grid, runs, laws=("compute", "chinchilla"),
-                                       targets=targets, n_samples=n_samples, budget=budget,
-                                       schedule=schedule, clip_iqr=clip_iqr, seed=seed,
+                                       targets=targets, n_samples=n_samples,
+                                       clip_iqr=clip_iqr, seed=seed,
                                        kernel=kernel, trend=trend, estimand=estimand,
                                        keep_samples=estimand == "noise_free")
         except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
@@ -188,10 +189,10 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     law: dict[str, Any] = {"name": "compute", "formula": "L(C) = E + A/C^alpha"}
     if compute is not None and compute.point is not None:
         law |= {"params": compute.point.params, "status": str(compute.point.status),
-                "fitted_on": "observed + fantasized (posterior mean inside the window)"
+                "fitted_on": "observed + fantasized (posterior mean of the whole grid)"
                 if estimand == "reference" else
-                "latent posterior mean of every configuration inside the window, trained "
-                "ones included"}
+                "latent posterior mean of every configuration of the grid, trained ones "
+                "included"}
     else:
         law |= {"params": None, "status": None, "message": message or compute.message}
     notes = (*runs.notes, *([message] if message else []),
