@@ -216,3 +216,31 @@ def test_status_plot_with_a_prediction_outside_its_interval(synthetic, tmp_path)
     status = dataclasses.replace(status, targets=(off,))
     path = plot_status(grid, runs, status, tmp_path / "status.png")
     assert path.exists() and path.stat().st_size > 0
+
+
+def test_a_retried_failed_run_keeps_both_rows(synthetic):
+    # scalebo suggest --retry-failed proposes a failed configuration again; its retry is a
+    # new row of the same configuration, beside the failed one, whose compute stays spent.
+    frame, grid = synthetic
+    rows = frame.iloc[[0, 1, 2]][["N", "D", "lr", "bs", "loss"]].copy()
+    rows["status"] = ["failed", "completed", "completed"]
+    retry = rows.iloc[[0]].assign(status="completed")
+    runs = read_campaign_runs(pd.concat([rows, retry]), grid)
+    flops = 6 * rows["N"] * rows["D"]
+    assert sorted(runs.completed.tolist()) == sorted(grid.index_of(rows).tolist())
+    assert runs.failed.size == 0 and runs.n_runs == 4 and runs.n_superseded == 1
+    assert runs.spent() == pytest.approx(flops.sum() + flops.iloc[0])  # both attempts
+    assert runs.notes == ("data row 1: a failed attempt of "
+                          f"{grid.config(int(grid.index_of(rows.iloc[[0]])[0]))}, run again in "
+                          "data row 4; its compute counts as spent",)
+    # Two failed attempts: still failed, both spent; a retry in flight is pending.
+    twice = read_campaign_runs(pd.concat([rows, rows.iloc[[0]]]), grid)
+    assert twice.failed.size == 1 and twice.spent() == pytest.approx(flops.sum() + flops.iloc[0])
+    flying = read_campaign_runs(pd.concat([rows, retry.assign(status="running", loss=None)]),
+                                grid)
+    assert flying.failed.size == 0 and flying.running.size == 1
+    assert flying.pending() == pytest.approx(flops.iloc[0])
+    assert flying.spent() == pytest.approx(flops.sum())
+    # Two runs that did not fail are still an error.
+    with pytest.raises(SearchError, match=r"data rows \[2, 4\] are the same configuration"):
+        read_campaign_runs(pd.concat([rows, rows.iloc[[1]]]), grid)

@@ -14,6 +14,11 @@ when its status says completed (the note says so). A failed run's compute counts
 and the search never proposes it again unless asked to retry it; running runs are pending
 (their compute is committed). Every row is accounted for: nothing is dropped silently.
 A header-only file is a campaign with no runs yet.
+
+A configuration has at most one run that did not fail (completed or running). A failed run
+that was retried (``scalebo suggest --retry-failed``) keeps its row beside the retry's: the
+failed attempt's compute counts as spent (:attr:`CampaignRuns.superseded_cost`) and the note
+names both rows; a configuration whose every attempt failed stays failed.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ class CampaignRuns:
             ``cost`` column where given, else the grid's.
         notes: remarks on rows (1-based data rows), e.g. why a run counts as failed.
         source: where the runs came from.
+        superseded_cost: compute of failed attempts of configurations run again (retried),
+            in the grid's budget unit; counted as spent. n_superseded: how many such rows.
     """
 
     completed: np.ndarray = field(default_factory=lambda: _EMPTY)
@@ -67,13 +74,16 @@ class CampaignRuns:
     cost: dict[int, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     source: str = "<none>"
+    superseded_cost: float = 0.0
+    n_superseded: int = 0
 
     def spent(self, grid: Grid | None = None, cost_model: CostModel | None = None) -> float:
         """Cost of completed and failed runs in the grid's budget unit: their ``cost`` (a
         cost column, else the grid's); under a ``wsd`` cost model the completed ones as
         families (its total; the cost column of a completed run is then not used) and failed
-        ones at their own cost."""
-        return self._compute((self.completed, self.failed), grid, cost_model)
+        ones at their own cost; failed attempts that were retried at their own cost too."""
+        return self._compute((self.completed, self.failed), grid, cost_model) + \
+            self.superseded_cost
 
     def pending(self, grid: Grid | None = None, cost_model: CostModel | None = None) -> float:
         """Cost committed to running runs (under ``wsd``: what they add to the rest)."""
@@ -81,7 +91,7 @@ class CampaignRuns:
             return float(sum(self.cost[int(i)] for i in self.running))
         everything = self._compute((self.completed, self.failed, self.running), grid,
                                    cost_model)
-        return everything - self.spent(grid, cost_model)
+        return everything - self._compute((self.completed, self.failed), grid, cost_model)
 
     def _compute(self, groups: tuple[np.ndarray, ...], grid: Grid | None,
                  cost_model: CostModel | None) -> float:
@@ -100,7 +110,8 @@ class CampaignRuns:
 
     @property
     def n_runs(self) -> int:
-        return int(self.completed.size + self.failed.size + self.running.size)
+        return int(self.completed.size + self.failed.size + self.running.size
+                   + self.n_superseded)
 
 
 def _status(frame: pd.DataFrame, name: str) -> list[RunStatus | None]:
@@ -142,7 +153,8 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
     Raises:
         RunTableError: unreadable file, a bad ``status``, ``loss`` or ``cost`` value (names
             the 1-based data row and column), a non-positive cost.
-        SearchError: a run that is not on the grid, or two runs of one configuration.
+        SearchError: a run that is not on the grid, or two runs of one configuration that
+            did not fail (completed or running).
     """
     if source is None:
         return CampaignRuns()
@@ -155,12 +167,6 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
     if len(frame) == 0:
         return CampaignRuns(source=name)
     idx = grid.index_of(frame, source=name)
-    if np.unique(idx).size != idx.size:
-        first = next(int(i) for i in idx if (idx == i).sum() > 1)
-        rows = (np.flatnonzero(idx == first) + 1).tolist()
-        raise SearchError(f"{name}: data rows {rows} are the same configuration "
-                          f"{grid.config(first)}; keep one run per configuration (average "
-                          "repeats, or drop the older one).")
     status = _status(frame, name)
     loss = _numbers(frame, "loss", name)
     cost = _numbers(frame, "cost", name)
@@ -168,27 +174,56 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
         pos = int(np.flatnonzero(np.isfinite(cost) & (cost <= 0))[0])
         raise RunTableError(f"{name}: data row {pos + 1}, column 'cost': {cost[pos]!r} must "
                             f"be positive ({grid.price_unit}).")
-    groups: dict[RunStatus, list[int]] = {s: [] for s in RunStatus}
-    losses: list[float] = []
+    kinds: list[RunStatus] = []
     notes: list[str] = []
-    for pos, (g, st, y) in enumerate(zip(idx.tolist(), status, loss, strict=True)):
-        if st is RunStatus.RUNNING:
-            groups[st].append(g)
-            continue
+    for pos, (st, y) in enumerate(zip(status, loss, strict=True)):
         finite = math.isfinite(y)
         diverged = finite and diverged_above is not None and y > diverged_above
-        if st is RunStatus.FAILED or not finite or diverged:
-            if st is not RunStatus.FAILED:
-                why = (f"loss {y:g} is above diverged_above={diverged_above:g}" if diverged
-                       else "its loss is missing or not finite")
-                notes.append(f"data row {pos + 1}: counted as failed because {why}")
-            groups[RunStatus.FAILED].append(g)
+        if st is RunStatus.RUNNING or not (st is RunStatus.FAILED or not finite or diverged):
+            kinds.append(RunStatus.RUNNING if st is RunStatus.RUNNING else RunStatus.COMPLETED)
             continue
-        groups[RunStatus.COMPLETED].append(g)
-        losses.append(float(y))
-    costs = {g: float(c) if math.isfinite(c) else float(grid.budget_cost[g])
-             for g, c in zip(idx.tolist(), cost, strict=True)}
+        if st is not RunStatus.FAILED:
+            why = (f"loss {y:g} is above diverged_above={diverged_above:g}" if diverged
+                   else "its loss is missing or not finite")
+            notes.append(f"data row {pos + 1}: counted as failed because {why}")
+        kinds.append(RunStatus.FAILED)
+    row_cost = np.where(np.isfinite(cost), cost, np.asarray(grid.budget_cost)[idx])
+    keep, superseded = _one_row_per_configuration(grid, idx, kinds, name, notes)
+    groups: dict[RunStatus, list[int]] = {s: [] for s in RunStatus}
+    losses: list[float] = []
+    for pos in np.flatnonzero(keep):
+        groups[kinds[pos]].append(int(idx[pos]))
+        if kinds[pos] is RunStatus.COMPLETED:
+            losses.append(float(loss[pos]))
+    costs = {int(idx[pos]): float(row_cost[pos]) for pos in np.flatnonzero(keep)}
     as_idx = {s: np.asarray(v, dtype=np.int64) for s, v in groups.items()}
     return CampaignRuns(completed=as_idx[RunStatus.COMPLETED], losses=np.asarray(losses),
                         failed=as_idx[RunStatus.FAILED], running=as_idx[RunStatus.RUNNING],
-                        cost=costs, notes=tuple(notes), source=name)
+                        cost=costs, notes=tuple(notes), source=name,
+                        superseded_cost=float(row_cost[superseded].sum()),
+                        n_superseded=int(superseded.size))
+
+
+def _one_row_per_configuration(grid: Grid, idx: np.ndarray, kinds: list[RunStatus],
+                               name: str, notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """``(keep, superseded)``: the row that stands for each configuration (its run that did
+    not fail, else its last failed attempt) and the failed attempts it supersedes (a note
+    each). SearchError for two runs of one configuration that did not fail."""
+    keep = np.ones(idx.size, dtype=bool)
+    values, counts = np.unique(idx, return_counts=True)
+    for g in values[counts > 1].tolist():
+        rows = np.flatnonzero(idx == g)
+        live = [int(p) for p in rows if kinds[p] is not RunStatus.FAILED]
+        if len(live) > 1:
+            raise SearchError(f"{name}: data rows {[p + 1 for p in live]} are the same "
+                              f"configuration {grid.config(g)}, run more than once without "
+                              "failing; keep one run per configuration (average repeats, or "
+                              "drop the older one); failed attempts may stay beside their "
+                              "retry.")
+        stay = live[0] if live else int(rows[-1])
+        for p in rows:
+            if p != stay:
+                keep[p] = False
+                notes.append(f"data row {p + 1}: a failed attempt of {grid.config(g)}, run again "
+                             f"in data row {stay + 1}; its compute counts as spent")
+    return keep, np.flatnonzero(~keep)
