@@ -106,6 +106,10 @@ def test_status_covers_the_known_law_and_counts_compute(synthetic):
     assert st.spent == pytest.approx(float((6 * rows["N"] * rows["D"]).sum()))
     assert st.remaining == pytest.approx(0.2 * grid.C_total - st.spent)
     assert st.law["params"]["alpha"] > 0 and st.law["status"] == "converged"
+    # N*: the known law's compute-optimal size lies inside the 80 % interval around it
+    N_true = N[np.argmin(DEFAULT_LAW.law_loss(N, 1e21 / (6 * N)))]
+    assert t.N_opt_80[0] <= N_true <= t.N_opt_80[1] and t.N_opt_80[0] <= t.N_opt <= t.N_opt_80[1]
+    assert t.D_opt_80[0] <= 1e21 / (6 * N_true) <= t.D_opt_80[1]
 
 
 def test_status_command_json_and_no_runs(synthetic, tmp_path):
@@ -244,3 +248,20 @@ def test_a_retried_failed_run_keeps_both_rows(synthetic):
     # Two runs that did not fail are still an error.
     with pytest.raises(SearchError, match=r"data rows \[2, 4\] are the same configuration"):
         read_campaign_runs(pd.concat([rows, rows.iloc[[1]]]), grid)
+
+
+def test_no_allocation_from_a_chinchilla_law_at_a_bound(tmp_path):
+    # The README's campaign: five runs in the two cheapest cells. The Chinchilla law of the
+    # whole grid's posterior mean sits at a bound there; its N* and D* would be the bound's,
+    # so the status shows none and says why (it once printed N* = 7e5 parameters).
+    grid = Grid.from_frame(pd.DataFrame(
+        [(n, d, lr) for n in (1e8, 3e8, 1e9) for d in (2e9, 6e9, 2e10)
+         for lr in (1e-4, 3e-4, 1e-3, 3e-3)], columns=["N", "D", "lr"]), n_held_out_cells=0)
+    runs = read_campaign_runs(pd.DataFrame({
+        "N": [1e8, 1e8, 1e8, 1e8, 3e8], "D": [2e9, 2e9, 2e9, 6e9, 2e9],
+        "lr": [1e-4, 3e-4, 1e-3, 1e-3, 1e-3], "loss": [3.912, 3.655, 3.598, 3.301, 3.402]}), grid)
+    st = campaign_status(grid, runs, 0.3 * grid.C_total, targets=(1e21,), n_samples=16)
+    chin = st.law_posteriors["chinchilla"].point
+    assert chin is not None and str(chin.status) != "converged"
+    assert st.targets[0].N_opt is None and st.targets[0].N_opt_80 is None
+    assert any(n.startswith("N*, D* not shown: the Chinchilla law") for n in st.notes)

@@ -39,7 +39,8 @@ would narrow the interval by less than --min-shrink.
 EPILOG = ("example: scalebo status --grid grid.yaml --runs runs.csv --budget 0.05 "
           "--target 1e24 --target 1e25 --plot status.png")
 CSV_COLUMNS = ("C", "prediction", "low_80", "high_80", "low_95", "high_95", "half_width_pct",
-               "floor_half_width_pct", "N_opt", "D_opt", "estimand")
+               "floor_half_width_pct", "N_opt", "N_opt_low_80", "N_opt_high_80", "D_opt",
+               "D_opt_low_80", "D_opt_high_80", "estimand")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,6 +76,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _interval(iv: list[float] | None) -> str:
     return "-" if iv is None else f"[{format_number(iv[0], 4)}, {format_number(iv[1], 4)}]"
+
+
+def _median(value: float | None, iv: list[float] | None) -> str:
+    """``"2.7e+09 (2.4e+09–3e+09)"``: a median with its 80 % interval, or "-"."""
+    if value is None:
+        return "-"
+    return format_number(value, 3) + ("" if iv is None else
+                                      f" ({format_number(iv[0], 2)}–{format_number(iv[1], 2)})")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -121,8 +130,9 @@ def run(args: argparse.Namespace) -> int:
         log(f"wrote {args.json}")
     rows = [{"C": t.C, "prediction": t.prediction, "interval_80": _interval(t.interval_80),
              "interval_95": _interval(t.interval_95), "half_width_pct": t.half_width_pct,
-             "N_opt": t.N_opt, "D_opt": t.D_opt} for t in status.targets]
-    headers = ["C", "loss", "80 %", "95 %", "±80 % (%)", "N*", "D*"]
+             "N_opt": _median(t.N_opt, t.N_opt_80), "D_opt": _median(t.D_opt, t.D_opt_80)}
+            for t in status.targets]
+    headers = ["C", "loss", "80 %", "95 %", "±80 % (%)", "N* (80 %)", "D* (80 %)"]
     if status.noise_floor is not None:  # noise-free intervals: their floor beside the width
         for row, t in zip(rows, status.targets, strict=True):
             row["floor"] = t.floor_half_width_pct
@@ -137,7 +147,11 @@ def run(args: argparse.Namespace) -> int:
                     "high_95": (t.interval_95 or [None, None])[1],
                     "half_width_pct": t.half_width_pct,
                     "floor_half_width_pct": t.floor_half_width_pct,
-                    "N_opt": t.N_opt, "D_opt": t.D_opt, "estimand": status.estimand}
+                    "N_opt": t.N_opt, "N_opt_low_80": (t.N_opt_80 or [None, None])[0],
+                    "N_opt_high_80": (t.N_opt_80 or [None, None])[1], "D_opt": t.D_opt,
+                    "D_opt_low_80": (t.D_opt_80 or [None, None])[0],
+                    "D_opt_high_80": (t.D_opt_80 or [None, None])[1],
+                    "estimand": status.estimand}
                    for t in status.targets], CSV_COLUMNS)
     else:
         law = status.law

@@ -44,8 +44,9 @@ __all__ = ["CampaignStatus", "TargetStatus", "campaign_status"]
 
 @dataclass(frozen=True)
 class TargetStatus:
-    """The law at one target compute ``C`` (FLOPs): loss in nats, N* parameters, D* tokens.
-    Intervals are ``[low, high]`` (80 %: q10–q90, 95 %: q2.5–q97.5) or None."""
+    """The law at one target compute ``C`` (FLOPs): loss in nats, N* parameters, D* tokens
+    (posterior medians of the Chinchilla law, None when it is not identified). Intervals are
+    ``[low, high]`` (80 %: q10–q90, 95 %: q2.5–q97.5) or None."""
 
     C: float
     prediction: float | None
@@ -57,6 +58,9 @@ class TargetStatus:
     #: Noise-free intervals only: the half-width (%) training every untried configuration
     #: could reach (``noise_floor.ratio × half_width_pct``), or None.
     floor_half_width_pct: float | None = None
+    #: 80 % intervals of N* and D* (q10–q90), or None.
+    N_opt_80: list[float] | None = None
+    D_opt_80: list[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -165,21 +169,23 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                            kernel, trend)
     compute = posts.get("compute")
     summary = compute.summary() if compute is not None else None
-    chin = posts["chinchilla"].summary() if "chinchilla" in posts else None
+    chin, chin_note = _allocation(posts.get("chinchilla"))
     rows, widths = [], {}
     for C in targets:
         key = target_key(C)
         q = summary["predicted_loss"][key] if summary else {}
         w = half_width(q) if q else None
         widths[C] = w
-        n_opt = chin["N_opt"][key]["q50"] if chin and chin["N_opt"] else None
-        d_opt = chin["D_opt"][key]["q50"] if chin and chin["D_opt"] else None
+        n_q = chin["N_opt"][key] if chin and chin["N_opt"] else {}
+        d_q = chin["D_opt"][key] if chin and chin["D_opt"] else {}
         r = None if ratios is None else ratios.get(C)
         rows.append(TargetStatus(C=float(C), prediction=compute.point_loss(C) if compute else None,
                                  interval_80=_interval(q, "q10", "q90"),
                                  interval_95=_interval(q, "q02.5", "q97.5"),
                                  half_width_pct=None if w is None else 100 * w,
-                                 N_opt=n_opt, D_opt=d_opt,
+                                 N_opt=n_q.get("q50"), D_opt=d_q.get("q50"),
+                                 N_opt_80=_interval(n_q, "q10", "q90"),
+                                 D_opt_80=_interval(d_q, "q10", "q90"),
                                  floor_half_width_pct=None if w is None or r is None
                                  else 100 * r * w))
     stop, reason = stop_decision(widths, remaining=remaining, cheapest_left=cheapest,
@@ -195,7 +201,10 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                 "included"}
     else:
         law |= {"params": None, "status": None, "message": message or compute.message}
-    notes = (*runs.notes, *([message] if message else []),
+    if compute is not None and compute.predicted_loss.size == 0:
+        message = message or ("no interval of the compute law: "
+                              f"{compute.message or 'every posterior sample failed'}")
+    notes = (*runs.notes, *([message] if message else []), *([chin_note] if chin_note else []),
              *([f"noise floor unavailable: {floor['message']}"]
                if floor and floor["message"] else []))
     return CampaignStatus(law=law, targets=tuple(rows), budget=float(budget),
@@ -206,6 +215,20 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                           posterior={k: v.summary() for k, v in posts.items()}, notes=notes,
                           law_posteriors=posts, unit=grid.price_unit, estimand=estimand,
                           noise_floor=floor, min_shrink=min_shrink)
+
+
+def _allocation(chin: Any) -> tuple[dict | None, str]:
+    """The Chinchilla posterior's summary, whose medians give N* and D*, when its point fit
+    converged; else None and a note saying why N* and D* are not shown (a fit at a bound
+    places them at the bound, not where the runs do)."""
+    if chin is None:
+        return None, ""
+    if chin.point is None:
+        return None, f"N*, D* not shown: no Chinchilla law L(N, D) ({chin.message})"
+    if str(chin.point.status) != "converged":
+        return None, ("N*, D* not shown: the Chinchilla law L(N, D) is not identified by "
+                      f"these runs ({chin.point.status}: {chin.point.message})")
+    return chin.summary(), ""
 
 
 def _law_status(compute: Any) -> dict[str, Any]:
