@@ -5,8 +5,8 @@ Data: StepLaw (``$SCALEBO_DATA_DIR/steplaw``, 1,911 configurations) through
 and exits. Observations: the configurations a seeded replay of the default method bought at
 5 % of C_total (``--design replay``, default) or a seeded random 5 % of the acquirable
 configurations (``--design random``). Surrogate: the replays' fantasy GP (Matérn-5/2 ARD on
-losses clipped at median + 5·IQR), fresh, seeded. Scope: the search's final window of the
-``spent`` schedule, ``cap = max(c_min, spent, costliest observed)`` FLOPs.
+losses clipped at median + 5·IQR), fresh, seeded. Scope: every acquirable configuration (the
+posterior's default since 0.3.3; at 5 % of StepLaw the search's window spans them all anyway).
 
 * scalebo: :func:`scalebo.search.law_posterior.law_posterior` with ``n_samples=64`` for the
   compute law and Chinchilla, timed ``--repeats`` times; the median total is reported with its
@@ -127,13 +127,10 @@ def main() -> int:
     grid = problem.grid
     idx = observations(problem, args.design, args.seed)
     y = problem.loss[idx]
-    cap = max(float(grid.compute_levels[0]), float(grid.cost[idx].sum()),
-              float(grid.cost[idx].max()))
     frac = grid.cost[idx].sum() / problem.C_total
     print(f"StepLaw: {grid.n_configs} configurations; {idx.size} observed ({args.design}, "
-          f"{100 * frac:.2f} % of C_total); window cap {cap:.3g} FLOPs; S = {S}; "
-          f"{os.cpu_count()} CPUs")
-    kw = dict(cap=cap, n_samples=S, rng=args.seed)
+          f"{100 * frac:.2f} % of C_total); S = {S}; {os.cpu_count()} CPUs")
+    kw = dict(scope="grid", n_samples=S, rng=args.seed)
     post_kw = dict(kw, discrepancy=args.discrepancy)
 
     runs = []

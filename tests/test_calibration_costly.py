@@ -1,7 +1,7 @@
 """The law posterior on a grid whose single configurations are a large share of its compute.
 
 A synthetic grid of 3 model sizes × 4 token counts × 4 learning rates (48 configurations;
-its Pareto envelope costs about a third of the grid's compute) is searched with the default
+its Pareto envelope costs 17 % of the acquirable grid's compute) is searched with the default
 method to 10 % of its compute. The ``spent`` window then still excludes the costliest
 configuration of the reference envelope (12.7 % of C_total), which moves the whole grid's
 compute law at 1e25 FLOPs by about 20 %. A posterior that samples only inside the window
@@ -16,6 +16,7 @@ import functools
 import warnings
 
 import numpy as np
+import pytest
 
 from scalebo.bench.intervals import reference_losses
 from scalebo.bench.method import DEFAULT_METHOD
@@ -73,9 +74,24 @@ def test_the_default_posterior_covers_the_whole_grids_law():
             q, ref = _interval(seed, method)
             out.append((q["q10"] <= ref <= q["q90"], q["q02.5"] <= ref <= q["q97.5"]))
     g, w = np.array(grid_scope, dtype=float), np.array(window_scope, dtype=float)
-    # Here (S = 32, seeds 0-5) when written: 80 % / 95 % intervals cover in 5 / 5 of 6
-    # replays sampling the grid, 0 / 0 sampling the window (seed 0's grid-scope 95 % interval
-    # ends 0.7 % below the reference). Fails if the default goes back to the window.
-    assert g[:, 0].mean() >= 4 / 6, g
-    assert g[:, 1].mean() >= 4 / 6, g
-    assert w[:, 1].mean() <= 2 / 6, w
+    # Here (S = 32, seeds 0-5) when written: 80 % / 95 % intervals cover in 4 / 5 of 6
+    # replays sampling the grid (seeds 0 and 1 miss at 80 %, by 0.7 and 0.6 %), 0 / 0 of 6
+    # sampling the window. Fails if the default goes back to the window.
+    assert g[:, 1].sum() - w[:, 1].sum() >= 3, (g, w)
+    assert g[:, 0].sum() - w[:, 0].sum() >= 2, (g, w)
+    assert g[:, 1].mean() >= 3 / 6, g
+
+
+def test_a_replay_records_the_whole_grid_posterior():
+    # The replay's recorded interval is the whole grid's posterior (not the window's).
+    from scalebo.bench.replay import replay
+
+    seed = 0
+    problem, _ = _replay(seed)
+    method = DEFAULT_METHOD.with_(posterior_samples=32)
+    rec = replay(problem, method, BUDGET, seed)
+    recorded = rec.metrics[-1].law_posterior["compute"]["predicted_loss"]["1e+25"]
+    q, _ = _interval(seed, DEFAULT_METHOD)  # a fresh GP: the replay's is warm-started
+    w, _ = _interval(seed, DEFAULT_METHOD.with_(posterior_scope="fantasize"))
+    assert all(recorded[k] == pytest.approx(q[k], rel=1e-4) for k in q), (recorded, q)
+    assert any(recorded[k] != pytest.approx(w[k], rel=1e-2) for k in w), (recorded, w)

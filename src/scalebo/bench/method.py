@@ -100,8 +100,8 @@ class MethodConfig:
         trend_form: ``"linear"``, or ``"power"``: a saturating Chinchilla-form mean
             ``c + a·N^(−α) + b·D^(−β)`` (rates on a grid, ``a, b ≥ 0``).
         posterior_samples: Samples S of the law posterior recorded at every budget
-            (:func:`~scalebo.search.law_posterior.law_posterior`, inside the fantasization
-            scope); 0: none.
+            (:func:`~scalebo.search.law_posterior.law_posterior`, in ``posterior_scope``);
+            0: none.
         posterior_noise: Sample recorded losses (latent + observation noise) rather than
             the latent loss.
         posterior_estimand: What the law posterior is about
@@ -126,7 +126,7 @@ class MethodConfig:
             StepLaw, OELLM-English and the built-in synthetic grid (10 seeds × 4 budgets,
             identical coverage). They differ where single configurations are a large share
             of the grid's compute: on a synthetic grid of 3 N × 4 D × 4 learning rates (the
-            envelope a third of C_total), at 10 % the window scope left the costliest
+            envelope 17 % of C_total), at 10 % the window scope left the costliest
             envelope configuration out and its 80 % / 95 % intervals covered the reference
             in 0 / 0 of 10 seeds, the grid scope in 9 / 10 (docs/reproduction.md).
         posterior_discrepancy: Scale of the law posterior's hyperparameter-shift

@@ -31,7 +31,8 @@ def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: 
     group.add_argument("--diverged-above", type=positive_float, default=None, metavar="LOSS",
                        help="a loss (nats) above this counts as a failed (diverged) run")
     group.add_argument("--schedule", choices=("sweep", "spent", "coverage", "full"),
-                       default="spent", help="compute window of the search (default spent)")
+                       default="spent", help="compute window of the search's suggestions "
+                       "(default spent; the status's law posterior covers the whole grid)")
     group.add_argument("--clip-iqr", type=float, default=5.0,
                        help="the GP sees losses clipped at median + K x IQR of the completed "
                             "runs, so diverged runs do not swamp it (default 5; 0: off)")
