@@ -94,3 +94,20 @@ def test_a_grid_too_small_for_a_reference_law_says_why(tmp_path):
     assert "3 parameters but only 2 observations" in msg
     ok = load_problem(path, axes=["lr"], n_held_out_cells=0)
     assert ok.reference_compute.success and ok.envelope_idx.size >= 3
+
+
+def test_an_unidentified_reference_law_is_said(tmp_path):
+    # Two model sizes cannot identify L(N, D) = E + A/N^alpha + B/D^beta: replays still score
+    # against the fit, so the problem says what that fit is (it once went unsaid).
+    frame = make_synthetic(seed=1, N=[1e8, 4e8], D=1e9 * 2.0 ** np.arange(5),
+                           lr=[1e-3, 2e-3], bs=[256.0])
+    path = tmp_path / "two_sizes.csv"
+    frame[["N", "D", "lr", "loss"]].to_csv(path, index=False)
+    with pytest.warns(UserWarning, match="reference chinchilla law is not identified"):
+        problem = load_problem(path, axes=["lr"])
+    assert str(problem.reference_chinchilla.status) == "unidentified"
+    assert str(problem.reference_compute.status) == "converged"
+    assert [n for n in problem.notes if "reference" in n] == [
+        n for n in problem.notes if n.startswith(f"{path}: the reference chinchilla law is "
+                                                 "not identified by the whole grid (unidentif")]
+    assert len([n for n in problem.notes if "reference" in n]) == 1

@@ -206,6 +206,14 @@ def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarra
         X = np.column_stack([grid.configs["N"].to_numpy()[cells],
                              grid.configs["D"].to_numpy()[cells]])
         ref_ch = fit_law(CHINCHILLA, X, loss[cells], starts=chinchilla_starts)
+    extra = [f"{name}: the reference {law} law is not identified by the whole grid "
+             f"({fit.status}: {fit.message}); errors and coverage scored against it measure "
+             "distance to a fit the data do not pin down"
+             for law, fit in (("compute", ref_c), ("chinchilla", ref_ch))
+             if fit is not None and str(fit.status) != "converged"]
+    for msg in extra:
+        warnings.warn(msg, stacklevel=3)
+    notes = (*notes, *extra)
     held = cell_best_rows(grid, loss, np.flatnonzero(grid.held_out))
     held_cells = pd.DataFrame({
         "N": grid.configs["N"].to_numpy()[held],

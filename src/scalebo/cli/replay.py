@@ -170,8 +170,10 @@ def run(args: argparse.Namespace) -> int:
                              if getattr(args, option) is not None})
     check_outputs(args)
     log(f"loading {args.dataset} and its reference fit ...")
-    problem = load_problem(args.dataset, mapping=mapping, axes=axes,
-                           n_held_out_cells=args.held_out_cells, data_dir=args.data_dir)
+    with warnings.catch_warnings():  # each is kept in the notes, printed once below
+        warnings.simplefilter("ignore")
+        problem = load_problem(args.dataset, mapping=mapping, axes=axes,
+                               n_held_out_cells=args.held_out_cells, data_dir=args.data_dir)
     for note in problem.notes:
         log(f"note: {note}")
     records = list(args.record_budgets)
