@@ -206,7 +206,9 @@ def test_summary_keys_and_quantiles(known):
         summ = post.summary()
         json.dumps(summ, allow_nan=False)
         assert set(summ) == {"predicted_loss", "params", "N_opt", "D_opt", "samples",
-                             "n_failed", "seconds"}
+                             "n_failed", "n_bound_hit", "point_status", "seconds"}
+        assert summ["n_bound_hit"] == sum(s == "bound hit" for s in post.status)
+        assert summ["point_status"] == str(post.point.status)
         assert list(summ["predicted_loss"]) == ["1e+25", "1e+27", "1e+29"]
         q = summ["predicted_loss"]["1e+27"]
         assert list(q) == ["q02.5", "q10", "q50", "q90", "q97.5"] == list(QUANTILES)
@@ -474,3 +476,17 @@ def test_a_sample_whose_path_overflows_fails_without_a_numpy_warning():
         warnings.simplefilter("error")
         loss, n_opt, d_opt = lp._derive("chinchilla", odd, np.array(TARGETS))
     assert loss.shape == n_opt.shape == d_opt.shape == (len(TARGETS),)
+
+
+def test_the_summary_counts_fits_at_a_bound():
+    # Twelve runs in the two cheapest cells cannot pin down L(N, D) over the whole grid: the
+    # fit on the posterior-mean table and most sample fits end at a parameter bound, and the
+    # summary says so (an interval of such fits is the bounds' spread, not the data's).
+    frame = make_synthetic(lr=1.25e-4 * 4.0 ** np.arange(4), bs=np.array([128.0, 512.0]))
+    grid = Grid.from_frame(frame[["N", "D", "lr", "bs"]], n_held_out_cells=0)
+    idx = np.argsort(grid.cost, kind="stable")[:12]
+    post = law_posterior(grid, idx, frame["loss"].to_numpy()[idx], GPSurrogate(rng=0),
+                         n_samples=16, rng=0)["chinchilla"]
+    summ = post.summary()
+    assert summ["point_status"] == "bound hit" == str(post.point.status)
+    assert summ["n_bound_hit"] == sum(s == "bound hit" for s in post.status) >= 8

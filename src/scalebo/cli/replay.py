@@ -233,7 +233,8 @@ def _table(rec: Any) -> str:
     intervals = _interval_rows(rec)
     if intervals:
         out += ("\n\nlaw intervals at 1e25 FLOPs (loss, nats; covers: whether the full-grid "
-                "reference is inside the 80 % / 95 % interval)\n"
+                "reference is inside the 80 % / 95 % interval; fits: sample fits that failed or "
+                "ended at a parameter bound)\n"
                 + format_table(intervals, list(intervals[0])))
     return out
 
@@ -268,6 +269,17 @@ def _failure_rows(rec: Any) -> list[dict]:
     return rows
 
 
+def _fits(entry: dict) -> str:
+    """``"ok"``, or how many of the S sample fits failed or ended at a parameter bound (an
+    interval such fits make is the bounds' spread, not the data's)."""
+    if "n_bound_hit" not in entry:  # a bootstrap summary: not counted
+        return "-"
+    parts = [f"{entry[k]}/{entry.get('samples')} {what}"
+             for k, what in (("n_failed", "failed"), ("n_bound_hit", "at a bound"))
+             if entry.get(k)]
+    return ", ".join(parts) or "ok"
+
+
 def _interval_rows(rec: Any) -> list[dict]:
     """One row per budget × law × interval source (law posterior, observed bootstrap)."""
     rows = []
@@ -285,5 +297,5 @@ def _interval_rows(rec: Any) -> list[dict]:
                              "q90": q["q90"], "q97.5": q["q97.5"],
                              "80%_halfwidth_%": 50 * (q["q90"] - q["q10"]) / q["q50"],
                              "reference": ref, "covers_80": cov.get("80"),
-                             "covers_95": cov.get("95")})
+                             "covers_95": cov.get("95"), "fits": _fits(entry)})
     return rows

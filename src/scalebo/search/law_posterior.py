@@ -169,8 +169,11 @@ class LawPosterior:
         """JSON-ready quantiles (keys of :data:`QUANTILES`) over the successful samples.
 
         ``{"predicted_loss": {"1e+25": {"q02.5": …, …}, …}, "params": {name: {…}},
-        "N_opt": {…} or None, "D_opt": …, "samples": S, "n_failed": k, "seconds": t}``;
-        if no sample succeeded every quantile is None and ``"message"`` says why.
+        "N_opt": {…} or None, "D_opt": …, "samples": S, "n_failed": k, "n_bound_hit": b,
+        "point_status": status, "seconds": t}``; ``n_bound_hit``: successful samples whose
+        fit ended at a parameter bound (their spread is the bound's, not the data's);
+        ``point_status``: the posterior-mean table's fit (None without one). If no sample
+        succeeded every quantile is None and ``"message"`` says why.
         """
         keys = [target_key(C) for C in self.targets]
 
@@ -186,6 +189,8 @@ class LawPosterior:
             "D_opt": by_target(self.D_opt),
             "samples": int(self.n_samples),
             "n_failed": int(self.n_failed),
+            "n_bound_hit": int(sum(st == str(FitStatus.BOUND_HIT) for st in self.status)),
+            "point_status": None if self.point is None else str(self.point.status),
             "seconds": float(self.seconds),
         }
         if self.n_failed >= self.n_samples:
