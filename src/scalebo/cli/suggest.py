@@ -24,11 +24,13 @@ NAME = "suggest"
 HELP = "suggest the next training runs of a grid under a compute budget"
 DESCRIPTION = """\
 Fit a GP to the completed runs and pick the next configurations of the grid to train:
-expected improvement over the best loss of each candidate's (N, D) cell, among configurations
-that fit the remaining budget and the compute window. Without runs, the first batch is the
-initial design (random configurations of the cheapest compute levels); completed runs count
-toward it. Running runs are pending (their compute is committed); failed runs count as
-spent and are not proposed again unless --retry-failed.
+expected improvement per unit cost over the envelope incumbent (the lower of the candidate
+cell's best loss and the best loss reached at or below its compute; --acq, --incumbent),
+among configurations that fit the remaining budget and the compute window.
+Without runs, the first batch is the initial design (random configurations of the cheapest
+compute levels); completed runs count toward it. Running runs are pending (their compute is
+committed); failed runs count as spent and are not proposed again unless --retry-failed (log
+the retry as a new row beside the failed one).
 """ + GRID_HELP
 EPILOG = "example: scalebo suggest --grid grid.yaml --runs runs.csv --budget 0.05 --batch 4"
 
