@@ -201,3 +201,19 @@ def test_blocked_objective_equals_start_by_start_huber_sum():
             fd = (fg((starts[s] + h)[None], np.array([s]))[0][0]
                   - fg((starts[s] - h)[None], np.array([s]))[0][0]) / 2e-6
             assert g[s, j] == pytest.approx(fd, rel=1e-5, abs=1e-8 * (1 + abs(f[s])))
+
+
+def test_the_agreement_message_counts_the_polished_starts():
+    # Only the best N_POLISH starts are polished to the precision agreement is judged at; the
+    # message once read "64 of 4500 converged starts agree", as if most starts disagreed.
+    from scalebo.bench.synthetic import make_synthetic
+    from scalebo.fitting.robust import N_POLISH
+    from scalebo.laws import CHINCHILLA
+
+    frame = make_synthetic()
+    best = frame.loc[frame.groupby(["N", "D"])["loss"].idxmin()]
+    fit = fit_law(CHINCHILLA, best[["N", "D"]].to_numpy(), best["loss"].to_numpy())
+    assert str(fit.status) == "converged" and fit.n_converged > N_POLISH
+    assert fit.message == (f"converged; {fit.n_agree} of the {N_POLISH} best converged starts, "
+                           f"polished, agree ({fit.n_converged} converged)")
+    assert 1 <= fit.n_agree <= N_POLISH

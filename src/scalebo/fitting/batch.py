@@ -93,7 +93,8 @@ def _check_targets(y: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 def _slice(res: BatchedResult, part: slice) -> BatchedResult:
     return BatchedResult(x=res.x[part], fun=res.fun[part], status=res.status[part],
-                         nit=res.nit[part], nfev=res.nfev, pgnorm=res.pgnorm[part])
+                         nit=res.nit[part], nfev=res.nfev, pgnorm=res.pgnorm[part],
+                         polished=None if res.polished is None else res.polished[part])
 
 
 def fit_batch(

@@ -51,6 +51,8 @@ class BatchedResult:
         nit: iterations per start, shape ``(S,)``.
         nfev: objective evaluations summed over all starts.
         pgnorm: infinity norm of the projected gradient at ``x``, shape ``(S,)``.
+        polished: which starts were continued to tight tolerances (:func:`with_polish`),
+            shape ``(S,)``; None when none were singled out.
     """
 
     x: np.ndarray
@@ -59,6 +61,7 @@ class BatchedResult:
     nit: np.ndarray
     nfev: int
     pgnorm: np.ndarray
+    polished: np.ndarray | None = None
 
 
 def free_variables(x: np.ndarray, g: np.ndarray, lower: np.ndarray, upper: np.ndarray):
@@ -268,5 +271,8 @@ def with_polish(res: BatchedResult, chosen: np.ndarray, pol: BatchedResult, *,
     x[rows], fun[rows], pgnorm[rows] = pol.x[keep], pol.fun[keep], pol.pgnorm[keep]
     status[rows] = pol.status[keep]
     nit[chosen] += pol.nit
+    polished = (np.zeros(len(fun), dtype=bool) if res.polished is None
+                else np.asarray(res.polished, dtype=bool).copy())
+    polished[rows] = True
     return BatchedResult(x=x, fun=fun, status=status, nit=nit, nfev=res.nfev + pol.nfev,
-                         pgnorm=pgnorm)
+                         pgnorm=pgnorm, polished=polished)

@@ -299,6 +299,10 @@ def summarize_starts(
     else:
         status = FitStatus.CONVERGED
         message = f"converged; {n_agree} of {int(conv.sum())} converged starts agree"
+        if res.polished is not None and 0 < (conv & res.polished).sum() < conv.sum():
+            # only the polished starts reach the precision agreement is judged at
+            message = (f"converged; {n_agree} of the {int((conv & res.polished).sum())} best "
+                       f"converged starts, polished, agree ({int(conv.sum())} converged)")
     if unidentified:
         status = FitStatus.UNIDENTIFIED
         message = f"cannot be identified: {unidentified} (optimizer: {message})"
