@@ -122,3 +122,23 @@ def test_batch_is_n_and_q_is_quiet_in_every_command():
         assert parser.parse_args([*cmd, "-q"]).quiet is True, cmd
     assert parser.parse_args(["fit", "runs.csv", "-q"]).quiet is True
     assert parser.parse_args(["-q", "fit", "runs.csv"]).quiet is True
+
+
+def test_a_failed_run_retried_through_pending(campaign):
+    # A failed configuration whose retry is in flight (--pending): the retry is pending, the
+    # failed attempt stays spent, and the retry is not suggested again.
+    path, frame = campaign
+    done = frame.iloc[[0, 1, 2, 7, 12, 20]].copy()
+    done.loc[done.index[-1], "loss"] = float("nan")  # row 20 failed
+    done.to_csv(path / "with_failed.csv", index=False)
+    frame.iloc[[20]].drop(columns="loss").to_csv(path / "retry.csv", index=False)
+    base = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "with_failed.csv", "--budget",
+                    "0.3", "--format", "json", cwd=path)
+    out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "with_failed.csv", "--pending",
+                   "retry.csv", "--budget", "0.3", "--batch", "3", "--format", "json", cwd=path)
+    assert base.returncode == 0 and out.returncode == 0, out.stderr
+    b, r = json.loads(base.stdout), json.loads(out.stdout)
+    cost20 = 6 * frame.iloc[20]["N"] * frame.iloc[20]["D"]
+    assert r["spent"] == pytest.approx(b["spent"]) and r["pending"] == pytest.approx(cost20)
+    retry = tuple(frame.iloc[20][["N", "D", "lr", "bs"]])
+    assert all((s["N"], s["D"], s["lr"], s["bs"]) != retry for s in r["suggestions"])

@@ -77,13 +77,17 @@ def run(args: argparse.Namespace) -> int:
 
         extra = read_table(args.pending).assign(status="running")
         more = read_campaign_runs(extra, grid)
-        clash = set(more.running.tolist()) & {int(i) for i in (*runs.completed, *runs.failed,
-                                                               *runs.running)}
+        clash = set(more.running.tolist()) & {int(i) for i in (*runs.completed, *runs.running)}
         if clash:
             raise ValueError(f"{args.pending}: configurations {sorted(clash)[:5]} are also in "
                              f"{args.runs}; list each run once")
-        runs = dataclasses.replace(runs, running=np.concatenate([runs.running, more.running]),
-                                   cost={**runs.cost, **more.cost})
+        retried = np.isin(runs.failed, more.running)  # a failed run retried: its attempt spent
+        runs = dataclasses.replace(
+            runs, running=np.concatenate([runs.running, more.running]),
+            failed=runs.failed[~retried], n_superseded=runs.n_superseded + int(retried.sum()),
+            superseded_cost=runs.superseded_cost + sum(runs.cost[int(g)]
+                                                       for g in runs.failed[retried]),
+            cost={**runs.cost, **more.cost})
     res = suggest_runs(grid, runs, budget, batch=args.batch, retry_failed=args.retry_failed,
                        schedule=args.schedule, acquisition=args.acq, incumbent=args.incumbent,
                        clip_iqr=args.clip_iqr, seed=args.seed, cost_model=cost_model(args),
