@@ -257,7 +257,9 @@ def _tidy_rows(rec: Mapping[str, Any]) -> list[tuple[str, str, float]]:
     (``scalebo.bench.metrics.BudgetMetrics.to_dict()``): its ``observed`` and ``fantasized``
     entries map each law to nested metrics, flattened to dotted names
     (``compute.extrapolation_pct.1e+25``, ``chinchilla.param_error.alpha``) plus
-    ``<law>.ok`` (1 when the fit gave an estimate); its other numeric leaves (runs, compute
+    ``<law>.ok`` (1 when the fit gave an estimate) and ``<law>.converged_pct`` (100 when
+    its status is ``converged``, else 0: a bound hit, no convergence, not identified or
+    failed); its other numeric leaves (runs, compute
     spent, recoveries) get kind ``"run"``. Strings and the trace are not loaded.
     """
     metrics = (rec.get("result") or {}).get("metrics") or {}
@@ -268,6 +270,7 @@ def _tidy_rows(rec: Mapping[str, Any]) -> list[tuple[str, str, float]]:
         for law, values in laws.items():
             if isinstance(values, Mapping) and "params" in values:
                 flat[f"{law}.ok"] = float(values.get("params") is not None)
+                flat[f"{law}.converged_pct"] = 100.0 * (values.get("status") == "converged")
             _flatten(values, str(law), flat)
         rows += [(kind, m, v) for m, v in flat.items()]
     flat = {}

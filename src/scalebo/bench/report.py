@@ -16,15 +16,14 @@ Tables (Markdown, :func:`write_report`):
 * calibration of the law posterior at 1e25 FLOPs (:mod:`scalebo.bench.calibration`):
   coverage of the 80 % / 95 % intervals and their median width per dataset × method × law ×
   budget, and pooled per method × law against the project's target;
-* the fitted (incumbent) law's coefficients per budget — rows dataset × variant ×
-  parameter, columns budgets (Table 5 layout);
+* the fitted (incumbent) law's coefficients per budget — rows dataset × variant × parameter,
+  columns budgets (Table 5 layout) — and how many fits converged (:mod:`.fit_rates`);
 * compute saved: the smallest budget fraction ``f`` at which the mean error at 1e25 FLOPs is
   ≤ a threshold (default 1 %), the saving factor ``1/f``, and the compute actually spent there
   as a fraction of ``C_total`` and as a multiple of the per-cell compute floor;
 * runs and recoveries (envelope %, cell %) per budget.
 
 Numbers below a table's display floor print as ``0.00`` (:func:`format_pm`).
-
 Figures (matplotlib, lazily, Agg; only for the methods in the records): per dataset a grid
 of recovery panels vs budget with ±1 SD bands (a colour per method; observed: dashed, open
 circles; fantasized: solid, filled squares), comparisons of methods that differ only in
@@ -47,6 +46,7 @@ import pandas as pd
 
 from scalebo.bench import calibration as cal
 from scalebo.bench.calibration import calibration_figure, calibration_section
+from scalebo.bench.fit_rates import CONVERGED_HEADING, converged_table
 from scalebo.bench.oracle import report_oracle
 from scalebo.bench.records import IGNORED_ATTR, load_records
 from scalebo.outputs import save_figure, write_text_file
@@ -371,6 +371,7 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     md += [f"## Compute saved to reach ≤ {threshold_pct:g} % error at 1e25 FLOPs", "",
            savings_table(summary, threshold_pct, law=law),
            "## Fitted law coefficients (mean ± SD)", "", coefficient_table(summary, law),
+           CONVERGED_HEADING, "", converged_table(summary, law),
            "## Envelope recovery (% of reference envelope configs observed)", "",
            _run_table(summary, "envelope_recovery_pct"),
            "## Per-cell recovery (% of cells whose best config was observed)", "",
