@@ -81,10 +81,17 @@ def test_format_csv_prints_csv(tmp_path):
                     "-q", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.DictReader(io.StringIO(proc.stdout)))
-    assert {(r["source"], r["law"]) for r in rows} == {
+    fits = [r for r in rows if r["source"] in ("observed", "fantasized")]
+    assert {(r["source"], r["law"]) for r in fits} == {
         ("observed", "compute"), ("observed", "chinchilla"), ("fantasized", "compute"),
         ("fantasized", "chinchilla")}
-    assert all(float(r["spent"]) <= 0.02 * (1 + 1e-6) for r in rows)
+    assert all(float(r["spent"]) <= 0.02 * (1 + 1e-6) and r["message"] for r in fits)
+    # The law intervals are in the same CSV (they were dropped from it): one row per law.
+    post = [r for r in rows if r["source"] == "posterior"]
+    assert {r["law"] for r in post} == {"compute", "chinchilla"}
+    for r in post:
+        q = [float(r[k]) for k in ("q02.5", "q10", "q50", "q90", "q97.5")]
+        assert q == sorted(q) and r["covers_80"] in ("True", "False") and r["fits"]
 
 
 def test_a_budget_that_buys_nothing_and_failed_fits_say_why(tmp_path):

@@ -193,9 +193,9 @@ def run(args: argparse.Namespace) -> int:
         log(f"wrote {args.plot}")
     if args.format == "json":
         write_json(data)
-    elif args.format == "csv":
-        rows = _metric_rows(rec)
-        write_csv(rows, list(rows[0]) if rows else ["budget"])
+    elif args.format == "csv":  # one table: the metric rows, then the interval rows
+        rows = _csv_rows(rec)
+        write_csv(rows, list(dict.fromkeys(k for r in rows for k in r)) or ["budget"])
     else:
         print(_table(rec))
     return 0
@@ -217,6 +217,23 @@ def _metric_rows(rec: Any) -> list[dict]:
                     v = lm.abs_extrapolation(c)
                     row[f"|d|%@{c_key(c)}"] = v
                 rows.append(row)
+    return rows
+
+
+def _csv_rows(rec: Any) -> list[dict]:
+    """The text output's three tables as one: metric rows with each fit's message (why there
+    is no estimate), then the law intervals at 1e25 FLOPs (``source`` posterior or
+    bootstrap) and the law posteriors not drawn (``source`` posterior, ``message``)."""
+    messages = {(m.budget, source, name): lm.message
+                for m in rec.metrics
+                for source, laws in (("observed", m.observed), ("fantasized", m.fantasized))
+                for name, lm in (laws or {}).items()}
+    rows = [{**r, "message": messages.get((r["budget"], r["source"], r["law"]), "")}
+            for r in _metric_rows(rec)]
+    rows += _interval_rows(rec)
+    rows += [{"budget": r["budget"], "source": r["source"], "law": r["law"],
+              "message": r["reason"]} for r in _failure_rows(rec)
+             if r["source"] == "posterior" or (r["source"] == "fantasized" and r["law"] == "-")]
     return rows
 
 
