@@ -60,8 +60,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Parse, call :func:`scalebo.search.campaign.suggest_runs`, print."""
-    import dataclasses
-
     import numpy as np
 
     from scalebo.search.campaign import suggest_runs
@@ -76,18 +74,7 @@ def run(args: argparse.Namespace) -> int:
         from scalebo.data.files import read_table
 
         extra = read_table(args.pending).assign(status="running")
-        more = read_campaign_runs(extra, grid)
-        clash = set(more.running.tolist()) & {int(i) for i in (*runs.completed, *runs.running)}
-        if clash:
-            raise ValueError(f"{args.pending}: configurations {sorted(clash)[:5]} are also in "
-                             f"{args.runs}; list each run once")
-        retried = np.isin(runs.failed, more.running)  # a failed run retried: its attempt spent
-        runs = dataclasses.replace(
-            runs, running=np.concatenate([runs.running, more.running]),
-            failed=runs.failed[~retried], n_superseded=runs.n_superseded + int(retried.sum()),
-            superseded_cost=runs.superseded_cost + sum(runs.cost[int(g)]
-                                                       for g in runs.failed[retried]),
-            cost={**runs.cost, **more.cost})
+        runs = runs.with_running(read_campaign_runs(extra, grid), args.pending)
     res = suggest_runs(grid, runs, budget, batch=args.batch, retry_failed=args.retry_failed,
                        schedule=args.schedule, acquisition=args.acq, incumbent=args.incumbent,
                        clip_iqr=args.clip_iqr, seed=args.seed, cost_model=cost_model(args),

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -107,6 +107,22 @@ class CampaignRuns:
         # shares no stable phase. Completed and running ones as families (the model's total).
         own = float(sum(self.cost[i] for i in rows if i in failed))
         return cost_model.total(grid, mask, priced=True) + own
+
+    def with_running(self, more: CampaignRuns, name: str) -> CampaignRuns:
+        """These runs plus ``more.running`` (runs in flight listed elsewhere, ``name``). A
+        failed configuration run again is retried as in a runs file: its failed attempt
+        stays spent. ValueError for a configuration already completed or running."""
+        clash = set(more.running.tolist()) & {int(i) for i in (*self.completed, *self.running)}
+        if clash:
+            raise ValueError(f"{name}: configurations {sorted(clash)[:5]} are also in "
+                             f"{self.source}; list each run once")
+        retried = np.isin(self.failed, more.running)
+        return replace(self, running=np.concatenate([self.running, more.running]),
+                       failed=self.failed[~retried],
+                       superseded_cost=self.superseded_cost
+                       + sum(self.cost[int(g)] for g in self.failed[retried]),
+                       n_superseded=self.n_superseded + int(retried.sum()),
+                       cost={**self.cost, **more.cost})
 
     @property
     def n_runs(self) -> int:
