@@ -19,16 +19,17 @@ CONVERGED_HEADING = ("## Fits that converged (seeds; the others hit a bound, did
 def converged_table(summary: pd.DataFrame, law: str = "compute") -> str:
     """Markdown: rows dataset × variant, columns budgets, cells ``converged / seeds`` of the
     law's fits (``summary`` from :func:`scalebo.bench.report.summarize`)."""
+    from scalebo.bench.report import _budget_label, _label  # report imports this module
+
     sub = summary[summary["metric"] == f"{law}.converged_pct"]
     if sub.empty:
         return "_no data_\n"
     budgets = sorted(sub["budget"].unique())
-    lines = ["| dataset | method | " + " | ".join(f"{100 * b:g} %" for b in budgets) + " |",
+    lines = ["| dataset | method | " + " | ".join(map(_budget_label, budgets)) + " |",
              "|---|---|" + "---|" * len(budgets)]
     for (ds, method, kind), rows in sub.groupby(["dataset", "method", "kind"], sort=False):
         by_b = {r.budget: r for r in rows.itertuples()}
         cells = [f"{round(by_b[b].mean * by_b[b].n / 100)} / {int(by_b[b].n)}" if b in by_b
                  else "–" for b in budgets]
-        name = f"{method} + fantasize" if kind == "fantasized" else method
-        lines.append(f"| {ds} | {name} | " + " | ".join(cells) + " |")
+        lines.append(f"| {ds} | {_label(method, kind)} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
