@@ -178,6 +178,13 @@ def test_noise_free_status_csv_says_its_estimand_and_floor(synthetic, tmp_path):
     assert status["noise_floor"]["n_untried"] == len(frame) - len(half)
     for t, r in zip(status["targets"], ratio.values(), strict=True):
         assert t["floor_half_width_pct"] == pytest.approx(r * t["half_width_pct"])
+    for (_, row), t in zip(table.iterrows(), status["targets"], strict=True):  # CSV = JSON
+        assert [row["low_80"], row["high_80"]] == pytest.approx(t["interval_80"])
+        assert [row["low_95"], row["high_95"]] == pytest.approx(t["interval_95"])
+        for name in ("N_opt", "D_opt"):
+            iv = t[f"{name}_80"]
+            ends = [row[f"{name}_low_80"], row[f"{name}_high_80"]]
+            assert (pd.isna(ends).all() if iv is None else ends == pytest.approx(iv))
 
 
 def test_targets_that_round_alike_keep_their_own_intervals(synthetic):

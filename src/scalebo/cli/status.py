@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from scalebo.cli.campaign_args import (
     GRID_HELP,
@@ -86,6 +87,19 @@ def _median(value: float | None, iv: list[float] | None) -> str:
                                       f" ({format_number(iv[0], 2)}–{format_number(iv[1], 2)})")
 
 
+def _csv_row(t: Any, estimand: str) -> dict[str, Any]:
+    """One target's CSV row (:data:`CSV_COLUMNS`; an interval's ends empty without it)."""
+    low_80, high_80 = t.interval_80 or (None, None)
+    low_95, high_95 = t.interval_95 or (None, None)
+    n_low, n_high = t.N_opt_80 or (None, None)
+    d_low, d_high = t.D_opt_80 or (None, None)
+    return {"C": t.C, "prediction": t.prediction, "low_80": low_80, "high_80": high_80,
+            "low_95": low_95, "high_95": high_95, "half_width_pct": t.half_width_pct,
+            "floor_half_width_pct": t.floor_half_width_pct, "N_opt": t.N_opt,
+            "N_opt_low_80": n_low, "N_opt_high_80": n_high, "D_opt": t.D_opt,
+            "D_opt_low_80": d_low, "D_opt_high_80": d_high, "estimand": estimand}
+
+
 def run(args: argparse.Namespace) -> int:
     """Parse, call :func:`scalebo.search.status.campaign_status`, print."""
     from scalebo.search.status import campaign_status
@@ -140,19 +154,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_json(result)
     elif args.format == "csv":
-        write_csv([{"C": t.C, "prediction": t.prediction,
-                    "low_80": (t.interval_80 or [None, None])[0],
-                    "high_80": (t.interval_80 or [None, None])[1],
-                    "low_95": (t.interval_95 or [None, None])[0],
-                    "high_95": (t.interval_95 or [None, None])[1],
-                    "half_width_pct": t.half_width_pct,
-                    "floor_half_width_pct": t.floor_half_width_pct,
-                    "N_opt": t.N_opt, "N_opt_low_80": (t.N_opt_80 or [None, None])[0],
-                    "N_opt_high_80": (t.N_opt_80 or [None, None])[1], "D_opt": t.D_opt,
-                    "D_opt_low_80": (t.D_opt_80 or [None, None])[0],
-                    "D_opt_high_80": (t.D_opt_80 or [None, None])[1],
-                    "estimand": status.estimand}
-                   for t in status.targets], CSV_COLUMNS)
+        write_csv([_csv_row(t, status.estimand) for t in status.targets], CSV_COLUMNS)
     else:
         law = status.law
         params = ", ".join(f"{k} {format_number(v)}" for k, v in (law.get("params") or {}).items())
