@@ -41,7 +41,7 @@ def test_cold_start_to_stop(tmp_path):
         step += 1
         out = _cli("suggest", "--grid", "grid.yaml", "--runs", "runs.csv", "--budget", "0.3",
                    "--batch", "4", "--format", "json", cwd=tmp_path)
-        if out.returncode == 2:  # the budget is gone: the command says so, no traceback
+        if out.returncode == 3:  # the budget is gone: the command says so, no traceback
             assert "budget" in out.stderr and "Traceback" not in out.stderr
             break
         assert out.returncode == 0, out.stderr

@@ -1,4 +1,5 @@
-"""``scalebo suggest`` in a subprocess: suggestions with reasons, and input errors (exit 2)."""
+"""``scalebo suggest`` in a subprocess: suggestions with reasons, input errors (exit 2), and
+a spent budget (exit 3, so that a worker loop can tell the end from a mistake)."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def test_suggestion_is_among_the_truly_best_unobserved_configurations(tmp_path):
         assert row in unobserved[:3], (design, s, unobserved.index(row))
 
 
-def test_off_grid_duplicate_and_spent_budget_exit_2(campaign):
+def test_off_grid_and_duplicate_exit_2_and_a_spent_budget_exits_3(campaign):
     path, frame = campaign
     off = frame.iloc[[0]].assign(lr=7e-4)
     off.to_csv(path / "off.csv", index=False)
@@ -104,7 +105,14 @@ def test_off_grid_duplicate_and_spent_budget_exit_2(campaign):
     assert out.returncode == 2 and "data rows [1, 2] are the same configuration" in out.stderr
     out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "done.csv", "--budget",
                    "0.001", cwd=path)
-    assert out.returncode == 2 and "already spent" in out.stderr
+    assert out.returncode == 3 and "already spent" in out.stderr
+    assert out.stderr.startswith("stop:") and not out.stdout
+    done = frame.iloc[[0, 1, 2, 7, 12, 20]]
+    spent = float((6 * done["N"] * done["D"]).sum())
+    cheapest = 6 * 5e7 * 1e9  # the smallest cell still has untried configurations
+    out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "done.csv", "--budget",
+                   f"{spent + 0.5 * cheapest:.6e}FLOPs", cwd=path)
+    assert out.returncode == 3 and "no configuration fits" in out.stderr, out.stderr
 
 
 def test_batch_is_n_and_q_is_quiet_in_every_command():

@@ -17,7 +17,9 @@ Conventions (as in Optuna's CLI): data go to stdout, logs / progress / warnings 
 Exit codes: 0 success; 1 a fit (or search) that produced no usable estimate
 (:class:`~scalebo.errors.FitError`) or did not converge; 2 bad input or usage
 (:class:`~scalebo.errors.RunTableError`, ``ValueError``, ``FileNotFoundError``,
-:class:`~scalebo.errors.SearchError`, argparse errors); 130 interrupted. Library errors are
+:class:`~scalebo.errors.SearchError`, argparse errors); 3 nothing left to suggest: the budget
+is spent or nothing untried fits it (:class:`~scalebo.errors.BudgetExhausted`), so a worker
+loop can stop on it without mistaking a typo for the end; 130 interrupted. Library errors are
 printed as one ``error: ...`` line, without a traceback (``SCALEBO_DEBUG=1`` re-raises them).
 """
 
@@ -33,7 +35,7 @@ from types import ModuleType
 
 from scalebo import __version__
 from scalebo.cli.common import set_quiet
-from scalebo.errors import FitError, RunTableError, SearchError
+from scalebo.errors import BudgetExhausted, FitError, RunTableError, SearchError
 
 #: Subcommand modules of :mod:`scalebo.cli`, in ``--help`` order. One line per command.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -50,6 +52,7 @@ COMMAND_MODULES: tuple[str, ...] = (
 EXIT_OK = 0
 EXIT_FIT_ERROR = 1
 EXIT_INPUT_ERROR = 2
+EXIT_BUDGET_SPENT = 3
 EXIT_INTERRUPTED = 130
 
 DESCRIPTION = """\
@@ -68,7 +71,8 @@ run_id, hyperparameters); map other names with --map N=params,D=tokens. Public d
 dataset:NAME (steplaw, oellm_english, epoch_chinchilla, porian_isoflop, gemstones,
 gadre_overtraining) with --data-dir or $SCALEBO_DATA_DIR.
 Run 'scalebo COMMAND --help' for details.
-exit codes: 0 ok, 1 fit failed or did not converge, 2 bad input or usage.
+exit codes: 0 ok, 1 fit failed or did not converge, 2 bad input or usage, 3 the budget
+is spent (suggest: nothing left to propose).
 """
 
 
@@ -142,6 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_FIT_ERROR
+        except BudgetExhausted as exc:  # before SearchError, its base class
+            if debug:
+                raise
+            print(f"stop: {exc}", file=sys.stderr)
+            return EXIT_BUDGET_SPENT
         except (RunTableError, SearchError, ValueError, FileNotFoundError,
                 IsADirectoryError) as exc:
             if debug:
