@@ -214,6 +214,13 @@ def _derive(name: str, fit: FitResult, C: np.ndarray
         return loss, np.asarray(alloc["N_opt"], float), np.asarray(alloc["D_opt"], float)
 
 
+#: What each law is fitted on, counted as a message says it.
+_FRONTIER = {
+    "compute": lambda k: f"its Pareto envelope of (compute, loss) has {k} point{'s' * (k != 1)}",
+    "chinchilla": lambda k: f"it has {k} (N, D) cell{'s' * (k != 1)}",
+}
+
+
 def _one_law(name: str, grid: Grid, rows: np.ndarray, mean: np.ndarray, draws: np.ndarray,
              C: np.ndarray, n_starts: int, t_sample: float) -> LawPosterior:
     law = LAW_NAMES[name]
@@ -223,7 +230,11 @@ def _one_law(name: str, grid: Grid, rows: np.ndarray, mean: np.ndarray, draws: n
     Xm, ym, wm = sample_frontiers(name, grid, rows, mean[None, :])
     keep = slice(None) if wm is None else wm[0] > 0
     point, starts, message = None, np.empty((0, law.n_params)), ""
+    n_points = int(np.asarray(ym[0, keep]).size)
     try:
+        if n_points < law.n_params:  # say what is short, in the user's terms
+            raise FitError(f"{_FRONTIER[name](n_points)}, fewer than the {name} law's "
+                           f"{law.n_params} parameters")
         point = fit_law(law, Xm[keep], ym[0, keep])
         starts = distinct_optima(point, n_starts)
     except FitError as exc:
