@@ -259,8 +259,13 @@ def _floor(grid: Grid, runs: CampaignRuns, estimand: str, posts: dict[str, Any],
                          targets=targets, n_samples=n_samples, rng=seed,
                          exclude=runs.failed, prepared=compute)
     except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
-        return {"ratio": {target_key(C): None for C in targets}, "n_untried": None,
-                "seconds": None, "message": str(exc)}, None
+        return _floor_json(dict.fromkeys(targets), None, None, str(exc)), None
     ratios = dict(zip(targets, nf.ratio, strict=True))
-    return ({"ratio": {target_key(C): r for C, r in ratios.items()}, "n_untried": nf.n_untried,
-             "seconds": nf.seconds, "message": nf.message}, ratios)
+    return _floor_json(ratios, nf.n_untried, nf.seconds, nf.message), ratios
+
+
+def _floor_json(ratios: dict[float, float | None], n_untried: int | None,
+                seconds: float | None, message: str) -> dict[str, Any]:
+    """The status's ``noise_floor`` entry: the ratio per target key (None where unknown)."""
+    return {"ratio": {target_key(C): r for C, r in ratios.items()}, "n_untried": n_untried,
+            "seconds": seconds, "message": message}
