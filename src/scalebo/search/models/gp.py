@@ -52,6 +52,7 @@ from scalebo.search.models.linalg import (
     _lml_value,
     blas_threads,
 )
+from scalebo.search.models.pathwise import pathwise_samples, use_pathwise
 from scalebo.search.models.scaling import standardization
 
 
@@ -321,13 +322,17 @@ class GaussianProcess:
     @_with_blas_limit
     def sample_joint(self, X: np.ndarray, n_samples: int,
                      rng: np.random.Generator | int | None = None, *,
-                     include_noise: bool = False) -> np.ndarray:
+                     include_noise: bool = False, method: str = "auto") -> np.ndarray:
         """Joint posterior samples of the latent loss at ``X`` (``include_noise``: of a
-        recorded loss, latent + observation noise), nats, shape ``(n_samples, m)``. The
-        covariance gets a fixed jitter of 1e-10 × its mean diagonal (it is rank-deficient
-        near training points); more is added, with a warning, if needed."""
+        recorded loss, latent + observation noise), nats, shape ``(n_samples, m)``.
+        ``method="exact"``: the covariance gets a fixed jitter of 1e-10 × its mean diagonal
+        (it is rank-deficient near training points; more, with a warning, if needed) and a
+        Cholesky, O(m³); ``"pathwise"``: :mod:`~scalebo.search.models.pathwise`, O(m) memory;
+        ``"auto"``: pathwise above ``PATHWISE_MIN_POINTS`` points if the kernel allows."""
         self._check_fitted()
         Xs = self._check_X(X)
+        if use_pathwise(self.kernel_, Xs.shape[0], method):
+            return pathwise_samples(self, Xs, n_samples, rng, include_noise=include_noise)
         mean = self.predict(Xs, return_std=False)
         cov = self.posterior_cov(Xs, include_noise=include_noise)
         cov.flat[:: cov.shape[0] + 1] += 1e-10 * max(float(np.mean(np.diag(cov))), 1e-300)
