@@ -35,7 +35,7 @@ def grid_file(directory: Path, *, nan_row: int = 4, repeat_row: int | None = 7) 
 def test_loading_warnings_become_notes_and_are_shown_once(tmp_path):
     path = grid_file(tmp_path)
     with pytest.warns(UserWarning) as caught:
-        problem = load_problem(path, axes=AXES)
+        problem = load_problem(path, axes=AXES, duplicates="mean")
     excluded = f"{path}: excluded 1 of 55 runs: 1 non-finite loss (data row 5)"
     messages = [str(w.message) for w in caught]
     # Each warning of the load reaches the user once: the excluded run, the averaged repeat.
@@ -54,7 +54,38 @@ def test_loading_warnings_become_notes_and_are_shown_once(tmp_path):
     # A cached load shows nothing again but keeps the notes.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert load_problem(path, axes=AXES) is problem
+        assert load_problem(path, axes=AXES, duplicates="mean") is problem
+
+
+def test_a_repeated_configuration_is_an_error_unless_averaged(tmp_path):
+    """As ``scalebo fit``: a file's repeated run is not merged silently into an average
+    (a new user's copied row once became a 2-run mean, seen only in a note)."""
+    from scalebo.errors import RunTableError
+
+    path = grid_file(tmp_path / "rep", nan_row=20)
+    with pytest.raises(RunTableError) as info:
+        load_problem(path, axes=AXES)
+    # the repeat is the appended 55th data row, a copy of data row 8 (0-based 7)
+    assert f"{path}: data rows 8 and 55 repeat the configuration" in str(info.value)
+    assert "--duplicates mean" in str(info.value)
+    with pytest.warns(UserWarning, match="54 runs merged into 53"):
+        assert load_problem(path, axes=AXES, duplicates="mean").grid.n_configs == 53
+
+
+def test_a_typo_in_a_hyperparameter_column_names_file_row_and_column(tmp_path):
+    """'3e-4x' among learning rates once turned lr into text: it stopped being an axis and
+    the replay merged 3 learning rates per cell into one averaged configuration."""
+    from scalebo.errors import RunTableError
+
+    path = grid_file(tmp_path / "typo", nan_row=0, repeat_row=None)
+    frame = pd.read_csv(path)
+    frame["lr"] = frame["lr"].astype(object)
+    frame.loc[3, "lr"] = "3e-4x"
+    frame.to_csv(path, index=False)
+    with pytest.raises(RunTableError) as info:
+        load_problem(path)  # default axes: the rule that used to drop lr
+    assert str(info.value).startswith(
+        f"{path}: data row 4, column 'lr': expected a number, got '3e-4x'")
 
 
 def test_notes_do_not_depend_on_the_callers_warning_filters(tmp_path):

@@ -185,7 +185,7 @@ def test_all_runs_excluded_is_an_error():
 
 def test_repeated_configuration_names_both_rows():
     frame = pd.concat([_frame(), _frame().iloc[[2]]], ignore_index=True)
-    with pytest.raises(RunTableError, match=r"rows 3 and 5 repeat the configuration"):
+    with pytest.raises(RunTableError, match=r"data rows 3 and 5 repeat the configuration"):
         load_runs(frame, mapping=MAP, hyperparameters=["lr"])
 
 
@@ -233,3 +233,34 @@ def test_no_warning_on_a_clean_table():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         load_runs(_frame(), mapping=MAP)
+
+
+def test_a_typo_among_numbers_is_an_error_but_a_column_of_names_is_not():
+    """Default hyperparameters: a text column whose values are mostly numbers has a typo
+    (data row, column, value named); a column of names stays a categorical column."""
+    base = pd.DataFrame({"N": [1e8] * 4 + [2e8] * 4, "D": [1e9] * 8,
+                         "lr": ["1e-4", "3e-4", "1e-3", "3e-3"] * 2,
+                         "loss": [3.1, 3.0, 3.05, 3.2, 2.9, 2.8, 2.85, 3.0]})
+    assert load_runs(base.assign(lr=base.lr.astype(float))).hyperparameters == ("lr",)
+    typo = base.copy()
+    typo.loc[5, "lr"] = "le-3"
+    with pytest.raises(RunTableError, match=r"^<DataFrame>: data row 6, column 'lr': expected "
+                       r"a number, got 'le-3' \(most of the column's values are numbers"):
+        load_runs(typo)
+    two = typo.copy()
+    two.loc[6, "lr"] = "1e-3?"
+    with pytest.raises(RunTableError, match=r"data rows 6, 7, column 'lr'"):
+        load_runs(two)
+    names = base.assign(opt=["adam", "sgd", "lion", "adam"] * 2)
+    table = load_runs(names.assign(lr=names.lr.astype(float)), duplicates="error")
+    assert table.hyperparameters == ("lr",)  # run tables keep numeric axes; no error
+
+
+def test_numeric_typos_rule():
+    from scalebo.data.columns import numeric_typos
+
+    assert numeric_typos(pd.Series(["1e-3", "3e-4x", "2e-3"])).tolist() == [1]
+    assert numeric_typos(pd.Series(["adam", "sgd", "1"])).tolist() == []  # names
+    assert numeric_typos(pd.Series(["1", "x"])).tolist() == []  # no majority: names
+    assert numeric_typos(pd.Series([1.0, float("nan")])).tolist() == []  # numeric dtype
+    assert numeric_typos(pd.Series(["1", None, "2", "inf?"])).tolist() == [3]

@@ -236,6 +236,7 @@ def load_problem(
     n_held_out_cells: int = 2,
     data_dir: str | Path | None = None,
     seed: int = 0,
+    duplicates: str = "error",
 ) -> ReplayProblem:
     """Replay problem for a registered dataset or a run-table file (cached per process).
 
@@ -249,25 +250,28 @@ def load_problem(
         n_held_out_cells: Largest-compute cells held out (default 2).
         data_dir: Folder of the public datasets (default ``$SCALEBO_DATA_DIR``).
         seed: Noise seed of the synthetic grid (ignored otherwise).
+        duplicates: Repeated configurations of a file (same N, D and axes): ``"error"``
+            (default, as :func:`~scalebo.data.runs.load_runs`) or ``"mean"`` (one oracle
+            loss each, the mean of its runs). Registered datasets average their repeats.
 
     Warnings raised while loading (excluded runs, averaged repeats, ...) are kept in
     ``notes`` and re-emitted once, at the first (uncached) load.
     """
     key = (str(name_or_path), tuple(sorted((mapping or {}).items())),
            None if axes is None else tuple(axes), int(n_held_out_cells),
-           None if data_dir is None else str(data_dir), int(seed))
+           None if data_dir is None else str(data_dir), int(seed), str(duplicates))
     return _load_cached(*key)
 
 
 @functools.lru_cache(maxsize=16)
 def _load_cached(name: str, mapping: tuple, axes: tuple | None, n_held: int,
-                 data_dir: str | None, seed: int) -> ReplayProblem:
+                 data_dir: str | None, seed: int, duplicates: str) -> ReplayProblem:
     """:func:`_build`, with every warning it raises (excluded runs, averaged repeats, ...)
     kept in the problem's ``notes`` and shown once: re-emitted after the load, which later
     (cached) calls do not repeat."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        problem = _build(name, mapping, axes, n_held, data_dir, seed)
+        problem = _build(name, mapping, axes, n_held, data_dir, seed, duplicates)
     unique: dict[str, warnings.WarningMessage] = {}
     for w in caught:
         unique.setdefault(str(w.message), w)
@@ -278,7 +282,7 @@ def _load_cached(name: str, mapping: tuple, axes: tuple | None, n_held: int,
 
 
 def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir: str | None,
-           seed: int) -> ReplayProblem:
+           seed: int, duplicates: str = "error") -> ReplayProblem:
     if name == "synthetic":
         from scalebo.bench.synthetic import synthetic_runs
 
@@ -292,7 +296,7 @@ def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir:
     if name.startswith("dataset:"):
         name = name[len("dataset:"):]
         if name in REGISTERED:
-            return _build(name, mapping, axes, n_held, data_dir, seed)
+            return _build(name, mapping, axes, n_held, data_dir, seed, duplicates)
     path = Path(name)
     if not path.suffix and not path.exists():
         import difflib
@@ -303,5 +307,5 @@ def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir:
                          if close else "") + f"; replays take {known} or a run-table file "
                          "(.csv, .parquet, .jsonl, ...)")
     table = load_runs(path, mapping=dict(mapping) or None, hyperparameters=axes,
-                      duplicates="mean")
+                      duplicates=duplicates)  # type: ignore[arg-type]
     return problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held)

@@ -22,7 +22,7 @@ Config file (YAML)::
     budgets: [0.01, 0.05, 0.10, 0.25]   # fractions of C_total ("1%" also accepted)
     datasets:                      # label → options for bench.problems.load_problem
       steplaw: {}
-      my_grid: {source: /path/to/runs.csv, n_held_out_cells: 2,
+      my_grid: {source: /path/to/runs.csv, n_held_out_cells: 2, duplicates: mean,
                 mapping: {N: params, D: tokens, loss: val_loss}, axes: [lr, bs]}
     method_defaults: {surrogate: gp, kernel: matern52, acquisition: ei}
     methods:                       # label → bench.replay.MethodConfig fields

@@ -74,6 +74,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--axes", default=None, metavar="COL,...",
                         help="hyperparameter axes of a file (default: numeric columns that "
                              "vary inside an (N, D) cell)")
+    parser.add_argument("--duplicates", choices=("error", "mean"), default="error",
+                        help="repeated configurations in a file (same N, D and axes): fail "
+                             "(default, as 'scalebo fit') or average their losses into one "
+                             "oracle loss")
     parser.add_argument("--data-dir", default=None, help="public datasets folder "
                         "(default $SCALEBO_DATA_DIR)")
     parser.add_argument("--held-out-cells", type=int, default=2, metavar="K",
@@ -173,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
     with warnings.catch_warnings():  # each is kept in the notes, printed once below
         warnings.simplefilter("ignore")
         problem = load_problem(args.dataset, mapping=mapping, axes=axes,
-                               n_held_out_cells=args.held_out_cells, data_dir=args.data_dir)
+                               n_held_out_cells=args.held_out_cells, data_dir=args.data_dir,
+                               duplicates=args.duplicates)
     for note in problem.notes:
         log(f"note: {note}")
     records = list(args.record_budgets)

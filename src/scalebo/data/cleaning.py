@@ -16,6 +16,7 @@ from scalebo.data.columns import (
     UNMAPPED_SUFFIX,
     ExclusionReason,
     default_hyperparameters,
+    numeric_typos,
 )
 from scalebo.errors import ExcludedRunsWarning, RunTableError
 
@@ -165,6 +166,8 @@ def _resolve_hyperparameters(
     name: str,
 ) -> tuple[str, ...]:
     if hyperparameters is None:
+        _check_typos(frame, [c for c in frame.columns
+                             if c not in CANONICAL_COLUMNS and c not in config_columns], name)
         return default_hyperparameters(frame, config_columns)
     if isinstance(hyperparameters, str):
         raise RunTableError(
@@ -181,6 +184,22 @@ def _resolve_hyperparameters(
         raise RunTableError(f"{name}: hyperparameters {list(hps)} name a column twice.")
     _check_columns_exist(frame, hps, "hyperparameter column", name)
     return hps
+
+
+def _check_typos(frame: pd.DataFrame, columns: Sequence[str], name: str) -> None:
+    """Raise on a column of numbers with a value that is not one (a ``"3e-4x"`` among
+    learning rates; rule: :func:`~scalebo.data.columns.numeric_typos`): read as text, the
+    column would silently stop being a hyperparameter and merge the runs it tells apart."""
+    for column in columns:
+        bad = numeric_typos(frame[column])
+        if bad.size:
+            first = bad[0]
+            raise RunTableError(
+                f"{name}: {_rows(bad)}, column {column!r}: expected a number, got "
+                f"{_scalar(frame[column].iloc[first])!r} (most of the column's values are "
+                "numbers, so it is read as a hyperparameter with a typo; a text column is read "
+                "as names only when most of its values are not numbers). Fix the value(s)."
+            )
 
 
 def _exclude(
@@ -242,7 +261,7 @@ def _handle_duplicates(
         pos_a, pos_b = frame.index[partner], frame.index[repeat]
         config = ", ".join(f"{k}={_scalar(frame[k].iloc[repeat])!r}" for k in keys)
         raise RunTableError(
-            f"{name}: rows {pos_a + 1} and {pos_b + 1} repeat the configuration ({config}); "
+            f"{name}: data rows {pos_a + 1} and {pos_b + 1} repeat the configuration ({config}); "
             f"{len(frame) - n_groups} row(s) repeat an earlier one. Average repeats with "
             "duplicates='mean' (CLI: --duplicates mean), or name the column that tells them "
             "apart as a hyperparameter."

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "UNMAPPED_SUFFIX",
-           "ExclusionReason", "default_hyperparameters"]
+           "ExclusionReason", "default_hyperparameters", "numeric_typos"]
 
 #: Names that ``mapping`` may assign, in the order they appear in ``RunTable.frame``.
 CANONICAL_COLUMNS: tuple[str, ...] = ("run_id", "N", "D", "C", "loss")
@@ -34,6 +34,25 @@ class ExclusionReason(StrEnum):
     DROPPED = "dropped"
     """Removed at an explicit request of the caller (e.g. a loader's ``drop_highest_loss``)."""
 
+
+
+def numeric_typos(series: pd.Series) -> np.ndarray:
+    """0-based positions of the values that look like typos in a column of numbers.
+
+    A text column is read as numbers with typos when more than half of its present values
+    parse as finite numbers (``"3e-4"``, ``"1000"``) and some do not (``"3e-4x"``,
+    ``"le-3"``): a hyperparameter such as a learning rate, written by hand. A column with no
+    number, or numbers in a minority (``"adam"``, ``"sgd"``, ``"v2"``) is categorical and
+    has no typos; numeric, boolean and empty columns have none either.
+    """
+    if pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
+        return np.empty(0, dtype=np.int64)
+    present = series.notna().to_numpy()
+    values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
+    ok = present & np.isfinite(values)
+    if not present.any() or 2 * int(ok.sum()) <= int(present.sum()):
+        return np.empty(0, dtype=np.int64)
+    return np.flatnonzero(present & ~ok)
 
 
 def default_hyperparameters(frame: pd.DataFrame, excluded: Iterable[str] = (), *,
