@@ -124,3 +124,30 @@ def test_identified_inputs_have_no_problem(law):
     X = np.geomspace(1e18, 1e22, 9)[:, None] if law is COMPUTE_LAW else _grid(
         [1e8, 2e8, 4e8], [1e9, 2e9, 4e9])[0]
     assert identification_problem(law, X) == ""
+
+
+def test_as_many_points_as_parameters_is_exact_and_says_so():
+    """Three computes for L(C) = E + A/C^alpha: the fit interpolates the truth (objective
+    ~0), which is not a tested law; the status stays converged (it is identified) but the
+    message says it, and the bootstrap keeps only resamples holding all three points."""
+    from scalebo.fitting.bootstrap import bootstrap_fit
+    from scalebo.fitting.identifiability import exact_fit_note
+
+    C = np.array([1e18, 1e20, 1e22])
+    y = _compute(C)
+    fit = fit_law(COMPUTE_LAW, C[:, None], y)
+    assert fit.status is FitStatus.CONVERGED
+    assert ("exactly determined: 3 distinct values of C for 3 parameters, so the law passes "
+            "through every point") in fit.message
+    assert fit.params["E"] == pytest.approx(1.7, rel=1e-4)
+    assert fit.params["alpha"] == pytest.approx(0.05, rel=1e-3)
+    assert exact_fit_note(COMPUTE_LAW, np.geomspace(1e18, 1e22, 4)[:, None]) == ""
+    assert "exactly" not in fit_law(COMPUTE_LAW, np.geomspace(1e18, 1e22, 4)[:, None],
+                                    _compute(np.geomspace(1e18, 1e22, 4))).message
+    boot = bootstrap_fit(fit, C[:, None], y, n_resamples=60, rng=3)
+    counts = np.random.default_rng(3).multinomial(3, np.full(3, 1 / 3), size=60)
+    missing = int(np.sum((counts == 0).any(axis=1)))  # resamples that miss a point
+    assert boot.n_unidentified == missing and 0 < missing < 60
+    assert boot.n_failed >= missing and len(boot.samples) == 60 - boot.n_failed
+    lo, hi = boot.intervals["E"]
+    assert hi - lo < 1e-3 * fit.params["E"]  # every identified resample is the whole data

@@ -175,8 +175,8 @@ def render_table(result: dict[str, Any]) -> str:
     if boot is not None:
         lines.append(
             f"bootstrap   {boot['n_resamples']} resamples (seed {boot['seed']}), "
-            f"{boot['n_failed']} failed; {100 * boot['confidence_level']:g}% percentile "
-            "intervals"
+            f"{boot['n_failed']} failed{_unidentified(boot)}; "
+            f"{100 * boot['confidence_level']:g}% percentile intervals"
         )
     lines.append("")
     rows = []
@@ -344,8 +344,8 @@ def render_formula_table(result: dict[str, Any]) -> str:
     if boot is not None:
         lines.append(f"bootstrap   {boot['n_resamples']} resamples of the rows (seed "
                      f"{boot['seed']}, {boot['starts_per_resample']} starts each), "
-                     f"{boot['n_failed']} failed; {100 * boot['confidence_level']:g}% "
-                     "percentile intervals")
+                     f"{boot['n_failed']} failed{_unidentified(boot)}; "
+                     f"{100 * boot['confidence_level']:g}% percentile intervals")
     iv = boot["intervals"] if boot else {}
     rows = [{"name": k, "estimate": v, "lower": iv.get(k, (None, None))[0],
              "upper": iv.get(k, (None, None))[1]} for k, v in fit["params"].items()]
@@ -361,3 +361,9 @@ def render_formula_table(result: dict[str, Any]) -> str:
         lines += ["", f"predictions of {law['response']}",
                   format_table(rows, [*names, "prediction"]).rstrip("\n")]
     return "\n".join(lines) + "\n"
+
+
+def _unidentified(boot: dict) -> str:
+    """`` (k of them could not identify the law)`` when some resamples could not."""
+    k = int(boot.get("n_unidentified") or 0)
+    return f" ({k} of them could not identify the law)" if k else ""

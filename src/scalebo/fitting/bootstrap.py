@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from scalebo.fitting.identifiability import identification_problem
 from scalebo.fitting.optim import StartStatus
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, run_starts
 from scalebo.laws import Law, as_inputs
@@ -29,10 +30,14 @@ class BootstrapResult:
         estimate: the full-data fit.
         samples: internal parameters of each successful replicate, shape ``(n_ok, p)``.
         n_resamples: replicates drawn.
-        n_failed: replicates whose starts all failed to converge (excluded, counted here).
+        n_failed: replicates excluded (counted here): their starts all failed to converge,
+            or their resample could not identify the law.
         confidence_level: e.g. 0.95.
         seed: integer seed of the resampling (reproducible), or None when a Generator or
             fresh entropy was used.
+        n_unidentified: failed replicates whose resample could not identify the law (too
+            few distinct points drawn, :mod:`scalebo.fitting.identifiability`): any fit of
+            theirs is one of many exact optima, not a sample of the estimate.
     """
 
     law: Law
@@ -42,6 +47,7 @@ class BootstrapResult:
     n_failed: int
     confidence_level: float
     seed: int | None
+    n_unidentified: int = 0
 
     @property
     def natural_samples(self) -> dict[str, np.ndarray]:
@@ -69,6 +75,7 @@ class BootstrapResult:
         return {
             "n_resamples": self.n_resamples,
             "n_failed": self.n_failed,
+            "n_unidentified": self.n_unidentified,
             "confidence_level": self.confidence_level,
             "seed": self.seed,
             "method": "percentile, resampling the fitted runs",
@@ -169,6 +176,8 @@ def bootstrap_fit(
     fun = np.where(ok, fun, np.inf)
     best = np.argmin(fun, axis=1)
     good = np.isfinite(fun[np.arange(n_resamples), best])
+    identified = np.array([not identification_problem(law, X, c) for c in counts], dtype=bool)
+    good &= identified
     xs = res.x.reshape(n_resamples, k, -1)[np.arange(n_resamples), best]
     return BootstrapResult(
         law=law,
@@ -178,4 +187,5 @@ def bootstrap_fit(
         n_failed=int(np.sum(~good)),
         confidence_level=confidence_level,
         seed=int(rng) if isinstance(rng, int | np.integer) else None,
+        n_unidentified=int(np.sum(~identified)),
     )

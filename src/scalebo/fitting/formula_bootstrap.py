@@ -60,12 +60,10 @@ class FormulaBootstrapResult(BootstrapResult):
     ``(n_ok, p)``, see ``law.param_names``):
         residuals: ``"log"`` or ``"natural"``, as the full fit.
         starts_per_resample: starts optimized for each replicate.
-        n_unidentified: failed replicates whose resample could not identify the law.
     """
 
     residuals: str = "log"
     starts_per_resample: int = 0
-    n_unidentified: int = 0
 
     @property
     def intervals(self) -> dict[str, tuple[float, float]]:

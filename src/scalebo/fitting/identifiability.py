@@ -24,7 +24,7 @@ import numpy as np
 
 from scalebo.laws import Law, PowerLawSum, as_inputs
 
-__all__ = ["MIN_VALUES_PER_TERM", "distinct_points", "identification_problem"]
+__all__ = ["MIN_VALUES_PER_TERM", "distinct_points", "exact_fit_note", "identification_problem"]
 
 #: Distinct values a power term's variable needs beside the constant E (see module docstring).
 MIN_VALUES_PER_TERM = 3
@@ -72,3 +72,22 @@ def identification_problem(law: Law, X: np.ndarray, weights: np.ndarray | None =
                             f"{term.exponent} needs {MIN_VALUES_PER_TERM} to be told apart "
                             "from the constant E")
     return ""
+
+
+def exact_fit_note(law: Law, X: np.ndarray, weights: np.ndarray | None = None) -> str:
+    """A note when ``law`` has exactly as many parameters as ``X`` has distinct points (rows of
+    positive weight), else ``""``.
+
+    Such a law is identified but not tested: it passes through every point (objective ≈ 0),
+    leaves no residual to measure its error by, and every bootstrap resample that still
+    identifies it holds all the points, so its percentile intervals have zero width.
+    """
+    X = as_inputs(X, len(law.variables))
+    if weights is not None:
+        X = X[np.asarray(weights, dtype=np.float64).ravel() > 0]
+    k, p = distinct_points(X), law.n_params
+    if k != p:
+        return ""
+    return (f"exactly determined: {k} distinct {_points_name(law, k)} for {p} parameters, so "
+            "the law passes through every point and nothing tests it (no residual degree of "
+            "freedom; bootstrap intervals have zero width)")

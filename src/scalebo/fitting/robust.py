@@ -15,7 +15,7 @@ status is :attr:`FitStatus.UNIDENTIFIED` (:mod:`scalebo.fitting.identifiability`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 import numpy as np
@@ -23,7 +23,7 @@ import pandas as pd
 
 from scalebo.errors import FitError
 from scalebo.fitting.defaults import DEFAULT_HUBER_DELTA
-from scalebo.fitting.identifiability import identification_problem
+from scalebo.fitting.identifiability import exact_fit_note, identification_problem
 from scalebo.fitting.optim import BatchedResult, StartStatus, minimize_batched, with_polish
 from scalebo.laws import Law, as_inputs
 
@@ -368,8 +368,10 @@ def fit_law(
         sample_weight=sample_weight, max_iter=max_iter,
     )
     why = identification_problem(law, X, sample_weight)
-    return summarize_starts(law, res, huber_delta=huber_delta, n_obs=y.shape[0],
-                            unidentified=why)
+    out = summarize_starts(law, res, huber_delta=huber_delta, n_obs=y.shape[0],
+                           unidentified=why)
+    note = "" if why else exact_fit_note(law, X, sample_weight)
+    return replace(out, message=f"{out.message}; {note}") if note else out
 
 
 def fit_frame(
