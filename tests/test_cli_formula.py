@@ -2,6 +2,7 @@
 formula, bounds or mapping exit 2 with a message naming them."""
 
 import json
+import shlex
 
 import numpy as np
 import pandas as pd
@@ -157,3 +158,19 @@ def test_predict_and_predict_at_are_each_for_their_kind_of_law(vocab_csv, capsys
     assert "--predict-at needs --formula" in capsys.readouterr().err
     assert main(["fit", str(vocab_csv), *ARGS, "--bootstrap", "-1"]) == 2
     assert "--bootstrap must be >= 0" in capsys.readouterr().err
+
+
+def test_a_compute_only_table_is_pointed_to_a_formula_that_fits_it(tmp_path, capsys):
+    """README: C is optional, but a table of (C, loss) alone has no N, D: the error gives the
+    formula to use, and that command recovers the law the table was made from."""
+    C = np.geomspace(1e18, 1e23, 8)
+    path = tmp_path / "conly.csv"
+    pd.DataFrame({"C": C, "loss": 1.8 + 900.0 * C ** -0.15}).to_csv(path, index=False)
+    assert main(["fit", str(path), "--law", "compute", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    hint = shlex.split(err.split("fit it as a formula: ")[1].strip().rstrip("."))
+    assert hint[:3] == ["scalebo", "fit", "FILE"]
+    assert main(["fit", str(path), *hint[3:], "--format", "json", "--quiet"]) == 0
+    params = json.loads(capsys.readouterr().out)["fit"]["params"]
+    assert params["E"] == pytest.approx(1.8, rel=1e-3)
+    assert params["alpha"] == pytest.approx(0.15, rel=1e-3)

@@ -86,6 +86,10 @@ def _check_required(frame: pd.DataFrame, name: str) -> None:
             f"{name}: missing required column(s) {missing} (N: parameters, D: tokens, "
             f"loss: nats). Available columns: {list(frame.columns)}. Map yours with "
             f"--map {example} (mapping={{...}} in Python)."
+            + (" A table of compute and loss alone is not a run table; fit it as a formula: "
+               "scalebo fit FILE --formula 'E + A*C**(-alpha)' --bounds "
+               "E=0:10,A=0:1e8,alpha=0:2." if "C" in frame.columns and "loss" in frame.columns
+               and {"N", "D"} & set(missing) else "")
         )
 
 
