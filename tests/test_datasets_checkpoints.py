@@ -1,5 +1,7 @@
 """Gemstones and Gadre loaders against the counts in their SOURCE.md."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -50,12 +52,20 @@ def test_gemstones_validation_sets(data_dir):
 
 
 def test_gadre_overtraining(data_dir):
-    c4 = load_dataset("gadre_overtraining", data_dir)
+    with pytest.warns(UserWarning, match=r"pools 3 training corpora \(dataset = c4_original "
+                      r"\(34\), rpj \(35\), rw_original \(35\)\)"):
+        c4 = load_dataset("gadre_overtraining", data_dir)
     assert len(c4) == 104 and set(c4.frame["val_set"]) == {"c4_val"}
     assert c4.frame["N"].nunique() == 6
-    everything = load_dataset("gadre_overtraining", data_dir, val_set=None)
+    with pytest.warns(UserWarning) as caught:
+        everything = load_dataset("gadre_overtraining", data_dir, val_set=None)
     assert len(everything) == 832 and everything.frame["val_set"].nunique() == 8
-    rpj = load_dataset("gadre_overtraining", data_dir, dataset="rpj")
+    said = [str(w.message) for w in caught]
+    assert any("pools 8 validation sets" in m for m in said)
+    assert any("pools 3 training corpora (dataset = c4_original (272)" in m for m in said)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one corpus, one validation set: no warning
+        rpj = load_dataset("gadre_overtraining", data_dir, dataset="rpj")
     assert set(rpj.frame["dataset"]) == {"rpj"} and len(rpj) < 104
     with pytest.raises(RunTableError, match="available"):
         load_dataset("gadre_overtraining", data_dir, val_set="nope")

@@ -7,6 +7,7 @@ folder's ``SOURCE.md`` documents provenance, columns and counts) and returns a v
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -142,8 +143,26 @@ def load_porian_isoflop(
     frame = frame.loc[keep].reset_index(drop=True)
     frame = frame.rename(columns={"D_tokens": "D"})
     frame["config"] = frame[list(PORIAN_FILTERS)].astype(str).agg("/".join, axis=1)
+    _warn_if_pooled(frame, "config", "porian_isoflop", "analysis configurations",
+                    "dataset=rw,hparams=tuned,warmup=short,decay=const,param_count=standard,"
+                    "loss_type=val")
     return load_runs(frame, hyperparameters=(), config_columns=("config",),
                      source_name=str(path))
+
+
+def _warn_if_pooled(frame: pd.DataFrame, column: str, dataset: str, what: str,
+                    example: str) -> None:
+    """Warn when a loaded table holds more than one value of ``column``: a law fitted to
+    all its rows mixes experiments (corpora, recipes) that follow different laws."""
+    counts = frame[column].astype(str).value_counts(sort=False)
+    if counts.size > 1:
+        shown = ", ".join(f"{k} ({v})" for k, v in list(counts.items())[:4])
+        more = f" and {counts.size - 4} more" if counts.size > 4 else ""
+        warnings.warn(
+            f"{dataset}: the table pools {counts.size} {what} ({column} = {shown}{more}): a law "
+            f"fitted to all of them mixes experiments that follow different laws. Choose one, "
+            f"e.g. --dataset-option {example.replace(',', ' --dataset-option ')}.",
+            UserWarning, stacklevel=3)
 
 
 register_dataset(
@@ -280,6 +299,9 @@ def load_gadre_overtraining(
             )
         frame = frame.loc[frame[column] == wanted].reset_index(drop=True)
     frame["run_id"] = frame["name"].astype(str) + "@" + frame["val_set"].astype(str)
+    _warn_if_pooled(frame, "dataset", "gadre_overtraining", "training corpora",
+                    "dataset=rw_original")
+    _warn_if_pooled(frame, "val_set", "gadre_overtraining", "validation sets", "val_set=c4_val")
     return load_runs(frame, mapping={"N": "params", "D": "tokens"}, hyperparameters=(),
                      config_columns=("dataset", "val_set"), source_name=str(path))
 
