@@ -264,3 +264,15 @@ def test_numeric_typos_rule():
     assert numeric_typos(pd.Series(["1", "x"])).tolist() == []  # no majority: names
     assert numeric_typos(pd.Series([1.0, float("nan")])).tolist() == []  # numeric dtype
     assert numeric_typos(pd.Series(["1", None, "2", "inf?"])).tolist() == [3]
+
+
+def test_a_bad_value_names_its_data_row_once():
+    frame = _frame()
+    frame.loc[1, "params"] = -1.0
+    with pytest.raises(RunTableError) as info:
+        load_runs(frame, mapping=MAP)
+    assert str(info.value).endswith("data row 2: expected a finite value > 0, got -1.0.")
+    frame.loc[3, "params"] = 0.0
+    with pytest.raises(RunTableError, match=r"data rows 2, 4: expected a finite value > 0, "
+                                            r"got -1.0 \(first at data row 2\)\.$"):
+        load_runs(frame, mapping=MAP)

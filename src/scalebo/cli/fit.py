@@ -163,7 +163,7 @@ def render_table(result: dict[str, Any]) -> str:
         f"; {runs['excluded']} excluded" + (f" ({excl})" if excl else "")
         + f"   [{result['source']}]"
     )
-    lines.append(f"status      {fit['status']}: {fit['message']}")
+    lines.append(f"status      {_status_line(fit)}")
     lines.append(
         f"objective   {fit['objective']:.6g} (summed Huber, delta {fit['huber_delta']:g}, "
         "natural-log residuals)"
@@ -337,7 +337,7 @@ def render_formula_table(result: dict[str, Any]) -> str:
     lines = [f"law         {law['formula']}   (variables {law['variables']})",
              f"rows        {result['n_rows']}; response {law['response']}; "
              f"{result['residuals']} residuals",
-             f"status      {fit['status']}: {fit['message']}",
+             f"status      {_status_line(fit)}",
              f"starts      {fit['n_starts']} tried, {fit['n_converged']} converged, "
              f"{fit['n_agree']} agree with the best",
              f"R^2         {format_number(result['r2_in_sample'])} (in sample)"]
@@ -367,3 +367,9 @@ def _unidentified(boot: dict) -> str:
     """`` (k of them could not identify the law)`` when some resamples could not."""
     k = int(boot.get("n_unidentified") or 0)
     return f" ({k} of them could not identify the law)" if k else ""
+
+
+def _status_line(fit: dict) -> str:
+    """``status: message``, without saying the status twice (``converged: converged; ...``)."""
+    status, message = str(fit["status"]), str(fit["message"])
+    return message if message.startswith(status) else f"{status}: {message}"

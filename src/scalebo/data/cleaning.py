@@ -129,7 +129,8 @@ def _check_positive(series: pd.Series, column: str, name: str) -> None:
         unit = {"N": "parameters", "D": "tokens", "C": "FLOPs"}[column]
         raise RunTableError(
             f"{name}: column {column!r} ({unit}), {_rows(bad)}: expected a finite value > 0, "
-            f"got {values[bad[0]].item()!r} (row {bad[0] + 1})."
+            f"got {values[bad[0]].item()!r}"
+            + (f" (first at data row {bad[0] + 1})." if bad.size > 1 else ".")
         )
 
 
@@ -215,8 +216,9 @@ def _exclude(
     if nonpositive.size:
         raise RunTableError(
             f"{name}: column 'loss' (nats), {_rows(nonpositive)}: expected a loss > 0, got "
-            f"{loss[nonpositive[0]].item()!r} (row {nonpositive[0] + 1}); laws are fitted in "
-            "log space."
+            f"{loss[nonpositive[0]].item()!r}"
+            + (f" (first at data row {nonpositive[0] + 1})" if nonpositive.size > 1 else "")
+            + "; laws are fitted in log space."
         )
     reason = np.full(len(frame), "", dtype=object)
     reason[~finite] = ExclusionReason.NON_FINITE
