@@ -61,6 +61,12 @@ def test_replay_table_prints_the_law_intervals(tmp_path):
     out = _scalebo(*args, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "law intervals at 1e25 FLOPs" in out.stdout
+    # every abbreviated column of the metric table is explained under it
+    header = next(line.split() for line in out.stdout.splitlines() if "x_floor" in line)
+    legend = next(line for line in out.stdout.splitlines() if line.startswith("runs: "))
+    for column in ("x_floor", "env_%", "cell_%", "heldout_mse", "|d|%@C", "spent"):
+        assert column in legend, column
+    assert {"x_floor", "env_%", "cell_%", "|d|%@1e+25"} <= set(header)
     rec = json.loads((tmp_path / "rec.json").read_text())
     post = rec["metrics"][0]["law_posterior"]["compute"]
     assert post["samples"] == 16

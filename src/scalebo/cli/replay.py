@@ -242,12 +242,19 @@ def _csv_rows(rec: Any) -> list[dict]:
     return rows
 
 
+_LEGEND = ("runs: configurations trained; spent: fraction of C_total; x_floor: spent / the "
+           "compute floor (the cost of every cell's best configuration); env_% / cell_%: "
+           "share of the reference envelope's configurations / of the (N, D) cells' best "
+           "configurations trained; heldout_mse: nats^2 on the held-out cells; |d|%@C: "
+           "|law - reference| / reference at C FLOPs, % (docs/records.md)")
+
+
 def _table(rec: Any) -> str:
     rows = _metric_rows(rec)
     cols = list(rows[0]) if rows else []
     head = (f"{rec.dataset}: {rec.method.label()}, seed {rec.seed}; "
             f"{rec.timings['total']:.1f} s\n")
-    out = head + format_table(rows, cols)
+    out = head + format_table(rows, cols) + "\n" + _LEGEND
     why = _failure_rows(rec)
     if why:
         out += ("\n\nwhy there is no estimate (fits that failed, law posteriors not drawn)\n"
