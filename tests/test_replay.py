@@ -226,3 +226,16 @@ def test_posterior_estimand_reaches_the_law_posterior(problem):
     assert "posterior" not in method.label()
     with pytest.raises(ValueError, match="posterior_estimand"):
         MethodConfig(posterior_estimand="truth")
+
+
+def test_progress_reports_the_committed_share_of_the_budget(problem):
+    """The callback behind the CLI's bar: one call per step, non-decreasing, each the
+    trace's committed compute over the budget; a progress callback changes nothing."""
+    seen: list[float] = []
+    rec = replay(problem, FAST, 0.1, seed=4, progress=seen.append)
+    assert 0 < len(seen) <= len(rec.trace)
+    assert all(b >= a for a, b in zip(seen, seen[1:], strict=False))
+    spent = rec.trace[-1].cumulative_cost
+    assert seen[-1] == pytest.approx(spent / (0.1 * problem.C_total), rel=1e-9)
+    assert 0 < seen[-1] <= 1 + 1e-9
+    assert _trace(rec) == _trace(replay(problem, FAST, 0.1, seed=4))

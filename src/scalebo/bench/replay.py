@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -46,6 +46,9 @@ from scalebo.search.models.trend import TrendSurrogate
 from scalebo.search.optimum_shift import OptimumShiftSurrogate
 from scalebo.search.trace import TraceEntry
 from scalebo.search.window import COST_RTOL
+
+#: A replay's progress callback: the fraction (0–1) of the run's budget committed so far.
+Progress = Callable[[float], None]
 
 __all__ = ["DEFAULT_METHOD", "ClippedGP", "MethodConfig", "ReplayRecord", "replay",
            "unaffordable_budgets"]
@@ -168,9 +171,11 @@ def _step(loop: SearchLoop, problem: ReplayProblem, method: MethodConfig) -> lis
     return picks
 
 
-def _finish(loop: SearchLoop, problem: ReplayProblem, method: MethodConfig) -> None:
+def _finish(loop: SearchLoop, problem: ReplayProblem, method: MethodConfig,
+            progress: Progress | None = None) -> None:
     while _step(loop, problem, method):
-        pass
+        if progress is not None:
+            progress(loop.committed / loop.budget)
 
 
 def _copy(loop: SearchLoop) -> SearchLoop:
@@ -270,6 +275,7 @@ def replay(
     seed: int = 0,
     *,
     record_budgets: Sequence[float] = (),
+    progress: Progress | None = None,
 ) -> ReplayRecord:
     """Replay ``method`` on ``problem`` up to ``budget`` (fraction of ``C_total``).
 
@@ -280,6 +286,9 @@ def replay(
         seed: Seed of the initial design, surrogate restarts and posterior samples.
         record_budgets: Smaller budgets at which metrics are also recorded (see the module
             docstring for how); ``budget`` is always recorded.
+        progress: Called after each step with the fraction of the run's budget committed
+            so far (0–1; a method that is not budget-independent replays each budget
+            separately, and the fraction restarts for each), e.g. to advance a bar.
 
     Raises:
         ValueError: a budget not in ``(0, budget]``.
@@ -295,11 +304,11 @@ def replay(
         for b in budgets:
             loop = _make_loop(problem, method, b, seed)
             t0 = time.perf_counter()
-            _finish(loop, problem, method)
+            _finish(loop, problem, method, progress)
             timings["search"] += time.perf_counter() - t0
             records.append(_measure(problem, method, loop, b, seed, timings))
     else:
-        loop, records = _run_recording(problem, method, budgets, seed, timings)
+        loop, records = _run_recording(problem, method, budgets, seed, timings, progress)
     timings["total"] = time.perf_counter() - t_start
     return ReplayRecord(dataset=problem.name, method=method, seed=int(seed),
                         budget=float(budget), metrics=tuple(records),
@@ -318,7 +327,8 @@ def unaffordable_budgets(rec: ReplayRecord, problem: ReplayProblem) -> list[str]
 
 
 def _run_recording(problem: ReplayProblem, method: MethodConfig, budgets: list[float],
-                   seed: int, timings: dict) -> tuple[SearchLoop, list[BudgetMetrics]]:
+                   seed: int, timings: dict, progress: Progress | None = None
+                   ) -> tuple[SearchLoop, list[BudgetMetrics]]:
     """One run to ``budgets[-1]``, forking a copy finished under each smaller budget."""
     grid, C_total = problem.grid, problem.C_total
     loop = _make_loop(problem, method, budgets[-1], seed)
@@ -349,6 +359,8 @@ def _run_recording(problem: ReplayProblem, method: MethodConfig, budgets: list[f
             records.append(_measure(problem, method, sub, b, seed, timings))
             t0 = time.perf_counter()
         loop.tell(picks, problem.loss[picks])
+        if progress is not None:
+            progress(loop.committed / loop.budget)
     timings["search"] += time.perf_counter() - t0
     for b in lower:  # the run ended below b: the state is the same as a budget-b run's
         records.append(_measure(problem, method, loop, b, seed, timings))

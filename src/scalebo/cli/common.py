@@ -14,12 +14,13 @@ Output: data go to stdout (``--format table|json|csv``), logs and progress to st
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import json
 import math
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -98,6 +99,24 @@ def log(message: str) -> None:
     """Write a progress or log line to stderr (unless ``--quiet``)."""
     if not _quiet:
         print(message, file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def budget_bar(desc: str) -> Iterator[Callable[[float], None] | None]:
+    """A tqdm bar on stderr over the % of a budget committed (None under ``--quiet``): yields
+    the callback that takes the committed fraction (0–1); the bar is removed when done."""
+    if _quiet:
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=100, desc=desc, unit="%", file=sys.stderr, leave=False,
+              bar_format="{desc}: {bar} {n:.0f}% of the budget [{elapsed}<{remaining}]"
+              ) as bar:
+        def advance(fraction: float) -> None:
+            bar.update(max(0.0, min(100.0, 100.0 * fraction)) - bar.n)
+
+        yield advance
 
 
 # --------------------------------------------------------------------------- input

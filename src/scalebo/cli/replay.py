@@ -13,6 +13,7 @@ from typing import Any
 from scalebo.cli.campaign_args import add_cost_model_arguments
 from scalebo.cli.common import (
     add_format_argument,
+    budget_bar,
     check_outputs,
     format_table,
     fraction,
@@ -183,7 +184,9 @@ def run(args: argparse.Namespace) -> int:
         log(f"note: {note}")
     records = list(args.record_budgets)
     log(f"replaying {method.label()} to {args.budget:g} of C_total, seed {args.seed} ...")
-    rec = replay(problem, method, args.budget, args.seed, record_budgets=records)
+    with budget_bar(f"replay seed {args.seed}") as progress:
+        rec = replay(problem, method, args.budget, args.seed, record_budgets=records,
+                     progress=progress)
     for message in unaffordable_budgets(rec, problem):
         warnings.warn(message, stacklevel=1)
     data = rec.to_dict()
