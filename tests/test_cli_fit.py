@@ -297,3 +297,15 @@ def test_public_face_names_the_library_objects() -> None:
     proc = subprocess.run([sys.executable, "-c", "import scalebo, sys; print('numpy' in "
                            "sys.modules)"], capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip() == "False"  # import scalebo stays light
+
+
+def test_a_law_needing_non_canonical_columns_says_map_cannot_make_them(compute_csv: Path,
+                                                                        tmp_path: Path) -> None:
+    """width_depth needs 'width' and 'depth': --map renames only canonical columns, so the
+    hint once sent users to a flag that could not help."""
+    proc = run_cli("fit", str(compute_csv), "--map", "N=params", "--law", "width_depth")
+    assert proc.returncode == 2
+    assert ("law 'width_depth' needs column(s) ['width', 'depth']" in proc.stderr
+            and "give the file columns named ['width', 'depth'] (--map renames only run_id, N, "
+            "D, C and loss)" in proc.stderr)
+    assert "--map width=" not in proc.stderr

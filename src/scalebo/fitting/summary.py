@@ -86,10 +86,18 @@ def select_points(frame: pd.DataFrame, method: str, law: Law, target: str) -> pd
     needed = [*law.variables, target]
     missing = [c for c in needed if c not in frame.columns]
     if missing:
+        canonical = [c for c in missing if c in ("N", "D", "C", "loss")]
+        other = [c for c in missing if c not in canonical]
+        how = []
+        if canonical:
+            how.append(f"map yours with --map {','.join(f'{c}=<column>' for c in canonical)}")
+        if other:
+            how.append(f"give the file columns named {other} (--map renames only run_id, N, "
+                       "D, C and loss)")
         raise ValueError(
             f"law {law.name!r} needs column(s) {missing}; the runs have "
-            f"{list(frame.columns)}. Map yours with --map (canonical N, D, C, loss) or "
-            "choose another --law/--target"
+            f"{list(frame.columns)}. To fit it, {' and '.join(how)}; or choose another "
+            "--law/--target"
         )
     if method == "all":
         return frame
