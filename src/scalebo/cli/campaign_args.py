@@ -8,7 +8,9 @@ from scalebo.cli.common import positive_float
 
 GRID_HELP = ("GRID: a YAML axis product ('axes: {N: [...], D: [...], lr: [...]}', optional "
              "'held_out_cells', default none for a campaign) or a table of candidate "
-             "configurations. RUNS: the campaign's runs (the grid's columns, loss in nats, "
+             "configurations (a column of which at least half the values are numbers is "
+             "numeric, a non-number in it is an error; a mostly-text column is "
+             "categorical). RUNS: the campaign's runs (the grid's columns, loss in nats, "
              "optional status completed|failed|running and cost); a NaN or missing loss is a "
              "failed run, whose cost counts as spent. A grid table with a 'cost' column "
              "(GPU-hours per configuration) budgets in GPU-hours: --budget 500GPUh or a "
