@@ -8,7 +8,9 @@ from scalebo.cli.common import positive_float
 
 GRID_HELP = ("GRID: a YAML axis product ('axes: {N: [...], D: [...], lr: [...]}', optional "
              "'held_out_cells', default none for a campaign) or a table of candidate "
-             "configurations. RUNS: the campaign's runs (the grid's columns, loss in nats, "
+             "configurations (a column of which at least half the values are numbers is "
+             "numeric, a non-number in it is an error; a mostly-text column is "
+             "categorical). RUNS: the campaign's runs (the grid's columns, loss in nats, "
              "optional status completed|failed|running and cost); a NaN or missing loss is a "
              "failed run, whose cost counts as spent. A grid table with a 'cost' column "
              "(GPU-hours per configuration) budgets in GPU-hours: --budget 500GPUh or a "
@@ -16,12 +18,17 @@ GRID_HELP = ("GRID: a YAML axis product ('axes: {N: [...], D: [...], lr: [...]}'
 
 
 def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: bool) -> None:
-    """``--grid``, ``--runs``, ``--map``, ``--budget``, ``--diverged-above``, ``--seed``,
-    ``--schedule``, ``--clip-iqr``, ``--kernel``, ``--trend`` and the cost model."""
+    """``--grid``, ``--runs``, ``--pending``, ``--map``, ``--budget``, ``--diverged-above``,
+    ``--seed``, ``--schedule``, ``--clip-iqr``, ``--kernel``, ``--trend`` and the cost
+    model."""
     group = parser.add_argument_group("campaign")
     group.add_argument("--grid", required=True, help="YAML axes or a table of configurations")
     group.add_argument("--runs", default=None,
                        help="table of the campaign's runs (omit it before the first run)")
+    group.add_argument("--pending", default=None, metavar="PATH",
+                       help="table of further configurations in flight (the grid's columns; "
+                            "as status running in RUNS): their compute counts as pending and "
+                            "they are not proposed again")
     group.add_argument("--map", default=None, metavar="CANON=COL,...",
                        help="column mapping for the tables, e.g. N=params,D=tokens")
     group.add_argument("--budget", required=budget_required, default=None,
@@ -72,14 +79,18 @@ def cost_model(args: argparse.Namespace):
 
 def load_campaign(args: argparse.Namespace):
     """``(grid, runs, budget)`` from the parsed campaign options (budget in the grid's unit:
-    FLOPs, or GPU-hours for a grid with a cost column; None without --budget)."""
+    FLOPs, or GPU-hours for a grid with a cost column; None without --budget); the runs
+    include those of --pending (running)."""
     from scalebo.data.runs import parse_mapping
     from scalebo.search.campaign import campaign_grid, parse_budget
-    from scalebo.search.campaign_runs import read_campaign_runs
+    from scalebo.search.campaign_runs import read_campaign_runs, read_pending_runs
 
     mapping = parse_mapping(args.map) if args.map else None
     budget = parse_budget(args.budget) if args.budget is not None else None
     grid = campaign_grid(args.grid, mapping)
     runs = read_campaign_runs(args.runs, grid, mapping=mapping,
                               diverged_above=args.diverged_above)
+    if args.pending:
+        runs = runs.with_running(read_pending_runs(args.pending, grid, mapping=mapping),
+                                 grid=grid)
     return grid, runs, (budget.resolve(grid) if budget is not None else None)

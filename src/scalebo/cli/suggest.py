@@ -28,9 +28,10 @@ expected improvement per unit cost over the envelope incumbent (the lower of the
 cell's best loss and the best loss reached at or below its compute; --acq, --incumbent),
 among configurations that fit the remaining budget and the compute window.
 Without runs, the first batch is the initial design (random configurations of the cheapest
-compute levels); completed runs count toward it. Running runs are pending (their compute is
-committed); failed runs count as spent and are not proposed again unless --retry-failed (log
-the retry as a new row beside the failed one).
+compute levels); completed runs count toward it. Running runs, and those of --pending, are
+pending (their compute is committed, they are not proposed again); failed runs count as
+spent and are not proposed again unless --retry-failed (log the retry as a new row beside
+the failed one).
 """ + GRID_HELP
 EPILOG = "example: scalebo suggest --grid grid.yaml --runs runs.csv --budget 0.05 --batch 4"
 
@@ -38,8 +39,6 @@ EPILOG = "example: scalebo suggest --grid grid.yaml --runs runs.csv --budget 0.0
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_campaign_arguments(parser, budget_required=True)
     group = parser.add_argument_group("suggestions")
-    group.add_argument("--pending", default=None, metavar="PATH",
-                       help="table of further configurations in flight (as status running)")
     group.add_argument("-n", "--batch", type=int, default=1,
                        help="configurations to suggest (default 1)")
     group.add_argument("--retry-failed", action="store_true",
@@ -63,18 +62,12 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from scalebo.search.campaign import suggest_runs
-    from scalebo.search.campaign_runs import read_campaign_runs
 
     if args.json:
         check_output_path(args.json, "--json")
     if args.batch < 1:
         raise ValueError(f"--batch must be >= 1, got {args.batch}")
     grid, runs, budget = load_campaign(args)
-    if args.pending:
-        from scalebo.data.files import read_table
-
-        extra = read_table(args.pending).assign(status="running")
-        runs = runs.with_running(read_campaign_runs(extra, grid), args.pending)
     res = suggest_runs(grid, runs, budget, batch=args.batch, retry_failed=args.retry_failed,
                        schedule=args.schedule, acquisition=args.acq, incumbent=args.incumbent,
                        clip_iqr=args.clip_iqr, seed=args.seed, cost_model=cost_model(args),

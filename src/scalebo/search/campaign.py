@@ -25,8 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scalebo.data.files import read_table
-from scalebo.errors import BudgetExhausted, RunTableError, SearchError
+from scalebo.errors import BudgetExhausted, SearchError
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
@@ -121,21 +120,21 @@ def parse_budget(text: str | float) -> Budget:
     return Budget(fraction=value)
 
 
-def _renamed(frame: pd.DataFrame, mapping: Mapping[str, str] | None) -> pd.DataFrame:
-    return frame.rename(columns={v: k for k, v in (mapping or {}).items()})
-
-
 def campaign_grid(path: str | Path, mapping: Mapping[str, str] | None = None) -> Grid:
     """The candidate configurations of a campaign, from YAML axes or a table file.
 
-    A YAML grid keeps the ``held_out_cells`` it states and otherwise holds nothing out (a
-    campaign trains whatever the search asks; held-out cells are for benchmarks). A table
-    (CSV, Parquet, …) lists one configuration per row; a ``loss`` column is ignored, and a
-    ``cost`` column (GPU-hours, or any unit the budget is given in) prices each
-    configuration (:meth:`Grid.with_price`): the campaign then budgets in it.
+    A YAML grid (:func:`~scalebo.search.grid_file.read_grid_file`) keeps the
+    ``held_out_cells`` it states and otherwise holds nothing out (a campaign trains whatever
+    the search asks; held-out cells are for benchmarks). A table (CSV, Parquet, …,
+    :func:`~scalebo.search.grid_table.read_grid_table`) lists one configuration per row; a
+    ``loss`` column is ignored, and a ``cost`` column (GPU-hours, or any unit the budget is
+    given in) prices each configuration (:meth:`Grid.with_price`): the campaign then
+    budgets in it. Both are checked alike: every mistake is an error naming the file and
+    where in it (axis and item, or 1-based data row and column).
 
     Raises:
-        RunTableError: a ``cost`` value that is not a positive number (file, 1-based row).
+        SearchError: a mistake in a YAML grid, or a repeated configuration in a table.
+        RunTableError: a bad value in a grid table (file, 1-based data row, column).
     """
     path = Path(path)
     if path.suffix.lower() in (".yaml", ".yml"):
@@ -146,26 +145,9 @@ def campaign_grid(path: str | Path, mapping: Mapping[str, str] | None = None) ->
             return Grid.from_axes(axes, n_held_out_cells=held or 0)
         except SearchError as err:
             raise SearchError(f"{path}: {err}") from None
-    frame = _renamed(read_table(path), mapping)
-    grid = Grid.from_frame(frame.drop(columns=["loss", "cost"], errors="ignore"),
-                           n_held_out_cells=0)
-    if "cost" not in frame.columns:
-        return grid
-    price = pd.to_numeric(frame["cost"], errors="coerce").to_numpy(dtype=np.float64)
-    bad = np.flatnonzero(~(np.isfinite(price) & (price > 0)))
-    if bad.size:
-        raise RunTableError(f"{path}: data row {bad[0] + 1}, column 'cost': "
-                            f"{_plain(frame['cost'].iloc[bad[0]])!r} is not a positive number "
-                            f"(GPU-hours of the configuration){_more(bad)}.")
-    return grid.with_price(price, "GPU-hours")
+    from scalebo.search.grid_table import read_grid_table
 
-
-def _plain(value: Any) -> Any:
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _more(bad: np.ndarray) -> str:
-    return f"; {bad.size - 1} more such rows" if bad.size > 1 else ""
+    return read_grid_table(path, mapping)
 
 
 def grid_rows(grid: Grid, frame: pd.DataFrame, what: str) -> np.ndarray:

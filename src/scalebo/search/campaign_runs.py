@@ -19,6 +19,10 @@ A configuration has at most one run that did not fail (completed or running). A 
 that was retried (``scalebo suggest --retry-failed``) keeps its row beside the retry's: the
 failed attempt's compute counts as spent (:attr:`CampaignRuns.superseded_cost`) and the note
 names both rows; a configuration whose every attempt failed stays failed.
+
+Runs in flight may also be listed in a table of their own (``--pending PATH`` of ``scalebo
+suggest`` and ``scalebo status``): :func:`read_pending_runs` reads it (every row running),
+:meth:`CampaignRuns.with_running` adds it to the runs table's, with the same checks.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from scalebo.errors import RunTableError, SearchError
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 
-__all__ = ["CampaignRuns", "RunStatus", "read_campaign_runs"]
+__all__ = ["CampaignRuns", "RunStatus", "read_campaign_runs", "read_pending_runs"]
 
 
 class RunStatus(StrEnum):
@@ -65,6 +69,8 @@ class CampaignRuns:
         source: where the runs came from.
         superseded_cost: compute of failed attempts of configurations run again (retried),
             in the grid's budget unit; counted as spent. n_superseded: how many such rows.
+        rows: where each grid index's run is written: ``(source, 1-based data row)`` of the
+            row that stands for it (what errors about it name).
     """
 
     completed: np.ndarray = field(default_factory=lambda: _EMPTY)
@@ -76,6 +82,7 @@ class CampaignRuns:
     source: str = "<none>"
     superseded_cost: float = 0.0
     n_superseded: int = 0
+    rows: dict[int, tuple[str, int]] = field(default_factory=dict)
 
     def spent(self, grid: Grid | None = None, cost_model: CostModel | None = None) -> float:
         """Cost of completed and failed runs in the grid's budget unit: their ``cost`` (a
@@ -108,26 +115,50 @@ class CampaignRuns:
         own = float(sum(self.cost[i] for i in rows if i in failed))
         return cost_model.total(grid, mask, priced=True) + own
 
-    def with_running(self, more: CampaignRuns, name: str) -> CampaignRuns:
-        """These runs plus ``more.running`` (runs in flight listed elsewhere, ``name``). A
-        failed configuration run again is retried as in a runs file: its failed attempt
-        stays spent. ValueError for a configuration already completed or running."""
-        clash = set(more.running.tolist()) & {int(i) for i in (*self.completed, *self.running)}
+    def with_running(self, more: CampaignRuns, name: str | None = None, *,
+                     grid: Grid | None = None) -> CampaignRuns:
+        """These runs plus ``more.running`` (runs in flight listed elsewhere, e.g. by
+        :func:`read_pending_runs`; ``name`` renames their source in errors). A failed
+        configuration run again is retried as in a runs file: its failed attempt stays
+        spent.
+
+        Raises:
+            SearchError: a configuration of ``more`` already completed or running here
+                (names both files' 1-based data rows, and the configuration with ``grid``).
+        """
+        if name is not None:
+            more = replace(more, source=name,
+                           rows={g: (name, row) for g, (_, row) in more.rows.items()})
+        state = {int(i): RunStatus.COMPLETED for i in self.completed}
+        state |= {int(i): RunStatus.RUNNING for i in self.running}
+        clash = [int(g) for g in more.running if int(g) in state]
         if clash:
-            raise ValueError(f"{name}: configurations {sorted(clash)[:5]} are also in "
-                             f"{self.source}; list each run once")
+            g = clash[0]
+            config = "" if grid is None else f", configuration {grid.config(g)},"
+            more_rows = f"; {len(clash) - 1} more such rows" if len(clash) > 1 else ""
+            source, row = self.rows.get(g, (self.source, None))
+            at = "" if row is None else f" (data row {row})"
+            raise SearchError(f"{_where(more, g)}{config} is already {state[g].value} in "
+                              f"{source}{at}{more_rows}; list each run once (a finished run "
+                              "belongs in the runs table only).")
         retried = np.isin(self.failed, more.running)
         return replace(self, running=np.concatenate([self.running, more.running]),
                        failed=self.failed[~retried],
                        superseded_cost=self.superseded_cost
                        + sum(self.cost[int(g)] for g in self.failed[retried]),
                        n_superseded=self.n_superseded + int(retried.sum()),
-                       cost={**self.cost, **more.cost})
+                       cost={**self.cost, **more.cost}, rows={**self.rows, **more.rows})
 
     @property
     def n_runs(self) -> int:
         return int(self.completed.size + self.failed.size + self.running.size
                    + self.n_superseded)
+
+
+def _where(runs: CampaignRuns, g: int) -> str:
+    """``"runs.csv: data row 5"``: where the run of grid index ``g`` is written."""
+    source, row = runs.rows.get(g, (runs.source, None))
+    return source if row is None else f"{source}: data row {row}"
 
 
 def _status(frame: pd.DataFrame, name: str) -> list[RunStatus | None]:
@@ -161,10 +192,33 @@ def _numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:
     return values.to_numpy(dtype=np.float64)
 
 
+def read_pending_runs(source: str | Path | pd.DataFrame, grid: Grid, *,
+                      mapping: Mapping[str, str] | None = None) -> CampaignRuns:
+    """Runs in flight listed apart from the runs table (``--pending PATH``): the grid's
+    columns, one configuration per row, every row running (a ``status`` column is not
+    read). Add them with :meth:`CampaignRuns.with_running`.
+
+    Raises:
+        RunTableError, SearchError: as :func:`read_campaign_runs` (errors name the file and
+            its 1-based data rows).
+    """
+    name, frame = _named_frame(source)
+    return read_campaign_runs(frame.assign(status=RunStatus.RUNNING.value), grid,
+                              mapping=mapping, name=name)
+
+
+def _named_frame(source: str | Path | pd.DataFrame) -> tuple[str, pd.DataFrame]:
+    if isinstance(source, pd.DataFrame):
+        return "<DataFrame>", source.copy()
+    return str(source), read_table(source)
+
+
 def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
                        mapping: Mapping[str, str] | None = None,
-                       diverged_above: float | None = None) -> CampaignRuns:
+                       diverged_above: float | None = None,
+                       name: str | None = None) -> CampaignRuns:
     """Read a campaign's runs (see the module docstring); ``None`` means no runs yet.
+    ``name``: what errors call the source (default: its path, ``<DataFrame>`` for a frame).
 
     Raises:
         RunTableError: unreadable file, a bad ``status``, ``loss`` or ``cost`` value (names
@@ -174,10 +228,8 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
     """
     if source is None:
         return CampaignRuns()
-    if isinstance(source, pd.DataFrame):
-        name, frame = "<DataFrame>", source.copy()
-    else:
-        name, frame = str(source), read_table(source)
+    default, frame = _named_frame(source)
+    name = name or default
     frame = frame.rename(columns={v: k for k, v in (mapping or {}).items()})
     frame = frame.reset_index(drop=True)
     if len(frame) == 0:
@@ -212,12 +264,13 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
         if kinds[pos] is RunStatus.COMPLETED:
             losses.append(float(loss[pos]))
     costs = {int(idx[pos]): float(row_cost[pos]) for pos in np.flatnonzero(keep)}
+    rows = {int(idx[pos]): (name, int(pos) + 1) for pos in np.flatnonzero(keep)}
     as_idx = {s: np.asarray(v, dtype=np.int64) for s, v in groups.items()}
     return CampaignRuns(completed=as_idx[RunStatus.COMPLETED], losses=np.asarray(losses),
                         failed=as_idx[RunStatus.FAILED], running=as_idx[RunStatus.RUNNING],
                         cost=costs, notes=tuple(notes), source=name,
                         superseded_cost=float(row_cost[superseded].sum()),
-                        n_superseded=int(superseded.size))
+                        n_superseded=int(superseded.size), rows=rows)
 
 
 def _one_row_per_configuration(grid: Grid, idx: np.ndarray, kinds: list[RunStatus],

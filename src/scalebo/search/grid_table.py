@@ -1,0 +1,164 @@
+"""Reading and validating a grid table (CSV, TSV, Parquet, JSON lines): one candidate
+configuration of a campaign per row.
+
+Columns (after ``mapping``):
+
+* ``N`` (parameters) and ``D`` (tokens): required, positive numbers;
+* ``C`` (FLOPs of the configuration, default ``6·N·D``) and ``cost`` (its price in the
+  budget's unit, e.g. GPU-hours): optional, positive numbers;
+* ``loss`` and bookkeeping columns (:data:`~scalebo.data.columns.BOOKKEEPING_COLUMNS`,
+  ``status``) are ignored, as are boolean columns;
+* every other column is a hyperparameter, numeric or categorical.
+
+Numeric or categorical: a hyperparameter column is **numeric when at least half of its
+values read as numbers** (a number, or text such as ``"1e-3"``); each of its other values
+is then a typo (``le-3`` for ``1e-3``) and an error. A column whose values are mostly text
+(optimizer names, ``cosine`` / ``wsd``) is categorical: all its values are kept as text, a
+numeric-looking label among them included. Which hyperparameter columns are the grid's axes
+is :meth:`Grid.from_frame`'s rule (columns that vary inside an (N, D) cell).
+
+The checks are the YAML grid's (:mod:`scalebo.search.grid_file`) where they apply, and
+every error names the file, the 1-based data row (the header is not counted) and the
+column, as the runs table's do: a value of ``N``, ``D``, ``C`` or ``cost`` that is not a
+positive number, a value of a numeric column that is not a number, an empty, NaN or
+infinite value, and two rows of the same configuration.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from scalebo.data.columns import BOOKKEEPING_COLUMNS, UNMAPPED_SUFFIX
+from scalebo.data.files import read_table
+from scalebo.errors import RunTableError, SearchError, shown
+from scalebo.search.grid import Grid
+from scalebo.search.grid_file import _number
+
+__all__ = ["POSITIVE_COLUMNS", "read_grid_table"]
+
+#: Columns whose values must be positive numbers, with what they measure.
+POSITIVE_COLUMNS: dict[str, str] = {"N": "parameters", "D": "tokens",
+                                    "C": "FLOPs of the configuration",
+                                    "cost": "GPU-hours of the configuration"}
+
+
+def _missing(value: Any) -> bool:
+    """An empty cell: None, NaN or blank text (CSV reads an empty cell and ``nan`` alike)."""
+    if isinstance(value, str):
+        return not value.strip()
+    return value is None or bool(pd.api.types.is_scalar(value) and pd.isna(value))
+
+
+def _got(value: Any) -> str:
+    return "an empty value" if _missing(value) else shown(_plain(value))
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _fail(path: Path, bad: list[int], column: str, expected: str, value: Any,
+          hint: str = "") -> RunTableError:
+    """The error for the first of the 0-based positions ``bad`` of ``column``."""
+    more = f"; {len(bad) - 1} more such rows" if len(bad) > 1 else ""
+    return RunTableError(f"{path}: data row {bad[0] + 1}, column {column!r}: expected "
+                         f"{expected}, got {_got(value)}{hint}{more}.")
+
+
+def _positive(path: Path, frame: pd.DataFrame, column: str) -> np.ndarray:
+    """``column`` as float64; RunTableError at the first value that is not a positive,
+    finite number."""
+    values = frame[column].tolist()
+    numbers = [None if _missing(v) else _number(v) for v in values]
+    bad = [i for i, n in enumerate(numbers)
+           if n is None or not math.isfinite(n) or n <= 0]
+    if bad:
+        raise _fail(path, bad, column, f"a positive number ({POSITIVE_COLUMNS[column]})",
+                    values[bad[0]])
+    return np.asarray(numbers, dtype=np.float64)
+
+
+def _hyperparameter(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
+    """A hyperparameter column as float64 (numeric: at least half its values are numbers)
+    or as text (categorical); RunTableError for a typo, an empty or a non-finite value."""
+    values = frame[column].tolist()
+    empty = [i for i, v in enumerate(values) if _missing(v)]
+    numbers = [None if _missing(v) else _number(v) for v in values]
+    n_number = sum(n is not None for n in numbers)
+    n_filled = len(values) - len(empty)
+    if n_number == 0 or 2 * n_number < n_filled:  # categorical: mostly text
+        if empty:
+            raise _fail(path, empty, column, "a value (a category of the column)",
+                        values[empty[0]])
+        return pd.Series([str(v) for v in values], index=frame.index, dtype=object)
+    bad = [i for i, n in enumerate(numbers) if n is None or not math.isfinite(n)]
+    if bad:
+        typo = not _missing(values[bad[0]]) and numbers[bad[0]] is None
+        hint = (f" (the column is numeric: {n_number} of its {len(values)} values are "
+                "numbers; a categorical column is mostly text)") if typo else ""
+        raise _fail(path, bad, column, "a number" if typo or _missing(values[bad[0]])
+                    else "a finite number", values[bad[0]], hint)
+    if pd.api.types.is_numeric_dtype(frame[column].dtype):
+        return frame[column]  # as read (integers such as a batch size stay integers)
+    return pd.Series(numbers, index=frame.index, dtype=np.float64)
+
+
+def _is_hyperparameter(frame: pd.DataFrame, column: Any) -> bool:
+    name = str(column)
+    return not (name in BOOKKEEPING_COLUMNS or name in POSITIVE_COLUMNS or name == "status"
+                or "loss" in name.lower() or name.endswith(UNMAPPED_SUFFIX)
+                or pd.api.types.is_bool_dtype(frame[column].dtype))
+
+
+def _check_unique(path: Path, frame: pd.DataFrame, key: list[str]) -> None:
+    """SearchError naming the 1-based data rows of the first repeated configuration."""
+    dup = frame.duplicated(subset=key, keep=False).to_numpy()
+    if not dup.any():
+        return
+    repeated = frame[dup]  # its index: 0-based positions in the file (reset before)
+    groups = repeated.groupby(key, sort=False, dropna=False).indices
+    rows = min((sorted(int(p) for p in repeated.index[pos]) for pos in groups.values()),
+               key=lambda r: r[0])
+    config = {c: _plain(frame[c].iloc[rows[0]]) for c in key}
+    more = (f" ({len(groups) - 1} more repeated configurations)" if len(groups) > 1 else "")
+    raise SearchError(f"{path}: data rows {[r + 1 for r in rows]} are the same configuration "
+                      f"{config}{more}; list each configuration once.")
+
+
+def read_grid_table(path: str | Path, mapping: Mapping[str, str] | None = None) -> Grid:
+    """The grid of a table of configurations (see the module docstring), holding no cell
+    out; a ``cost`` column prices each configuration (:meth:`Grid.with_price`, GPU-hours).
+
+    Raises:
+        RunTableError: an unreadable file, a missing ``N`` or ``D`` column, or a bad value
+            (names the file, the 1-based data row and the column, and what was expected).
+        SearchError: two rows of the same configuration (names their 1-based data rows).
+    """
+    path = Path(path)
+    frame = read_table(path).rename(columns={v: k for k, v in (mapping or {}).items()})
+    frame = frame.reset_index(drop=True)
+    missing = [c for c in ("N", "D") if c not in frame.columns]
+    if missing:
+        raise RunTableError(f"{path}: columns {missing} are missing (a grid table needs N, "
+                            f"parameters, and D, tokens; it has {list(map(str, frame.columns))}"
+                            "); rename them with --map, e.g. --map N=params,D=tokens.")
+    clean = frame.copy()
+    for column in POSITIVE_COLUMNS:
+        if column in frame.columns:
+            clean[column] = _positive(path, frame, column)
+    params = [str(c) for c in frame.columns if _is_hyperparameter(frame, c)]
+    for column in params:
+        clean[column] = _hyperparameter(path, frame, column)
+    _check_unique(path, clean, ["N", "D", *params])
+    try:
+        grid = Grid.from_frame(clean[["N", "D", *(["C"] if "C" in clean else []), *params]],
+                               n_held_out_cells=0)
+    except SearchError as err:
+        raise SearchError(f"{path}: {err}") from None
+    return grid.with_price(clean["cost"], "GPU-hours") if "cost" in clean else grid

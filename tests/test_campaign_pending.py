@@ -1,0 +1,106 @@
+"""Runs in flight listed in ``--pending PATH``: ``scalebo suggest`` and ``scalebo status``
+count their compute as pending and never propose them; errors about the file name it and
+its 1-based data rows (they said ``<DataFrame>``, and grid indices, before)."""
+
+import json
+
+import numpy as np
+import pytest
+
+from scalebo.bench.synthetic import make_synthetic
+from scalebo.cli.main import main
+from scalebo.errors import SearchError
+from scalebo.search.campaign_runs import read_campaign_runs, read_pending_runs
+from scalebo.search.grid import Grid
+
+COLS = ["N", "D", "lr"]
+GRID_YAML = """\
+axes:
+  N: [5.0e7, 1.0e8, 2.0e8]
+  D: [1.0e9, 3.0e9, 1.0e10]
+  lr: [3.0e-4, 1.0e-3, 3.0e-3]
+"""
+
+
+@pytest.fixture()
+def campaign(tmp_path, monkeypatch):
+    """A grid.yaml and a runs.csv of 8 completed runs in ``tmp_path`` (the working folder,
+    so that messages show plain file names); the grid and the runs' frame."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "grid.yaml").write_text(GRID_YAML)
+    frame = make_synthetic(N=np.array([5e7, 1e8, 2e8]), D=np.array([1e9, 3e9, 1e10]),
+                           lr=np.array([3e-4, 1e-3, 3e-3]), bs=np.array([256.0]), seed=0)
+    done = frame.iloc[[0, 1, 2, 3, 4, 9, 10, 18]][[*COLS, "loss"]]
+    done.to_csv("runs.csv", index=False)
+    return Grid.from_yaml(tmp_path / "grid.yaml"), done
+
+
+def _status(*extra: str, capsys) -> dict:
+    code = main(["-q", "status", "--grid", "grid.yaml", "--runs", "runs.csv", "--budget", "0.5",
+                 "--samples", "8", "--format", "json", *extra])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    return json.loads(out.out)
+
+
+def test_status_pending_counts_compute_and_is_not_proposed(campaign, capsys):
+    before = _status(capsys=capsys)
+    flying = before["next"][0]  # what status would propose: now it is in flight
+    with open("pending.csv", "w") as fh:
+        fh.write(f"N,D,lr\n{flying['N']},{flying['D']},{flying['lr']}\n")
+    after = _status("--pending", "pending.csv", capsys=capsys)
+    cost = 6 * flying["N"] * flying["D"]
+    assert after["pending"] == pytest.approx(cost) and after["n_running"] == 1
+    assert after["spent"] == pytest.approx(before["spent"])
+    assert after["remaining"] == pytest.approx(before["remaining"] - cost)
+    proposed = [tuple(n[c] for c in COLS) for n in after["next"]]
+    assert len(proposed) == 4 and tuple(flying[c] for c in COLS) not in proposed
+    # suggest reads the same file the same way
+    code = main(["-q", "suggest", "--grid", "grid.yaml", "--runs", "runs.csv", "--pending",
+                 "pending.csv", "--budget", "0.5", "--batch", "4", "--format", "json"])
+    sug = json.loads(capsys.readouterr().out)
+    assert code == 0 and sug["pending"] == pytest.approx(cost)
+    assert sug["remaining"] == pytest.approx(after["remaining"])
+    assert tuple(flying[c] for c in COLS) not in [tuple(s[c] for c in COLS)
+                                                   for s in sug["suggestions"]]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    # a finished run also listed as in flight
+    ("N,D,lr\n2e8,1e10,3e-3\n5e7,1e9,1e-3\n",
+     "pending.csv: data row 2, configuration {'N': 50000000.0, 'D': 1000000000.0, "
+     "'C': 3e+17, 'lr': 0.001}, is already completed in runs.csv (data row 2); list each run "
+     "once (a finished run belongs in the runs table only)."),
+    ("N,D\n5e7,1e9\n",
+     "pending.csv: columns ['lr'] are missing (need ['N', 'D', 'lr']); rename them (--map) or "
+     "add them."),
+    ("N,D,lr\n5e7,1e9,2e-3\n",
+     "pending.csv: 1 of 1 rows are not on the grid (data rows [1]; first: {'N': 50000000.0, "
+     "'D': 1000000000.0, 'lr': 0.002}). Add their values to the grid axes or drop those "
+     "runs."),
+    ("N,D,lr\n2e8,1e10,3e-3\n2e8,1e10,3e-3\n",
+     "pending.csv: data rows [1, 2] are the same configuration {'N': 200000000.0, "
+     "'D': 10000000000.0, 'C': 1.2e+19, 'lr': 0.003}, run more than once without failing; "
+     "keep one run per configuration (average repeats, or drop the older one); failed "
+     "attempts may stay beside their retry."),
+])
+def test_pending_errors_name_the_file_and_its_rows(campaign, capsys, text, message):
+    with open("pending.csv", "w") as fh:
+        fh.write(text)
+    for command in (["suggest"], ["status", "--samples", "8"]):
+        code = main([command[0], "--grid", "grid.yaml", "--runs", "runs.csv", "--pending",
+                     "pending.csv", "--budget", "0.5", *command[1:]])
+        err = capsys.readouterr().err
+        assert code == 2 and err == f"error: {message}\n"
+
+
+def test_library_pending_runs_and_their_rows(campaign):
+    grid, done = campaign
+    runs = read_campaign_runs("runs.csv", grid)
+    assert runs.rows[int(grid.index_of(done.iloc[[1]])[0])] == ("runs.csv", 2)
+    flying = read_pending_runs(done.iloc[[1]][COLS], grid)  # a frame: <DataFrame>
+    with pytest.raises(SearchError, match=r"^<DataFrame>: data row 1 is already completed in "
+                                          r"runs.csv \(data row 2\); list each run once"):
+        runs.with_running(flying)
+    with pytest.raises(SearchError, match=r"^queue: data row 1 is already completed"):
+        runs.with_running(flying, "queue")
