@@ -19,7 +19,7 @@ import io
 import json
 import math
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -48,6 +48,7 @@ __all__ = [
     "INPUT_HELP",
     "add_format_argument",
     "add_input_arguments",
+    "input_epilog",
     "format_number",
     "format_table",
     "jsonable",
@@ -77,7 +78,13 @@ input (RUNS):
   Repeated configurations are an error unless --duplicates mean averages them.
   Or dataset:NAME for a public dataset (steplaw, oellm_english, epoch_chinchilla,
   porian_isoflop, gemstones, gadre_overtraining) read from --data-dir or
-  $SCALEBO_DATA_DIR; --dataset-option passes a loader's keyword options.
+  $SCALEBO_DATA_DIR; --dataset-option passes a loader's keyword options (below).
+"""
+
+#: Heads the list of every dataset's options in :func:`input_epilog`.
+DATASET_OPTIONS_HELP = """
+dataset options (--dataset-option KEY=VALUE with dataset:NAME, repeatable; VALUE is read
+as YAML: 5, 1.5e-3, null, [a, b]), read from each dataset's loader:
 """
 
 _quiet = False
@@ -101,6 +108,20 @@ def log(message: str) -> None:
 
 
 # --------------------------------------------------------------------------- input
+
+
+def input_epilog(tail: str) -> Callable[[], str]:
+    """A command's lazy ``EPILOG`` (see :mod:`scalebo.cli.main`): :data:`INPUT_HELP`, every
+    registered dataset's ``--dataset-option`` keys (read from the loaders' signatures by
+    :func:`scalebo.data.dataset_options.options_help`), then ``tail``. Built only when the
+    help is printed, since reading the loaders imports numpy and pandas."""
+
+    def build() -> str:
+        from scalebo.data.dataset_options import options_help
+
+        return INPUT_HELP + DATASET_OPTIONS_HELP + options_help() + tail
+
+    return build
 
 
 def _key_value(text: str) -> tuple[str, Any]:
@@ -186,7 +207,7 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         "--dataset-option", metavar="KEY=VALUE", type=_key_value, action="append",
         default=[],
         help="keyword option of a dataset loader, e.g. drop_highest_loss=5 "
-             "(repeatable; values parsed as YAML scalars)",
+             "(repeatable; values parsed as YAML; each dataset's options are listed below)",
     )
 
 
@@ -223,7 +244,8 @@ def load_input(args: argparse.Namespace) -> RunTable:
             duplicates=args.duplicates,
             diverged_above=args.diverged_above,
         )
-    from scalebo.data.datasets import load_dataset
+    from scalebo.data.dataset_options import check_dataset_options
+    from scalebo.data.datasets import DATASETS, load_dataset
 
     name = source[len(DATASET_PREFIX):]
     if args.map or hyperparameters is not None:
@@ -231,6 +253,11 @@ def load_input(args: argparse.Namespace) -> RunTable:
             f"{source}: --map and --hyperparameters apply to files, not to a registered "
             "dataset, whose columns are fixed"
         )
+    if options and name in DATASETS:
+        try:
+            options = check_dataset_options(name, options)
+        except ValueError as exc:
+            raise RunTableError(f"--dataset-option: {exc}") from None
     table = load_dataset(name, data_dir=args.data_dir, **options)
     return refilter_runs(table, duplicates=args.duplicates, diverged_above=args.diverged_above)
 

@@ -26,12 +26,12 @@ from collections.abc import Callable
 from typing import Any
 
 from scalebo.cli.common import (
-    INPUT_HELP,
     add_format_argument,
     add_input_arguments,
     check_outputs,
     format_number,
     format_table,
+    input_epilog,
     load_input,
     log,
     positive_float,
@@ -67,7 +67,7 @@ points fitted (--frontier, default by law):
 predictions (--predict C, FLOPs, repeatable): loss at C; for laws in N and D the loss
 along the compute-optimal path and N* (parameters), D* (tokens), D*/N* at C = 6*N*D.
 """
-EPILOG = INPUT_HELP + """
+EPILOG = input_epilog("""
 examples:
   scalebo fit runs.csv --law compute --predict 1e24 --plot fit.png --json fit.json
   scalebo fit runs.csv --law chinchilla --bootstrap 200 --predict 1e23 --predict 1e24
@@ -76,7 +76,7 @@ examples:
 
 exit codes: 0 converged (or a parameter at a bound: a warning is printed), 1 the fit
 failed or did not converge within the iteration limit, 2 bad input.
-"""
+""")
 
 #: Same as :data:`scalebo.fitting.summary.FRONTIERS` (literal so ``--help`` loads no numpy).
 FRONTIERS = ("envelope", "hull", "cell", "all")

@@ -12,11 +12,11 @@ import sys
 
 from scalebo.cli.common import (
     DATASET_PREFIX,
-    INPUT_HELP,
     add_format_argument,
     add_input_arguments,
     check_outputs,
     format_table,
+    input_epilog,
     load_input,
     log,
     positive_float,
@@ -52,12 +52,12 @@ starts: the base fit uses the law's full grid (4,500 starts for chinchilla); var
 from the base's distinct optima plus the 16 grid starts with the lowest initial objective
 (--starts full to use the whole grid for every variant: ~15x slower).
 """
-EPILOG = INPUT_HELP + """
+EPILOG = input_epilog("""
 examples:
   scalebo fragility dataset:gemstones --target 1e24 --plot fragility.png
   scalebo fragility hot.jsonl --map N=params_active_precise,D=tokens,loss=final_loss \\
       --variant-file "cooldown end=cool_end.jsonl" --format json
-"""
+""")
 
 COLUMNS = ("variant", "n_points", "alpha", "beta", "E", "N_opt", "D_opt",
            "tokens_per_param", "loss_at_target", "status")

@@ -5,6 +5,8 @@ Each subcommand is a module of :mod:`scalebo.cli` exposing
 * ``NAME`` — the subcommand's name (``str``);
 * ``HELP`` — one line for ``scalebo --help``;
 * ``DESCRIPTION`` (optional) — longer text for ``scalebo NAME --help``;
+* ``EPILOG`` (optional) — text after the options, or a callable returning it, called only
+  when the help is printed (for a list the library must be imported to build);
 * ``add_arguments(parser)`` — declares its options on an ``argparse.ArgumentParser``;
 * ``run(args) -> int`` — does the work and returns the exit code.
 
@@ -84,9 +86,19 @@ def _commands() -> list[ModuleType]:
 COMMANDS: list[ModuleType] = _commands()
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose ``epilog`` may be a callable, called (once) when the help
+    is printed, so that parsing never pays for building it."""
+
+    def format_help(self) -> str:
+        if callable(self.epilog):
+            self.epilog = self.epilog()
+        return super().format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The root parser with one subparser per module of :data:`COMMANDS`."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="scalebo",
         description=DESCRIPTION,
         epilog=EPILOG,
