@@ -35,6 +35,12 @@ class BudgetExhausted(SearchError):
     """The budget is spent, or no untried configuration fits what is left of it."""
 
 
+class MissingExtraError(ScaleboError, ImportError):
+    """An optional extra (``pip install 'scalebo[trees]'``, ``[dask]``, ``[optuna]``) is not
+    installed; the message says what needed it and how to install it
+    (:func:`scalebo.extras.require_extra`)."""
+
+
 class NumericalWarning(UserWarning):
     """A numerical fallback was used (jitter added to a Cholesky, clipped values, …)."""
 

@@ -123,10 +123,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from scalebo.bench.sweep import SweepConfig, run_sweep
+    from scalebo.extras import require_extra
 
     config = SweepConfig.from_yaml(args.config)
     if args.seeds is not None:
         config = config.with_seeds(args.seeds)
+    trees = [m.name for m in config.methods if m.resolved_kwargs().get("surrogate") == "trees"]
+    if trees:  # else every cell of those methods would fail, one record each
+        require_extra("trees", f"method {trees[0]!r} (surrogate: trees)")
+    if args.dask_scheduler is not None:
+        require_extra("dask", "--dask-scheduler")
     n = len(config.cells())
     log(f"sweep {config.name}: {len(config.datasets)} datasets × {len(config.methods)} methods "
         f"× {len(config.seeds)} seeds × {len(config.budgets)} budgets = {n} cells → {args.out}")

@@ -19,9 +19,10 @@ Conventions (as in Optuna's CLI): data go to stdout, logs / progress / warnings 
 Exit codes: 0 success; 1 a fit (or search) that produced no usable estimate
 (:class:`~scalebo.errors.FitError`) or did not converge; 2 bad input or usage
 (:class:`~scalebo.errors.RunTableError`, ``ValueError``, ``FileNotFoundError``,
-:class:`~scalebo.errors.SearchError`, argparse errors); 3 nothing left to suggest: the budget
-is spent or nothing untried fits it (:class:`~scalebo.errors.BudgetExhausted`), so a worker
-loop can stop on it without mistaking a typo for the end; 130 interrupted. Library errors are
+:class:`~scalebo.errors.SearchError`, a missing optional extra:
+:class:`~scalebo.errors.MissingExtraError`, argparse errors); 3 nothing left to suggest: the
+budget is spent or nothing untried fits it (:class:`~scalebo.errors.BudgetExhausted`), so a
+worker loop can stop on it without mistaking a typo for the end; 130 interrupted. Library errors are
 printed as one ``error: ...`` line, without a traceback (``SCALEBO_DEBUG=1`` re-raises them).
 """
 
@@ -37,7 +38,13 @@ from types import ModuleType
 
 from scalebo import __version__
 from scalebo.cli.common import set_quiet
-from scalebo.errors import BudgetExhausted, FitError, RunTableError, SearchError
+from scalebo.errors import (
+    BudgetExhausted,
+    FitError,
+    MissingExtraError,
+    RunTableError,
+    SearchError,
+)
 
 #: Subcommand modules of :mod:`scalebo.cli`, in ``--help`` order. One line per command.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -164,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"stop: {exc}", file=sys.stderr)
             return EXIT_BUDGET_SPENT
         except (RunTableError, SearchError, ValueError, FileNotFoundError,
-                IsADirectoryError) as exc:
+                IsADirectoryError, MissingExtraError) as exc:
             if debug:
                 raise
             print(f"error: {exc}", file=sys.stderr)

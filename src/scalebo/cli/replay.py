@@ -160,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
     from scalebo.bench.problems import load_problem
     from scalebo.bench.replay import MethodConfig, replay, unaffordable_budgets
     from scalebo.data.runs import parse_mapping
+    from scalebo.extras import require_extra
 
     axes = None if args.axes is None else [a.strip() for a in args.axes.split(",") if a.strip()]
     mapping = parse_mapping(args.map) if args.map else None
@@ -168,6 +169,8 @@ def run(args: argparse.Namespace) -> int:
     method = MethodConfig(**{field: getattr(args, option)
                              for option, field in _METHOD_OPTIONS.items()
                              if getattr(args, option) is not None})
+    if method.surrogate == "trees":  # before the dataset and its reference fit load
+        require_extra("trees", "--surrogate trees")
     check_outputs(args)
     log(f"loading {args.dataset} and its reference fit ...")
     with warnings.catch_warnings():  # each is kept in the notes, printed once below
