@@ -55,6 +55,7 @@ __all__ = [
     "load_input",
     "log",
     "set_quiet",
+    "tolerance",
     "write_csv",
     "write_json",
 ]
@@ -165,6 +166,33 @@ def fraction(text: str) -> float:
         hint = f" (for {value:g} % write {value / 100:g} or {value:g}%)" if value > 1 else ""
         raise argparse.ArgumentTypeError(f"expected a fraction of C_total in (0, 1], got "
                                          f"{text!r}{hint}")
+    return value
+
+
+#: A ``--tolerance`` at or above this is probably a percentage written as a fraction.
+TOLERANCE_WARN = 0.2
+
+
+def tolerance(text: str) -> float:
+    """argparse type of ``--tolerance``: a relative tolerance as a fraction (``0.005`` is
+    ±0.5 %) or a percentage (``0.5%``); positive and finite. A fraction of
+    :data:`TOLERANCE_WARN` or more is accepted with a warning saying what it means
+    (``--tolerance 0.5 is ±50 %; for 0.5 % write 0.005``)."""
+    raw = str(text).strip()
+    percent = raw.endswith("%")
+    try:
+        value = float(raw[:-1]) / 100 if percent else float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(
+            f"expected a positive fraction such as 0.005 (±0.5 %) or a percentage such as "
+            f"0.5%, got {text!r}")
+    if value >= TOLERANCE_WARN and not percent:
+        import warnings
+
+        warnings.warn(f"--tolerance {raw} is ±{100 * value:g} %; for {value:g} % write "
+                      f"{value / 100:g}", UserWarning, stacklevel=2)
     return value
 
 

@@ -140,6 +140,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand, return its exit code."""
+    with warnings.catch_warnings():  # warnings while parsing too (e.g. a large --tolerance)
+        warnings.showwarning = _show_warning
+        return _parse_and_run(argv)
+
+
+def _parse_and_run(argv: Sequence[str] | None) -> int:
+    """:func:`main` inside its warning hook: parse, run, map exceptions to exit codes."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -150,29 +157,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INPUT_ERROR
     set_quiet(args.quiet)
     debug = bool(os.environ.get("SCALEBO_DEBUG"))
-    with warnings.catch_warnings():
-        warnings.showwarning = _show_warning
-        try:
-            return int(args._run(args))
-        except KeyboardInterrupt:
-            print("error: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        except BrokenPipeError:  # e.g. '| head': the reader left; not an error of ours
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return EXIT_OK
-        except FitError as exc:
-            if debug:
-                raise
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_FIT_ERROR
-        except BudgetExhausted as exc:  # before SearchError, its base class
-            if debug:
-                raise
-            print(f"stop: {exc}", file=sys.stderr)
-            return EXIT_BUDGET_SPENT
-        except (RunTableError, SearchError, ValueError, FileNotFoundError,
-                IsADirectoryError, MissingExtraError) as exc:
-            if debug:
-                raise
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_INPUT_ERROR
+    try:
+        return int(args._run(args))
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. '| head': the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except FitError as exc:
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FIT_ERROR
+    except BudgetExhausted as exc:  # before SearchError, its base class
+        if debug:
+            raise
+        print(f"stop: {exc}", file=sys.stderr)
+        return EXIT_BUDGET_SPENT
+    except (RunTableError, SearchError, ValueError, FileNotFoundError,
+            IsADirectoryError, MissingExtraError) as exc:
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INPUT_ERROR

@@ -19,6 +19,7 @@ from scalebo.cli.common import (
     format_table,
     log,
     positive_float,
+    tolerance,
     write_csv,
     write_json,
     write_json_file,
@@ -49,9 +50,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("status")
     group.add_argument("--target", type=positive_float, action="append", default=None,
                        metavar="C", help="target compute in FLOPs (repeatable; default 1e25)")
-    group.add_argument("--tolerance", type=positive_float, default=0.005,
-                       help="stop when the 80 %% interval is within +-this relative "
-                            "half-width at every target (default 0.005)")
+    group.add_argument("--tolerance", type=tolerance, default=0.005, metavar="FRACTION",
+                       help="stop when the 80 %% interval is within +-this fraction of the "
+                            "prediction at every target: 0.005 (the default) or 0.5%% is "
+                            "+-0.5 %%; 0.5 would be +-50 %% (a warning from 0.2 up)")
     group.add_argument("--samples", type=int, default=64,
                        help="law-posterior samples (default 64)")
     group.add_argument("--estimand", choices=("reference", "noise_free"), default="reference",
