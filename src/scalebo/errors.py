@@ -32,7 +32,16 @@ class SearchError(ScaleboError, ValueError):
 
 
 class BudgetExhausted(SearchError):
-    """The budget is spent, or no untried configuration fits what is left of it."""
+    """The budget is spent, or no untried configuration fits what is left of it.
+
+    ``account`` holds the campaign's budget accounting when the raiser knows it (``budget``,
+    ``spent``, ``pending``, ``remaining``, ``C_total``, ``unit``; empty otherwise), so that a
+    caller can still report it.
+    """
+
+    def __init__(self, message: str, account: dict | None = None) -> None:
+        super().__init__(message)
+        self.account = dict(account or {})
 
 
 class MissingExtraError(ScaleboError, ImportError):
