@@ -60,3 +60,43 @@ def test_status_tolerance_not_positive_and_finite_is_exit_2(campaign, capsys, gi
     assert _usage_error(capsys) == (
         "scalebo status: error: argument --tolerance: expected a positive fraction such as "
         f"0.005 (±0.5 %) or a percentage such as 0.5%, got '{given}'")
+
+
+#: (command words and required options, option, smallest value it takes)
+DESIGN = ["design", "--pool", "p.csv", "--target-region", "t.csv", "--formula", "a*x",
+          "--bounds", "a=0:1", "--cost", "x"]
+COUNTS = [
+    (["status", "--grid", "g.yaml", "--budget", "0.1"], "--next", 0),
+    (["suggest", "--grid", "g.yaml", "--budget", "0.1"], "--batch", 1),
+    (["suggest", "--grid", "g.yaml", "--budget", "0.1"], "-n", 1),
+    (["fit", "runs.csv"], "--bootstrap", 0),
+    (["fit", "runs.csv"], "--starts", 1),
+    (["fragility", "runs.csv"], "--bootstrap", 0),
+    (["fragility", "runs.csv"], "--drop-count", 0),
+    (["fragility", "runs.csv"], "--every-k", 1),
+    (["replay", "--dataset", "synthetic"], "--held-out-cells", 0),
+    (["replay", "--dataset", "synthetic"], "--batch", 1),
+    (["replay", "--dataset", "synthetic"], "--posterior-samples", 0),
+    (["replay", "--dataset", "synthetic"], "--bootstrap-samples", 0),
+    (["replay", "--dataset", "synthetic"], "--target-samples", 8),
+    (["replay", "--dataset", "synthetic"], "--target-every", 1),
+    (["bench", "run", "c.yaml", "--out", "o"], "--limit", 1),
+    (DESIGN, "--starts", 1),
+    (DESIGN, "--batch", 1),
+]
+
+
+@pytest.mark.parametrize(("words", "option", "minimum"), COUNTS,
+                         ids=[f"{w[0]} {o}" for w, o, _ in COUNTS])
+def test_counts_below_their_minimum_are_usage_errors(words, option, minimum, capsys):
+    from scalebo.cli.main import build_parser
+
+    prog = "scalebo " + " ".join(words[:2] if words[0] == "bench" else words[:1])
+    shown = "-n/--batch" if words[0] == "suggest" else option  # as argparse names it
+    for bad, expected in ((minimum - 1, f"an integer >= {minimum}"), ("1.5", "an integer")):
+        assert main([*words, option, str(bad)]) == 2
+        assert _usage_error(capsys) == (f"{prog}: error: argument {shown}: expected "
+                                        f"{expected}, got '{bad}'")
+    args = build_parser().parse_args([*words, option, str(minimum)])  # the minimum is fine
+    value = getattr(args, shown.split("/")[-1].lstrip("-").replace("-", "_"))
+    assert (value[-1] if isinstance(value, list) else value) == minimum

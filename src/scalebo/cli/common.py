@@ -49,6 +49,7 @@ __all__ = [
     "add_format_argument",
     "add_input_arguments",
     "input_epilog",
+    "int_at_least",
     "format_number",
     "format_table",
     "jsonable",
@@ -167,6 +168,25 @@ def fraction(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a fraction of C_total in (0, 1], got "
                                          f"{text!r}{hint}")
     return value
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """argparse type factory: an integer ``>= minimum``, e.g. ``type=int_at_least(1)`` for a
+    batch size, ``int_at_least(0)`` for a count where 0 means none. A float or a smaller value
+    is a usage error naming the option (exit 2): ``argument --next: expected an integer >=
+    0, got '-1'``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
 
 
 #: A ``--tolerance`` at or above this is probably a percentage written as a fraction.

@@ -32,6 +32,7 @@ from scalebo.cli.common import (
     format_number,
     format_table,
     input_epilog,
+    int_at_least,
     load_input,
     log,
     positive_float,
@@ -107,7 +108,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--huber-delta", type=positive_float, default=DEFAULT_HUBER_DELTA,
                        help=f"Huber delta on natural-log residuals "
                             f"(default {DEFAULT_HUBER_DELTA:g})")
-    group.add_argument("--bootstrap", metavar="B", type=int, default=0,
+    group.add_argument("--bootstrap", metavar="B", type=int_at_least(0), default=0,
                        help="bootstrap resamples over the fitted runs for percentile "
                             "intervals (0 = none; 1000 is typical)")
     group.add_argument("--confidence", type=_level, default=0.95,
@@ -134,7 +135,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     formula.add_argument("--residuals", choices=("log", "natural"), default="log",
                          help="Huber on log residuals (positive responses, default) or least "
                               "squares in natural units (any sign)")
-    formula.add_argument("--starts", type=int, default=64, metavar="S",
+    formula.add_argument("--starts", type=int_at_least(1), default=64, metavar="S",
                          help="random starts inside the bounds, seeded by --seed (default 64)")
     formula.add_argument("--predict-at", metavar="NAME=VALUE,...", action="append", default=[],
                          help="predict the response at this point, a value for every "
@@ -256,8 +257,6 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--predict needs a law in C or in (N, D), not {law.name!r}")
     if args.plot and prediction_kind(law) is None:
         raise ValueError(f"--plot needs a law in C or in (N, D), not {law.name!r}")
-    if args.bootstrap < 0:
-        raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
     check_outputs(args)
     seen: list[str] = []
     table = _collect(lambda: load_input(args), seen)
@@ -306,10 +305,6 @@ def _run_formula(args: argparse.Namespace) -> int:
         raise ValueError("--predict C is for built-in laws; with --formula use --predict-at "
                          "with a value for each variable of the formula, e.g. --predict-at "
                          f"'{','.join(f'{v}=1e10' for v in names)}'")
-    if args.bootstrap < 0:
-        raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
-    if args.starts < 1:
-        raise ValueError(f"--starts must be >= 1, got {args.starts}")
     check_outputs(args)
     if args.runs.startswith("dataset:"):
         raise ValueError("--formula reads a table file (CSV, Parquet, JSON lines)")

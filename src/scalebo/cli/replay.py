@@ -17,6 +17,7 @@ from scalebo.cli.common import (
     format_table,
     fraction,
     fractions,
+    int_at_least,
     log,
     write_csv,
     write_json,
@@ -76,7 +77,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "vary inside an (N, D) cell)")
     parser.add_argument("--data-dir", default=None, help="public datasets folder "
                         "(default $SCALEBO_DATA_DIR)")
-    parser.add_argument("--held-out-cells", type=int, default=2, metavar="K",
+    parser.add_argument("--held-out-cells", type=int_at_least(0), default=2, metavar="K",
                         help="largest-compute (N, D) cells held out of the search and scored "
                              "by the held-out MSE (default 2)")
     parser.add_argument("--budget", type=fraction, default=0.05,
@@ -116,8 +117,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--scope", choices=("window", "observed", "grid"),
                        help="fantasization scope: the final window (default), up to the "
                             "costliest observed cell, or the whole grid")
-    group.add_argument("--batch", type=int, help="configurations per ask (q)")
-    group.add_argument("--posterior-samples", type=int, metavar="S",
+    group.add_argument("--batch", type=int_at_least(1), help="configurations per ask (q)")
+    group.add_argument("--posterior-samples", type=int_at_least(0), metavar="S",
                        help="samples of the law posterior at every recorded budget (default "
                             "64; 0: none)")
     group.add_argument("--posterior-scope", choices=("grid", "fantasize"),
@@ -129,7 +130,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "recorded runs, which the replay scores against (default "
                             "reference), or the noise-free law (trained runs redrawn from "
                             "the GP's latent posterior)")
-    group.add_argument("--bootstrap-samples", type=int, metavar="B",
+    group.add_argument("--bootstrap-samples", type=int_at_least(0), metavar="B",
                        help="also a bootstrap over the observed runs, for comparison "
                             "(default 0: none)")
     add_cost_model_arguments(group)
@@ -143,9 +144,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="score = log(variance reduction) - GAMMA*log(cost/C_total); "
                              "0: cost-blind, 1: per FLOP (default 0.5, the best over StepLaw "
                              "and OELLM-English, docs/reproduction.md)")
-    target.add_argument("--target-samples", type=int, metavar="S",
+    target.add_argument("--target-samples", type=int_at_least(8), metavar="S",
                         help="posterior samples (law fits) per ensemble")
-    target.add_argument("--target-every", type=int, metavar="K",
+    target.add_argument("--target-every", type=int_at_least(1), metavar="K",
                         help="rebuild the ensemble every K asks (square-root updates between)")
     target.add_argument("--target-estimator", choices=("stein", "ensemble"),
                         help="covariance of target and candidate: exact GP covariance times "

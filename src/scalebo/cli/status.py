@@ -17,6 +17,7 @@ from scalebo.cli.common import (
     check_outputs,
     format_number,
     format_table,
+    int_at_least,
     log,
     positive_float,
     tolerance,
@@ -67,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "untried configuration would narrow the 80 %% interval by less "
                             "than this fraction, in (0, 1) (default 0.2; ignored with "
                             "--estimand reference)")
-    group.add_argument("--next", type=int, default=4, metavar="K",
+    group.add_argument("--next", type=int_at_least(0), default=4, metavar="K",
                        help="also propose the next K runs (as scalebo suggest --batch K) for "
                             "the JSON and the figure; 0: none (default 4)")
     group.add_argument("--plot", default=None, metavar="PATH",

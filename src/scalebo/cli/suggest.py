@@ -14,6 +14,7 @@ from scalebo.cli.common import (
     add_format_argument,
     check_output_path,
     format_table,
+    int_at_least,
     log,
     write_csv,
     write_json,
@@ -45,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("suggestions")
     group.add_argument("--pending", default=None, metavar="PATH",
                        help="table of further configurations in flight (as status running)")
-    group.add_argument("-n", "--batch", type=int, default=1,
+    group.add_argument("-n", "--batch", type=int_at_least(1), default=1,
                        help="configurations to suggest (default 1)")
     group.add_argument("--retry-failed", action="store_true",
                        help="failed runs may be proposed again (their compute stays spent)")
@@ -75,8 +76,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json:
         check_output_path(args.json, "--json")
-    if args.batch < 1:
-        raise ValueError(f"--batch must be >= 1, got {args.batch}")
     grid, runs, budget = load_campaign(args)
     if args.pending:
         from scalebo.data.files import read_table
