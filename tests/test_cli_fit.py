@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -253,6 +254,20 @@ def test_epoch_chinchilla_reference_fit(data_dir: Path) -> None:
     assert_params_close(out["fit"]["params"], reference, rel=1e-3)
     assert out["fit"]["objective"] == pytest.approx(1.0183e-3, rel=1e-3)
     assert out["fit"]["n_starts"] == 4500
+
+
+def test_epoch_agreement_counts_the_same_starts_above_and_below(data_dir: Path) -> None:
+    # it read "321 of the 64 best converged starts, polished, agree" (and "899 of 64" on
+    # porian_isoflop): the numerator counted unpolished starts too
+    proc = run_cli("fit", "dataset:epoch_chinchilla", "--dataset-option", "drop_highest_loss=5",
+                   "--law", "chinchilla", "--data-dir", str(data_dir))
+    assert proc.returncode == 0, proc.stderr
+    status = re.search(r"^status      converged; (\d+) of the 64 best converged "
+                       r"starts, polished, agree \(4500 converged\)$", proc.stdout, re.M)
+    starts = re.search(r"^starts      4500 tried, 4500 converged, (\d+) of the 64 best "
+                       r"\(polished\) agree with the best$", proc.stdout, re.M)
+    assert status and starts, proc.stdout
+    assert 1 <= int(status[1]) == int(starts[1]) <= 64
 
 
 def test_json_equals_library_fit_summary(compute_csv: Path) -> None:

@@ -115,6 +115,35 @@ def test_off_grid_and_duplicate_exit_2_and_a_spent_budget_exits_3(campaign):
     assert out.returncode == 3 and "no configuration fits" in out.stderr, out.stderr
 
 
+def test_exit_3_still_writes_the_json_with_no_suggestions(campaign):
+    # it wrote nothing: '--format json' printed an empty stdout and '--json next.json' kept
+    # the previous iteration's proposals, which a worker loop would have trained again
+    path, frame = campaign
+    out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "done.csv", "--budget", "0.3",
+                   "--json", "next.json", cwd=path)
+    assert out.returncode == 0 and json.loads((path / "next.json").read_text())["suggestions"]
+    done = frame.iloc[[0, 1, 2, 7, 12, 20]]
+    spent = float((6 * done["N"] * done["D"]).sum())
+    cheapest = 6 * 5e7 * 1e9
+    for budget, reason in (
+            ("0.001", "the budget is already spent: 3.3e+18 FLOPs of 8.82e+16 are done, "
+                      "failed or running; raise the budget to continue."),
+            (f"{spent + 0.5 * cheapest:.6e}FLOPs",
+             "no configuration fits the remaining budget: only 0 of 1 configurations fit the "
+             "remaining budget of 1.5e+17 FLOPs (the cheapest untried configuration costs "
+             "3e+17).")):
+        out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "done.csv", "--budget",
+                       budget, "--json", "next.json", "--format", "json", cwd=path)
+        assert out.returncode == 3, out.stderr
+        assert out.stderr.endswith(f"stop: {reason}\n"), out.stderr
+        printed = json.loads(out.stdout)
+        assert printed == json.loads((path / "next.json").read_text())
+        assert printed["suggestions"] == [] and printed["stop"] is True
+        assert printed["message"] == reason
+        assert printed["spent"] == pytest.approx(spent)
+        assert printed["remaining"] == pytest.approx(printed["budget"] - spent)
+
+
 def test_batch_is_n_and_q_is_quiet_in_every_command():
     from scalebo.cli.main import build_parser
 

@@ -217,3 +217,27 @@ def test_the_agreement_message_counts_the_polished_starts():
     assert fit.message == (f"converged; {fit.n_agree} of the {N_POLISH} best converged starts, "
                            f"polished, agree ({fit.n_converged} converged)")
     assert 1 <= fit.n_agree <= N_POLISH
+
+
+def test_agreement_counts_only_the_polished_starts_in_numerator_and_denominator():
+    # Epoch's Chinchilla points (drop_highest_loss=5) read "321 of the 64 best converged
+    # starts, polished, agree": unpolished starts within the tolerance were counted above the
+    # 64 polished ones. 100 converged starts on the optimum, 3 of them polished.
+    from scalebo.fitting.optim import BatchedResult
+    from scalebo.fitting.robust import summarize_starts
+
+    x = np.log([1.7, 400.0, 0.34, 400.0, 0.28])  # internal parameters inside the bounds
+    polished = np.zeros(100, dtype=bool)
+    polished[:3] = True
+    res = BatchedResult(x=np.tile(x, (100, 1)), fun=np.full(100, 0.5),
+                        status=np.zeros(100, dtype=int), nit=np.ones(100, dtype=int), nfev=100,
+                        pgnorm=np.zeros(100), polished=polished)
+    fit = summarize_starts(CHINCHILLA, res, huber_delta=1e-3, n_obs=10)
+    assert str(fit.status) == "converged", fit.message
+    assert fit.message == "converged; 3 of the 3 best converged starts, polished, agree " \
+                          "(100 converged)"
+    assert (fit.n_agree, fit.n_compared, fit.n_converged) == (3, 3, 100)
+    unpolished = summarize_starts(CHINCHILLA, BatchedResult(**{**res.__dict__, "polished": None}),
+                                  huber_delta=1e-3, n_obs=10)
+    assert unpolished.message == "converged; 100 of 100 converged starts agree"
+    assert (unpolished.n_agree, unpolished.n_compared) == (100, 100)

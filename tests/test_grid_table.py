@@ -33,7 +33,7 @@ def _write(name: str, text: str) -> str:
      "numeric: 3 of its 4 values are numbers; a categorical column is mostly text)."),
     ("N,D,lr\n5e7,1e9,3e-4\n5e7,1e9,abc\n", RunTableError,
      "grid.csv: data row 2, column 'lr': expected a number, got 'abc' (the column is "
-     "numeric: 1 of its 2 values are numbers; a categorical column is mostly text)."),
+     "numeric: 1 of its 2 values is a number; a categorical column is mostly text)."),
     ("N,D,lr\n5e7,1e9,3e-4\n5e7,abc,1e-3\n", RunTableError,
      "grid.csv: data row 2, column 'D': expected a positive number (tokens), got 'abc'."),
     ("N,D,lr\n5e7,1e9,3e-4\n-5e7,1e9,1e-3\n0,1e9,1e-3\n", RunTableError,

@@ -245,7 +245,8 @@ def test_a_typo_among_numbers_is_an_error_but_a_column_of_names_is_not():
     typo = base.copy()
     typo.loc[5, "lr"] = "le-3"
     with pytest.raises(RunTableError, match=r"^<DataFrame>: data row 6, column 'lr': expected "
-                       r"a number, got 'le-3' \(most of the column's values are numbers"):
+                       r"a number, got 'le-3' \(the column is numeric: 7 of its 8 values are "
+                       r"numbers; a categorical column is mostly text\)\. Fix the value"):
         load_runs(typo)
     two = typo.copy()
     two.loc[6, "lr"] = "1e-3?"
@@ -261,7 +262,8 @@ def test_numeric_typos_rule():
 
     assert numeric_typos(pd.Series(["1e-3", "3e-4x", "2e-3"])).tolist() == [1]
     assert numeric_typos(pd.Series(["adam", "sgd", "1"])).tolist() == []  # names
-    assert numeric_typos(pd.Series(["1", "x"])).tolist() == []  # no majority: names
+    assert numeric_typos(pd.Series(["1", "x"])).tolist() == [1]  # half: numbers (as grids)
+    assert numeric_typos(pd.Series(["1", "x", "y"])).tolist() == []  # a minority: names
     assert numeric_typos(pd.Series([1.0, float("nan")])).tolist() == []  # numeric dtype
     assert numeric_typos(pd.Series(["1", None, "2", "inf?"])).tolist() == [3]
 

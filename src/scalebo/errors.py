@@ -32,7 +32,22 @@ class SearchError(ScaleboError, ValueError):
 
 
 class BudgetExhausted(SearchError):
-    """The budget is spent, or no untried configuration fits what is left of it."""
+    """The budget is spent, or no untried configuration fits what is left of it.
+
+    ``account`` holds the campaign's budget accounting when the raiser knows it (``budget``,
+    ``spent``, ``pending``, ``remaining``, ``C_total``, ``unit``; empty otherwise), so that a
+    caller can still report it.
+    """
+
+    def __init__(self, message: str, account: dict | None = None) -> None:
+        super().__init__(message)
+        self.account = dict(account or {})
+
+
+class MissingExtraError(ScaleboError, ImportError):
+    """An optional extra (``pip install 'scalebo[trees]'``, ``[dask]``, ``[optuna]``) is not
+    installed; the message says what needed it and how to install it
+    (:func:`scalebo.extras.require_extra`)."""
 
 
 class NumericalWarning(UserWarning):

@@ -52,14 +52,11 @@ def _iter_joblib(tasks: Sequence[Task], run: Callable[[Task], list[dict]], n_job
 
 
 def _distributed() -> Any:
-    """``dask.distributed``, or an ImportError that says how to install it."""
-    try:
-        import dask.distributed as distributed
-    except ImportError as exc:
-        raise ImportError(
-            "--dask-scheduler needs dask.distributed: pip install 'scalebo[dask]' "
-            f"(import failed: {exc})") from exc
-    return distributed
+    """``dask.distributed``, or a :class:`~scalebo.errors.MissingExtraError` (an
+    ImportError) that says how to install it."""
+    from scalebo.extras import require_extra
+
+    return require_extra("dask", "--dask-scheduler")
 
 
 def _iter_dask(tasks: Sequence[Task], run: Callable[[Task], list[dict]], address: Any

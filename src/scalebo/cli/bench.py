@@ -22,7 +22,7 @@ import argparse
 import json
 import os
 
-from scalebo.cli.common import add_format_argument, format_table, is_quiet, log
+from scalebo.cli.common import add_format_argument, format_table, int_at_least, is_quiet, log
 
 NAME = "bench"
 HELP = "benchmark search strategies over datasets, budgets and seeds (run a sweep, report)"
@@ -95,7 +95,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "(needs pip install 'scalebo[dask]')")
     run.add_argument("--seeds", type=_seeds, default=None, metavar="SEEDS",
                      help="only these seeds (e.g. 0-2 or 0,5), overriding the config")
-    run.add_argument("--limit", type=int, default=None, metavar="N",
+    run.add_argument("--limit", type=int_at_least(1), default=None, metavar="N",
                      help="run at most this many tasks, then stop (rerun to continue)")
     run.add_argument("--data-dir", default=None, metavar="DIR",
                      help="public datasets folder (default $SCALEBO_DATA_DIR)")
@@ -123,10 +123,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     from scalebo.bench.sweep import SweepConfig, run_sweep
+    from scalebo.extras import require_extra
 
     config = SweepConfig.from_yaml(args.config)
     if args.seeds is not None:
         config = config.with_seeds(args.seeds)
+    trees = [m.name for m in config.methods if m.resolved_kwargs().get("surrogate") == "trees"]
+    if trees:  # else every cell of those methods would fail, one record each
+        require_extra("trees", f"method {trees[0]!r} (surrogate: trees)")
+    if args.dask_scheduler is not None:
+        require_extra("dask", "--dask-scheduler")
     n = len(config.cells())
     log(f"sweep {config.name}: {len(config.datasets)} datasets × {len(config.methods)} methods "
         f"× {len(config.seeds)} seeds × {len(config.budgets)} budgets = {n} cells → {args.out}")

@@ -49,12 +49,15 @@ __all__ = [
     "INPUT_HELP",
     "add_format_argument",
     "add_input_arguments",
+    "input_epilog",
+    "int_at_least",
     "format_number",
     "format_table",
     "jsonable",
     "load_input",
     "log",
     "set_quiet",
+    "tolerance",
     "write_csv",
     "write_json",
 ]
@@ -78,7 +81,13 @@ input (RUNS):
   Repeated configurations are an error unless --duplicates mean averages them.
   Or dataset:NAME for a public dataset (steplaw, oellm_english, epoch_chinchilla,
   porian_isoflop, gemstones, gadre_overtraining) read from --data-dir or
-  $SCALEBO_DATA_DIR; --dataset-option passes a loader's keyword options.
+  $SCALEBO_DATA_DIR; --dataset-option passes a loader's keyword options (below).
+"""
+
+#: Heads the list of every dataset's options in :func:`input_epilog`.
+DATASET_OPTIONS_HELP = """
+dataset options (--dataset-option KEY=VALUE with dataset:NAME, repeatable; VALUE is read
+as YAML: 5, 1.5e-3, null, [a, b]), read from each dataset's loader:
 """
 
 _quiet = False
@@ -120,6 +129,20 @@ def budget_bar(desc: str) -> Iterator[Callable[[float], None] | None]:
 
 
 # --------------------------------------------------------------------------- input
+
+
+def input_epilog(tail: str) -> Callable[[], str]:
+    """A command's lazy ``EPILOG`` (see :mod:`scalebo.cli.main`): :data:`INPUT_HELP`, every
+    registered dataset's ``--dataset-option`` keys (read from the loaders' signatures by
+    :func:`scalebo.data.dataset_options.options_help`), then ``tail``. Built only when the
+    help is printed, since reading the loaders imports numpy and pandas."""
+
+    def build() -> str:
+        from scalebo.data.dataset_options import options_help
+
+        return INPUT_HELP + DATASET_OPTIONS_HELP + options_help() + tail
+
+    return build
 
 
 def _key_value(text: str) -> tuple[str, Any]:
@@ -166,6 +189,52 @@ def fraction(text: str) -> float:
     return value
 
 
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """argparse type factory: an integer ``>= minimum``, e.g. ``type=int_at_least(1)`` for a
+    batch size, ``int_at_least(0)`` for a count where 0 means none. A float or a smaller value
+    is a usage error naming the option (exit 2): ``argument --next: expected an integer >=
+    0, got '-1'``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
+        return value
+
+    parse.__name__ = f"integer >= {minimum}"
+    return parse
+
+
+#: A ``--tolerance`` at or above this is probably a percentage written as a fraction.
+TOLERANCE_WARN = 0.2
+
+
+def tolerance(text: str) -> float:
+    """argparse type of ``--tolerance``: a relative tolerance as a fraction (``0.005`` is
+    ±0.5 %) or a percentage (``0.5%``); positive and finite. A fraction of
+    :data:`TOLERANCE_WARN` or more is accepted with a warning saying what it means
+    (``--tolerance 0.5 is ±50 %; for 0.5 % write 0.005``)."""
+    raw = str(text).strip()
+    percent = raw.endswith("%")
+    try:
+        value = float(raw[:-1]) / 100 if percent else float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(
+            f"expected a positive fraction such as 0.005 (±0.5 %) or a percentage such as "
+            f"0.5%, got {text!r}")
+    if value >= TOLERANCE_WARN and not percent:
+        import warnings
+
+        warnings.warn(f"--tolerance {raw} is ±{100 * value:g} %; for {value:g} % write "
+                      f"{value / 100:g}", UserWarning, stacklevel=2)
+    return value
+
+
 def fractions(text: str) -> list[float]:
     """argparse type: comma-separated fractions (:func:`fraction` each), e.g. ``1%,5%``."""
     return [fraction(item) for item in str(text).split(",") if item.strip()]
@@ -205,7 +274,7 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
         "--dataset-option", metavar="KEY=VALUE", type=_key_value, action="append",
         default=[],
         help="keyword option of a dataset loader, e.g. drop_highest_loss=5 "
-             "(repeatable; values parsed as YAML scalars)",
+             "(repeatable; values parsed as YAML; each dataset's options are listed below)",
     )
 
 
@@ -242,7 +311,8 @@ def load_input(args: argparse.Namespace) -> RunTable:
             duplicates=args.duplicates,
             diverged_above=args.diverged_above,
         )
-    from scalebo.data.datasets import load_dataset
+    from scalebo.data.dataset_options import check_dataset_options
+    from scalebo.data.datasets import DATASETS, load_dataset
 
     name = source[len(DATASET_PREFIX):]
     if args.map or hyperparameters is not None:
@@ -250,6 +320,11 @@ def load_input(args: argparse.Namespace) -> RunTable:
             f"{source}: --map and --hyperparameters apply to files, not to a registered "
             "dataset, whose columns are fixed"
         )
+    if options and name in DATASETS:
+        try:
+            options = check_dataset_options(name, options)
+        except ValueError as exc:
+            raise RunTableError(f"--dataset-option: {exc}") from None
     table = load_dataset(name, data_dir=args.data_dir, **options)
     return refilter_runs(table, duplicates=args.duplicates, diverged_above=args.diverged_above)
 

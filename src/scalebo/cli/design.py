@@ -8,7 +8,7 @@ import argparse
 import sys
 import warnings
 
-from scalebo.cli.common import format_table, log
+from scalebo.cli.common import format_table, int_at_least, log
 
 NAME = "design"
 DEFAULT_BUDGETS = "0.01,0.05,0.1"
@@ -81,12 +81,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
       help="replay: checkpoint budgets as fractions of the pool's total cost (default "
            f"{DEFAULT_BUDGETS})")
     a("--seed", type=int, default=0, help="seed of fit starts and baseline draws (default 0)")
-    a("--starts", type=int, default=64, help="random starts per full fit (default 64)")
+    a("--starts", type=int_at_least(1), default=64,
+      help="random starts per full fit (default 64)")
     a("--runs", default=None, metavar="FILE",
       help="propose: runs done so far (inputs and response columns, as the pool)")
     a("--budget", type=float, default=None, metavar="B",
       help="propose: campaign budget as a fraction of the pool's total cost")
-    a("--batch", type=int, default=1, metavar="K", help="propose: how many rows (default 1)")
+    a("--batch", type=int_at_least(1), default=1, metavar="K",
+      help="propose: how many rows (default 1)")
     a("--json", default=None, metavar="FILE", help="write the result as JSON to FILE")
 
 
@@ -194,8 +196,6 @@ def run(args: argparse.Namespace) -> int:
 
     if args.json:
         check_output_path(args.json, "--json")
-    if args.starts < 1 or args.batch < 1:
-        raise ValueError("--starts and --batch must be >= 1")
     _check_mode_options(args)
     bounds, vmap = parse_bounds(args.bounds), parse_variable_map(args.map or "")
     pool_frame = read_table(args.pool)

@@ -26,12 +26,13 @@ from collections.abc import Callable
 from typing import Any
 
 from scalebo.cli.common import (
-    INPUT_HELP,
     add_format_argument,
     add_input_arguments,
     check_outputs,
     format_number,
     format_table,
+    input_epilog,
+    int_at_least,
     load_input,
     log,
     positive_float,
@@ -67,7 +68,7 @@ points fitted (--frontier, default by law):
 predictions (--predict C, FLOPs, repeatable): loss at C; for laws in N and D the loss
 along the compute-optimal path and N* (parameters), D* (tokens), D*/N* at C = 6*N*D.
 """
-EPILOG = INPUT_HELP + """
+EPILOG = input_epilog("""
 examples:
   scalebo fit runs.csv --law compute --predict 1e24 --plot fit.png --json fit.json
   scalebo fit runs.csv --law chinchilla --bootstrap 200 --predict 1e23 --predict 1e24
@@ -76,7 +77,7 @@ examples:
 
 exit codes: 0 converged (or a parameter at a bound: a warning is printed), 1 the fit
 failed or did not converge within the iteration limit, 2 bad input.
-"""
+""")
 
 #: Same as :data:`scalebo.fitting.summary.FRONTIERS` (literal so ``--help`` loads no numpy).
 FRONTIERS = ("envelope", "hull", "cell", "all")
@@ -107,7 +108,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--huber-delta", type=positive_float, default=DEFAULT_HUBER_DELTA,
                        help=f"Huber delta on natural-log residuals "
                             f"(default {DEFAULT_HUBER_DELTA:g})")
-    group.add_argument("--bootstrap", metavar="B", type=int, default=0,
+    group.add_argument("--bootstrap", metavar="B", type=int_at_least(0), default=0,
                        help="bootstrap resamples over the fitted runs for percentile "
                             "intervals (0 = none; 1000 is typical)")
     group.add_argument("--confidence", type=_level, default=0.95,
@@ -134,7 +135,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     formula.add_argument("--residuals", choices=("log", "natural"), default="log",
                          help="Huber on log residuals (positive responses, default) or least "
                               "squares in natural units (any sign)")
-    formula.add_argument("--starts", type=int, default=64, metavar="S",
+    formula.add_argument("--starts", type=int_at_least(1), default=64, metavar="S",
                          help="random starts inside the bounds, seeded by --seed (default 64)")
     formula.add_argument("--predict-at", metavar="NAME=VALUE,...", action="append", default=[],
                          help="predict the response at this point, a value for every "
@@ -149,6 +150,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # --------------------------------------------------------------------------- printing
+
+
+def starts_line(fit: dict[str, Any]) -> str:
+    """``starts  4500 tried, 4500 converged, 64 of the 64 best (polished) agree with the
+    best``: agreement counted among the starts it is judged on (``n_compared``)."""
+    among = "" if fit["n_compared"] >= fit["n_converged"] else \
+        f"of the {fit['n_compared']} best (polished) "
+    return (f"starts      {fit['n_starts']} tried, {fit['n_converged']} converged, "
+            f"{fit['n_agree']} {among}agree with the best")
 
 
 def render_table(result: dict[str, Any]) -> str:
@@ -168,10 +178,7 @@ def render_table(result: dict[str, Any]) -> str:
         f"objective   {fit['objective']:.6g} (summed Huber, delta {fit['huber_delta']:g}, "
         "natural-log residuals)"
     )
-    lines.append(
-        f"starts      {fit['n_starts']} tried, {fit['n_converged']} converged, "
-        f"{fit['n_agree']} agree with the best"
-    )
+    lines.append(starts_line(fit))
     if boot is not None:
         lines.append(
             f"bootstrap   {boot['n_resamples']} resamples (seed {boot['seed']}), "
@@ -250,8 +257,6 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--predict needs a law in C or in (N, D), not {law.name!r}")
     if args.plot and prediction_kind(law) is None:
         raise ValueError(f"--plot needs a law in C or in (N, D), not {law.name!r}")
-    if args.bootstrap < 0:
-        raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
     check_outputs(args)
     seen: list[str] = []
     table = _collect(lambda: load_input(args), seen)
@@ -300,10 +305,6 @@ def _run_formula(args: argparse.Namespace) -> int:
         raise ValueError("--predict C is for built-in laws; with --formula use --predict-at "
                          "with a value for each variable of the formula, e.g. --predict-at "
                          f"'{','.join(f'{v}=1e10' for v in names)}'")
-    if args.bootstrap < 0:
-        raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
-    if args.starts < 1:
-        raise ValueError(f"--starts must be >= 1, got {args.starts}")
     check_outputs(args)
     if args.runs.startswith("dataset:"):
         raise ValueError("--formula reads a table file (CSV, Parquet, JSON lines)")
@@ -338,8 +339,7 @@ def render_formula_table(result: dict[str, Any]) -> str:
              f"rows        {result['n_rows']}; response {law['response']}; "
              f"{result['residuals']} residuals",
              f"status      {_status_line(fit)}",
-             f"starts      {fit['n_starts']} tried, {fit['n_converged']} converged, "
-             f"{fit['n_agree']} agree with the best",
+             starts_line(fit),
              f"R^2         {format_number(result['r2_in_sample'])} (in sample)"]
     if boot is not None:
         lines.append(f"bootstrap   {boot['n_resamples']} resamples of the rows (seed "

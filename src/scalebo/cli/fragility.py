@@ -12,11 +12,12 @@ import sys
 
 from scalebo.cli.common import (
     DATASET_PREFIX,
-    INPUT_HELP,
     add_format_argument,
     add_input_arguments,
     check_outputs,
     format_table,
+    input_epilog,
+    int_at_least,
     load_input,
     log,
     positive_float,
@@ -52,12 +53,12 @@ starts: the base fit uses the law's full grid (4,500 starts for chinchilla); var
 from the base's distinct optima plus the 16 grid starts with the lowest initial objective
 (--starts full to use the whole grid for every variant: ~15x slower).
 """
-EPILOG = INPUT_HELP + """
+EPILOG = input_epilog("""
 examples:
   scalebo fragility dataset:gemstones --target 1e24 --plot fragility.png
   scalebo fragility hot.jsonl --map N=params_active_precise,D=tokens,loss=final_loss \\
       --variant-file "cooldown end=cool_end.jsonl" --format json
-"""
+""")
 
 COLUMNS = ("variant", "n_points", "alpha", "beta", "E", "N_opt", "D_opt",
            "tokens_per_param", "loss_at_target", "status")
@@ -103,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="parallel variant fits (joblib; -1 = all cores; default 1: the "
                             "whole Gemstones analysis is ~21 CPU-seconds, so worker start-up "
                             "and a busy machine cost more than they save)")
-    group.add_argument("--bootstrap", metavar="B", type=int, default=0,
+    group.add_argument("--bootstrap", metavar="B", type=int_at_least(0), default=0,
                        help="also bootstrap the base fit B times (percentile intervals at "
                             "--confidence)")
     group.add_argument("--confidence", type=_level, default=0.95,
@@ -112,9 +113,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     var = parser.add_argument_group("variants")
     var.add_argument("--no-leave-one-out", action="store_true",
                      help="skip the leave-one-model-out variants")
-    var.add_argument("--drop-count", type=int, default=3,
+    var.add_argument("--drop-count", type=int_at_least(0), default=3,
                      help="K of 'drop K smallest/largest' (0 to skip; default 3)")
-    var.add_argument("--every-k", type=int, action="append", default=None,
+    var.add_argument("--every-k", type=int_at_least(1), action="append", default=None,
                      help="checkpoint spacing K (repeatable; default 2 and 5)")
     var.add_argument("--huber-deltas", type=_floats, default=(1e-4, 1e-2),
                      help="other Huber deltas, comma-separated (default 1e-4,1e-2)")
@@ -151,8 +152,6 @@ def run(args: argparse.Namespace) -> int:
     """Run ``scalebo fragility``; exit 0 when the base and every variant fit, 1 otherwise."""
     from scalebo.analysis.fragility import StartPolicy, fragility, plot_fragility
 
-    if args.bootstrap < 0:
-        raise ValueError(f"--bootstrap must be >= 0, got {args.bootstrap}")
     check_outputs(args)
     table = load_input(args)
     extra = _extras(args)

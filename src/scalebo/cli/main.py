@@ -5,6 +5,8 @@ Each subcommand is a module of :mod:`scalebo.cli` exposing
 * ``NAME`` — the subcommand's name (``str``);
 * ``HELP`` — one line for ``scalebo --help``;
 * ``DESCRIPTION`` (optional) — longer text for ``scalebo NAME --help``;
+* ``EPILOG`` (optional) — text after the options, or a callable returning it, called only
+  when the help is printed (for a list the library must be imported to build);
 * ``add_arguments(parser)`` — declares its options on an ``argparse.ArgumentParser``;
 * ``run(args) -> int`` — does the work and returns the exit code.
 
@@ -17,9 +19,10 @@ Conventions (as in Optuna's CLI): data go to stdout, logs / progress / warnings 
 Exit codes: 0 success; 1 a fit (or search) that produced no usable estimate
 (:class:`~scalebo.errors.FitError`) or did not converge; 2 bad input or usage
 (:class:`~scalebo.errors.RunTableError`, ``ValueError``, ``FileNotFoundError``,
-:class:`~scalebo.errors.SearchError`, argparse errors); 3 nothing left to suggest: the budget
-is spent or nothing untried fits it (:class:`~scalebo.errors.BudgetExhausted`), so a worker
-loop can stop on it without mistaking a typo for the end; 130 interrupted. Library errors are
+:class:`~scalebo.errors.SearchError`, a missing optional extra:
+:class:`~scalebo.errors.MissingExtraError`, argparse errors); 3 nothing left to suggest: the
+budget is spent or nothing untried fits it (:class:`~scalebo.errors.BudgetExhausted`), so a
+worker loop can stop on it without mistaking a typo for the end; 130 interrupted. Library errors are
 printed as one ``error: ...`` line, without a traceback (``SCALEBO_DEBUG=1`` re-raises them).
 """
 
@@ -35,7 +38,13 @@ from types import ModuleType
 
 from scalebo import __version__
 from scalebo.cli.common import set_quiet
-from scalebo.errors import BudgetExhausted, FitError, RunTableError, SearchError
+from scalebo.errors import (
+    BudgetExhausted,
+    FitError,
+    MissingExtraError,
+    RunTableError,
+    SearchError,
+)
 
 #: Subcommand modules of :mod:`scalebo.cli`, in ``--help`` order. One line per command.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -84,9 +93,19 @@ def _commands() -> list[ModuleType]:
 COMMANDS: list[ModuleType] = _commands()
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose ``epilog`` may be a callable, called (once) when the help
+    is printed, so that parsing never pays for building it."""
+
+    def format_help(self) -> str:
+        if callable(self.epilog):
+            self.epilog = self.epilog()
+        return super().format_help()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The root parser with one subparser per module of :data:`COMMANDS`."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="scalebo",
         description=DESCRIPTION,
         epilog=EPILOG,
@@ -121,6 +140,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the subcommand, return its exit code."""
+    with warnings.catch_warnings():  # warnings while parsing too (e.g. a large --tolerance)
+        warnings.showwarning = _show_warning
+        return _parse_and_run(argv)
+
+
+def _parse_and_run(argv: Sequence[str] | None) -> int:
+    """:func:`main` inside its warning hook: parse, run, map exceptions to exit codes."""
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -131,29 +157,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INPUT_ERROR
     set_quiet(args.quiet)
     debug = bool(os.environ.get("SCALEBO_DEBUG"))
-    with warnings.catch_warnings():
-        warnings.showwarning = _show_warning
-        try:
-            return int(args._run(args))
-        except KeyboardInterrupt:
-            print("error: interrupted", file=sys.stderr)
-            return EXIT_INTERRUPTED
-        except BrokenPipeError:  # e.g. '| head': the reader left; not an error of ours
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return EXIT_OK
-        except FitError as exc:
-            if debug:
-                raise
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_FIT_ERROR
-        except BudgetExhausted as exc:  # before SearchError, its base class
-            if debug:
-                raise
-            print(f"stop: {exc}", file=sys.stderr)
-            return EXIT_BUDGET_SPENT
-        except (RunTableError, SearchError, ValueError, FileNotFoundError,
-                IsADirectoryError) as exc:
-            if debug:
-                raise
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_INPUT_ERROR
+    try:
+        return int(args._run(args))
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # e.g. '| head': the reader left; not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except FitError as exc:
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FIT_ERROR
+    except BudgetExhausted as exc:  # before SearchError, its base class
+        if debug:
+            raise
+        print(f"stop: {exc}", file=sys.stderr)
+        return EXIT_BUDGET_SPENT
+    except (RunTableError, SearchError, ValueError, FileNotFoundError,
+            IsADirectoryError, MissingExtraError) as exc:
+        if debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INPUT_ERROR

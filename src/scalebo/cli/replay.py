@@ -18,6 +18,7 @@ from scalebo.cli.common import (
     format_table,
     fraction,
     fractions,
+    int_at_least,
     log,
     write_csv,
     write_json,
@@ -81,7 +82,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "oracle loss")
     parser.add_argument("--data-dir", default=None, help="public datasets folder "
                         "(default $SCALEBO_DATA_DIR)")
-    parser.add_argument("--held-out-cells", type=int, default=2, metavar="K",
+    parser.add_argument("--held-out-cells", type=int_at_least(0), default=2, metavar="K",
                         help="largest-compute (N, D) cells held out of the search and scored "
                              "by the held-out MSE (default 2)")
     parser.add_argument("--budget", type=fraction, default=0.05,
@@ -121,8 +122,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--scope", choices=("window", "observed", "grid"),
                        help="fantasization scope: the final window (default), up to the "
                             "costliest observed cell, or the whole grid")
-    group.add_argument("--batch", type=int, help="configurations per ask (q)")
-    group.add_argument("--posterior-samples", type=int, metavar="S",
+    group.add_argument("--batch", type=int_at_least(1), help="configurations per ask (q)")
+    group.add_argument("--posterior-samples", type=int_at_least(0), metavar="S",
                        help="samples of the law posterior at every recorded budget (default "
                             "64; 0: none)")
     group.add_argument("--posterior-scope", choices=("grid", "fantasize"),
@@ -134,7 +135,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "recorded runs, which the replay scores against (default "
                             "reference), or the noise-free law (trained runs redrawn from "
                             "the GP's latent posterior)")
-    group.add_argument("--bootstrap-samples", type=int, metavar="B",
+    group.add_argument("--bootstrap-samples", type=int_at_least(0), metavar="B",
                        help="also a bootstrap over the observed runs, for comparison "
                             "(default 0: none)")
     add_cost_model_arguments(group)
@@ -148,9 +149,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="score = log(variance reduction) - GAMMA*log(cost/C_total); "
                              "0: cost-blind, 1: per FLOP (default 0.5, the best over StepLaw "
                              "and OELLM-English, docs/reproduction.md)")
-    target.add_argument("--target-samples", type=int, metavar="S",
+    target.add_argument("--target-samples", type=int_at_least(8), metavar="S",
                         help="posterior samples (law fits) per ensemble")
-    target.add_argument("--target-every", type=int, metavar="K",
+    target.add_argument("--target-every", type=int_at_least(1), metavar="K",
                         help="rebuild the ensemble every K asks (square-root updates between)")
     target.add_argument("--target-estimator", choices=("stein", "ensemble"),
                         help="covariance of target and candidate: exact GP covariance times "
@@ -165,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
     from scalebo.bench.problems import load_problem
     from scalebo.bench.replay import MethodConfig, replay, unaffordable_budgets
     from scalebo.data.runs import parse_mapping
+    from scalebo.extras import require_extra
 
     axes = None if args.axes is None else [a.strip() for a in args.axes.split(",") if a.strip()]
     mapping = parse_mapping(args.map) if args.map else None
@@ -173,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
     method = MethodConfig(**{field: getattr(args, option)
                              for option, field in _METHOD_OPTIONS.items()
                              if getattr(args, option) is not None})
+    if method.surrogate == "trees":  # before the dataset and its reference fit load
+        require_extra("trees", "--surrogate trees")
     check_outputs(args)
     log(f"loading {args.dataset} and its reference fit ...")
     with warnings.catch_warnings():  # each is kept in the notes, printed once below

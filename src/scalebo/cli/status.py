@@ -17,8 +17,10 @@ from scalebo.cli.common import (
     check_outputs,
     format_number,
     format_table,
+    int_at_least,
     log,
     positive_float,
+    tolerance,
     write_csv,
     write_json,
     write_json_file,
@@ -51,9 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("status")
     group.add_argument("--target", type=positive_float, action="append", default=None,
                        metavar="C", help="target compute in FLOPs (repeatable; default 1e25)")
-    group.add_argument("--tolerance", type=positive_float, default=0.005,
-                       help="stop when the 80 %% interval is within +-this relative "
-                            "half-width at every target (default 0.005)")
+    group.add_argument("--tolerance", type=tolerance, default=0.005, metavar="FRACTION",
+                       help="stop when the 80 %% interval is within +-this fraction of the "
+                            "prediction at every target: 0.005 (the default) or 0.5%% is "
+                            "+-0.5 %%; 0.5 would be +-50 %% (a warning from 0.2 up)")
     group.add_argument("--samples", type=int, default=64,
                        help="law-posterior samples (default 64)")
     group.add_argument("--estimand", choices=("reference", "noise_free"), default="reference",
@@ -67,7 +70,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "untried configuration would narrow the 80 %% interval by less "
                             "than this fraction, in (0, 1) (default 0.2; ignored with "
                             "--estimand reference)")
-    group.add_argument("--next", type=int, default=4, metavar="K",
+    group.add_argument("--next", type=int_at_least(0), default=4, metavar="K",
                        help="also propose the next K runs (as scalebo suggest --batch K) for "
                             "the JSON and the figure; 0: none (default 4)")
     group.add_argument("--plot", default=None, metavar="PATH",

@@ -14,6 +14,7 @@ from scalebo.cli.common import (
     add_format_argument,
     check_output_path,
     format_table,
+    int_at_least,
     log,
     write_csv,
     write_json,
@@ -33,13 +34,18 @@ pending (their compute is committed, they are not proposed again); failed runs c
 spent and are not proposed again unless --retry-failed (log the retry as a new row beside
 the failed one).
 """ + GRID_HELP
-EPILOG = "example: scalebo suggest --grid grid.yaml --runs runs.csv --budget 0.05 --batch 4"
+EPILOG = """\
+example: scalebo suggest --grid grid.yaml --runs runs.csv --budget 0.05 --batch 4
+exit codes: 0 suggestions made, 2 bad input, 3 nothing left to propose (the budget is spent,
+or no untried configuration fits it); the JSON (--json, --format json) is written on exit 3
+too, with no suggestions, "stop": true and the reason in "message".
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_campaign_arguments(parser, budget_required=True)
     group = parser.add_argument_group("suggestions")
-    group.add_argument("-n", "--batch", type=int, default=1,
+    group.add_argument("-n", "--batch", type=int_at_least(1), default=1,
                        help="configurations to suggest (default 1)")
     group.add_argument("--retry-failed", action="store_true",
                        help="failed runs may be proposed again (their compute stays spent)")
@@ -53,7 +59,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "best loss (frontier) or over the best loss overall (global); EI "
                             "and PI are per unit cost (the replayed default)")
     group.add_argument("--json", default=None, metavar="PATH",
-                       help="also write the suggestions and the budget as JSON to PATH")
+                       help="also write the suggestions and the budget as JSON to PATH "
+                            "(on exit 3 too: no suggestions, stop true, the reason in "
+                            "message)")
     add_format_argument(parser)
 
 
@@ -61,17 +69,22 @@ def run(args: argparse.Namespace) -> int:
     """Parse, call :func:`scalebo.search.campaign.suggest_runs`, print."""
     import numpy as np
 
+    from scalebo.errors import BudgetExhausted
     from scalebo.search.campaign import suggest_runs
 
     if args.json:
         check_output_path(args.json, "--json")
-    if args.batch < 1:
-        raise ValueError(f"--batch must be >= 1, got {args.batch}")
     grid, runs, budget = load_campaign(args)
-    res = suggest_runs(grid, runs, budget, batch=args.batch, retry_failed=args.retry_failed,
-                       schedule=args.schedule, acquisition=args.acq, incumbent=args.incumbent,
-                       clip_iqr=args.clip_iqr, seed=args.seed, cost_model=cost_model(args),
-                       kernel=args.kernel, trend=args.trend)
+    try:
+        res = suggest_runs(grid, runs, budget, batch=args.batch,
+                           retry_failed=args.retry_failed, schedule=args.schedule,
+                           acquisition=args.acq, incumbent=args.incumbent,
+                           clip_iqr=args.clip_iqr, seed=args.seed, cost_model=cost_model(args),
+                           kernel=args.kernel, trend=args.trend)
+    except BudgetExhausted as exc:  # exit 3, but a worker reading the JSON must see it too
+        _write(args, {"suggestions": [], **exc.account, "message": str(exc),
+                      "notes": list(runs.notes), "stop": True})
+        raise
     log(f"{runs.completed.size} completed, {runs.failed.size} failed, {runs.running.size} "
         f"running; spent {res.spent:.4g} + pending {res.pending:.4g} of budget "
         f"{res.budget:.4g} {res.unit} ({res.budget / res.C_total:.4g} of the grid's total)")
@@ -89,15 +102,11 @@ def run(args: argparse.Namespace) -> int:
     result = {"suggestions": rows, "budget": res.budget, "spent": res.spent,
               "pending": res.pending, "remaining": res.remaining, "C_total": res.C_total,
               "unit": res.unit,
-              "message": res.message, "notes": list(runs.notes)}
-    if args.json:
-        write_json_file(result, args.json)
-        log(f"wrote {args.json}")
-    if args.format == "json":
-        write_json(result)
-    elif args.format == "csv":
+              "message": res.message, "notes": list(runs.notes), "stop": False}
+    _write(args, result)
+    if args.format == "csv":
         write_csv(rows, list(rows[0]))
-    else:
+    elif args.format == "table":
         cols = [c for c in rows[0] if c != "reason"]
         print(format_table(rows, cols))
         for i, r in enumerate(rows):
@@ -105,3 +114,14 @@ def run(args: argparse.Namespace) -> int:
         if res.message:
             print(f"\nnote: {res.message}")
     return 0
+
+
+def _write(args: argparse.Namespace, result: dict) -> None:
+    """The JSON outputs: ``--json PATH`` (replaced atomically) and ``--format json``. Also
+    on exit 3 (nothing left to propose: no suggestions, ``stop`` true, ``message`` why), so
+    that a worker loop reading either never acts on the previous iteration's proposals."""
+    if args.json:
+        write_json_file(result, args.json)
+        log(f"wrote {args.json}")
+    if args.format == "json":
+        write_json(result)

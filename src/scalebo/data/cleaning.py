@@ -198,12 +198,12 @@ def _check_typos(frame: pd.DataFrame, columns: Sequence[str], name: str) -> None
     for column in columns:
         bad = numeric_typos(frame[column])
         if bad.size:
-            first = bad[0]
+            n, k = int(frame[column].notna().sum()), int(frame[column].notna().sum()) - bad.size
             raise RunTableError(
                 f"{name}: {_rows(bad)}, column {column!r}: expected a number, got "
-                f"{_scalar(frame[column].iloc[first])!r} (most of the column's values are "
-                "numbers, so it is read as a hyperparameter with a typo; a text column is read "
-                "as names only when most of its values are not numbers). Fix the value(s)."
+                f"{_scalar(frame[column].iloc[bad[0]])!r} (the column is numeric: {k} of its "
+                f"{n} values {'is a number' if k == 1 else 'are numbers'}; a categorical "
+                "column is mostly text). Fix the value(s)."
             )
 
 

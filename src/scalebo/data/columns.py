@@ -39,18 +39,19 @@ class ExclusionReason(StrEnum):
 def numeric_typos(series: pd.Series) -> np.ndarray:
     """0-based positions of the values that look like typos in a column of numbers.
 
-    A text column is read as numbers with typos when more than half of its present values
+    A text column is read as numbers with typos when at least half of its present values
     parse as finite numbers (``"3e-4"``, ``"1000"``) and some do not (``"3e-4x"``,
     ``"le-3"``): a hyperparameter such as a learning rate, written by hand. A column with no
     number, or numbers in a minority (``"adam"``, ``"sgd"``, ``"v2"``) is categorical and
-    has no typos; numeric, boolean and empty columns have none either.
+    has no typos; numeric, boolean and empty columns have none either. (Grid tables use the
+    same rule, :mod:`scalebo.search.grid_table`.)
     """
     if pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
         return np.empty(0, dtype=np.int64)
     present = series.notna().to_numpy()
     values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
     ok = present & np.isfinite(values)
-    if not present.any() or 2 * int(ok.sum()) <= int(present.sum()):
+    if not ok.any() or 2 * int(ok.sum()) < int(present.sum()):
         return np.empty(0, dtype=np.int64)
     return np.flatnonzero(present & ~ok)
 

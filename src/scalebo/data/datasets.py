@@ -106,14 +106,17 @@ def data_dir(path: str | Path | None = None) -> Path:
 def load_dataset(name: str, data_dir: str | Path | None = None, **kwargs: object) -> RunTable:
     """Load the registered dataset ``name`` from ``data_dir`` (or ``$SCALEBO_DATA_DIR``).
 
-    Keyword arguments go to the dataset's loader (see each ``load_*`` function).
+    Keyword arguments go to the dataset's loader (see each ``load_*`` function), checked
+    first against its signature (:mod:`scalebo.data.dataset_options`).
 
     Raises:
-        ValueError: unknown name (the message lists the registered ones).
+        ValueError: unknown name (the message lists the registered ones); an option the
+            loader does not take, or of the wrong type (the message lists its options).
         FileNotFoundError: no data directory, or the dataset's file is missing.
     """
-    if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; registered: {list_datasets()}.")
+    from scalebo.data.dataset_options import check_dataset_options
+
+    kwargs = check_dataset_options(name, kwargs)  # also rejects an unknown name
     root = _resolve_dir(data_dir)
     return DATASETS[name].loader(root, **kwargs)
 

@@ -68,12 +68,14 @@ class FitResult:
         nit: iterations of the best start.
         n_starts: starts tried.
         n_converged: starts that converged.
-        n_agree: converged starts whose objective is within ``1e-6·|fun| + 1e-14`` of ``fun``
-            and whose parameters are within 1e-3 (absolute + relative) of ``x``.
+        n_agree: of the ``n_compared`` starts, those whose objective is within
+            ``1e-6·|fun| + 1e-14`` of ``fun`` and parameters within 1e-3 (abs. + rel.) of ``x``.
         huber_delta: δ used.
         n_obs: number of observations fitted.
         converged_x: parameters of every converged start, sorted by objective, ``(k, p)``.
         converged_fun: their objectives, ``(k,)``.
+        n_compared: the converged starts agreement is judged among: only the polished ones
+            (the best ``n_polish``, at the precision it is judged at) when not all were.
     """
 
     law: Law
@@ -89,6 +91,7 @@ class FitResult:
     n_obs: int
     converged_x: np.ndarray = field(repr=False)
     converged_fun: np.ndarray = field(repr=False)
+    n_compared: int = 0
 
     @property
     def params(self) -> dict[str, float]:
@@ -119,6 +122,7 @@ class FitResult:
             "n_starts": self.n_starts,
             "n_converged": self.n_converged,
             "n_agree": self.n_agree,
+            "n_compared": self.n_compared,
             "huber_delta": self.huber_delta,
             "n_obs": self.n_obs,
         }
@@ -278,9 +282,12 @@ def summarize_starts(
     x = res.x[best].copy()
     fun = float(res.fun[best])
     conv_order = np.flatnonzero(conv)[np.argsort(res.fun[conv], kind="stable")]
-    close_f = res.fun[conv_order] <= fun + 1e-6 * abs(fun) + 1e-14
-    close_x = np.all(np.abs(res.x[conv_order] - x) <= 1e-3 * (1 + np.abs(x)), axis=1)
-    n_agree = int(np.sum(close_f & close_x))
+    judged = conv  # only polished starts reach the precision agreement is judged at
+    if res.polished is not None and 0 < np.sum(conv & res.polished) < conv.sum():
+        judged = conv & res.polished
+    close_f = res.fun[judged] <= fun + 1e-6 * abs(fun) + 1e-14
+    close_x = np.all(np.abs(res.x[judged] - x) <= 1e-3 * (1 + np.abs(x)), axis=1)
+    n_agree, n_compared = int(np.sum(close_f & close_x)), int(judged.sum())
     span = law.upper - law.lower
     at_bound = (np.abs(x - law.lower) <= 1e-8 * np.maximum(span, 1)) | (
         np.abs(x - law.upper) <= 1e-8 * np.maximum(span, 1)
@@ -298,11 +305,10 @@ def summarize_starts(
         message = f"converged with {', '.join(names)} at a bound"
     else:
         status = FitStatus.CONVERGED
-        message = f"converged; {n_agree} of {int(conv.sum())} converged starts agree"
-        if res.polished is not None and 0 < (conv & res.polished).sum() < conv.sum():
-            # only the polished starts reach the precision agreement is judged at
-            message = (f"converged; {n_agree} of the {int((conv & res.polished).sum())} best "
-                       f"converged starts, polished, agree ({int(conv.sum())} converged)")
+        message = f"converged; {n_agree} of {n_compared} converged starts agree"
+        if n_compared < conv.sum():
+            message = (f"converged; {n_agree} of the {n_compared} best converged starts, "
+                       f"polished, agree ({int(conv.sum())} converged)")
     if unidentified:
         status = FitStatus.UNIDENTIFIED
         message = f"cannot be identified: {unidentified} (optimizer: {message})"
@@ -320,6 +326,7 @@ def summarize_starts(
         n_obs=n_obs,
         converged_x=res.x[conv_order],
         converged_fun=res.fun[conv_order],
+        n_compared=n_compared,
     )
 
 
@@ -363,10 +370,8 @@ def fit_law(
         )
     if starts is None:
         starts = law.start_grid(law.prepare(X))
-    res = run_starts(
-        law, X, y, np.atleast_2d(starts), huber_delta=huber_delta,
-        sample_weight=sample_weight, max_iter=max_iter,
-    )
+    res = run_starts(law, X, y, np.atleast_2d(starts), huber_delta=huber_delta,
+                     sample_weight=sample_weight, max_iter=max_iter)
     why = identification_problem(law, X, sample_weight)
     out = summarize_starts(law, res, huber_delta=huber_delta, n_obs=y.shape[0],
                            unidentified=why)
@@ -388,8 +393,7 @@ def fit_frame(
     names = [columns.get(v, v) for v in law.variables]
     missing = [c for c in [*names, target] if c not in frame.columns]
     if missing:
-        raise ValueError(
-            f"law {law.name!r} needs columns {missing}; the table has {list(frame.columns)}"
-        )
+        raise ValueError(f"law {law.name!r} needs columns {missing}; the table has "
+                         f"{list(frame.columns)}")
     X = frame[names].to_numpy(dtype=np.float64)
     return fit_law(law, X, frame[target].to_numpy(dtype=np.float64), **kwargs)

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from scalebo.errors import BudgetExhausted, SearchError
+from scalebo.extras import require_extra
 from scalebo.search.campaign import parse_budget, suggest_runs
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.grid import INDEX_RTOL, Grid
@@ -46,11 +47,7 @@ _SKIPPED = "scalebo:skipped"
 _MAX_ROUNDS = 20
 
 
-try:
-    import optuna
-except ImportError as exc:  # pragma: no cover - exercised without the extra
-    raise ImportError("scalebo.integrations.optuna needs Optuna: pip install "
-                      "'scalebo[optuna]'") from exc
+optuna = require_extra("optuna", "scalebo.integrations.optuna (ScaleboSampler)")
 
 TrialState = optuna.trial.TrialState
 

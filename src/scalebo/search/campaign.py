@@ -238,7 +238,8 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
 
     Raises:
         ValueError: a non-positive budget or a batch < 1.
-        SearchError: the budget is spent, or nothing fits it.
+        BudgetExhausted: the budget is spent, or nothing fits it (a SearchError; its
+            ``account`` holds the budget accounting, as the result's fields).
     """
     unit = grid.price_unit
     if not budget > 0:
@@ -253,7 +254,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
     if remaining <= 0:
         raise BudgetExhausted(f"the budget is already spent: {spent + pending:.4g} {unit} of "
                               f"{budget:.4g} are done, failed or running; raise the budget to "
-                              "continue.")
+                              "continue.", account)
     surrogate = campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend)
     loop = SearchLoop(grid, min(budget / grid.budget_total, 1.0), surrogate,
                       acquisition=acquisition, incumbent=incumbent, schedule=schedule,
@@ -280,7 +281,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                        f" (the cheapest untried configuration costs {cheapest:.4g})"
                        if cheapest is not None else " (every configuration is tried)"))
     if not suggestions:
-        raise BudgetExhausted(f"no configuration fits the remaining budget: {message}.")
+        raise BudgetExhausted(f"no configuration fits the remaining budget: {message}.", account)
     return SuggestResult(suggestions=suggestions, message=message,
                          prices=_prices(grid, model, loop, suggestions), **account)
 

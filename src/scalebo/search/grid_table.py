@@ -100,8 +100,9 @@ def _hyperparameter(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
     bad = [i for i, n in enumerate(numbers) if n is None or not math.isfinite(n)]
     if bad:
         typo = not _missing(values[bad[0]]) and numbers[bad[0]] is None
-        hint = (f" (the column is numeric: {n_number} of its {len(values)} values are "
-                "numbers; a categorical column is mostly text)") if typo else ""
+        are = "is a number" if n_number == 1 else "are numbers"
+        hint = (f" (the column is numeric: {n_number} of its {len(values)} values {are}; a "
+                "categorical column is mostly text)") if typo else ""
         raise _fail(path, bad, column, "a number" if typo or _missing(values[bad[0]])
                     else "a finite number", values[bad[0]], hint)
     if pd.api.types.is_numeric_dtype(frame[column].dtype):

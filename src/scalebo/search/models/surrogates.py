@@ -14,7 +14,6 @@ Adapters: :class:`GPSurrogate` (the exact GP of :mod:`scalebo.search.models.gp`)
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -135,11 +134,9 @@ class RandomSurrogate:
 
 
 def _import_xgboost() -> Any:
-    try:
-        return importlib.import_module("xgboost")
-    except ImportError as exc:
-        raise ImportError("TreeEnsembleSurrogate needs xgboost: pip install 'scalebo[trees]'"
-                          ) from exc
+    from scalebo.extras import require_extra
+
+    return require_extra("trees", "the trees surrogate (TreeEnsembleSurrogate)")
 
 
 class TreeEnsembleSurrogate:

@@ -1,0 +1,102 @@
+"""Option values checked while parsing: ``--tolerance`` is a fraction (a percentage-looking
+value is warned about, a non-positive one is an error), and counts reject values that make
+no sense (``status --next -1``), all with exit 2 and a message naming the option."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from scalebo.cli.main import main
+
+GRID = """\
+axes:
+  N: [1.0e8, 3.0e8, 1.0e9]
+  D: [2.0e9, 6.0e9, 2.0e10]
+  lr: [1.0e-4, 3.0e-4, 1.0e-3, 3.0e-3]
+"""
+RUNS = """\
+N,D,lr,loss,status
+1e8,2e9,1e-4,3.912,completed
+1e8,2e9,3e-4,3.655,completed
+1e8,2e9,1e-3,3.598,completed
+1e8,6e9,1e-3,3.301,completed
+3e8,2e9,1e-3,3.402,completed
+"""
+
+
+@pytest.fixture()
+def campaign(tmp_path, monkeypatch):
+    (tmp_path / "grid.yaml").write_text(GRID)
+    (tmp_path / "runs.csv").write_text(RUNS)
+    monkeypatch.chdir(tmp_path)
+    return ["--grid", "grid.yaml", "--runs", "runs.csv", "--budget", "0.3"]
+
+
+def _usage_error(capsys: pytest.CaptureFixture[str]) -> str:
+    """The last line of an argparse usage error (after the usage block)."""
+    return capsys.readouterr().err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(("given", "value", "warning"), [
+    ("0.5", 0.5, "warning: --tolerance 0.5 is ±50 %; for 0.5 % write 0.005\n"),
+    ("0.2", 0.2, "warning: --tolerance 0.2 is ±20 %; for 0.2 % write 0.002\n"),
+    ("0.5%", 0.005, ""),
+    ("0.01", 0.01, ""),
+])
+def test_status_tolerance_is_a_fraction_and_a_large_one_is_warned_about(
+        campaign, capsys, given, value, warning):
+    assert main(["status", *campaign, "--tolerance", given, "--next", "0", "--samples", "8",
+                 "--format", "json", "-q"]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == warning
+    assert json.loads(captured.out)["tolerance"] == pytest.approx(value)
+
+
+@pytest.mark.parametrize("given", ["0", "-0.01", "nan", "inf", "0%", "half"])
+def test_status_tolerance_not_positive_and_finite_is_exit_2(campaign, capsys, given):
+    assert main(["status", *campaign, f"--tolerance={given}"]) == 2
+    assert _usage_error(capsys) == (
+        "scalebo status: error: argument --tolerance: expected a positive fraction such as "
+        f"0.005 (±0.5 %) or a percentage such as 0.5%, got '{given}'")
+
+
+#: (command words and required options, option, smallest value it takes)
+DESIGN = ["design", "--pool", "p.csv", "--target-region", "t.csv", "--formula", "a*x",
+          "--bounds", "a=0:1", "--cost", "x"]
+COUNTS = [
+    (["status", "--grid", "g.yaml", "--budget", "0.1"], "--next", 0),
+    (["suggest", "--grid", "g.yaml", "--budget", "0.1"], "--batch", 1),
+    (["suggest", "--grid", "g.yaml", "--budget", "0.1"], "-n", 1),
+    (["fit", "runs.csv"], "--bootstrap", 0),
+    (["fit", "runs.csv"], "--starts", 1),
+    (["fragility", "runs.csv"], "--bootstrap", 0),
+    (["fragility", "runs.csv"], "--drop-count", 0),
+    (["fragility", "runs.csv"], "--every-k", 1),
+    (["replay", "--dataset", "synthetic"], "--held-out-cells", 0),
+    (["replay", "--dataset", "synthetic"], "--batch", 1),
+    (["replay", "--dataset", "synthetic"], "--posterior-samples", 0),
+    (["replay", "--dataset", "synthetic"], "--bootstrap-samples", 0),
+    (["replay", "--dataset", "synthetic"], "--target-samples", 8),
+    (["replay", "--dataset", "synthetic"], "--target-every", 1),
+    (["bench", "run", "c.yaml", "--out", "o"], "--limit", 1),
+    (DESIGN, "--starts", 1),
+    (DESIGN, "--batch", 1),
+]
+
+
+@pytest.mark.parametrize(("words", "option", "minimum"), COUNTS,
+                         ids=[f"{w[0]} {o}" for w, o, _ in COUNTS])
+def test_counts_below_their_minimum_are_usage_errors(words, option, minimum, capsys):
+    from scalebo.cli.main import build_parser
+
+    prog = "scalebo " + " ".join(words[:2] if words[0] == "bench" else words[:1])
+    shown = "-n/--batch" if words[0] == "suggest" else option  # as argparse names it
+    for bad, expected in ((minimum - 1, f"an integer >= {minimum}"), ("1.5", "an integer")):
+        assert main([*words, option, str(bad)]) == 2
+        assert _usage_error(capsys) == (f"{prog}: error: argument {shown}: expected "
+                                        f"{expected}, got '{bad}'")
+    args = build_parser().parse_args([*words, option, str(minimum)])  # the minimum is fine
+    value = getattr(args, shown.split("/")[-1].lstrip("-").replace("-", "_"))
+    assert (value[-1] if isinstance(value, list) else value) == minimum
