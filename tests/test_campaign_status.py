@@ -244,6 +244,11 @@ def test_a_retried_failed_run_keeps_both_rows(synthetic):
     assert runs.notes == ("data row 1: a failed attempt of "
                           f"{grid.config(int(grid.index_of(rows.iloc[[0]])[0]))}, run again in "
                           "data row 4; its compute counts as spent",)
+    # The status counts the failed attempt (it once vanished: 0 failed, compute spent).
+    status = campaign_status(grid, runs, 0.5 * grid.budget_total, n_samples=8)
+    assert (status.n_failed, status.n_retried, status.n_completed) == (0, 1, 3)
+    assert status.to_dict()["n_retried"] == 1
+    assert status.spent == pytest.approx(runs.spent())
     # Two failed attempts: still failed, both spent; a retry in flight is pending.
     twice = read_campaign_runs(pd.concat([rows, rows.iloc[[0]]]), grid)
     assert twice.failed.size == 1 and twice.spent() == pytest.approx(flops.sum() + flops.iloc[0])

@@ -167,7 +167,9 @@ def run(args: argparse.Namespace) -> int:
         out = [f"law         {law['formula']}: {params or law.get('message', '-')}"
                + (f" ({law['status']}: not identified by these runs)" if shaky else ""),
                f"runs        {status.n_completed} completed, {status.n_failed} failed, "
-               f"{status.n_running} running",
+               f"{status.n_running} running" + (
+                   f"; {status.n_retried} failed attempt{'s' if status.n_retried > 1 else ''} "
+                   "retried (compute counted as spent)" if status.n_retried else ""),
                f"budget      spent {status.spent:.4g} {status.unit} "
                f"({result['spent_fraction']:.3%}), pending {status.pending:.4g} "
                f"({result['pending_fraction']:.3%}), remaining {status.remaining:.4g} "

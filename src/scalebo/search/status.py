@@ -93,6 +93,9 @@ class CampaignStatus:
     #: "seconds": t, "message": …}`` (:class:`~scalebo.search.noise_floor.NoiseFloor`).
     noise_floor: dict[str, Any] | None = None
     min_shrink: float = DEFAULT_MIN_SHRINK
+    #: Failed attempts of configurations that were run again (retried); not in
+    #: ``n_failed``, which counts configurations, but their compute is in ``spent``.
+    n_retried: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready status (what ``scalebo status --format json`` prints)."""
@@ -214,7 +217,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                           stop=stop, reason=reason, tolerance=tolerance,
                           posterior={k: v.summary() for k, v in posts.items()}, notes=notes,
                           law_posteriors=posts, unit=grid.price_unit, estimand=estimand,
-                          noise_floor=floor, min_shrink=min_shrink)
+                          noise_floor=floor, min_shrink=min_shrink,
+                          n_retried=int(runs.n_superseded))
 
 
 def _allocation(chin: Any) -> tuple[dict | None, str]:
