@@ -47,8 +47,13 @@ def test_runs_by_status_and_cost(synthetic):
     idx = grid.index_of(rows)
     assert runs.completed.tolist() == [idx[0], idx[4]]
     assert runs.failed.tolist() == [idx[1], idx[3]] and runs.running.tolist() == [idx[2]]
-    assert runs.notes == ("data row 4: counted as failed because its loss is missing or not "
-                          "finite",)
+    # a failed or running row's loss is not used, and said (it once vanished silently)
+    y = rows["loss"].to_numpy()
+    assert runs.notes == (f"data row 2: status failed, so its loss {y[1]:g} is not used",
+                          f"data row 3: status running, so its loss {y[2]:g} is not used "
+                          "until the status says completed",
+                          "data row 4: counted as failed because its loss is missing or not "
+                          "finite")
     by_hand = 6 * rows["N"] * rows["D"]  # FLOPs, except the given cost of row 2
     assert runs.spent() == pytest.approx(by_hand.iloc[[0, 3, 4]].sum() + 5e17)
     assert runs.pending() == pytest.approx(by_hand.iloc[2])
@@ -241,7 +246,9 @@ def test_a_retried_failed_run_keeps_both_rows(synthetic):
     assert sorted(runs.completed.tolist()) == sorted(grid.index_of(rows).tolist())
     assert runs.failed.size == 0 and runs.n_runs == 4 and runs.n_superseded == 1
     assert runs.spent() == pytest.approx(flops.sum() + flops.iloc[0])  # both attempts
-    assert runs.notes == ("data row 1: a failed attempt of "
+    assert runs.notes == (f"data row 1: status failed, so its loss {rows.loss.iloc[0]:g} is "
+                          "not used",
+                          "data row 1: a failed attempt of "
                           f"{grid.config(int(grid.index_of(rows.iloc[[0]])[0]))}, run again in "
                           "data row 4; its compute counts as spent",)
     # The status counts the failed attempt (it once vanished: 0 failed, compute spent).

@@ -247,6 +247,10 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
     for pos, (st, y) in enumerate(zip(status, loss, strict=True)):
         finite = math.isfinite(y)
         diverged = finite and diverged_above is not None and y > diverged_above
+        if finite and st in (RunStatus.FAILED, RunStatus.RUNNING):  # a loss not to use
+            notes.append(f"data row {pos + 1}: status {st.value}, so its loss {y:g} is not "
+                         "used" + (" until the status says completed"
+                                   if st is RunStatus.RUNNING else ""))
         if st is RunStatus.RUNNING or not (st is RunStatus.FAILED or not finite or diverged):
             kinds.append(RunStatus.RUNNING if st is RunStatus.RUNNING else RunStatus.COMPLETED)
             continue
