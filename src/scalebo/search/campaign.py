@@ -17,6 +17,7 @@ search starts at once.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,9 @@ class Budget:
         ``C_total`` or FLOPs. A priced grid (GPU-hours per configuration) budgets in
         GPU-hours: a fraction of its total price or GPU-hours.
 
+        An amount above the grid's total is kept (every configuration fits) with a
+        UserWarning that says how many times the total it is: often a typo in the exponent.
+
         Raises:
             ValueError: GPU-hours for a grid without a cost column, or FLOPs for a priced one.
         """
@@ -68,12 +72,19 @@ class Budget:
                 raise ValueError(f"a budget in GPU-hours ({self.gpu_hours:g}) needs a grid "
                                  "table with a 'cost' column (GPU-hours of each "
                                  "configuration); give this grid a fraction or FLOPs")
-            return float(self.gpu_hours)
-        if grid.price is not None:
+            amount = float(self.gpu_hours)
+        elif grid.price is not None:
             raise ValueError(f"this grid prices its configurations in {grid.price_unit} (its "
                              f"'cost' column); give the budget as a fraction or in "
                              f"{grid.price_unit} (e.g. 500GPUh), not {self.flops:.3g} FLOPs")
-        return float(self.flops)
+        else:
+            amount = float(self.flops)  # type: ignore[arg-type]
+        if amount > grid.budget_total * (1 + 1e-9):
+            warnings.warn(f"the budget {self} is {amount / grid.budget_total:.3g}× the grid's "
+                          f"total ({grid.budget_total:.4g} {grid.price_unit}): every "
+                          "configuration fits, and the campaign may train the whole grid",
+                          UserWarning, stacklevel=2)
+        return amount
 
     def __str__(self) -> str:
         if self.fraction is not None:
@@ -114,9 +125,13 @@ def parse_budget(text: str | float) -> Budget:
     if unit == "%":
         value /= 100
     if value > 1:
-        raise ValueError(f"budget {raw!r}: a fraction of C_total is at most 1; for {value:g} % "
-                         f"write {value / 100:g} (or {value:g}%), for an amount of compute "
-                         "e.g. 2e21FLOPs")
+        as_percent = (f"for {value:g} % write {value / 100:g} (or {value:g}%); "
+                      if unit != "%" and value <= 100 else "")
+        as_amount = (f"for an amount of compute write {number}FLOPs, or {number}GPUh for a "
+                     "grid priced in GPU-hours" if unit != "%" and value > 100 else
+                     "for an amount of compute write e.g. 2e21FLOPs")
+        raise ValueError(f"budget {raw!r}: a fraction of C_total is at most 1 (100%); "
+                         f"{as_percent}{as_amount}")
     return Budget(fraction=value)
 
 
