@@ -190,6 +190,9 @@ def test_noise_free_status_csv_says_its_estimand_and_floor(synthetic, tmp_path):
     assert status["noise_floor"]["n_untried"] == len(frame) - len(half)
     for t, r in zip(status["targets"], ratio.values(), strict=True):
         assert t["floor_half_width_pct"] == pytest.approx(r * t["half_width_pct"])
+    # the stop decision is in the CSV too (a CSV reader could not tell whether to stop)
+    assert list(table["stop"]) == [status["stop"]] * 2
+    assert list(table["reason"]) == [status["reason"]] * 2 and status["reason"]
     for (_, row), t in zip(table.iterrows(), status["targets"], strict=True):  # CSV = JSON
         assert [row["low_80"], row["high_80"]] == pytest.approx(t["interval_80"])
         assert [row["low_95"], row["high_95"]] == pytest.approx(t["interval_95"])

@@ -45,7 +45,7 @@ EPILOG = ("example: scalebo status --grid grid.yaml --runs runs.csv --budget 0.0
           "--target 1e24 --target 1e25 --plot status.png")
 CSV_COLUMNS = ("C", "prediction", "low_80", "high_80", "low_95", "high_95", "half_width_pct",
                "floor_half_width_pct", "N_opt", "N_opt_low_80", "N_opt_high_80", "D_opt",
-               "D_opt_low_80", "D_opt_high_80", "estimand")
+               "D_opt_low_80", "D_opt_high_80", "estimand", "stop", "reason")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -92,8 +92,9 @@ def _median(value: float | None, iv: list[float] | None) -> str:
                                       f" ({format_number(iv[0], 2)}–{format_number(iv[1], 2)})")
 
 
-def _csv_row(t: Any, estimand: str) -> dict[str, Any]:
-    """One target's CSV row (:data:`CSV_COLUMNS`; an interval's ends empty without it)."""
+def _csv_row(t: Any, status: Any) -> dict[str, Any]:
+    """One target's CSV row (:data:`CSV_COLUMNS`; an interval's ends empty without it); the
+    campaign's stop decision and its reason repeat on every row."""
     low_80, high_80 = t.interval_80 or (None, None)
     low_95, high_95 = t.interval_95 or (None, None)
     n_low, n_high = t.N_opt_80 or (None, None)
@@ -102,7 +103,8 @@ def _csv_row(t: Any, estimand: str) -> dict[str, Any]:
             "low_95": low_95, "high_95": high_95, "half_width_pct": t.half_width_pct,
             "floor_half_width_pct": t.floor_half_width_pct, "N_opt": t.N_opt,
             "N_opt_low_80": n_low, "N_opt_high_80": n_high, "D_opt": t.D_opt,
-            "D_opt_low_80": d_low, "D_opt_high_80": d_high, "estimand": estimand}
+            "D_opt_low_80": d_low, "D_opt_high_80": d_high, "estimand": status.estimand,
+            "stop": status.stop, "reason": status.reason}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -159,7 +161,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_json(result)
     elif args.format == "csv":
-        write_csv([_csv_row(t, status.estimand) for t in status.targets], CSV_COLUMNS)
+        write_csv([_csv_row(t, status) for t in status.targets], CSV_COLUMNS)
     else:
         law = status.law
         params = ", ".join(f"{k} {format_number(v)}" for k, v in (law.get("params") or {}).items())
