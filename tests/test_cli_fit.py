@@ -324,3 +324,22 @@ def test_a_law_needing_non_canonical_columns_says_map_cannot_make_them(compute_c
             and "give the file columns named ['width', 'depth'] (--map renames only run_id, N, "
             "D, C and loss)" in proc.stderr)
     assert "--map width=" not in proc.stderr
+
+
+def test_response_names_the_fitted_column_and_target_is_its_old_name(tmp_path: Path) -> None:
+    """fit's column option is --response, as for --formula (--target is a compute in status
+    and fragility); --target still works. Gadre's law, epsilon - k·exp(-gamma·L), recovered."""
+    L = np.linspace(2.2, 3.6, 12)
+    frame = pd.DataFrame({"N": np.geomspace(1e8, 1e10, 12), "D": np.geomspace(2e9, 2e11, 12),
+                          "loss": L, "err": 0.85 - np.exp(2.0) * np.exp(-1.6 * L)})
+    path = tmp_path / "downstream.csv"
+    frame.to_csv(path, index=False)
+    outs = []
+    for flag in ("--response", "--target"):
+        proc = run_cli("fit", str(path), "--law", "gadre", flag, "err", "--format", "json")
+        assert proc.returncode == 0, proc.stderr
+        outs.append(json.loads(proc.stdout)["fit"]["params"])
+    assert outs[0] == outs[1]
+    assert outs[0]["epsilon"] == pytest.approx(0.85, rel=1e-4)
+    assert outs[0]["k"] == pytest.approx(np.exp(2.0), rel=1e-3)
+    assert outs[0]["gamma"] == pytest.approx(1.6, rel=1e-4)

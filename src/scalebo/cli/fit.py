@@ -57,7 +57,7 @@ laws (--law):
   chinchilla    L(N, D) = E + A/N^alpha + B/D^beta        N parameters, D tokens
   width_depth   L = E + A/width^alpha + B/depth^beta + G/D^gamma
   powerlaw:X,Y  L = E + A_X/X^alpha_X + A_Y/Y^alpha_Y     any numeric columns
-  gadre, sigmoid  downstream error as a function of loss (use --target)
+  gadre, sigmoid  downstream error as a function of loss (use --response)
   Losses are in nats; C = 6*N*D FLOPs unless the table has a C column.
 
 points fitted (--frontier, default by law):
@@ -103,8 +103,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="points to fit: envelope, hull, cell or all runs "
                             "(default: envelope for compute, cell for laws in N and D, "
                             "else all)")
-    group.add_argument("--target", default=None,
-                       help="column to fit (default loss, in nats)")
+    group.add_argument("--response", "--target", dest="response", default=None,
+                       metavar="COL",
+                       help="column the law (or --formula) predicts: default loss, in nats; "
+                            "for gadre / sigmoid the downstream error column (--target is "
+                            "its older name; in status and fragility --target is a compute)")
     group.add_argument("--huber-delta", type=positive_float, default=DEFAULT_HUBER_DELTA,
                        help=f"Huber delta on natural-log residuals "
                             f"(default {DEFAULT_HUBER_DELTA:g})")
@@ -130,8 +133,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               "with --frontier or --predict (use --predict-at)")
     formula.add_argument("--bounds", default=None, metavar="NAME=LO:HI,...",
                          help="bounds of every parameter, e.g. 'c0=-100:100,A=-1e4:1e4'")
-    formula.add_argument("--response", default="loss", metavar="COL",
-                         help="column the formula predicts (default loss)")
     formula.add_argument("--residuals", choices=("log", "natural"), default="log",
                          help="Huber on log residuals (positive responses, default) or least "
                               "squares in natural units (any sign)")
@@ -266,7 +267,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         log(f"fitting {law.name} ...")
     summary = _collect(
-        lambda: fit_summary(table, law, frontier=args.frontier, target=args.target or "loss",
+        lambda: fit_summary(table, law, frontier=args.frontier, target=args.response or "loss",
                             huber_delta=args.huber_delta, bootstrap=args.bootstrap,
                             confidence_level=args.confidence, seed=args.seed,
                             predict=args.predict, notes=seen),
@@ -311,7 +312,8 @@ def _run_formula(args: argparse.Namespace) -> int:
     frame = read_table(args.runs)
     summary = summarize_formula_fit(
         frame, args.formula, bounds=bounds, variable_map=parse_variable_map(args.map or ""),
-        response=args.response, residuals=args.residuals, n_starts=args.starts, seed=args.seed,
+        response=args.response or "loss", residuals=args.residuals, n_starts=args.starts,
+        seed=args.seed,
         source=args.runs, predict_at=args.predict_at, bootstrap=args.bootstrap,
         confidence_level=args.confidence, progress=log)
     result = summary.to_dict()

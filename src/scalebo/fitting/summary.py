@@ -97,7 +97,7 @@ def select_points(frame: pd.DataFrame, method: str, law: Law, target: str) -> pd
         raise ValueError(
             f"law {law.name!r} needs column(s) {missing}; the runs have "
             f"{list(frame.columns)}. To fit it, {' and '.join(how)}; or choose another "
-            "--law/--target"
+            "--law/--response"
         )
     if method == "all":
         return frame
