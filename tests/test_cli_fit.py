@@ -343,3 +343,18 @@ def test_response_names_the_fitted_column_and_target_is_its_old_name(tmp_path: P
     assert outs[0]["epsilon"] == pytest.approx(0.85, rel=1e-4)
     assert outs[0]["k"] == pytest.approx(np.exp(2.0), rel=1e-3)
     assert outs[0]["gamma"] == pytest.approx(1.6, rel=1e-4)
+
+
+def test_bootstrap_of_an_unidentified_fit_prints_no_interval(tmp_path: Path) -> None:
+    """Six runs at two computes: exit 1 (unidentified), the bootstrap line says why there is
+    no interval; it crashed with an IndexError when every resample was excluded."""
+    path = tmp_path / "two_computes.csv"
+    pd.DataFrame({"N": [1e8] * 3 + [2e8] * 3, "D": [2e9] * 3 + [4e9] * 3, "seed": [1, 2, 3] * 2,
+                  "loss": [3.5, 3.52, 3.49, 3.2, 3.22, 3.19]}).to_csv(path, index=False)
+    proc = run_cli("fit", str(path), "--hyperparameters", "seed", "--frontier", "all",
+                   "--bootstrap", "30", "--predict", "1e22")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "bootstrap   30 resamples (seed 0), 30 failed (30 of them could not identify the law)" \
+        in proc.stdout
+    assert "unidentified: cannot be identified: 6 runs but only 2 distinct values of C" \
+        in proc.stdout

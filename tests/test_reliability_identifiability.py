@@ -151,3 +151,19 @@ def test_as_many_points_as_parameters_is_exact_and_says_so():
     assert boot.n_failed >= missing and len(boot.samples) == 60 - boot.n_failed
     lo, hi = boot.intervals["E"]
     assert hi - lo < 1e-3 * fit.params["E"]  # every identified resample is the whole data
+
+
+def test_bootstrap_of_an_unidentified_law_has_no_interval_and_no_crash():
+    """Two computes for a 3-parameter law: no resample can identify it; the bootstrap says
+    so (every replicate unidentified) instead of an IndexError from an empty percentile."""
+    from scalebo.fitting.bootstrap import bootstrap_fit
+
+    C = np.repeat([1e19, 1e20], 3)
+    y = _compute(C) * np.exp(0.002 * np.random.default_rng(1).standard_normal(6))
+    fit = fit_law(COMPUTE_LAW, C[:, None], y)
+    boot = bootstrap_fit(fit, C[:, None], y, n_resamples=40, rng=0)
+    assert boot.n_unidentified == boot.n_failed == 40 and len(boot.samples) == 0
+    assert boot.intervals == {} and boot.standard_error == {}
+    lo, hi = boot.predict_interval(np.array([[1e22], [1e23]]))
+    assert lo.shape == hi.shape == (2,) and np.isnan(lo).all() and np.isnan(hi).all()
+    assert boot.to_dict()["intervals"] == {} and boot.to_dict()["n_unidentified"] == 40

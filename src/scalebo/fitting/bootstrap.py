@@ -56,6 +56,12 @@ class BootstrapResult:
         return {k: np.array([r[k] for r in rows]) for k in self.law.natural_names}
 
     def _bounds(self, values: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """Percentile bounds along ``axis``; NaN (not an IndexError) when no replicate is
+        usable (every resample failed or could not identify the law)."""
+        values = np.asarray(values, dtype=np.float64)
+        if values.shape[axis] == 0:
+            empty = np.full(np.delete(values.shape, axis), np.nan)
+            return empty, empty.copy()
         tail = 100 * (1 - self.confidence_level) / 2
         lo, hi = np.percentile(values, [tail, 100 - tail], axis=axis)
         return lo, hi
@@ -80,12 +86,15 @@ class BootstrapResult:
             "seed": self.seed,
             "method": "percentile, resampling the fitted runs",
             "intervals": {k: list(v) for k, v in self.intervals.items()},
-            "standard_error": self.standard_error if len(self.samples) > 1 else None,
+            "standard_error": self.standard_error or None,
         }
 
     @property
     def intervals(self) -> dict[str, tuple[float, float]]:
-        """Percentile interval of every natural parameter."""
+        """Percentile interval of every natural parameter; empty when no replicate is
+        usable."""
+        if len(self.samples) == 0:
+            return {}
         return {
             k: tuple(float(v) for v in self._bounds(s))
             for k, s in self.natural_samples.items()
@@ -93,11 +102,18 @@ class BootstrapResult:
 
     @property
     def standard_error(self) -> dict[str, float]:
+        """Standard deviation of each natural parameter over the replicates; empty with
+        fewer than two usable replicates."""
+        if len(self.samples) < 2:
+            return {}
         return {k: float(np.std(s, ddof=1)) for k, s in self.natural_samples.items()}
 
     def predict_samples(self, X: np.ndarray) -> np.ndarray:
         """Predictions of every replicate at ``X`` (n, k), shape ``(n_ok, n)``."""
-        Z = self.law.prepare(as_inputs(X, len(self.law.variables)))
+        X = as_inputs(X, len(self.law.variables))
+        if len(self.samples) == 0:
+            return np.empty((0, X.shape[0]))
+        Z = self.law.prepare(X)
         return np.exp(self.law.log_predict(self.samples, Z))
 
     def predict_interval(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -164,6 +180,12 @@ def bootstrap_fit(
     n = y.size
     gen = np.random.default_rng(rng)
     counts = gen.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(np.float64)
+    seed = int(rng) if isinstance(rng, int | np.integer) else None
+    if identification_problem(law, X):  # no resample (a subset of the points) can either
+        return BootstrapResult(law=law, estimate=fit, samples=np.empty((0, law.n_params)),
+                               n_resamples=n_resamples, n_failed=n_resamples,
+                               confidence_level=confidence_level, seed=seed,
+                               n_unidentified=n_resamples)
     starts_one = distinct_optima(fit, n_starts)
     k = starts_one.shape[0]
     starts = np.tile(starts_one, (n_resamples, 1))
@@ -186,6 +208,6 @@ def bootstrap_fit(
         n_resamples=n_resamples,
         n_failed=int(np.sum(~good)),
         confidence_level=confidence_level,
-        seed=int(rng) if isinstance(rng, int | np.integer) else None,
+        seed=seed,
         n_unidentified=int(np.sum(~identified)),
     )

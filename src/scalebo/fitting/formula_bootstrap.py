@@ -65,12 +65,6 @@ class FormulaBootstrapResult(BootstrapResult):
     residuals: str = "log"
     starts_per_resample: int = 0
 
-    @property
-    def intervals(self) -> dict[str, tuple[float, float]]:
-        """Percentile interval of every natural parameter (empty when every replicate
-        failed)."""
-        return super().intervals if len(self.samples) else {}
-
     def predict_samples(self, X: np.ndarray) -> np.ndarray:
         """Natural-unit predictions of every replicate at ``X`` (n, k), shape ``(n_ok, n)``."""
         Z = self.law.prepare(as_inputs(X, len(self.law.variables)))
