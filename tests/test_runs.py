@@ -278,3 +278,30 @@ def test_a_bad_value_names_its_data_row_once():
     with pytest.raises(RunTableError, match=r"data rows 2, 4: expected a finite value > 0, "
                                             r"got -1.0 \(first at data row 2\)\.$"):
         load_runs(frame, mapping=MAP)
+
+
+def test_columns_that_cannot_be_hyperparameters_are_not_checked_for_typos():
+    """A W&B-style export: 'OOM' in train_loss, 'random' in seed are not typos of a
+    hyperparameter (neither column can be one), so the table loads as it did."""
+    frame = pd.DataFrame({"N": [1e8] * 4 + [2e8] * 4, "D": [1e9] * 8,
+                          "lr": [1e-4, 3e-4, 1e-3, 3e-3] * 2,
+                          "loss": [3.1, 3.0, 3.05, 3.2, 2.9, 2.8, 2.85, 3.0],
+                          "train_loss": ["3.0", "2.9", "OOM", "3.1", "2.8", "2.7", "2.7", "2.9"],
+                          "seed": ["1", "2", "3", "random", "1", "2", "3", "4"]})
+    table = load_runs(frame)
+    assert table.hyperparameters == ("lr",) and len(table) == 8
+    inf = frame.assign(warmup=["100", "200", "inf", "100", "200", "100", "200", "100"])
+    with pytest.raises(RunTableError, match=r"data row 3, column 'warmup': expected a finite "
+                       r"number, got 'inf' \(the column is numeric: 8 of its 8 values"):
+        load_runs(inf)
+
+
+def test_text_column_rule_counts_blank_cells_as_empty():
+    from scalebo.data.columns import text_column
+
+    numeric, bad, n_numbers, n_present = text_column(
+        pd.Series(["1e-3", " ", None, "2e-3", "x", "3e-3"]))
+    assert (numeric, bad.tolist(), n_numbers, n_present) == (True, [4], 3, 4)
+    many = pd.Series(["1e-3", "2e-3", "oops"] * 100_000)  # 300k cells, 3 distinct values
+    numeric, bad, n_numbers, n_present = text_column(many)
+    assert numeric and bad.size == 100_000 and bad[:2].tolist() == [2, 5]

@@ -16,7 +16,9 @@ from scalebo.data.columns import (
     UNMAPPED_SUFFIX,
     ExclusionReason,
     default_hyperparameters,
-    numeric_typos,
+    is_candidate_column,
+    parse_number,
+    text_column,
 )
 from scalebo.errors import ExcludedRunsWarning, RunTableError
 
@@ -171,8 +173,8 @@ def _resolve_hyperparameters(
     name: str,
 ) -> tuple[str, ...]:
     if hyperparameters is None:
-        _check_typos(frame, [c for c in frame.columns
-                             if c not in CANONICAL_COLUMNS and c not in config_columns], name)
+        _check_typos(frame, [c for c in frame.columns if c not in CANONICAL_COLUMNS
+                             and is_candidate_column(frame, c, config_columns)], name)
         return default_hyperparameters(frame, config_columns)
     if isinstance(hyperparameters, str):
         raise RunTableError(
@@ -192,20 +194,25 @@ def _resolve_hyperparameters(
 
 
 def _check_typos(frame: pd.DataFrame, columns: Sequence[str], name: str) -> None:
-    """Raise on a column of numbers with a value that is not one (a ``"3e-4x"`` among
-    learning rates; rule: :func:`~scalebo.data.columns.numeric_typos`): read as text, the
+    """Raise on a text column of numbers with a value that is not one (a ``"3e-4x"`` among
+    learning rates; rule: :func:`~scalebo.data.columns.text_column`): read as text, the
     column would silently stop being a hyperparameter and merge the runs it tells apart."""
     for column in columns:
-        bad = numeric_typos(frame[column])
+        series = frame[column]
+        if pd.api.types.is_numeric_dtype(series.dtype):
+            continue
+        numeric, bad, n_numbers, n_present = text_column(series)
         if bad.size:
-            n, k = int(frame[column].notna().sum()), int(frame[column].notna().sum()) - bad.size
+            value = series.iloc[bad[0]]
+            what = "a number" if parse_number(value) is None else "a finite number"
+            are = "is a number" if n_numbers == 1 else "are numbers"
             raise RunTableError(
-                f"{name}: {_rows(bad)}, column {column!r}: expected a number, got "
-                f"{_scalar(frame[column].iloc[bad[0]])!r} (the column is numeric: {k} of its "
-                f"{n} values {'is a number' if k == 1 else 'are numbers'}; a categorical "
-                "column is mostly text). Fix the value(s)."
+                f"{name}: {_rows(bad)}, column {column!r}: expected {what}, got "
+                f"{_scalar(value)!r} (the column is numeric: {n_numbers} of its {n_present} "
+                f"values {are}; a categorical column is mostly text). Fix the value(s), or "
+                "name the hyperparameter columns to leave this one out (fit --hyperparameters, "
+                "replay --axes, hyperparameters= in Python)."
             )
-
 
 def _exclude(
     frame: pd.DataFrame, diverged_above: float | None, name: str

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "UNMAPPED_SUFFIX",
-           "ExclusionReason", "default_hyperparameters", "numeric_typos"]
+           "ExclusionReason", "default_hyperparameters", "is_blank", "is_candidate_column",
+           "numeric_typos", "parse_number", "text_column"]
 
 #: Names that ``mapping`` may assign, in the order they appear in ``RunTable.frame``.
 CANONICAL_COLUMNS: tuple[str, ...] = ("run_id", "N", "D", "C", "loss")
@@ -36,24 +37,95 @@ class ExclusionReason(StrEnum):
 
 
 
-def numeric_typos(series: pd.Series) -> np.ndarray:
-    """0-based positions of the values that look like typos in a column of numbers.
+def parse_number(value: object) -> float | None:
+    """A cell read as a number: an int or float (not a bool), or text such as ``" 3e-4"``;
+    None for anything else. May be ``inf`` or ``nan`` (the callers say "finite")."""
+    if isinstance(value, bool | np.bool_):
+        return None
+    if isinstance(value, int | float | np.integer | np.floating):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
 
-    A text column is read as numbers with typos when at least half of its present values
-    parse as finite numbers (``"3e-4"``, ``"1000"``) and some do not (``"3e-4x"``,
-    ``"le-3"``): a hyperparameter such as a learning rate, written by hand. A column with no
-    number, or numbers in a minority (``"adam"``, ``"sgd"``, ``"v2"``) is categorical and
-    has no typos; numeric, boolean and empty columns have none either. (Grid tables use the
-    same rule, :mod:`scalebo.search.grid_table`.)
+
+def is_blank(value: object) -> bool:
+    """An empty cell: None, NaN or blank text (CSV reads an empty cell and ``nan`` alike)."""
+    if isinstance(value, str):
+        return not value.strip()
+    return value is None or bool(pd.api.types.is_scalar(value) and pd.isna(value))
+
+
+def text_column(series: pd.Series) -> tuple[bool, np.ndarray, int, int]:
+    """How a text (object or string) column reads: ``(numeric, bad, n_numbers, n_present)``.
+
+    ``n_present`` counts the non-blank cells (:func:`is_blank`), ``n_numbers`` those that
+    read as numbers (:func:`parse_number`, ``inf`` included). The column is **numeric when
+    at least half of its present values are numbers**; ``bad`` then holds the 0-based
+    positions of its present values that are not finite numbers (a typo such as ``"le-3"``
+    for ``1e-3``, or ``inf``), else it is empty: a column of names (``"adam"``, ``"v2"``)
+    is categorical. Run tables (:func:`numeric_typos`) and grid tables
+    (:mod:`scalebo.search.grid_table`) both read text columns by this rule. Each distinct
+    value is parsed once (fast on long columns of few values).
     """
+    codes, uniques = pd.factorize(series, use_na_sentinel=True)
+    present_u, numbers_u, is_number_u = _parse_uniques(pd.Series(np.asarray(uniques,
+                                                                            dtype=object)))
+    seen = codes >= 0
+    present = np.zeros(codes.size, dtype=bool)
+    present[seen] = present_u[codes[seen]]
+    number = np.zeros(codes.size, dtype=bool)
+    number[seen] = is_number_u[codes[seen]] & present_u[codes[seen]]
+    finite = np.zeros(codes.size, dtype=bool)
+    finite[seen] = np.isfinite(numbers_u[codes[seen]]) & is_number_u[codes[seen]]
+    n_present, n_numbers = int(present.sum()), int(number.sum())
+    numeric = n_numbers > 0 and 2 * n_numbers >= n_present
+    bad = np.flatnonzero(present & ~finite) if numeric else np.empty(0, dtype=np.int64)
+    return numeric, bad, n_numbers, n_present
+
+
+def _parse_uniques(u: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(present, value, is_number)`` of distinct non-NA cells, vectorized as
+    :func:`is_blank` and :func:`parse_number` (bools are not numbers; ``"nan"`` is one)."""
+    text = u.map(lambda v: isinstance(v, str)).astype(bool)
+    stripped = u.where(~text, u[text].str.strip() if text.any() else u)
+    present = ~(text & (stripped == "")).to_numpy(dtype=bool)
+    boolean = u.map(lambda v: isinstance(v, bool | np.bool_)).to_numpy(dtype=bool)
+    # only text that starts like a number is parsed (a column of ids is then quick)
+    first = stripped.where(text, "").str[:1].str.lower()
+    maybe = (~text | first.isin(list("0123456789+-.ni"))).to_numpy(dtype=bool) & ~boolean
+    values = np.full(len(u), np.nan)
+    if maybe.any():
+        values[maybe] = pd.to_numeric(stripped[maybe], errors="coerce").to_numpy(
+            dtype=np.float64)
+    nan_text = (text & stripped.where(text, "").str.lower().isin(["nan", "+nan", "-nan"])
+                ).to_numpy(dtype=bool)
+    is_number = (~np.isnan(values) | nan_text) & ~boolean & present
+    return present, values, is_number
+
+
+def numeric_typos(series: pd.Series) -> np.ndarray:
+    """0-based positions of the values that are not finite numbers in a text column that
+    :func:`text_column` reads as numeric (e.g. ``"3e-4x"`` among learning rates); empty for
+    numeric, boolean and categorical columns."""
     if pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
         return np.empty(0, dtype=np.int64)
-    present = series.notna().to_numpy()
-    values = pd.to_numeric(series, errors="coerce").to_numpy(dtype=np.float64)
-    ok = present & np.isfinite(values)
-    if not ok.any() or 2 * int(ok.sum()) < int(present.sum()):
-        return np.empty(0, dtype=np.int64)
-    return np.flatnonzero(present & ~ok)
+    return text_column(series)[1]
+
+
+def is_candidate_column(frame: pd.DataFrame, column: object,
+                        excluded: Iterable[str] = ()) -> bool:
+    """Whether ``column`` may be a hyperparameter at all: not bookkeeping
+    (:data:`BOOKKEEPING_COLUMNS`, a name in ``excluded``), no ``loss`` in its name, not
+    ``*_unmapped``, not boolean. Shared by :func:`default_hyperparameters`, the run tables'
+    typo check and the grid tables' reader."""
+    name = str(column)
+    return not (name in BOOKKEEPING_COLUMNS or name in set(excluded)
+                or "loss" in name.lower() or name.endswith(UNMAPPED_SUFFIX)
+                or pd.api.types.is_bool_dtype(frame[column].dtype))
 
 
 def default_hyperparameters(frame: pd.DataFrame, excluded: Iterable[str] = (), *,
@@ -68,17 +140,14 @@ def default_hyperparameters(frame: pd.DataFrame, excluded: Iterable[str] = (), *
     axes) a text column qualifies too. ``frame`` needs ``N`` and ``D``; columns are
     returned in frame order.
     """
-    excluded = {*BOOKKEEPING_COLUMNS, *excluded}
+    excluded = set(excluded)
     cells = frame.groupby(["N", "D"], sort=False)
     chosen = []
     for column in frame.columns:
         series = frame[column]
         numeric = pd.api.types.is_numeric_dtype(series.dtype)
         if (
-            column in excluded
-            or "loss" in str(column).lower()
-            or str(column).endswith(UNMAPPED_SUFFIX)
-            or pd.api.types.is_bool_dtype(series.dtype)
+            not is_candidate_column(frame, column, excluded)
             or series.isna().any()
             or (numeric_only and not numeric)
             or (numeric and not np.isfinite(series.to_numpy(dtype=np.float64)).all())

@@ -22,6 +22,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from scalebo.data.columns import parse_number
 from scalebo.errors import SearchError
 
 __all__ = ["GRID_KEYS", "read_grid_file"]
@@ -30,17 +31,7 @@ __all__ = ["GRID_KEYS", "read_grid_file"]
 GRID_KEYS = ("axes", "held_out_cells")
 
 
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
-    return None
+_number = parse_number
 
 
 def _axis(path: Path, name: str, values: Any) -> list[Any]:

@@ -34,11 +34,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scalebo.data.columns import BOOKKEEPING_COLUMNS, UNMAPPED_SUFFIX
+from scalebo.data.columns import is_blank, is_candidate_column, parse_number, text_column
 from scalebo.data.files import read_table
 from scalebo.errors import RunTableError, SearchError, shown
 from scalebo.search.grid import Grid
-from scalebo.search.grid_file import _number
+
+_number = parse_number
 
 __all__ = ["POSITIVE_COLUMNS", "read_grid_table"]
 
@@ -48,11 +49,7 @@ POSITIVE_COLUMNS: dict[str, str] = {"N": "parameters", "D": "tokens",
                                     "cost": "GPU-hours of the configuration"}
 
 
-def _missing(value: Any) -> bool:
-    """An empty cell: None, NaN or blank text (CSV reads an empty cell and ``nan`` alike)."""
-    if isinstance(value, str):
-        return not value.strip()
-    return value is None or bool(pd.api.types.is_scalar(value) and pd.isna(value))
+_missing = is_blank
 
 
 def _got(value: Any) -> str:
@@ -90,9 +87,8 @@ def _hyperparameter(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
     values = frame[column].tolist()
     empty = [i for i, v in enumerate(values) if _missing(v)]
     numbers = [None if _missing(v) else _number(v) for v in values]
-    n_number = sum(n is not None for n in numbers)
-    n_filled = len(values) - len(empty)
-    if n_number == 0 or 2 * n_number < n_filled:  # categorical: mostly text
+    numeric, _, n_number, n_filled = text_column(frame[column].astype(object))
+    if not numeric:  # categorical: mostly text (the run tables' rule, text_column)
         if empty:
             raise _fail(path, empty, column, "a value (a category of the column)",
                         values[empty[0]])
@@ -101,7 +97,7 @@ def _hyperparameter(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
     if bad:
         typo = not _missing(values[bad[0]]) and numbers[bad[0]] is None
         are = "is a number" if n_number == 1 else "are numbers"
-        hint = (f" (the column is numeric: {n_number} of its {len(values)} values {are}; a "
+        hint = (f" (the column is numeric: {n_number} of its {n_filled} values {are}; a "
                 "categorical column is mostly text)") if typo else ""
         raise _fail(path, bad, column, "a number" if typo or _missing(values[bad[0]])
                     else "a finite number", values[bad[0]], hint)
@@ -111,10 +107,7 @@ def _hyperparameter(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
 
 
 def _is_hyperparameter(frame: pd.DataFrame, column: Any) -> bool:
-    name = str(column)
-    return not (name in BOOKKEEPING_COLUMNS or name in POSITIVE_COLUMNS or name == "status"
-                or "loss" in name.lower() or name.endswith(UNMAPPED_SUFFIX)
-                or pd.api.types.is_bool_dtype(frame[column].dtype))
+    return is_candidate_column(frame, column, (*POSITIVE_COLUMNS, "status"))
 
 
 def _check_unique(path: Path, frame: pd.DataFrame, key: list[str]) -> None:
