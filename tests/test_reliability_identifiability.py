@@ -167,3 +167,24 @@ def test_bootstrap_of_an_unidentified_law_has_no_interval_and_no_crash():
     lo, hi = boot.predict_interval(np.array([[1e22], [1e23]]))
     assert lo.shape == hi.shape == (2,) and np.isnan(lo).all() and np.isnan(hi).all()
     assert boot.to_dict()["intervals"] == {} and boot.to_dict()["n_unidentified"] == 40
+
+
+def test_exact_fit_with_repeats_and_formula_fits_say_it_too():
+    """Six runs at three computes: the law passes through each compute's centre, not every
+    point (the note once claimed so); a formula law gets the same note as a built-in one."""
+    from scalebo.fitting.formula_fit import fit_formula
+    from scalebo.laws.formula import formula_law
+
+    C = np.repeat([1e18, 1e20, 1e22], 2)
+    y = _compute(C) * np.exp(np.tile([0.01, -0.01], 3))
+    fit = fit_law(COMPUTE_LAW, C[:, None], y)
+    assert "passes through each point's centre and its residuals measure only the scatter " \
+           "among the 6 runs' repeats" in fit.message
+    assert "every point" not in fit.message
+    C3 = C[::2]
+    law = formula_law("E + A*C**(-alpha)", ["C"], {"E": (0.0, 10.0), "A": (1.0, 1e3),
+                                                    "alpha": (0.0, 1.0)})
+    formula = fit_formula(law, C3[:, None], _compute(C3))
+    assert formula.status is FitStatus.CONVERGED
+    assert "exactly determined: 3 distinct values of C for 3 parameters, so the law passes " \
+           "through every point" in formula.message

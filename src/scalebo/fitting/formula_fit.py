@@ -55,7 +55,7 @@ from scipy.optimize import least_squares
 
 from scalebo.errors import FitError, RunTableError
 from scalebo.fitting.defaults import DEFAULT_HUBER_DELTA
-from scalebo.fitting.identifiability import identification_problem
+from scalebo.fitting.identifiability import identification_problem, with_exact_fit_note
 from scalebo.fitting.lm import minimize_lm_batched
 from scalebo.fitting.optim import (
     BatchedResult,
@@ -347,7 +347,8 @@ def fit_formula(
         res = _run_natural(law, law.prepare(X), y, starts, delta, sample_weight, max_iter,
                            solver)
     why = identification_problem(law, X, sample_weight)
-    return summarize_starts(law, res, huber_delta=delta, n_obs=y.shape[0], unidentified=why)
+    return with_exact_fit_note(summarize_starts(law, res, huber_delta=delta, n_obs=y.shape[0],
+                                                unidentified=why), X, sample_weight)
 
 
 def table_inputs(law: FormulaLaw, frame: pd.DataFrame,

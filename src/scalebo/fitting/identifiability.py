@@ -20,11 +20,15 @@ Notation: ``X`` is ``(n, k)`` inputs in natural units, columns ``law.variables``
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import numpy as np
 
 from scalebo.laws import Law, PowerLawSum, as_inputs
 
-__all__ = ["MIN_VALUES_PER_TERM", "distinct_points", "exact_fit_note", "identification_problem"]
+__all__ = ["MIN_VALUES_PER_TERM", "distinct_points", "exact_fit_note", "identification_problem",
+           "with_exact_fit_note"]
 
 #: Distinct values a power term's variable needs beside the constant E (see module docstring).
 MIN_VALUES_PER_TERM = 3
@@ -78,9 +82,11 @@ def exact_fit_note(law: Law, X: np.ndarray, weights: np.ndarray | None = None) -
     """A note when ``law`` has exactly as many parameters as ``X`` has distinct points (rows of
     positive weight), else ``""``.
 
-    Such a law is identified but not tested: it passes through every point (objective ≈ 0),
-    leaves no residual to measure its error by, and every bootstrap resample that still
-    identifies it holds all the points, so its percentile intervals have zero width.
+    Such a law is identified but not tested: it passes through every point (objective ≈ 0)
+    and leaves no residual to measure its error by, and every bootstrap resample that still
+    identifies it holds all the points, so its percentile intervals have zero width. With
+    repeated inputs it passes through each point's centre instead, and the residuals
+    measure only the scatter among repeats, not the law's shape.
     """
     X = as_inputs(X, len(law.variables))
     if weights is not None:
@@ -88,6 +94,18 @@ def exact_fit_note(law: Law, X: np.ndarray, weights: np.ndarray | None = None) -
     k, p = distinct_points(X), law.n_params
     if k != p:
         return ""
-    return (f"exactly determined: {k} distinct {_points_name(law, k)} for {p} parameters, so "
-            "the law passes through every point and nothing tests it (no residual degree of "
-            "freedom; bootstrap intervals have zero width)")
+    head = f"exactly determined: {k} distinct {_points_name(law, k)} for {p} parameters"
+    if X.shape[0] == k:
+        return (f"{head}, so the law passes through every point and nothing tests it (no "
+                "residual degree of freedom; bootstrap intervals have zero width)")
+    return (f"{head}, so the law passes through each point's centre and its residuals measure "
+            f"only the scatter among the {X.shape[0]} runs' repeats, not the law's shape")
+
+
+def with_exact_fit_note(fit: Any, X: np.ndarray, weights: np.ndarray | None = None) -> Any:
+    """``fit`` (a :class:`~scalebo.fitting.robust.FitResult`) with :func:`exact_fit_note`
+    appended to its message, unless it is unidentified or the note is empty."""
+    if str(fit.status) == "unidentified":
+        return fit
+    note = exact_fit_note(fit.law, X, weights)
+    return replace(fit, message=f"{fit.message}; {note}") if note else fit

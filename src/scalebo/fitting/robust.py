@@ -15,7 +15,7 @@ status is :attr:`FitStatus.UNIDENTIFIED` (:mod:`scalebo.fitting.identifiability`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 import numpy as np
@@ -23,7 +23,7 @@ import pandas as pd
 
 from scalebo.errors import FitError
 from scalebo.fitting.defaults import DEFAULT_HUBER_DELTA
-from scalebo.fitting.identifiability import exact_fit_note, identification_problem
+from scalebo.fitting.identifiability import identification_problem, with_exact_fit_note
 from scalebo.fitting.optim import BatchedResult, StartStatus, minimize_batched, with_polish
 from scalebo.laws import Law, as_inputs
 
@@ -373,10 +373,9 @@ def fit_law(
     res = run_starts(law, X, y, np.atleast_2d(starts), huber_delta=huber_delta,
                      sample_weight=sample_weight, max_iter=max_iter)
     why = identification_problem(law, X, sample_weight)
-    out = summarize_starts(law, res, huber_delta=huber_delta, n_obs=y.shape[0],
-                           unidentified=why)
-    note = "" if why else exact_fit_note(law, X, sample_weight)
-    return replace(out, message=f"{out.message}; {note}") if note else out
+    return with_exact_fit_note(summarize_starts(law, res, huber_delta=huber_delta,
+                                                n_obs=y.shape[0], unidentified=why),
+                               X, sample_weight)
 
 
 def fit_frame(
