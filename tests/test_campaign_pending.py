@@ -5,6 +5,7 @@ its 1-based data rows (they said ``<DataFrame>``, and grid indices, before)."""
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from scalebo.bench.synthetic import make_synthetic
@@ -104,3 +105,24 @@ def test_library_pending_runs_and_their_rows(campaign):
         runs.with_running(flying)
     with pytest.raises(SearchError, match=r"^queue: data row 1 is already completed"):
         runs.with_running(flying, "queue")
+
+
+def test_a_pending_file_keeps_its_notes_and_rejects_finished_rows(tmp_path):
+    """Its rows are in flight: a loss on one is noted (with the file's name) rather than
+    dropped, and a row whose status says completed is an error, not silently 'running'."""
+    from scalebo.errors import RunTableError
+    from scalebo.search.campaign_runs import CampaignRuns, read_pending_runs
+
+    grid = Grid.from_frame(pd.DataFrame({"N": [5e7, 5e7, 1e8, 1e8], "D": [1e9] * 4,
+                                         "lr": [1e-3, 3e-3] * 2}), n_held_out_cells=0)
+    path = tmp_path / "pending.csv"
+    pd.DataFrame({"N": [5e7], "D": [1e9], "lr": [1e-3], "loss": [3.2]}).to_csv(path, index=False)
+    runs = CampaignRuns().with_running(read_pending_runs(path, grid), grid=grid)
+    assert runs.running.size == 1
+    assert runs.notes == (f"{path}: data row 1: status running, so its loss 3.2 is not used "
+                          "until the status says completed",)
+    pd.DataFrame({"N": [5e7, 1e8], "D": [1e9, 1e9], "lr": [1e-3, 1e-3],
+                  "status": ["running", "completed"]}).to_csv(path, index=False)
+    with pytest.raises(RunTableError, match=rf"^{path}: data row 2, column 'status': "
+                       r"'completed'; a pending file lists runs in flight"):
+        read_pending_runs(path, grid)

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scalebo.data.columns import is_blank
 from scalebo.data.files import read_table
 from scalebo.errors import RunTableError, SearchError
 from scalebo.search.cost_model import CostModel
@@ -147,7 +148,8 @@ class CampaignRuns:
                        superseded_cost=self.superseded_cost
                        + sum(self.cost[int(g)] for g in self.failed[retried]),
                        n_superseded=self.n_superseded + int(retried.sum()),
-                       cost={**self.cost, **more.cost}, rows={**self.rows, **more.rows})
+                       cost={**self.cost, **more.cost}, rows={**self.rows, **more.rows},
+                       notes=(*self.notes, *(f"{more.source}: {n}" for n in more.notes)))
 
     @property
     def n_runs(self) -> int:
@@ -196,13 +198,23 @@ def read_pending_runs(source: str | Path | pd.DataFrame, grid: Grid, *,
                       mapping: Mapping[str, str] | None = None) -> CampaignRuns:
     """Runs in flight listed apart from the runs table (``--pending PATH``): the grid's
     columns, one configuration per row, every row running (a ``status`` column is not
-    read). Add them with :meth:`CampaignRuns.with_running`.
+    read, but one that says anything but running is an error). Add them with
+    :meth:`CampaignRuns.with_running`, which keeps their notes, prefixed with the file.
 
     Raises:
         RunTableError, SearchError: as :func:`read_campaign_runs` (errors name the file and
             its 1-based data rows).
     """
     name, frame = _named_frame(source)
+    if "status" in frame.columns:  # every row is in flight; a finished one is misplaced
+        said = frame["status"].map(lambda v: "" if is_blank(v) else str(v).strip().lower())
+        wrong = np.flatnonzero(~said.isin(["", RunStatus.RUNNING.value]).to_numpy())
+        if wrong.size:
+            got = frame["status"].iloc[wrong[0]]
+            raise RunTableError(
+                f"{name}: data row {wrong[0] + 1}, column 'status': {got!r}; a pending file "
+                "lists runs in flight (status running or empty), a finished or failed run "
+                "belongs in the runs table.")
     return read_campaign_runs(frame.assign(status=RunStatus.RUNNING.value), grid,
                               mapping=mapping, name=name)
 
