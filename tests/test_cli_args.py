@@ -83,6 +83,13 @@ COUNTS = [
     (["bench", "run", "c.yaml", "--out", "o"], "--limit", 1),
     (DESIGN, "--starts", 1),
     (DESIGN, "--batch", 1),
+    (DESIGN, "--seed", 0),
+    (["status", "--grid", "g.yaml", "--budget", "0.1"], "--seed", 0),
+    (["suggest", "--grid", "g.yaml", "--budget", "0.1"], "--seed", 0),
+    (["fit", "runs.csv"], "--seed", 0),
+    (["fragility", "runs.csv"], "--seed", 0),
+    (["replay", "--dataset", "synthetic"], "--seed", 0),
+    (["demo"], "--seed", 0),
 ]
 
 
@@ -92,7 +99,7 @@ def test_counts_below_their_minimum_are_usage_errors(words, option, minimum, cap
     from scalebo.cli.main import build_parser
 
     prog = "scalebo " + " ".join(words[:2] if words[0] == "bench" else words[:1])
-    shown = "-n/--batch" if words[0] == "suggest" else option  # as argparse names it
+    shown = "-n/--batch" if option in ("-n", "--batch") and words[0] == "suggest" else option
     for bad, expected in ((minimum - 1, f"an integer >= {minimum}"), ("1.5", "an integer")):
         assert main([*words, option, str(bad)]) == 2
         assert _usage_error(capsys) == (f"{prog}: error: argument {shown}: expected "

@@ -175,7 +175,7 @@ def _finish(loop: SearchLoop, problem: ReplayProblem, method: MethodConfig,
             progress: Progress | None = None) -> None:
     while _step(loop, problem, method):
         if progress is not None:
-            progress(loop.committed / loop.budget)
+            progress(loop.committed_budget / loop.budget)
 
 
 def _copy(loop: SearchLoop) -> SearchLoop:
@@ -360,7 +360,7 @@ def _run_recording(problem: ReplayProblem, method: MethodConfig, budgets: list[f
             t0 = time.perf_counter()
         loop.tell(picks, problem.loss[picks])
         if progress is not None:
-            progress(loop.committed / loop.budget)
+            progress(loop.committed_budget / loop.budget)
     timings["search"] += time.perf_counter() - t0
     for b in lower:  # the run ended below b: the state is the same as a budget-b run's
         records.append(_measure(problem, method, loop, b, seed, timings))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from scalebo.cli.common import positive_float
+from scalebo.cli.common import int_at_least, positive_float
 
 GRID_HELP = ("GRID: a YAML axis product ('axes: {N: [...], D: [...], lr: [...]}', optional "
              "'held_out_cells', default none for a campaign) or a table of candidate "
@@ -43,7 +43,7 @@ def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: 
     group.add_argument("--clip-iqr", type=float, default=5.0,
                        help="the GP sees losses clipped at median + K x IQR of the completed "
                             "runs, so diverged runs do not swamp it (default 5; 0: off)")
-    group.add_argument("--seed", type=int, default=0, help="seed of the GP and samples "
+    group.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the GP and samples "
                        "(default 0)")
     group.add_argument("--kernel", choices=("matern52", "transfer"), default="matern52",
                        help="GP kernel: matern52 (the replayed default; far from every run "

@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from scalebo.cli.common import check_figure_path, format_table, fraction, log
+from scalebo.cli.common import check_figure_path, format_table, fraction, int_at_least, log
 
 NAME = "demo"
 HELP = "end-to-end demonstration on a synthetic grid (no data needed); --quick for a short one"
@@ -39,7 +39,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--budget", type=fraction, default=0.05,
                         help="BO budget as a fraction of the grid's compute, 0.05 or 5%% "
                              "(default 0.05)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the noise and the search")
+    parser.add_argument("--seed", type=int_at_least(0), default=0,
+                        help="seed of the noise and the search")
     parser.add_argument("--plot", default="scalebo_demo.png",
                         help="figure path (default scalebo_demo.png in the current directory)")
     parser.add_argument("--no-plot", action="store_true", help="do not draw the figure")

@@ -80,7 +80,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--budgets", default=DEFAULT_BUDGETS, metavar="B,...",
       help="replay: checkpoint budgets as fractions of the pool's total cost (default "
            f"{DEFAULT_BUDGETS})")
-    a("--seed", type=int, default=0, help="seed of fit starts and baseline draws (default 0)")
+    a("--seed", type=int_at_least(0), default=0,
+      help="seed of fit starts and baseline draws (default 0)")
     a("--starts", type=int_at_least(1), default=64,
       help="random starts per full fit (default 64)")
     a("--runs", default=None, metavar="FILE",

@@ -116,7 +116,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "intervals (0 = none; 1000 is typical)")
     group.add_argument("--confidence", type=_level, default=0.95,
                        help="level of the percentile intervals (default 0.95)")
-    group.add_argument("--seed", type=int, default=0,
+    group.add_argument("--seed", type=int_at_least(0), default=0,
                        help="seed of the bootstrap (and of --formula's starts; default 0)")
     group.add_argument("--predict", metavar="C", type=positive_float, action="append",
                        default=[], help="predict at this compute in FLOPs, e.g. 1e24 "

@@ -109,7 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "--confidence)")
     group.add_argument("--confidence", type=_level, default=0.95,
                        help="level of the bootstrap's percentile intervals (default 0.95)")
-    group.add_argument("--seed", type=int, default=0, help="bootstrap seed (default 0)")
+    group.add_argument("--seed", type=int_at_least(0), default=0, help="bootstrap seed (default 0)")
     var = parser.add_argument_group("variants")
     var.add_argument("--no-leave-one-out", action="store_true",
                      help="skip the leave-one-model-out variants")

@@ -89,7 +89,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="budget as a fraction of C_total, 0.05 or 5%% (default 0.05)")
     parser.add_argument("--record-budgets", type=fractions, default=[], metavar="F,...",
                         help="smaller budgets to record too, e.g. 0.01,0.05 or 1%%,5%%")
-    parser.add_argument("--seed", type=int, default=0,
+    parser.add_argument("--seed", type=int_at_least(0), default=0,
                         help="seed of the initial design, the surrogate and the samples "
                              "(default 0)")
     group = parser.add_argument_group("method (unset options take the library defaults, "

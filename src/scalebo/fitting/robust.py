@@ -75,7 +75,8 @@ class FitResult:
         converged_x: parameters of every converged start, sorted by objective, ``(k, p)``.
         converged_fun: their objectives, ``(k,)``.
         n_compared: the converged starts agreement is judged among: only the polished ones
-            (the best ``n_polish``, at the precision it is judged at) when not all were.
+            (the best ``n_polish``, at the precision it is judged at) when not all were;
+            None (a result built by hand) means all converged starts.
     """
 
     law: Law
@@ -91,7 +92,7 @@ class FitResult:
     n_obs: int
     converged_x: np.ndarray = field(repr=False)
     converged_fun: np.ndarray = field(repr=False)
-    n_compared: int = 0
+    n_compared: int | None = None
 
     @property
     def params(self) -> dict[str, float]:
@@ -122,7 +123,7 @@ class FitResult:
             "n_starts": self.n_starts,
             "n_converged": self.n_converged,
             "n_agree": self.n_agree,
-            "n_compared": self.n_compared,
+            "n_compared": self.n_converged if self.n_compared is None else self.n_compared,
             "huber_delta": self.huber_delta,
             "n_obs": self.n_obs,
         }
