@@ -276,7 +276,8 @@ def _handle_duplicates(
         raise RunTableError(
             f"{name}: data rows {pos_a + 1} and {pos_b + 1} repeat the configuration ({config}); "
             f"{len(frame) - n_groups} row(s) repeat an earlier one. Average repeats with "
-            "duplicates='mean' (CLI: --duplicates mean), or name the column that tells them "
+            "duplicates='mean' (CLI: --duplicates mean; a sweep config: duplicates: mean in "
+            "the dataset's options), or name the column that tells them "
             "apart as a hyperparameter."
         )
     counts = np.bincount(group, minlength=n_groups)
