@@ -77,6 +77,16 @@ def test_bad_rows_are_named(synthetic, tmp_path):
     rows.assign(loss=["3.1", "x"]).to_csv(path, index=False)
     with pytest.raises(RunTableError, match=r"data row 2, column 'loss': 'x' is not a number"):
         read_campaign_runs(path, grid)
+    # a typo in a numeric axis (was numpy's "could not convert string to float: 'le-3'")
+    rows.assign(lr=[str(rows.lr.iloc[0]), "le-3"]).to_csv(path, index=False)
+    with pytest.raises(RunTableError, match=r"runs.csv: data row 2, column 'lr': expected a "
+                       r"number \(the grid's lr is numeric\), got 'le-3'\.$"):
+        read_campaign_runs(path, grid)
+    # a loss <= 0 was taken as a completed run, and the status then failed on internal rows
+    rows.assign(loss=[3.1, 0.0]).to_csv(path, index=False)
+    with pytest.raises(RunTableError, match=r"runs.csv: data row 2, column 'loss' \(nats\): "
+                       r"expected a loss > 0, got 0; laws are fitted in log space"):
+        read_campaign_runs(path, grid)
     pd.concat([rows, rows.iloc[:1]]).to_csv(path, index=False)
     with pytest.raises(SearchError, match=r"data rows \[1, 3\] are the same configuration"):
         read_campaign_runs(path, grid)

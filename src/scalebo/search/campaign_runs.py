@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalebo.data.columns import is_blank
+from scalebo.data.columns import is_blank, parse_number
 from scalebo.data.files import read_table
 from scalebo.errors import RunTableError, SearchError
 from scalebo.search.cost_model import CostModel
@@ -180,6 +180,19 @@ def _status(frame: pd.DataFrame, name: str) -> list[RunStatus | None]:
     return out
 
 
+def _grid_numbers(series: pd.Series, column: str, name: str) -> None:
+    """RunTableError naming the first value of a numeric grid column that is not a finite
+    number (``"le-3"`` for ``1e-3``, an empty cell)."""
+    if pd.api.types.is_numeric_dtype(series.dtype) and not series.isna().any():
+        return
+    for pos, value in enumerate(series.tolist()):
+        number = None if is_blank(value) else parse_number(value)
+        if number is None or not math.isfinite(number):
+            got = "an empty value" if is_blank(value) else repr(value)
+            raise RunTableError(f"{name}: data row {pos + 1}, column {column!r}: expected a "
+                                f"number (the grid's {column} is numeric), got {got}.")
+
+
 def _numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:
     if column not in frame.columns:
         return np.full(len(frame), np.nan)
@@ -246,9 +259,17 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
     frame = frame.reset_index(drop=True)
     if len(frame) == 0:
         return CampaignRuns(source=name)
+    for column in grid.input_columns:  # a typo in a numeric column, named (not a ValueError)
+        if column in frame.columns and column not in grid.categorical_axes:
+            _grid_numbers(frame[column], column, name)
     idx = grid.index_of(frame, source=name)
     status = _status(frame, name)
     loss = _numbers(frame, "loss", name)
+    nonpositive = np.flatnonzero(np.isfinite(loss) & (loss <= 0))
+    if nonpositive.size:
+        pos = int(nonpositive[0])
+        raise RunTableError(f"{name}: data row {pos + 1}, column 'loss' (nats): expected a loss "
+                            f"> 0, got {loss[pos]:g}; laws are fitted in log space.")
     cost = _numbers(frame, "cost", name)
     if np.any(np.isfinite(cost) & (cost <= 0)):
         pos = int(np.flatnonzero(np.isfinite(cost) & (cost <= 0))[0])
