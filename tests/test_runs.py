@@ -305,3 +305,23 @@ def test_text_column_rule_counts_blank_cells_as_empty():
     many = pd.Series(["1e-3", "2e-3", "oops"] * 100_000)  # 300k cells, 3 distinct values
     numeric, bad, n_numbers, n_present = text_column(many)
     assert numeric and bad.size == 100_000 and bad[:2].tolist() == [2, 5]
+
+
+def test_runs_told_apart_by_a_text_column_are_not_advised_to_be_averaged():
+    """An optimizer column (adam / sgd) makes rows look repeated: the error names it and says
+    to fit each value separately; it once advised --duplicates mean, which would average two
+    optimizers into one loss. Naming it as a hyperparameter says why that cannot work."""
+    frame = pd.DataFrame({"N": [1e8] * 4, "D": [1e9] * 4, "lr": [1e-3, 3e-3] * 2,
+                          "opt": ["adam", "adam", "sgd", "sgd"], "loss": [3.0, 3.1, 3.2, 3.3]})
+    with pytest.raises(RunTableError) as info:
+        load_runs(frame)
+    message = str(info.value)
+    assert "data rows 1 and 3 repeat the configuration" in message
+    assert "They differ in the text column 'opt' ('adam' vs 'sgd'): run tables take numeric " \
+           "hyperparameters only, so do not average them" in message
+    assert "--duplicates mean" not in message
+    with pytest.raises(RunTableError, match=r"column 'opt': expected a number, got 'adam' "
+                       r"\(first at data row 1\)\. The column holds names, not numbers"):
+        load_runs(frame, hyperparameters=["lr", "opt"])
+    only_sgd = load_runs(frame[frame.opt == "sgd"])  # the advice works
+    assert only_sgd.hyperparameters == ("lr",) and len(only_sgd) == 2

@@ -106,7 +106,8 @@ def _check_columns_exist(
 
 
 def _to_float(series: pd.Series, column: str, name: str) -> pd.Series:
-    """Cast to float64; a value that is present but not a number raises, naming it."""
+    """Cast to float64; a value that is present but not a number raises, naming it (and,
+    for a column of names, saying that run tables take numeric hyperparameters only)."""
     if pd.api.types.is_bool_dtype(series.dtype):
         raise RunTableError(
             f"{name}: column {column!r} holds booleans; expected numbers."
@@ -116,10 +117,15 @@ def _to_float(series: pd.Series, column: str, name: str) -> pd.Series:
     if bad.size:
         first = bad[0]
         more = f" (first at data row {first + 1})" if bad.size > 1 else ""
+        names = column not in CANONICAL_COLUMNS and not text_column(series)[0]
         raise RunTableError(
             f"{name}: {_rows(bad)}, column {column!r}: expected a number, got "
-            f"{_scalar(series.iloc[first])!r}{more}. Fix the value(s), or map another column "
-            "(--map on the command line, mapping= in Python)."
+            f"{_scalar(series.iloc[first])!r}{more}. " + (
+                "The column holds names, not numbers: run tables take numeric "
+                "hyperparameters only; fit each value's runs separately (filter the table), "
+                "or encode the column as numbers." if names else
+                "Fix the value(s), or map another column (--map on the command line, "
+                "mapping= in Python).")
         )
     return values.astype(np.float64)
 
@@ -273,12 +279,20 @@ def _handle_duplicates(
         partner = first_of_group[group[repeat]]
         pos_a, pos_b = frame.index[partner], frame.index[repeat]
         config = ", ".join(f"{k}={_scalar(frame[k].iloc[repeat])!r}" for k in keys)
+        texts = [c for c in frame.columns if c not in keys and c not in CANONICAL_COLUMNS
+                 and is_candidate_column(frame, c) and not pd.api.types.is_numeric_dtype(
+                     frame[c].dtype) and frame[c].iloc[partner] != frame[c].iloc[repeat]]
+        text = "" if not texts else (
+            f" They differ in the text column {texts[0]!r} ({frame[texts[0]].iloc[partner]!r} "
+            f"vs {frame[texts[0]].iloc[repeat]!r}): run tables take numeric hyperparameters "
+            "only, so do not average them; fit each value's runs separately (filter the "
+            "table), or encode the column as numbers.")
         raise RunTableError(
             f"{name}: data rows {pos_a + 1} and {pos_b + 1} repeat the configuration ({config}); "
-            f"{len(frame) - n_groups} row(s) repeat an earlier one. Average repeats with "
-            "duplicates='mean' (CLI: --duplicates mean; a sweep config: duplicates: mean in "
-            "the dataset's options), or name the column that tells them "
-            "apart as a hyperparameter."
+            f"{len(frame) - n_groups} row(s) repeat an earlier one." + (text or (
+                " Average repeats with duplicates='mean' (CLI: --duplicates mean; a sweep "
+                "config: duplicates: mean in the dataset's options), or name the column that "
+                "tells them apart as a hyperparameter."))
         )
     counts = np.bincount(group, minlength=n_groups)
     mean_loss = np.bincount(group, weights=frame["loss"].to_numpy(), minlength=n_groups) / counts
