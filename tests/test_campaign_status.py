@@ -110,6 +110,12 @@ def test_stop_rule_by_hand():
     stop, why = stop_decision({1e25: 0.004, 1.4e24: 0.02}, remaining=1e20, cheapest_left=1e18)
     assert not stop and "1.4e+24 FLOPs" in why
     assert "1.4e+24" in stop_decision({1.4e24: None}, remaining=1e20, cheapest_left=1e18)[1]
+    # Budget used up with runs in flight: stop starting runs, but the law is not final yet.
+    stop, why = stop_decision({1e25: 0.3}, remaining=0.0, cheapest_left=1e18, n_running=2)
+    assert stop and why == ("the budget is committed: 0 FLOPs left, the cheapest untried "
+                            "configuration costs 1e+18; 2 runs still in flight: nothing more "
+                            "to start, but the law and its interval change when they finish "
+                            "(run status again then)")
 
 
 def test_status_covers_the_known_law_and_counts_compute(synthetic):
@@ -205,6 +211,11 @@ def test_noise_free_status_csv_says_its_estimand_and_floor(synthetic, tmp_path):
     assert list(table["reason"]) == [status["reason"]] * 2 and status["reason"]
     for (_, row), t in zip(table.iterrows(), status["targets"], strict=True):  # CSV = JSON
         assert [row["low_80"], row["high_80"]] == pytest.approx(t["interval_80"])
+        # the stop rule's ± is half the 80 % interval over the posterior median, shown beside
+        # the point fit (a user measured the ± around the printed fit and found it off)
+        assert row["median"] == pytest.approx(t["median"])
+        assert t["half_width_pct"] == pytest.approx(
+            100 * (t["interval_80"][1] - t["interval_80"][0]) / 2 / t["median"])
         assert [row["low_95"], row["high_95"]] == pytest.approx(t["interval_95"])
         for name in ("N_opt", "D_opt"):
             iv = t[f"{name}_80"]

@@ -43,9 +43,10 @@ at it too: when training everything left would narrow the interval by less than
 """ + GRID_HELP
 EPILOG = ("example: scalebo status --grid grid.yaml --runs runs.csv --budget 0.05 "
           "--target 1e24 --target 1e25 --plot status.png")
-CSV_COLUMNS = ("C", "prediction", "low_80", "high_80", "low_95", "high_95", "half_width_pct",
-               "floor_half_width_pct", "N_opt", "N_opt_low_80", "N_opt_high_80", "D_opt",
-               "D_opt_low_80", "D_opt_high_80", "estimand", "stop", "reason")
+CSV_COLUMNS = ("C", "prediction", "median", "low_80", "high_80", "low_95", "high_95",
+               "half_width_pct", "floor_half_width_pct", "N_opt", "N_opt_low_80",
+               "N_opt_high_80", "D_opt", "D_opt_low_80", "D_opt_high_80", "estimand", "stop",
+               "reason")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,9 +55,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--target", type=positive_float, action="append", default=None,
                        metavar="C", help="target compute in FLOPs (repeatable; default 1e25)")
     group.add_argument("--tolerance", type=tolerance, default=0.005, metavar="FRACTION",
-                       help="stop when the 80 %% interval is within +-this fraction of the "
-                            "prediction at every target: 0.005 (the default) or 0.5%% is "
-                            "+-0.5 %%; 0.5 would be +-50 %% (a warning from 0.2 up)")
+                       help="stop when the 80 %% interval is within +-this fraction of its "
+                            "median at every target (half its width over the posterior "
+                            "median): 0.005 (the default) or 0.5%% is +-0.5 %%; 0.5 would be "
+                            "+-50 %% (a warning from 0.2 up)")
     group.add_argument("--samples", type=int, default=64,
                        help="law-posterior samples (default 64)")
     group.add_argument("--estimand", choices=("reference", "noise_free"), default="reference",
@@ -99,7 +101,8 @@ def _csv_row(t: Any, status: Any) -> dict[str, Any]:
     low_95, high_95 = t.interval_95 or (None, None)
     n_low, n_high = t.N_opt_80 or (None, None)
     d_low, d_high = t.D_opt_80 or (None, None)
-    return {"C": t.C, "prediction": t.prediction, "low_80": low_80, "high_80": high_80,
+    return {"C": t.C, "prediction": t.prediction, "median": t.median, "low_80": low_80,
+            "high_80": high_80,
             "low_95": low_95, "high_95": high_95, "half_width_pct": t.half_width_pct,
             "floor_half_width_pct": t.floor_half_width_pct, "N_opt": t.N_opt,
             "N_opt_low_80": n_low, "N_opt_high_80": n_high, "D_opt": t.D_opt,
@@ -149,11 +152,13 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         write_json_file(result, args.json)
         log(f"wrote {args.json}")
-    rows = [{"C": t.C, "prediction": t.prediction, "interval_80": _interval(t.interval_80),
+    rows = [{"C": t.C, "prediction": t.prediction, "median": t.median,
+             "interval_80": _interval(t.interval_80),
              "interval_95": _interval(t.interval_95), "half_width_pct": t.half_width_pct,
              "N_opt": _median(t.N_opt, t.N_opt_80), "D_opt": _median(t.D_opt, t.D_opt_80)}
             for t in status.targets]
-    headers = ["C", "loss", "80 %", "95 %", "±80 % (%)", "N* (80 %)", "D* (80 %)"]
+    headers = ["C", "loss (fit)", "median", "80 %", "95 %", "±80 % of median (%)",
+               "N* (80 %)", "D* (80 %)"]
     if status.noise_floor is not None:  # noise-free intervals: their floor beside the width
         for row, t in zip(rows, status.targets, strict=True):
             row["floor"] = t.floor_half_width_pct
@@ -172,11 +177,11 @@ def run(args: argparse.Namespace) -> int:
                f"{status.n_running} running" + (
                    f"; {status.n_retried} failed attempt{'s' if status.n_retried > 1 else ''} "
                    "retried (compute counted as spent)" if status.n_retried else ""),
-               f"budget      spent {status.spent:.4g} {status.unit} "
-               f"({result['spent_fraction']:.3%}), pending {status.pending:.4g} "
-               f"({result['pending_fraction']:.3%}), remaining {status.remaining:.4g} "
-               f"({result['remaining_fraction']:.3%}) of budget {status.budget:.4g} "
-               f"(grid total {status.C_total:.4g})",
+               f"budget      spent {status.spent:.4g} {status.unit}, pending "
+               f"{status.pending:.4g}, remaining {status.remaining:.4g} of budget "
+               f"{status.budget:.4g} (% of the grid's total {status.C_total:.4g}: spent "
+               f"{result['spent_fraction']:.3%}, pending {result['pending_fraction']:.3%}, "
+               f"remaining {result['remaining_fraction']:.3%})",
                "", "predictions (C in FLOPs, loss in nats, N* parameters, D* tokens; "
                + ("intervals of the noise-free law)" if status.estimand == "noise_free"
                   else "intervals of the law the whole grid's recorded runs would give)"),

@@ -61,6 +61,9 @@ class TargetStatus:
     #: 80 % intervals of N* and D* (q10–q90), or None.
     N_opt_80: list[float] | None = None
     D_opt_80: list[float] | None = None
+    #: The law posterior's median loss (q50, nats): the stop rule's ± is relative to it
+    #: (``half_width_pct``), while ``prediction`` is the point fit of the posterior-mean table.
+    median: float | None = None
 
 
 @dataclass(frozen=True)
@@ -189,12 +192,13 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                                  N_opt=n_q.get("q50"), D_opt=d_q.get("q50"),
                                  N_opt_80=_interval(n_q, "q10", "q90"),
                                  D_opt_80=_interval(d_q, "q10", "q90"),
+                                 median=q.get("q50") if q else None,
                                  floor_half_width_pct=None if w is None or r is None
                                  else 100 * r * w))
     stop, reason = stop_decision(widths, remaining=remaining, cheapest_left=cheapest,
                                  tolerance=tolerance, unit=grid.price_unit,
                                  floor_ratios=ratios, min_shrink=min_shrink,
-                                 **_law_status(compute))
+                                 n_running=int(runs.running.size), **_law_status(compute))
     law: dict[str, Any] = {"name": "compute", "formula": "L(C) = E + A/C^alpha"}
     if compute is not None and compute.point is not None:
         law |= {"params": compute.point.params, "status": str(compute.point.status),

@@ -78,23 +78,29 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
                   tolerance: float = DEFAULT_TOLERANCE, unit: str = "FLOPs",
                   floor_ratios: Mapping[float, float | None] | None = None,
                   min_shrink: float = DEFAULT_MIN_SHRINK,
-                  law_status: str | None = None, law_message: str = ""
-                  ) -> tuple[bool, str]:
+                  law_status: str | None = None, law_message: str = "",
+                  n_running: int = 0) -> tuple[bool, str]:
     """``(stop, reason)`` from the 80 % half-widths at each target (FLOPs → relative width),
     the remaining budget and the cost of the cheapest configuration still untried (None:
     none left), both in ``unit`` (the grid's budget unit), and, for a noise-free interval,
     the noise-floor ratio at each target (:class:`~scalebo.search.noise_floor.NoiseFloor`;
     None: no floor clause). ``law_status`` (and ``law_message``): the point fit's
     :class:`~scalebo.fitting.robust.FitStatus`; anything but ``"converged"`` keeps the
-    campaign going while budget is left (None: not checked). Raises ValueError unless
+    campaign going while budget is left (None: not checked). ``n_running``: runs in flight;
+    when the budget (or the grid) is used up while some are, the reason says to wait for
+    them, since the law and its interval change when they finish. Raises ValueError unless
     ``0 < min_shrink < 1``.
     """
     check_min_shrink(min_shrink)
+    wait = "" if not n_running else (
+        f"; {n_running} run{'s' if n_running > 1 else ''} still in flight: nothing more to "
+        "start, but the law and its interval change when they finish (run status again then)")
     if cheapest_left is None:
-        return True, "every configuration of the grid is trained or in flight"
+        return True, "every configuration of the grid is trained or in flight" + wait
     if remaining < cheapest_left:
-        return True, (f"the budget is spent: {remaining:.4g} {unit} left, the cheapest "
-                      f"untried configuration costs {cheapest_left:.4g}")
+        spent = "committed" if n_running else "spent"
+        return True, (f"the budget is {spent}: {remaining:.4g} {unit} left, the cheapest "
+                      f"untried configuration costs {cheapest_left:.4g}{wait}")
     missing = [C for C, w in widths.items() if w is None]
     if missing:
         return False, (f"no interval at {', '.join(f'{C:.3g}' for C in missing)} FLOPs yet "
