@@ -358,3 +358,13 @@ def test_bootstrap_of_an_unidentified_fit_prints_no_interval(tmp_path: Path) -> 
         in proc.stdout
     assert "unidentified: cannot be identified: 6 runs but only 2 distinct values of C" \
         in proc.stdout
+
+
+def test_a_bootstrap_of_few_resamples_is_warned_about(compute_csv: Path) -> None:
+    """--bootstrap 1 printed zero-width '95 % intervals' that excluded the estimate."""
+    proc = run_cli("fit", str(compute_csv), "--map", "N=params", "--bootstrap", "5")
+    assert proc.returncode == 0, proc.stderr
+    assert ("warning: --bootstrap 5: percentile intervals from so few resamples are rough"
+            in proc.stderr)
+    quiet = run_cli("fit", str(compute_csv), "--map", "N=params", "--bootstrap", "100")
+    assert "so few resamples" not in quiet.stderr

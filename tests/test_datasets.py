@@ -157,3 +157,11 @@ def test_porian_isoflop(data_dir):
     assert one.frame["N"].nunique() == 16
     with pytest.raises(RunTableError, match=r"dataset=\['c4'\] does not occur.*'owt2', 'rw'"):
         load_dataset("porian_isoflop", data_dir, dataset="c4")
+
+
+def test_steplaw_lr_digits_below_one_is_an_error(data_dir):
+    """lr_digits=0 or -2 rounded every lr to 0.0 and surfaced as a duplicates error."""
+    for bad in (0, -2):
+        with pytest.raises(RunTableError, match=rf"steplaw: lr_digits must be an integer >= 1 "
+                           rf".*got {bad}\."):
+            load_dataset("steplaw", data_dir, lr_digits=bad)

@@ -154,6 +154,20 @@ def _key_value(text: str) -> tuple[str, Any]:
     return key.strip(), yaml.safe_load(value)
 
 
+#: Fewer bootstrap resamples than this get a warning: 95 % percentile ends need tails.
+MIN_RESAMPLES = 100
+
+
+def warn_few_resamples(n: int, option: str = "--bootstrap") -> None:
+    """Warn (on stderr, as every warning) when ``0 < n < MIN_RESAMPLES``."""
+    if 0 < n < MIN_RESAMPLES:
+        import warnings
+
+        warnings.warn(f"{option} {n}: percentile intervals from so few resamples are rough "
+                      f"(the 2.5 % and 97.5 % ends need tails); use at least {MIN_RESAMPLES}, "
+                      "1000 is typical", UserWarning, stacklevel=2)
+
+
 def positive_float(text: str) -> float:
     """argparse type: one positive, finite number (e.g. a Huber δ or a compute in FLOPs)."""
     try:

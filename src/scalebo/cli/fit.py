@@ -36,6 +36,7 @@ from scalebo.cli.common import (
     load_input,
     log,
     positive_float,
+    warn_few_resamples,
     write_csv,
     write_json,
     write_json_file,
@@ -246,6 +247,7 @@ def _collect(fn: Callable[[], Any], sink: list[str]) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``scalebo fit`` (see :mod:`scalebo.fitting.summary`); returns the exit code."""
+    warn_few_resamples(args.bootstrap)
     if args.formula:
         return _run_formula(args)
     if args.predict_at:

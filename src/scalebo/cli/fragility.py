@@ -21,6 +21,7 @@ from scalebo.cli.common import (
     load_input,
     log,
     positive_float,
+    warn_few_resamples,
     write_csv,
     write_json,
     write_json_file,
@@ -149,10 +150,12 @@ def _extras(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``scalebo fragility``; exit 0 when the base and every variant fit, 1 otherwise."""
+    """Run ``scalebo fragility``; exit 0 when the base fit is usable (a variant that fails or
+    cannot be identified is warned about and left out of the spread), 1 otherwise."""
     from scalebo.analysis.fragility import StartPolicy, fragility, plot_fragility
 
     check_outputs(args)
+    warn_few_resamples(args.bootstrap)
     table = load_input(args)
     extra = _extras(args)
     options = {
@@ -189,5 +192,7 @@ def run(args: argparse.Namespace) -> int:
     failed = [r["variant"] for r in rows if r["status"] in ("failed", "unidentified")]
     if failed:
         print(f"warning: {len(failed)} variant fit(s) failed or cannot be identified by their "
-              f"points: {failed}", file=sys.stderr)
-    return 1 if failed else 0
+              f"points: {failed} (left out of the spread)", file=sys.stderr)
+    # a variant the data cannot identify is a finding of the analysis; without the base
+    # fit there is nothing to compare against
+    return 1 if rows and rows[0]["status"] in ("failed", "unidentified") else 0

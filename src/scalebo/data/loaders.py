@@ -32,6 +32,9 @@ def load_steplaw(
     (181 have loss > 4) are real, costly runs of the grid and are kept unless
     ``diverged_above`` is given.
     """
+    if int(lr_digits) != lr_digits or lr_digits < 1:
+        raise RunTableError(f"steplaw: lr_digits must be an integer >= 1 (significant digits "
+                            f"of lr; 3 gives the paper's 14 values), got {lr_digits!r}.")
     path = _file(root, "steplaw", "dense_lr_bs_loss.csv")
     frame = read_table(path)
     frame = frame.rename(columns={"loss": "raw_loss", "smooth loss": "loss", "lr": "lr_raw"})
