@@ -286,6 +286,7 @@ def test_a_retried_failed_run_keeps_both_rows(synthetic):
     status = campaign_status(grid, runs, 0.5 * grid.budget_total, n_samples=8)
     assert (status.n_failed, status.n_retried, status.n_completed) == (0, 1, 3)
     assert status.to_dict()["n_retried"] == 1
+    assert runs.counts() == "3 completed, 0 failed, 0 running; 1 failed attempt retried"
     assert status.spent == pytest.approx(runs.spent())
     # Two failed attempts: still failed, both spent; a retry in flight is pending.
     twice = read_campaign_runs(pd.concat([rows, rows.iloc[[0]]]), grid)

@@ -54,12 +54,21 @@ def test_status_tolerance_is_a_fraction_and_a_large_one_is_warned_about(
     assert json.loads(captured.out)["tolerance"] == pytest.approx(value)
 
 
-@pytest.mark.parametrize("given", ["0", "-0.01", "nan", "inf", "0%", "half"])
-def test_status_tolerance_not_positive_and_finite_is_exit_2(campaign, capsys, given):
+@pytest.mark.parametrize("given", ["0", "-0.01", "nan", "inf", "0%", "half", "1", "150%"])
+def test_status_tolerance_not_in_0_1_is_exit_2(campaign, capsys, given):
+    # ±100 % or more stops at once: 150% was accepted without a word
     assert main(["status", *campaign, f"--tolerance={given}"]) == 2
     assert _usage_error(capsys) == (
-        "scalebo status: error: argument --tolerance: expected a positive fraction such as "
-        f"0.005 (±0.5 %) or a percentage such as 0.5%, got '{given}'")
+        "scalebo status: error: argument --tolerance: expected a positive fraction below 1 "
+        f"such as 0.005 (±0.5 %) or a percentage such as 0.5%, got '{given}'")
+
+
+@pytest.mark.parametrize(("option", "bad", "expected"), [
+    ("--clip-iqr", "-1", "a number >= 0"), ("--samples", "7", "an integer >= 8")])
+def test_clip_iqr_and_samples_are_checked_while_parsing(campaign, capsys, option, bad, expected):
+    assert main(["status", *campaign, option, bad]) == 2
+    assert _usage_error(capsys) == (f"scalebo status: error: argument {option}: expected "
+                                    f"{expected}, got '{bad}'")
 
 
 #: (command words and required options, option, smallest value it takes)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from scalebo.cli.common import int_at_least, positive_float
+from scalebo.cli.common import int_at_least, non_negative_float, positive_float
 
 GRID_HELP = ("GRID: a YAML axis product ('axes: {N: [...], D: [...], lr: [...]}', optional "
              "'held_out_cells', default none for a campaign) or a table of candidate "
@@ -40,7 +40,7 @@ def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: 
     group.add_argument("--schedule", choices=("sweep", "spent", "coverage", "full"),
                        default="spent", help="compute window of the search's suggestions "
                        "(default spent; the status's law posterior covers the whole grid)")
-    group.add_argument("--clip-iqr", type=float, default=5.0,
+    group.add_argument("--clip-iqr", type=non_negative_float, default=5.0,
                        help="the GP sees losses clipped at median + K x IQR of the completed "
                             "runs, so diverged runs do not swamp it (default 5; 0: off)")
     group.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the GP and samples "

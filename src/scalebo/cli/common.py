@@ -228,7 +228,8 @@ TOLERANCE_WARN = 0.2
 
 def tolerance(text: str) -> float:
     """argparse type of ``--tolerance``: a relative tolerance as a fraction (``0.005`` is
-    ±0.5 %) or a percentage (``0.5%``); positive and finite. A fraction of
+    ±0.5 %) or a percentage (``0.5%``); in (0, 1): ±100 % or more would stop at once. A
+    fraction of
     :data:`TOLERANCE_WARN` or more is accepted with a warning saying what it means
     (``--tolerance 0.5 is ±50 %; for 0.5 % write 0.005``)."""
     raw = str(text).strip()
@@ -237,15 +238,26 @@ def tolerance(text: str) -> float:
         value = float(raw[:-1]) / 100 if percent else float(raw)
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value > 0):
+    if not (math.isfinite(value) and 0 < value < 1):
         raise argparse.ArgumentTypeError(
-            f"expected a positive fraction such as 0.005 (±0.5 %) or a percentage such as "
-            f"0.5%, got {text!r}")
+            f"expected a positive fraction below 1 such as 0.005 (±0.5 %) or a percentage "
+            f"such as 0.5%, got {text!r}")
     if value >= TOLERANCE_WARN and not percent:
         import warnings
 
         warnings.warn(f"--tolerance {raw} is ±{100 * value:g} %; for {value:g} % write "
                       f"{value / 100:g}", UserWarning, stacklevel=2)
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0 (e.g. ``--clip-iqr``, where 0 means off)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
 
 

@@ -59,8 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "median at every target (half its width over the posterior "
                             "median): 0.005 (the default) or 0.5%% is +-0.5 %%; 0.5 would be "
                             "+-50 %% (a warning from 0.2 up)")
-    group.add_argument("--samples", type=int, default=64,
-                       help="law-posterior samples (default 64)")
+    group.add_argument("--samples", type=int_at_least(8), default=64,
+                       help="law-posterior samples, at least 8 (default 64)")
     group.add_argument("--estimand", choices=("reference", "noise_free"), default="reference",
                        help="what the intervals are about: the law a fit on the whole grid "
                             "of recorded runs would give (reference; 0 wide once the "
@@ -116,12 +116,9 @@ def run(args: argparse.Namespace) -> int:
     from scalebo.search.stopping import check_min_shrink
 
     check_outputs(args)
-    if args.samples < 8:
-        raise ValueError(f"--samples must be >= 8, got {args.samples}")
     check_min_shrink(args.min_shrink, "--min-shrink")
     grid, runs, budget = load_campaign(args)
-    log(f"{runs.n_runs} runs ({runs.completed.size} completed, {runs.failed.size} failed, "
-        f"{runs.running.size} running); law posterior with {args.samples} samples ...")
+    log(f"{runs.n_runs} runs ({runs.counts()}); law posterior with {args.samples} samples ...")
     status = campaign_status(grid, runs, budget, targets=tuple(args.target or (1e25,)),
                              tolerance=args.tolerance, n_samples=args.samples,
                              clip_iqr=args.clip_iqr, seed=args.seed,

@@ -85,8 +85,7 @@ def run(args: argparse.Namespace) -> int:
         _write(args, {"suggestions": [], **exc.account, "message": str(exc),
                       "notes": list(runs.notes), "stop": True})
         raise
-    log(f"{runs.completed.size} completed, {runs.failed.size} failed, {runs.running.size} "
-        f"running; spent {res.spent:.4g} + pending {res.pending:.4g} of budget "
+    log(f"{runs.counts()}; spent {res.spent:.4g} + pending {res.pending:.4g} of budget "
         f"{res.budget:.4g} {res.unit} ({res.budget / res.C_total:.4g} of the grid's total)")
     for note in runs.notes:
         log(f"note: {note}")

@@ -156,6 +156,14 @@ class CampaignRuns:
         return int(self.completed.size + self.failed.size + self.running.size
                    + self.n_superseded)
 
+    def counts(self) -> str:
+        """``"5 completed, 0 failed, 2 running; 1 failed attempt retried"``: every row."""
+        retried = "" if not self.n_superseded else (
+            f"; {self.n_superseded} failed attempt{'s' if self.n_superseded > 1 else ''} "
+            "retried")
+        return (f"{self.completed.size} completed, {self.failed.size} failed, "
+                f"{self.running.size} running{retried}")
+
 
 def _where(runs: CampaignRuns, g: int) -> str:
     """``"runs.csv: data row 5"``: where the run of grid index ``g`` is written."""
