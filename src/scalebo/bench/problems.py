@@ -170,8 +170,9 @@ def problem_from_table(
         merged["n_repeats"] = (g["loss"].size() if "n_repeats" not in frame.columns
                                else g["n_repeats"].sum()).to_numpy()
         frame, repeats = merged, merged["n_repeats"].to_numpy(dtype=np.int64)
-    if (repeats > 1).any():
-        msg = (f"{name}: {int((repeats > 1).sum())} configurations were run more than once; "
+    if (counts > 1).any() and (repeats > 1).any():  # averaged here (load_runs says its own)
+        k = int((repeats > 1).sum())
+        msg = (f"{name}: {k} configuration{'s were' if k > 1 else ' was'} run more than once; "
                f"their {int(repeats[repeats > 1].sum())} runs are averaged into one oracle "
                "loss each")
         notes.append(msg)

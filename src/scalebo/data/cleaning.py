@@ -302,7 +302,7 @@ def _handle_duplicates(
     merged["n_repeats"] = counts.astype(np.int64)
     warnings.warn(
         f"{name}: averaged the loss of repeated configurations: {len(frame)} runs merged "
-        f"into {n_groups} ({int((counts > 1).sum())} configurations had repeats; other "
+        f"into {n_groups} ({int((counts > 1).sum())} configuration(s) had repeats; other "
         "columns keep the first run's values).",
         UserWarning,
         stacklevel=3,
