@@ -129,9 +129,8 @@ def test_exit_3_still_writes_the_json_with_no_suggestions(campaign):
             ("0.001", "the budget is already spent: 3.3e+18 FLOPs of 8.82e+16 are done, "
                       "failed or running; raise the budget to continue."),
             (f"{spent + 0.5 * cheapest:.6e}FLOPs",
-             "no configuration fits the remaining budget: only 0 of 1 configurations fit the "
-             "remaining budget of 1.5e+17 FLOPs (the cheapest untried configuration costs "
-             "3e+17).")):
+             "no configuration fits the remaining budget of 1.5e+17 FLOPs (the cheapest "
+             "untried configuration costs 3e+17).")):
         out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "done.csv", "--budget",
                        budget, "--json", "next.json", "--format", "json", cwd=path)
         assert out.returncode == 3, out.stderr
@@ -179,3 +178,25 @@ def test_a_failed_run_retried_through_pending(campaign):
     assert r["spent"] == pytest.approx(b["spent"]) and r["pending"] == pytest.approx(cost20)
     retry = tuple(frame.iloc[20][["N", "D", "lr", "bs"]])
     assert all((s["N"], s["D"], s["lr"], s["bs"]) != retry for s in r["suggestions"])
+
+
+def test_a_batch_that_does_not_fit_says_what_is_left_after_it(campaign):
+    """'only 0 of 1 configurations fit' (1 was --batch) and a cheapest cost quoted next to a
+    smaller proposed run confused a user: the message now names the batch and the budget
+    left after the proposed runs."""
+    path, frame = campaign
+    done = frame.iloc[[0, 1, 2, 7, 12, 20]]
+    spent = float((6 * done["N"] * done["D"]).sum())
+    cheapest = 6 * 5e7 * 1e9
+    out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "done.csv", "--budget",
+                   f"{spent + 1.5 * cheapest:.6e}FLOPs", "--batch", "3", "--format", "json",
+                   cwd=path)
+    assert out.returncode == 0, out.stderr
+    printed = json.loads(out.stdout)
+    n = len(printed["suggestions"])
+    cost = sum(s["cost"] for s in printed["suggestions"])
+    assert n == 1 and cost == pytest.approx(cheapest)
+    assert printed["message"] == (
+        f"1 of the 3 asked for (--batch) fit the remaining budget of "
+        f"{printed['remaining']:.4g} FLOPs; after them {printed['remaining'] - cost:.4g} is "
+        f"left and the cheapest untried configuration costs {cheapest:.4g}")

@@ -290,13 +290,21 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         taken = np.zeros(len(grid), dtype=bool)
         for arr in (loop.observed_indices, loop.pending_indices, loop.failed_indices):
             taken[arr] = True
+        taken[[s.index for s in suggestions]] = True  # the cheapest one left after them
         cheapest = cheapest_untried(grid, loop.marginal_cost(priced=True), taken)
-        message = (f"only {len(suggestions)} of {batch} configurations fit the remaining "
-                   f"budget of {remaining:.4g} {unit}" + (
-                       f" (the cheapest untried configuration costs {cheapest:.4g})"
-                       if cheapest is not None else " (every configuration is tried)"))
+        asked = f"{batch} asked for (--batch)"
+        left = remaining - sum(_prices(grid, model, loop, suggestions))
+        message = (f"{len(suggestions)} of the {asked} fit the remaining budget of "
+                   f"{remaining:.4g} {unit}" + ((
+                       f"; after them {left:.4g} is left and the cheapest untried "
+                       f"configuration costs {cheapest:.4g}") if cheapest is not None
+                       else " (every configuration is tried)"))
     if not suggestions:
-        raise BudgetExhausted(f"no configuration fits the remaining budget: {message}.", account)
+        raise BudgetExhausted("no configuration fits the remaining budget of "
+                              f"{remaining:.4g} {unit}" + (
+                                  f" (the cheapest untried configuration costs {cheapest:.4g})"
+                                  if cheapest is not None else
+                                  " (every configuration is tried)") + ".", account)
     return SuggestResult(suggestions=suggestions, message=message,
                          prices=_prices(grid, model, loop, suggestions), **account)
 
