@@ -209,6 +209,10 @@ def test_noise_free_status_csv_says_its_estimand_and_floor(synthetic, tmp_path):
     # the stop decision is in the CSV too (a CSV reader could not tell whether to stop)
     assert list(table["stop"]) == [status["stop"]] * 2
     assert list(table["reason"]) == [status["reason"]] * 2 and status["reason"]
+    for key in ("budget", "spent", "pending", "remaining"):
+        assert list(table[key]) == pytest.approx([status[key]] * 2)
+    assert table["spent"][0] + table["pending"][0] + table["remaining"][0] == pytest.approx(
+        table["budget"][0])
     for (_, row), t in zip(table.iterrows(), status["targets"], strict=True):  # CSV = JSON
         assert [row["low_80"], row["high_80"]] == pytest.approx(t["interval_80"])
         # the stop rule's ± is half the 80 % interval over the posterior median, shown beside

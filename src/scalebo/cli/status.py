@@ -46,7 +46,7 @@ EPILOG = ("example: scalebo status --grid grid.yaml --runs runs.csv --budget 0.0
 CSV_COLUMNS = ("C", "prediction", "median", "low_80", "high_80", "low_95", "high_95",
                "half_width_pct", "floor_half_width_pct", "N_opt", "N_opt_low_80",
                "N_opt_high_80", "D_opt", "D_opt_low_80", "D_opt_high_80", "estimand", "stop",
-               "reason")
+               "reason", "budget", "spent", "pending", "remaining", "unit")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,7 +96,7 @@ def _median(value: float | None, iv: list[float] | None) -> str:
 
 def _csv_row(t: Any, status: Any) -> dict[str, Any]:
     """One target's CSV row (:data:`CSV_COLUMNS`; an interval's ends empty without it); the
-    campaign's stop decision and its reason repeat on every row."""
+    campaign's stop decision, its reason and its budget account repeat on every row."""
     low_80, high_80 = t.interval_80 or (None, None)
     low_95, high_95 = t.interval_95 or (None, None)
     n_low, n_high = t.N_opt_80 or (None, None)
@@ -107,7 +107,9 @@ def _csv_row(t: Any, status: Any) -> dict[str, Any]:
             "floor_half_width_pct": t.floor_half_width_pct, "N_opt": t.N_opt,
             "N_opt_low_80": n_low, "N_opt_high_80": n_high, "D_opt": t.D_opt,
             "D_opt_low_80": d_low, "D_opt_high_80": d_high, "estimand": status.estimand,
-            "stop": status.stop, "reason": status.reason}
+            "stop": status.stop, "reason": status.reason, "budget": status.budget,
+            "spent": status.spent, "pending": status.pending, "remaining": status.remaining,
+            "unit": status.unit}
 
 
 def run(args: argparse.Namespace) -> int:
