@@ -69,19 +69,18 @@ def test_status_pending_counts_compute_and_is_not_proposed(campaign, capsys):
 @pytest.mark.parametrize(("text", "message"), [
     # a finished run also listed as in flight
     ("N,D,lr\n2e8,1e10,3e-3\n5e7,1e9,1e-3\n",
-     "pending.csv: data row 2, configuration {'N': 50000000.0, 'D': 1000000000.0, "
-     "'C': 3e+17, 'lr': 0.001}, is already completed in runs.csv (data row 2); list each run "
-     "once (a finished run belongs in the runs table only)."),
+     "pending.csv: data row 2, configuration (N=5e+07, D=1e+09, C=3e+17, lr=0.001), is "
+     "already completed in runs.csv (data row 2); list each run once (a finished run belongs "
+     "in the runs table only)."),
     ("N,D\n5e7,1e9\n",
      "pending.csv: columns ['lr'] are missing (need ['N', 'D', 'lr']); rename them (--map) or "
      "add them."),
     ("N,D,lr\n5e7,1e9,2e-3\n",
-     "pending.csv: 1 of 1 rows are not on the grid (data rows [1]; first: {'N': 50000000.0, "
-     "'D': 1000000000.0, 'lr': 0.002}). Add their values to the grid axes or drop those "
-     "runs."),
+     "pending.csv: 1 of 1 rows are not on the grid (data row 1; first: (N=5e+07, D=1e+09, "
+     "lr=0.002)). Add their values to the grid axes or drop those runs."),
     ("N,D,lr\n2e8,1e10,3e-3\n2e8,1e10,3e-3\n",
-     "pending.csv: data rows [1, 2] are the same configuration {'N': 200000000.0, "
-     "'D': 10000000000.0, 'C': 1.2e+19, 'lr': 0.003}, run more than once without failing; "
+     "pending.csv: data rows 1 and 2 are the same configuration (N=2e+08, D=1e+10, "
+     "C=1.2e+19, lr=0.003), run more than once without failing; "
      "keep one run per configuration (average repeats, or drop the older one); failed "
      "attempts may stay beside their retry."),
 ])

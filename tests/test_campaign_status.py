@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from scalebo.bench.synthetic import DEFAULT_LAW, make_synthetic
-from scalebo.errors import RunTableError, SearchError
+from scalebo.errors import RunTableError, SearchError, shown_config
 from scalebo.search.campaign import parse_budget
 from scalebo.search.campaign_runs import read_campaign_runs
 from scalebo.search.grid import Grid
@@ -88,12 +88,13 @@ def test_bad_rows_are_named(synthetic, tmp_path):
                        r"expected a loss > 0, got 0; laws are fitted in log space"):
         read_campaign_runs(path, grid)
     pd.concat([rows, rows.iloc[:1]]).to_csv(path, index=False)
-    with pytest.raises(SearchError, match=r"data rows \[1, 3\] are the same configuration"):
+    with pytest.raises(SearchError, match=r"data rows 1 and 3 are the same configuration "
+                       r"\(N=5e\+07, D=1e\+09, "):
         read_campaign_runs(path, grid)
     off = rows.assign(N=[1.23e8, rows["N"].iloc[1]])
     off.to_csv(path, index=False)
     with pytest.raises(SearchError, match=r"runs.csv: 1 of 2 rows are not on the grid \(data "
-                                          r"rows \[1\]"):
+                                          r"row 1; first: \(N=1.23e\+08, D=1e\+09, "):
         read_campaign_runs(path, grid)
 
 
@@ -284,7 +285,8 @@ def test_a_retried_failed_run_keeps_both_rows(synthetic):
     assert runs.notes == (f"data row 1: status failed, so its loss {rows.loss.iloc[0]:g} is "
                           "not used",
                           "data row 1: a failed attempt of "
-                          f"{grid.config(int(grid.index_of(rows.iloc[[0]])[0]))}, run again in "
+                          f"{shown_config(grid.config(int(grid.index_of(rows.iloc[[0]])[0])))}, "
+                          "run again in "
                           "data row 4; its compute counts as spent",)
     # The status counts the failed attempt (it once vanished: 0 failed, compute spent).
     status = campaign_status(grid, runs, 0.5 * grid.budget_total, n_samples=8)
@@ -301,7 +303,7 @@ def test_a_retried_failed_run_keeps_both_rows(synthetic):
     assert flying.pending() == pytest.approx(flops.iloc[0])
     assert flying.spent() == pytest.approx(flops.sum())
     # Two runs that did not fail are still an error.
-    with pytest.raises(SearchError, match=r"data rows \[2, 4\] are the same configuration"):
+    with pytest.raises(SearchError, match=r"data rows 2 and 4 are the same configuration"):
         read_campaign_runs(pd.concat([rows, rows.iloc[[1]]]), grid)
 
 

@@ -102,7 +102,7 @@ def test_off_grid_and_duplicate_exit_2_and_a_spent_budget_exits_3(campaign):
     frame.iloc[[0, 0]].to_csv(path / "dup.csv", index=False)
     out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "dup.csv", "--budget", "0.1",
                    cwd=path)
-    assert out.returncode == 2 and "data rows [1, 2] are the same configuration" in out.stderr
+    assert out.returncode == 2 and "data rows 1 and 2 are the same configuration" in out.stderr
     out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "done.csv", "--budget",
                    "0.001", cwd=path)
     assert out.returncode == 3 and "already spent" in out.stderr

@@ -77,7 +77,7 @@ def test_index_of_tolerance_and_off_grid(grid):
     off = pd.DataFrame({"N": [1e6, 1e6], "D": [1e9, 1e9], "lr": [1e-3, 5e-3], "opt": ["sgd"] * 2})
     off.index = ["a", "b"]
     # a non-integer index: rows are named by their 1-based position in the table
-    with pytest.raises(SearchError, match=r"1 of 2 rows are not on the grid \(data rows \[2\]"):
+    with pytest.raises(SearchError, match=r"1 of 2 rows are not on the grid \(data row 2;"):
         grid.index_of(off)
     with pytest.raises(SearchError, match="missing"):
         grid.index_of(off.drop(columns="opt"))

@@ -53,11 +53,11 @@ def _write(name: str, text: str) -> str:
      "grid.csv: data row 2, column 'opt': expected a value (a category of the column), got "
      "an empty value."),
     ("N,D,lr\n5e7,1e9,3e-4\n5e7,1e9,1e-3\n1e8,1e9,1e-3\n1e8,1e9,1e-3\n", SearchError,
-     "grid.csv: data rows [3, 4] are the same configuration {'N': 100000000.0, "
-     "'D': 1000000000.0, 'lr': 0.001}; list each configuration once."),
+     "grid.csv: data rows 3 and 4 are the same configuration (N=1e+08, D=1e+09, lr=0.001); "
+     "list each configuration once."),
     ("N,D,lr\n5e7,1e9,3e-4\n5e7,1e9,3e-4\n", SearchError,  # lr, fixed, is no axis: still shown
-     "grid.csv: data rows [1, 2] are the same configuration {'N': 50000000.0, "
-     "'D': 1000000000.0, 'lr': 0.0003}; list each configuration once."),
+     "grid.csv: data rows 1 and 2 are the same configuration (N=5e+07, D=1e+09, lr=0.0003); "
+     "list each configuration once."),
     ("N,tokens,lr\n5e7,1e9,3e-4\n", RunTableError,
      "grid.csv: columns ['D'] are missing (a grid table needs N, parameters, and D, tokens; "
      "it has ['N', 'tokens', 'lr']); rename them with --map, e.g. --map N=params,D=tokens."),

@@ -15,6 +15,24 @@ def shown(value: object) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+def shown_config(config: dict) -> str:
+    """A configuration as messages show it: ``(N=1e+08, D=1e+09, lr=0.001)`` (numbers in
+    ``%g``, text quoted), not a Python dict."""
+    def one(v: object) -> str:
+        number = isinstance(v, int | float) and not isinstance(v, bool)
+        return format(v, "g") if number else shown(v)
+
+    return "(" + ", ".join(f"{k}={one(v)}" for k, v in config.items()) + ")"
+
+
+def shown_rows(rows: list[int]) -> str:
+    """1-based data rows as messages show them: ``data row 4``, ``data rows 3 and 7``,
+    ``data rows 1, 2 and 5``."""
+    if len(rows) == 1:
+        return f"data row {rows[0]}"
+    return f"data rows {', '.join(str(r) for r in rows[:-1])} and {rows[-1]}"
+
+
 class ScaleboError(Exception):
     """Base class of every scalebo exception."""
 

@@ -38,7 +38,7 @@ import pandas as pd
 
 from scalebo.data.columns import is_blank, parse_number
 from scalebo.data.files import read_table
-from scalebo.errors import RunTableError, SearchError
+from scalebo.errors import RunTableError, SearchError, shown_config, shown_rows
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 
@@ -135,7 +135,7 @@ class CampaignRuns:
         clash = [int(g) for g in more.running if int(g) in state]
         if clash:
             g = clash[0]
-            config = "" if grid is None else f", configuration {grid.config(g)},"
+            config = "" if grid is None else f", configuration {shown_config(grid.config(g))},"
             more_rows = f"; {len(clash) - 1} more such rows" if len(clash) > 1 else ""
             source, row = self.rows.get(g, (self.source, None))
             at = "" if row is None else f" (data row {row})"
@@ -329,8 +329,9 @@ def _one_row_per_configuration(grid: Grid, idx: np.ndarray, kinds: list[RunStatu
         rows = np.flatnonzero(idx == g)
         live = [int(p) for p in rows if kinds[p] is not RunStatus.FAILED]
         if len(live) > 1:
-            raise SearchError(f"{name}: data rows {[p + 1 for p in live]} are the same "
-                              f"configuration {grid.config(g)}, run more than once without "
+            raise SearchError(f"{name}: {shown_rows([p + 1 for p in live])} are the same "
+                              f"configuration {shown_config(grid.config(g))}, run more than "
+                              "once without "
                               "failing; keep one run per configuration (average repeats, or "
                               "drop the older one); failed attempts may stay beside their "
                               "retry.")
@@ -338,6 +339,7 @@ def _one_row_per_configuration(grid: Grid, idx: np.ndarray, kinds: list[RunStatu
         for p in rows:
             if p != stay:
                 keep[p] = False
-                notes.append(f"data row {p + 1}: a failed attempt of {grid.config(g)}, run again "
-                             f"in data row {stay + 1}; its compute counts as spent")
+                notes.append(f"data row {p + 1}: a failed attempt of "
+                             f"{shown_config(grid.config(g))}, run again in data row "
+                             f"{stay + 1}; its compute counts as spent")
     return keep, np.flatnonzero(~keep)

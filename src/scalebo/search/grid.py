@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo.data.columns import default_hyperparameters
-from scalebo.errors import SearchError
+from scalebo.errors import SearchError, shown_config, shown_rows
 
 #: Relative tolerance used by :meth:`Grid.index_of` to match numeric values to grid values.
 INDEX_RTOL = 1e-6
@@ -389,9 +389,9 @@ class Grid:
         if bad.size:
             integer = pd.api.types.is_integer_dtype(frame.index.dtype)
             rows = [int(frame.index[b]) + 1 if integer else int(b) + 1 for b in bad[:5]]
-            example = frame.iloc[bad[0]][list(self.input_columns)].to_dict()
+            example = shown_config(frame.iloc[bad[0]][list(self.input_columns)].to_dict())
             raise SearchError(
-                f"{where}{bad.size} of {n} rows are not on the grid (data rows {rows}"
+                f"{where}{bad.size} of {n} rows are not on the grid ({shown_rows(rows)}"
                 f"{' …' if bad.size > 5 else ''}; first: {example}). Add their values to "
                 "the grid axes or drop those runs."
             )

@@ -36,7 +36,7 @@ import pandas as pd
 
 from scalebo.data.columns import is_blank, is_candidate_column, parse_number, text_column
 from scalebo.data.files import read_table
-from scalebo.errors import RunTableError, SearchError, shown
+from scalebo.errors import RunTableError, SearchError, shown, shown_config, shown_rows
 from scalebo.search.grid import Grid
 
 _number = parse_number
@@ -121,8 +121,9 @@ def _check_unique(path: Path, frame: pd.DataFrame, key: list[str]) -> None:
                key=lambda r: r[0])
     config = {c: _plain(frame[c].iloc[rows[0]]) for c in key}
     more = (f" ({len(groups) - 1} more repeated configurations)" if len(groups) > 1 else "")
-    raise SearchError(f"{path}: data rows {[r + 1 for r in rows]} are the same configuration "
-                      f"{config}{more}; list each configuration once.")
+    raise SearchError(f"{path}: {shown_rows([r + 1 for r in rows])} are the same "
+                      f"configuration {shown_config(config)}{more}; list each configuration "
+                      "once.")
 
 
 def read_grid_table(path: str | Path, mapping: Mapping[str, str] | None = None) -> Grid:
