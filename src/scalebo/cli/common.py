@@ -24,6 +24,17 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from scalebo.cli.arg_types import (  # noqa: F401 - the commands import them from here
+    MIN_RESAMPLES,
+    TOLERANCE_WARN,
+    fraction,
+    fractions,
+    int_at_least,
+    non_negative_float,
+    positive_float,
+    tolerance,
+    warn_few_resamples,
+)
 from scalebo.errors import RunTableError
 from scalebo.outputs import (  # noqa: F401 - re-exported for the commands
     atomic_path,
@@ -154,31 +165,6 @@ def _key_value(text: str) -> tuple[str, Any]:
     return key.strip(), yaml.safe_load(value)
 
 
-#: Fewer bootstrap resamples than this get a warning: 95 % percentile ends need tails.
-MIN_RESAMPLES = 100
-
-
-def warn_few_resamples(n: int, option: str = "--bootstrap") -> None:
-    """Warn (on stderr, as every warning) when ``0 < n < MIN_RESAMPLES``."""
-    if 0 < n < MIN_RESAMPLES:
-        import warnings
-
-        warnings.warn(f"{option} {n}: percentile intervals from so few resamples are rough "
-                      f"(the 2.5 % and 97.5 % ends need tails); use at least {MIN_RESAMPLES}, "
-                      "1000 is typical", UserWarning, stacklevel=2)
-
-
-def positive_float(text: str) -> float:
-    """argparse type: one positive, finite number (e.g. a Huber δ or a compute in FLOPs)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
-    return value
-
-
 def check_outputs(args: argparse.Namespace) -> None:
     """Check ``--json`` and ``--plot`` (when the command has them) before any work: the
     folder exists, and a figure's suffix is a format matplotlib writes."""
@@ -186,84 +172,6 @@ def check_outputs(args: argparse.Namespace) -> None:
         check_output_path(args.json, "--json")
     if getattr(args, "plot", None):
         check_figure_path(args.plot, "--plot")
-
-
-def fraction(text: str) -> float:
-    """argparse type: a fraction of C_total in (0, 1], as ``0.05`` or ``5%``."""
-    raw = str(text).strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.05 or 5%, got "
-                                         f"{text!r}") from None
-    if not (math.isfinite(value) and 0 < value <= 1):
-        hint = f" (for {value:g} % write {value / 100:g} or {value:g}%)" if value > 1 else ""
-        raise argparse.ArgumentTypeError(f"expected a fraction of C_total in (0, 1], got "
-                                         f"{text!r}{hint}")
-    return value
-
-
-def int_at_least(minimum: int) -> Callable[[str], int]:
-    """argparse type factory: an integer ``>= minimum``, e.g. ``type=int_at_least(1)`` for a
-    batch size, ``int_at_least(0)`` for a count where 0 means none. A float or a smaller value
-    is a usage error naming the option (exit 2): ``argument --next: expected an integer >=
-    0, got '-1'``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {text!r}")
-        return value
-
-    parse.__name__ = f"integer >= {minimum}"
-    return parse
-
-
-#: A ``--tolerance`` at or above this is probably a percentage written as a fraction.
-TOLERANCE_WARN = 0.2
-
-
-def tolerance(text: str) -> float:
-    """argparse type of ``--tolerance``: a relative tolerance as a fraction (``0.005`` is
-    ±0.5 %) or a percentage (``0.5%``); in (0, 1): ±100 % or more would stop at once. A
-    fraction of
-    :data:`TOLERANCE_WARN` or more is accepted with a warning saying what it means
-    (``--tolerance 0.5 is ±50 %; for 0.5 % write 0.005``)."""
-    raw = str(text).strip()
-    percent = raw.endswith("%")
-    try:
-        value = float(raw[:-1]) / 100 if percent else float(raw)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 < value < 1):
-        raise argparse.ArgumentTypeError(
-            f"expected a positive fraction below 1 such as 0.005 (±0.5 %) or a percentage "
-            f"such as 0.5%, got {text!r}")
-    if value >= TOLERANCE_WARN and not percent:
-        import warnings
-
-        warnings.warn(f"--tolerance {raw} is ±{100 * value:g} %; for {value:g} % write "
-                      f"{value / 100:g}", UserWarning, stacklevel=2)
-    return value
-
-
-def non_negative_float(text: str) -> float:
-    """argparse type: a finite number >= 0 (e.g. ``--clip-iqr``, where 0 means off)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
-
-
-def fractions(text: str) -> list[float]:
-    """argparse type: comma-separated fractions (:func:`fraction` each), e.g. ``1%,5%``."""
-    return [fraction(item) for item in str(text).split(",") if item.strip()]
 
 
 def add_input_arguments(parser: argparse.ArgumentParser) -> None:

@@ -31,12 +31,11 @@ __all__ = ["GRID_KEYS", "read_grid_file"]
 GRID_KEYS = ("axes", "held_out_cells")
 
 
-_number = parse_number
 
 
 def _axis(path: Path, name: str, values: Any) -> list[Any]:
     where = f"{path}: axis {name!r}"
-    if isinstance(values, str) and _number(values) is not None:
+    if isinstance(values, str) and parse_number(values) is not None:
         values = [values]  # one number that YAML 1.1 read as text (3e-3)
     if isinstance(values, str):
         raise SearchError(f"{where} is the text {values!r}, not a list; write it as a YAML "
@@ -46,7 +45,7 @@ def _axis(path: Path, name: str, values: Any) -> list[Any]:
     if not isinstance(values, list) or not values:
         raise SearchError(f"{where}: expected a non-empty list of values, e.g. "
                           f"{name}: [1e-3, 3e-3]; got {values!r}.")
-    numbers = [_number(v) for v in values]
+    numbers = [parse_number(v) for v in values]
     if any(n is None for n in numbers):
         if name in ("N", "D") or any(n is not None for n in numbers):
             bad = next(i for i, n in enumerate(numbers) if n is None)

@@ -39,8 +39,6 @@ from scalebo.data.files import read_table
 from scalebo.errors import RunTableError, SearchError, shown, shown_config, shown_rows
 from scalebo.search.grid import Grid
 
-_number = parse_number
-
 __all__ = ["POSITIVE_COLUMNS", "read_grid_table"]
 
 #: Columns whose values must be positive numbers, with what they measure.
@@ -49,11 +47,10 @@ POSITIVE_COLUMNS: dict[str, str] = {"N": "parameters", "D": "tokens",
                                     "cost": "GPU-hours of the configuration"}
 
 
-_missing = is_blank
 
 
 def _got(value: Any) -> str:
-    return "an empty value" if _missing(value) else shown(_plain(value))
+    return "an empty value" if is_blank(value) else shown(_plain(value))
 
 
 def _plain(value: Any) -> Any:
@@ -72,7 +69,7 @@ def _positive(path: Path, frame: pd.DataFrame, column: str) -> np.ndarray:
     """``column`` as float64; RunTableError at the first value that is not a positive,
     finite number."""
     values = frame[column].tolist()
-    numbers = [None if _missing(v) else _number(v) for v in values]
+    numbers = [None if is_blank(v) else parse_number(v) for v in values]
     bad = [i for i, n in enumerate(numbers)
            if n is None or not math.isfinite(n) or n <= 0]
     if bad:
@@ -85,8 +82,8 @@ def _hyperparameter(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
     """A hyperparameter column as float64 (numeric: at least half its values are numbers)
     or as text (categorical); RunTableError for a typo, an empty or a non-finite value."""
     values = frame[column].tolist()
-    empty = [i for i, v in enumerate(values) if _missing(v)]
-    numbers = [None if _missing(v) else _number(v) for v in values]
+    empty = [i for i, v in enumerate(values) if is_blank(v)]
+    numbers = [None if is_blank(v) else parse_number(v) for v in values]
     numeric, _, n_number, n_filled = text_column(frame[column].astype(object))
     if not numeric:  # categorical: mostly text (the run tables' rule, text_column)
         if empty:
@@ -95,11 +92,11 @@ def _hyperparameter(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
         return pd.Series([str(v) for v in values], index=frame.index, dtype=object)
     bad = [i for i, n in enumerate(numbers) if n is None or not math.isfinite(n)]
     if bad:
-        typo = not _missing(values[bad[0]]) and numbers[bad[0]] is None
+        typo = not is_blank(values[bad[0]]) and numbers[bad[0]] is None
         are = "is a number" if n_number == 1 else "are numbers"
         hint = (f" (the column is numeric: {n_number} of its {n_filled} values {are}; a "
                 "categorical column is mostly text)") if typo else ""
-        raise _fail(path, bad, column, "a number" if typo or _missing(values[bad[0]])
+        raise _fail(path, bad, column, "a number" if typo or is_blank(values[bad[0]])
                     else "a finite number", values[bad[0]], hint)
     if pd.api.types.is_numeric_dtype(frame[column].dtype):
         return frame[column]  # as read (integers such as a batch size stay integers)
