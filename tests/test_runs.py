@@ -325,3 +325,30 @@ def test_runs_told_apart_by_a_text_column_are_not_advised_to_be_averaged():
         load_runs(frame, hyperparameters=["lr", "opt"])
     only_sgd = load_runs(frame[frame.opt == "sgd"])  # the advice works
     assert only_sgd.hyperparameters == ("lr",) and len(only_sgd) == 2
+
+
+def test_a_blank_cell_in_a_numeric_axis_is_named_not_silently_dropped():
+    """lr varies inside cells but data row 3 is blank: lr cannot be an axis, and the repeats
+    error names lr and the blank row instead of advising to average; with averaging the
+    load warns first. A complete column, a constant one and a text column are unaffected."""
+    from scalebo.data.columns import blank_axes
+
+    base = pd.DataFrame({"N": [1e8] * 4 + [2e8] * 4, "D": [1e9] * 8,
+                         "lr": [1e-4, 3e-4, 1e-3, 3e-3] * 2,
+                         "loss": [3.1, 3.0, 3.05, 3.2, 2.9, 2.8, 2.85, 3.0]})
+    blank = base.copy()
+    blank.loc[2, "lr"] = np.nan
+    assert blank_axes(blank).keys() == {"lr"} and blank_axes(blank)["lr"].tolist() == [2]
+    assert blank_axes(base) == {}
+    assert blank_axes(blank.assign(lr=1e-3).assign(width=[np.nan] + [1.0] * 7)) == {}
+    assert blank_axes(blank.assign(lr=["1e-4", "3e-4", "", "3e-3"] * 2)).keys() == {"lr"}
+    assert blank_axes(blank.assign(lr=["a", "b", "", "c"] * 2)) == {}  # names, not numbers
+    with pytest.raises(RunTableError, match=r"Column 'lr' varies inside \(N, D\) cells like a "
+                       r"hyperparameter but is blank on data row 3, so it is not one"):
+        load_runs(blank)
+    with pytest.warns(UserWarning, match=r"column 'lr' varies inside \(N, D\) cells like a "
+                      r"hyperparameter, but data row 3 is blank"):
+        table = load_runs(blank, duplicates="mean")
+    assert table.hyperparameters == () and len(table) == 2
+    with pytest.raises(RunTableError, match=r"column 'lr', data row 3: missing"):
+        load_runs(blank, hyperparameters=["lr"])

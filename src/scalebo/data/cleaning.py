@@ -15,6 +15,7 @@ from scalebo.data.columns import (
     REQUIRED_COLUMNS,
     UNMAPPED_SUFFIX,
     ExclusionReason,
+    blank_axes,
     default_hyperparameters,
     is_candidate_column,
     parse_number,
@@ -181,6 +182,14 @@ def _resolve_hyperparameters(
     if hyperparameters is None:
         _check_typos(frame, [c for c in frame.columns if c not in CANONICAL_COLUMNS
                              and is_candidate_column(frame, c, config_columns)], name)
+        for column, blanks in blank_axes(frame, config_columns).items():
+            warnings.warn(
+                f"{name}: column {column!r} varies inside (N, D) cells like a hyperparameter, "
+                f"but {_rows(blanks)} {'is' if blanks.size == 1 else 'are'} blank, so it is "
+                "not used as one and the runs it tells apart count as repeats. Fill the "
+                "value(s) in, or name the hyperparameter columns (fit --hyperparameters, "
+                "replay --axes, hyperparameters= in Python).",
+                UserWarning, stacklevel=4)
         return default_hyperparameters(frame, config_columns)
     if isinstance(hyperparameters, str):
         raise RunTableError(
@@ -287,6 +296,14 @@ def _handle_duplicates(
             f"vs {frame[texts[0]].iloc[repeat]!r}): run tables take numeric hyperparameters "
             "only, so do not average them; fit each value's runs separately (filter the "
             "table), or encode the column as numbers.")
+        blanks = {c: rows for c, rows in blank_axes(frame.reset_index(drop=True)).items()
+                  if c not in keys}
+        if blanks and not texts:
+            column, rows = next(iter(blanks.items()))
+            text = (f" Column {column!r} varies inside (N, D) cells like a hyperparameter but "
+                    f"is blank on {_rows(frame.index[rows])}, so it is not one: fill the "
+                    "value(s) in, or name the hyperparameter columns (fit --hyperparameters, "
+                    "replay --axes, hyperparameters= in Python).")
         raise RunTableError(
             f"{name}: data rows {pos_a + 1} and {pos_b + 1} repeat the configuration ({config}); "
             f"{len(frame) - n_groups} row(s) repeat an earlier one." + (text or (

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "UNMAPPED_SUFFIX",
-           "ExclusionReason", "default_hyperparameters", "is_blank", "is_candidate_column",
+           "ExclusionReason", "blank_axes", "default_hyperparameters", "is_blank",
+           "is_candidate_column",
            "numeric_typos", "parse_number", "text_column"]
 
 #: Names that ``mapping`` may assign, in the order they appear in ``RunTable.frame``.
@@ -156,3 +157,31 @@ def default_hyperparameters(frame: pd.DataFrame, excluded: Iterable[str] = (), *
         if (cells[column].nunique() > 1).any():
             chosen.append(str(column))
     return tuple(chosen)
+
+
+def blank_axes(frame: pd.DataFrame, excluded: Iterable[str] = ()) -> dict[str, np.ndarray]:
+    """Numeric columns that :func:`default_hyperparameters` leaves out only because a cell
+    is blank: a candidate column (:func:`is_candidate_column`) whose present values are
+    numbers (by dtype, or by :func:`text_column`'s rule) and differ inside at least one
+    (N, D) cell, mapped to the 0-based positions of its blank cells. Such a column looks
+    like a search axis (a learning rate with one value missing); leaving it out silently
+    would merge the runs it tells apart, so callers say so."""
+    out: dict[str, np.ndarray] = {}
+    for column in frame.columns:
+        series = frame[column]
+        if str(column) in REQUIRED_COLUMNS or not is_candidate_column(frame, column, excluded):
+            continue
+        blank = series.isna().to_numpy(dtype=bool) | series.map(is_blank).to_numpy(dtype=bool)
+        if not blank.any() or blank.all():
+            continue
+        if pd.api.types.is_numeric_dtype(series.dtype):
+            values = series.to_numpy(dtype=np.float64)
+        else:
+            if not text_column(series)[0]:
+                continue
+            values = pd.to_numeric(series.where(~blank), errors="coerce").to_numpy(
+                dtype=np.float64)
+        present = frame.loc[~blank, ["N", "D"]].assign(_v=values[~blank])
+        if (present.groupby(["N", "D"], sort=False)["_v"].nunique() > 1).any():
+            out[str(column)] = np.flatnonzero(blank)
+    return out
