@@ -141,6 +141,17 @@ def test_exit_3_still_writes_the_json_with_no_suggestions(campaign):
         assert printed["message"] == reason
         assert printed["spent"] == pytest.approx(spent)
         assert printed["remaining"] == pytest.approx(printed["budget"] - spent)
+    # as CSV, the header with no rows (it printed nothing, which a CSV reader rejects)
+    out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "done.csv", "--budget",
+                   "0.001", "--format", "csv", cwd=path)
+    assert out.returncode == 3
+    assert out.stdout.splitlines() == ["N,D,C,lr,bs,predicted_loss,predicted_std,cost,cap,"
+                                       "acquisition,reason"]
+    out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "done.csv", "--budget", "0.3",
+                   "--format", "csv", cwd=path)
+    assert out.returncode == 0
+    head, row = out.stdout.splitlines()
+    assert head.startswith("N,D,C,lr,bs,predicted_loss") and len(row.split(",")) >= 11
 
 
 def test_batch_is_n_and_q_is_quiet_in_every_command():

@@ -84,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
     except BudgetExhausted as exc:  # exit 3, but a worker reading the JSON must see it too
         _write(args, {"suggestions": [], **exc.account, "message": str(exc),
                       "notes": list(runs.notes), "stop": True})
+        if args.format == "csv":  # the header alone: a reader sees zero proposals
+            write_csv([], _columns(list(grid.configs.columns)))
         raise
     log(f"{runs.counts()}; spent {res.spent:.4g} + pending {res.pending:.4g} of budget "
         f"{res.budget:.4g} {res.unit} ({res.budget / res.C_total:.4g} of the grid's total)")
@@ -104,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
               "message": res.message, "notes": list(runs.notes), "stop": False}
     _write(args, result)
     if args.format == "csv":
-        write_csv(rows, list(rows[0]))
+        write_csv(rows, _columns(list(grid.configs.columns)))
     elif args.format == "table":
         cols = [c for c in rows[0] if c != "reason"]
         print(format_table(rows, cols))
@@ -113,6 +115,12 @@ def run(args: argparse.Namespace) -> int:
         if res.message:
             print(f"\nnote: {res.message}")
     return 0
+
+
+def _columns(config: list[str]) -> list[str]:
+    """The CSV header: the grid's configuration columns, then what each proposal adds."""
+    return [*config, "predicted_loss", "predicted_std", "cost", "cap", "acquisition",
+            "reason"]
 
 
 def _write(args: argparse.Namespace, result: dict) -> None:
