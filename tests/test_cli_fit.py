@@ -232,6 +232,9 @@ def test_diverged_and_repeated_runs(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert out["runs"]["excluded_by_reason"] == {"non_finite": 1, "diverged": 1}
     assert out["runs"]["loaded"] == 8
     assert out["warnings"] and "warning:" in proc.stderr
+    # the rows are named; the library's pointer to RunTable.excluded is not for CLI users
+    assert "excluded 2 of 11 runs: 1 non-finite loss (data row 10); 1 diverged" in proc.stderr
+    assert "RunTable" not in proc.stderr and not any("RunTable" in w for w in out["warnings"])
     assert_params_close(out["fit"]["params"], COMPUTE_TRUTH, rel=1e-4)
 
 

@@ -73,4 +73,10 @@ class NumericalWarning(UserWarning):
 
 
 class ExcludedRunsWarning(UserWarning):
-    """Some runs were excluded from a table (non-finite or diverged loss); the count is given."""
+    """Some runs were excluded from a table (non-finite or diverged loss); the count is given.
+    Messages end with :data:`EXCLUDED_IN_PYTHON`, which the CLI leaves out (its users have
+    no ``RunTable``; the message already names the data rows)."""
+
+
+#: The sentence ending an :class:`ExcludedRunsWarning`, for library users.
+EXCLUDED_IN_PYTHON = " They are listed in RunTable.excluded."

@@ -115,6 +115,16 @@ def is_quiet() -> bool:
     return _quiet
 
 
+def warn(message: object) -> str:
+    """Print ``warning: <message>`` to stderr (also under ``--quiet``) and return the text;
+    the library's pointer to ``RunTable.excluded`` is left out (CLI users have none)."""
+    from scalebo.errors import EXCLUDED_IN_PYTHON
+
+    text = str(message).replace(EXCLUDED_IN_PYTHON, "")
+    print(f"warning: {text}", file=sys.stderr, flush=True)
+    return text
+
+
 def log(message: str) -> None:
     """Write a progress or log line to stderr (unless ``--quiet``)."""
     if not _quiet:

@@ -36,6 +36,7 @@ from scalebo.cli.common import (
     load_input,
     log,
     positive_float,
+    warn,
     warn_few_resamples,
     write_csv,
     write_json,
@@ -240,8 +241,7 @@ def _collect(fn: Callable[[], Any], sink: list[str]) -> Any:
         warnings.simplefilter("always")
         result = fn()
     for w in caught:
-        print(f"warning: {w.message}", file=sys.stderr, flush=True)
-        sink.append(str(w.message))
+        sink.append(warn(w.message))
     return result
 
 

@@ -135,7 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"warning: {message}", file=sys.stderr, flush=True)
+    from scalebo.cli.common import warn
+
+    warn(message)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

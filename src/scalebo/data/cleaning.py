@@ -21,7 +21,7 @@ from scalebo.data.columns import (
     parse_number,
     text_column,
 )
-from scalebo.errors import ExcludedRunsWarning, RunTableError
+from scalebo.errors import EXCLUDED_IN_PYTHON, ExcludedRunsWarning, RunTableError
 
 _ROWS_SHOWN = 5
 
@@ -265,8 +265,8 @@ def _exclude(
                 )
                 parts.append(f"{rows.size} {label} ({_rows(rows)})")
         warnings.warn(
-            f"{name}: excluded {int(drop.sum())} of {len(frame)} runs: {'; '.join(parts)}. "
-            "They are listed in RunTable.excluded.",
+            f"{name}: excluded {int(drop.sum())} of {len(frame)} runs: {'; '.join(parts)}."
+            + EXCLUDED_IN_PYTHON,
             ExcludedRunsWarning,
             stacklevel=3,
         )
