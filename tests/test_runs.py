@@ -309,22 +309,52 @@ def test_text_column_rule_counts_blank_cells_as_empty():
 
 def test_runs_told_apart_by_a_text_column_are_not_advised_to_be_averaged():
     """An optimizer column (adam / sgd) makes rows look repeated: the error names it and says
-    to fit each value separately; it once advised --duplicates mean, which would average two
-    optimizers into one loss. Naming it as a hyperparameter says why that cannot work."""
+    to name it as a hyperparameter (it once advised --duplicates mean, which would average two
+    optimizers into one loss). Named, it is a categorical hyperparameter kept as text."""
     frame = pd.DataFrame({"N": [1e8] * 4, "D": [1e9] * 4, "lr": [1e-3, 3e-3] * 2,
-                          "opt": ["adam", "adam", "sgd", "sgd"], "loss": [3.0, 3.1, 3.2, 3.3]})
+                          "opt": ["adam", "adam", " sgd", "sgd"], "loss": [3.0, 3.1, 3.2, 3.3]})
     with pytest.raises(RunTableError) as info:
         load_runs(frame)
     message = str(info.value)
     assert "data rows 1 and 3 repeat the configuration" in message
-    assert "They differ in the text column 'opt' ('adam' vs 'sgd'): run tables take numeric " \
-           "hyperparameters only, so do not average them" in message
+    assert "They differ in the text column 'opt' ('adam' vs ' sgd'), so do not average them: " \
+           "name it with the other hyperparameters to make it a categorical one" in message
     assert "--duplicates mean" not in message
-    with pytest.raises(RunTableError, match=r"column 'opt': expected a number, got 'adam' "
-                       r"\(first at data row 1\)\. The column holds names, not numbers"):
-        load_runs(frame, hyperparameters=["lr", "opt"])
-    only_sgd = load_runs(frame[frame.opt == "sgd"])  # the advice works
-    assert only_sgd.hyperparameters == ("lr",) and len(only_sgd) == 2
+    table = load_runs(frame, hyperparameters=["lr", "opt"])  # the advice works
+    assert table.hyperparameters == ("lr", "opt") and table.categorical == ("opt",)
+    assert table.frame["opt"].tolist() == ["adam", "adam", "sgd", "sgd"]  # stripped labels
+    assert table.frame["lr"].dtype == np.float64
+    with pytest.raises(RunTableError, match=r"\['opt'\] are categorical"):
+        _ = table.hyperparameter_array
+    with pytest.warns(UserWarning, match="averaged the loss of repeated configurations"):
+        assert load_runs(frame, hyperparameters=["lr"], duplicates="mean").categorical == ()
+    blank = frame.assign(opt=["adam", "", "sgd", "sgd"])
+    with pytest.raises(RunTableError, match=r"column 'opt', data row 2: missing value; a "
+                                            r"categorical hyperparameter needs a value"):
+        load_runs(blank, hyperparameters=["lr", "opt"])
+    typo = frame.assign(lr=["1e-3", "3e-3", "1e-3", "3e-3x"])  # numbers with a typo: not labels
+    with pytest.raises(RunTableError, match=r"data row 4, column 'lr': expected a number"):
+        load_runs(typo, hyperparameters=["lr", "opt"])
+
+
+def test_a_categorical_hyperparameter_is_a_categorical_axis_of_a_replay():
+    """A replay of a run table with an optimizer axis: the grid has one configuration per
+    (N, D, lr, optimizer), the optimizer column is categorical for the GP, and the reference
+    envelope holds only the better optimizer's runs (sgd is 0.05 nats worse everywhere)."""
+    from scalebo.bench.problems import problem_from_table
+    from scalebo.bench.synthetic import make_synthetic
+
+    base = make_synthetic(N=[5e7, 1e8, 2e8, 4e8], D=[1e9, 2e9, 4e9], lr=[5e-4, 1e-3, 2e-3],
+                          bs=[128], seed=0)[["N", "D", "lr", "loss"]]
+    frame = pd.concat([base.assign(optimizer="adam"),
+                       base.assign(optimizer="sgd", loss=base["loss"] + 0.05)])
+    table = load_runs(frame, hyperparameters=["lr", "optimizer"])
+    problem = problem_from_table(table, name="opt", n_held_out_cells=1,
+                                 chinchilla_starts=np.array([[1.5, 5.0, 0.3, 5.0, 0.3]]))
+    grid = problem.grid
+    assert grid.n_configs == len(frame) == 72 and grid.axes == ("lr", "optimizer")
+    assert grid.categorical_columns and len(grid.categorical_columns) == 1
+    assert set(grid.configs["optimizer"].iloc[problem.envelope_idx]) == {"adam"}
 
 
 def test_a_blank_cell_in_a_numeric_axis_is_named_not_silently_dropped():
@@ -344,10 +374,12 @@ def test_a_blank_cell_in_a_numeric_axis_is_named_not_silently_dropped():
     assert blank_axes(blank.assign(lr=["1e-4", "3e-4", "", "3e-3"] * 2)).keys() == {"lr"}
     assert blank_axes(blank.assign(lr=["a", "b", "", "c"] * 2)) == {}  # names, not numbers
     with pytest.raises(RunTableError, match=r"Column 'lr' varies inside \(N, D\) cells like a "
-                       r"hyperparameter but is blank on data row 3, so it is not one"):
+                       r"hyperparameter but is blank on data row 3, so it is not one"), \
+            pytest.warns(UserWarning, match="but data row 3 is blank"):
         load_runs(blank)
     with pytest.warns(UserWarning, match=r"column 'lr' varies inside \(N, D\) cells like a "
-                      r"hyperparameter, but data row 3 is blank"):
+                      r"hyperparameter, but data row 3 is blank"), \
+            pytest.warns(UserWarning, match="averaged the loss"):
         table = load_runs(blank, duplicates="mean")
     assert table.hyperparameters == () and len(table) == 2
     with pytest.raises(RunTableError, match=r"column 'lr', data row 3: missing"):

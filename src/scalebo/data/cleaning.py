@@ -17,6 +17,7 @@ from scalebo.data.columns import (
     ExclusionReason,
     blank_axes,
     default_hyperparameters,
+    is_blank,
     is_candidate_column,
     parse_number,
     text_column,
@@ -108,7 +109,7 @@ def _check_columns_exist(
 
 def _to_float(series: pd.Series, column: str, name: str) -> pd.Series:
     """Cast to float64; a value that is present but not a number raises, naming it (and,
-    for a column of names, saying that run tables take numeric hyperparameters only)."""
+    for a column of names, saying how to make it a categorical hyperparameter)."""
     if pd.api.types.is_bool_dtype(series.dtype):
         raise RunTableError(
             f"{name}: column {column!r} holds booleans; expected numbers."
@@ -122,13 +123,25 @@ def _to_float(series: pd.Series, column: str, name: str) -> pd.Series:
         raise RunTableError(
             f"{name}: {_rows(bad)}, column {column!r}: expected a number, got "
             f"{_scalar(series.iloc[first])!r}{more}. " + (
-                "The column holds names, not numbers: run tables take numeric "
-                "hyperparameters only; fit each value's runs separately (filter the table), "
-                "or encode the column as numbers." if names else
+                "The column holds names, not numbers; name it as a hyperparameter to make "
+                "it a categorical one (fit --hyperparameters, replay --axes, "
+                "hyperparameters= in Python)." if names else
                 "Fix the value(s), or map another column (--map on the command line, "
                 "mapping= in Python).")
         )
     return values.astype(np.float64)
+
+
+def _to_labels(series: pd.Series, column: str, name: str) -> pd.Series:
+    """A categorical hyperparameter as stripped text; a blank cell raises, naming it."""
+    blank = np.flatnonzero(series.map(is_blank).to_numpy(dtype=bool))
+    if blank.size:
+        raise RunTableError(
+            f"{name}: column {column!r}, {_rows(blank)}: missing value; a categorical "
+            "hyperparameter needs a value on every run. Fill it in, or drop those runs "
+            "before loading."
+        )
+    return series.map(lambda v: str(_scalar(v)).strip()).astype(object)
 
 
 def _check_positive(series: pd.Series, column: str, name: str) -> None:
@@ -293,9 +306,10 @@ def _handle_duplicates(
                      frame[c].dtype) and frame[c].iloc[partner] != frame[c].iloc[repeat]]
         text = "" if not texts else (
             f" They differ in the text column {texts[0]!r} ({frame[texts[0]].iloc[partner]!r} "
-            f"vs {frame[texts[0]].iloc[repeat]!r}): run tables take numeric hyperparameters "
-            "only, so do not average them; fit each value's runs separately (filter the "
-            "table), or encode the column as numbers.")
+            f"vs {frame[texts[0]].iloc[repeat]!r}), so do not average them: name it with the "
+            "other hyperparameters to make it a categorical one (fit --hyperparameters, "
+            "replay --axes, hyperparameters= in Python), or fit each value's runs "
+            "separately.")
         blanks = {c: rows for c, rows in blank_axes(frame.reset_index(drop=True)).items()
                   if c not in keys}
         if blanks and not texts:

@@ -11,7 +11,7 @@ import pandas as pd
 
 __all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "UNMAPPED_SUFFIX",
            "ExclusionReason", "blank_axes", "default_hyperparameters", "is_blank",
-           "is_candidate_column",
+           "is_candidate_column", "is_categorical",
            "numeric_typos", "parse_number", "text_column"]
 
 #: Names that ``mapping`` may assign, in the order they appear in ``RunTable.frame``.
@@ -115,6 +115,14 @@ def numeric_typos(series: pd.Series) -> np.ndarray:
     if pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
         return np.empty(0, dtype=np.int64)
     return text_column(series)[1]
+
+
+def is_categorical(series: pd.Series) -> bool:
+    """A column of names (``"adam"``, ``"lion"``): not numeric or boolean by dtype, and
+    mostly text by :func:`text_column`'s rule (a column of numbers with a typo is numeric)."""
+    if pd.api.types.is_numeric_dtype(series.dtype) or pd.api.types.is_bool_dtype(series.dtype):
+        return False
+    return not text_column(series)[0]
 
 
 def is_candidate_column(frame: pd.DataFrame, column: object,

@@ -49,6 +49,7 @@ from scalebo.data.cleaning import (
     _resolve_hyperparameters,
     _run_ids,
     _to_float,
+    _to_labels,
 )
 from scalebo.data.columns import (
     BOOKKEEPING_COLUMNS,
@@ -57,6 +58,7 @@ from scalebo.data.columns import (
     UNMAPPED_SUFFIX,
     ExclusionReason,
     default_hyperparameters,
+    is_categorical,
 )
 from scalebo.data.files import parse_mapping, read_table
 from scalebo.errors import RunTableError
@@ -129,8 +131,22 @@ class RunTable:
         return self._column("loss")
 
     @property
+    def categorical(self) -> tuple[str, ...]:
+        """The hyperparameters held as text (named categorical columns, e.g. an optimizer)."""
+        return tuple(c for c in self.hyperparameters
+                     if not pd.api.types.is_numeric_dtype(self.frame[c].dtype))
+
+    @property
     def hyperparameter_array(self) -> np.ndarray:
-        """Hyperparameter values, shape ``(n_runs, n_hyperparameters)``, float64."""
+        """Numeric hyperparameter values, shape ``(n_runs, n_hyperparameters)``, float64.
+
+        Raises:
+            RunTableError: a hyperparameter is categorical (see :attr:`categorical`).
+        """
+        if self.categorical:
+            raise RunTableError(f"{self.source}: hyperparameter(s) {list(self.categorical)} "
+                                "are categorical (text); select the numeric ones from "
+                                "RunTable.frame instead.")
         return self.frame.loc[:, list(self.hyperparameters)].to_numpy(dtype=np.float64)
 
     def with_frame(self, frame: pd.DataFrame) -> RunTable:
@@ -182,8 +198,11 @@ def load_runs(
         mapping: Canonical name → column of the source, e.g. ``{"N": "params", "D":
             "tokens"}``. A source column that already bears a mapped canonical name is kept
             as ``<name>_unmapped``.
-        hyperparameters: Names of the hyperparameter columns. Default: every numeric column
-            that is not bookkeeping (``run_id``, ``N``, ``D``, ``C``, ``loss``,
+        hyperparameters: Names of the hyperparameter columns; a named column of names (an
+            optimizer: ``"adam"``, ``"lion"``; mostly text, by
+            :func:`~scalebo.data.columns.text_column`'s rule) is a categorical
+            hyperparameter, kept as text (:attr:`RunTable.categorical`). Default: every
+            numeric column that is not bookkeeping (``run_id``, ``N``, ``D``, ``C``, ``loss``,
             ``n_repeats``, ``reason``, ``seed``, any name containing ``loss``, ``*_unmapped``,
             ``config_columns``), has no missing value, and varies inside at least one (N, D)
             cell — a column fixed per cell (width, depth, ``D/N``) is a property of the cell,
@@ -237,6 +256,9 @@ def load_runs(
         _check_no_missing(frame[column], column, name)
     hps = _resolve_hyperparameters(frame, hyperparameters, config_columns, name)
     for column in hps:
+        if hyperparameters is not None and is_categorical(frame[column]):
+            frame[column] = _to_labels(frame[column], column, name)
+            continue
         frame[column] = _to_float(frame[column], column, name)
         _check_no_missing(frame[column], column, name)
 
