@@ -239,3 +239,26 @@ def test_progress_reports_the_committed_share_of_the_budget(problem):
     assert seen[-1] == pytest.approx(spent / (0.1 * problem.C_total), rel=1e-9)
     assert 0 < seen[-1] <= 1 + 1e-9
     assert _trace(rec) == _trace(replay(problem, FAST, 0.1, seed=4))
+
+
+def test_gp_restart_every_reaches_the_search_gp(problem):
+    """MethodConfig.gp_restart_every sets how often the search GP's refit is a full one:
+    with 1 (the default) every surrogate-made pick follows a 3-start fit, with 0 only the
+    first one does; a negative value is an error."""
+    from scalebo.bench.replay import _innermost, _make_loop
+
+    counts = {}
+    for every in (1, 0):
+        method = FAST.with_(refit_every=1, gp_restart_every=every)
+        loop = _make_loop(problem, method, 0.02, 0)
+        starts = []
+        while picks := loop.ask():
+            gp = getattr(_innermost(loop.surrogate), "gp_", None)
+            if gp is not None:
+                starts.append(gp.fit_result_.n_starts)
+            loop.tell(picks, problem.loss[picks])
+        counts[every] = starts
+    assert len(counts[1]) > 3 and set(counts[1][1:]) == {3}
+    assert set(counts[0][1:]) == {1}
+    with pytest.raises(ValueError, match="gp_restart_every must be >= 0"):
+        MethodConfig(gp_restart_every=-1)
