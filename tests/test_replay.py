@@ -241,15 +241,15 @@ def test_progress_reports_the_committed_share_of_the_budget(problem):
     assert _trace(rec) == _trace(replay(problem, FAST, 0.1, seed=4))
 
 
-def test_gp_restart_every_reaches_the_search_gp(problem):
-    """MethodConfig.gp_restart_every sets how often the search GP's refit is a full one:
-    with 1 (the default) every surrogate-made pick follows a 3-start fit, with 0 only the
-    first one does; a negative value is an error."""
+def test_gp_restart_settings_reach_the_search_gp(problem):
+    """MethodConfig.gp_restart_every / gp_restart_below set which of the search GP's refits
+    are full ones: by default every fit on fewer than 128 runs (3 starts), with both 0 only
+    the first; a negative value is an error."""
     from scalebo.bench.replay import _innermost, _make_loop
 
     counts = {}
-    for every in (1, 0):
-        method = FAST.with_(refit_every=1, gp_restart_every=every)
+    for every, below in ((10, 128), (0, 0)):
+        method = FAST.with_(refit_every=1, gp_restart_every=every, gp_restart_below=below)
         loop = _make_loop(problem, method, 0.02, 0)
         starts = []
         while picks := loop.ask():
@@ -257,8 +257,10 @@ def test_gp_restart_every_reaches_the_search_gp(problem):
             if gp is not None:
                 starts.append(gp.fit_result_.n_starts)
             loop.tell(picks, problem.loss[picks])
-        counts[every] = starts
-    assert len(counts[1]) > 3 and set(counts[1][1:]) == {3}
-    assert set(counts[0][1:]) == {1}
-    with pytest.raises(ValueError, match="gp_restart_every must be >= 0"):
-        MethodConfig(gp_restart_every=-1)
+        assert loop.observed_indices.size < 128
+        counts[below] = starts
+    assert MethodConfig().gp_restart_below == 128
+    assert len(counts[128]) > 3 and set(counts[128]) == {3}
+    assert counts[0][0] == 3 and set(counts[0][1:]) == {1}
+    with pytest.raises(ValueError, match="gp_restart_every and gp_restart_below must be >= 0"):
+        MethodConfig(gp_restart_below=-1)

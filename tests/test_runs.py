@@ -384,3 +384,24 @@ def test_a_blank_cell_in_a_numeric_axis_is_named_not_silently_dropped():
     assert table.hyperparameters == () and len(table) == 2
     with pytest.raises(RunTableError, match=r"column 'lr', data row 3: missing"):
         load_runs(blank, hyperparameters=["lr"])
+
+
+def test_numbers_written_as_text_read_as_python_reads_them():
+    """'10_000' (a digit separator, as Python's float reads it) and ' 3e-4 ' are numbers in
+    every rule: the typo check, the default hyperparameters and named ones; '1__0' is not."""
+    from scalebo.data.columns import text_column, to_numbers
+
+    assert to_numbers(pd.Series([" 1_000", "2e1_0", "1__0", None, "x", 3])).tolist()[:2] == \
+        [1000.0, 2e10]
+    assert np.isnan(to_numbers(pd.Series(["1__0", "_1", "1_"]))).all()
+    assert text_column(pd.Series(["1_000", "2_000", "3000"]))[0]  # numeric, no typo
+    frame = pd.DataFrame({"N": [1e8] * 2 + [2e8] * 2, "D": [1e9] * 4,
+                          "warmup": ["1_000", " 2_000 "] * 2, "loss": [3.0, 3.1, 2.9, 2.95]})
+    default = load_runs(frame)
+    assert default.hyperparameters == ("warmup",)
+    assert default.frame["warmup"].tolist() == [1000.0, 2000.0, 1000.0, 2000.0]
+    named = load_runs(frame, hyperparameters=["warmup"])
+    assert named.frame["warmup"].tolist() == [1000.0, 2000.0, 1000.0, 2000.0]
+    with pytest.raises(RunTableError, match=r"data row 2, column 'warmup': expected a number, "
+                                            r"got '2__000'"):
+        load_runs(frame.assign(warmup=["1_000", "2__000", "1_000", "2_000"]))

@@ -50,6 +50,12 @@ def test_gp_surrogate_warm_start_schedule_and_condition_on():
         s.fit(X[:k], y[:k], warm_start=True)
         starts.append(s.gp_.fit_result_.n_starts)
     assert starts == [3, 1, 1, 3, 1, 1]
+    below = GPSurrogate(rng=0, restart_every=3, restart_below=52)  # full on < 52 rows too
+    starts = []
+    for k in range(50, 56):
+        below.fit(X[:k], y[:k], warm_start=True)
+        starts.append(below.gp_.fit_result_.n_starts)
+    assert starts == [3, 3, 1, 3, 1, 1]
     cond = s.condition_on(X[55:], y[55:])
     assert cond.gp_.X_train_.shape[0] == 60 and s.gp_.X_train_.shape[0] == 55
     np.testing.assert_array_equal(cond.gp_.theta_, s.gp_.theta_)
@@ -112,7 +118,8 @@ def test_tree_surrogate_without_xgboost_says_how_to_install(monkeypatch):
 
 
 def test_a_full_refit_escapes_the_optimum_a_warm_start_keeps():
-    """restart_every=1 (the replays' default since 0.3.5, what a campaign's fresh fit does):
+    """restart_every=1 (what the replays do below 128 runs since 0.3.6, and a campaign's fresh
+    fit at every call):
     each refit starts from the previous optimum and 2 screened restarts. After a first fit on
     a smooth trend, the data turn wiggly: a warm-only refit (restart_every=0) stays near the
     long length scales in some of 30 seeds, the full refit never ends below it (it includes

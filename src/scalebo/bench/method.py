@@ -92,17 +92,20 @@ class MethodConfig:
         refit_growth: ... and at least ``refit_growth × n_obs`` asks apart, so refits (each
             ``O(n_obs³)`` per likelihood evaluation) get rarer as observations accumulate;
             in between the GP is conditioned with fixed hyperparameters (``O(n_obs²)``).
-        gp_restart_every: Every this many hyperparameter refits the GP's is a full one
-            (its previous optimum and 2 screened random restarts, the best by marginal
-            likelihood); the others start from the previous optimum alone (0: never again
-            after the first fit). The default 1 is what a campaign does: ``scalebo suggest``
-            fits a fresh GP at every call. Measured (20 seeds, compute law at 1e25 FLOPs,
-            |error| %, 1 / 5 / 10 % of C_total, docs/reproduction.md): every 10th fit (the
-            default until 0.3.5) → every fit: OELLM-English 6.10 / 0.66 / 0.26 →
-            3.29 / 0.52 / 0.32 (1 %: better in 14 of 20 seeds, Wilcoxon p = 0.04), StepLaw
-            14.5 / 1.99 / 0.00 → 14.2 / 1.94 / 0.12 (no budget significantly different),
-            for 1.5–3× the search time: a warm start kept a local optimum of the
-            hyperparameters for up to 9 asks.
+        gp_restart_every, gp_restart_below: The search GP's hyperparameter refit is a full
+            one (its previous optimum and 2 screened random restarts, the best by marginal
+            likelihood) at every ``gp_restart_every``-th fit and at every fit on fewer than
+            ``gp_restart_below`` runs; the others start from the previous optimum alone
+            (0: never). Below 128 runs every fit is full, as in a campaign (``scalebo
+            suggest`` fits a fresh GP at every call): a warm start kept a local optimum for
+            up to 9 asks. Measured (20 seeds, compute law at 1e25 FLOPs, |error| %, 1 / 5 / 10 %
+            of C_total, docs/reproduction.md): every 10th fit (until 0.3.5) → every fit below
+            128 runs (0.3.6): OELLM-English 6.10 / 0.66 / 0.26 → 3.29 / 0.52 / see the
+            reproduction report (1 %: better in 14 of 20 seeds, Wilcoxon p = 0.04), StepLaw
+            14.5 / 1.99 / 0.00 → 14.2 / 1.94 (no budget significantly different). A full fit
+            at every ask at every size (also measured) gave the same 1 and 5 % (those
+            replays stay under 128 runs) but made the main comparison sweep, whose replays
+            reach 25 %, ~3.5× slower.
         clip_iqr: The GP sees losses clipped at ``median + clip_iqr × IQR`` of the losses
             it is fitted on (see :class:`ClippedGP`); None: no clipping.
         trend: Give the GP a mean in encoded ``log N`` and ``log D`` (see ``trend_form``)
@@ -161,7 +164,8 @@ class MethodConfig:
     q: int = 1
     refit_every: int = 1
     refit_growth: float = 0.0
-    gp_restart_every: int = 1
+    gp_restart_every: int = 10
+    gp_restart_below: int = 128
     clip_iqr: float | None = 5.0
     trend: bool = False
     trend_form: str = "linear"
@@ -187,9 +191,10 @@ class MethodConfig:
             if getattr(self, name) not in allowed:
                 raise ValueError(f"MethodConfig.{name} must be one of {list(allowed)}, got "
                                  f"{getattr(self, name)!r}")
-        if self.gp_restart_every < 0:
-            raise ValueError(f"MethodConfig.gp_restart_every must be >= 0 (0: never restart), "
-                             f"got {self.gp_restart_every}")
+        if self.gp_restart_every < 0 or self.gp_restart_below < 0:
+            raise ValueError("MethodConfig.gp_restart_every and gp_restart_below must be >= 0 "
+                             f"(0: never), got {self.gp_restart_every} and "
+                             f"{self.gp_restart_below}")
         if (self.q < 1 or self.refit_every < 1 or self.n_initial < 0 or self.refit_growth < 0
                 or self.posterior_samples < 0 or self.bootstrap_samples < 0
                 or not self.posterior_discrepancy >= 0):

@@ -117,7 +117,8 @@ def method_surrogate(method: MethodConfig, problem: ReplayProblem, seed: int, *,
     if name == "gp":
         gp = make_surrogate("gp", kernel=method.kernel,
                             categorical=problem.grid.categorical_columns, rng=seed,
-                            restart_every=method.gp_restart_every)
+                            restart_every=method.gp_restart_every,
+                            restart_below=method.gp_restart_below)
         if method.shift_optimum:
             gp = OptimumShiftSurrogate(gp, (0, 1), categorical=problem.grid.categorical_columns)
         if method.trend:

@@ -21,6 +21,7 @@ from scalebo.data.columns import (
     is_candidate_column,
     parse_number,
     text_column,
+    to_numbers,
 )
 from scalebo.errors import EXCLUDED_IN_PYTHON, ExcludedRunsWarning, RunTableError
 
@@ -114,7 +115,7 @@ def _to_float(series: pd.Series, column: str, name: str) -> pd.Series:
         raise RunTableError(
             f"{name}: column {column!r} holds booleans; expected numbers."
         )
-    values = pd.to_numeric(series, errors="coerce")
+    values = to_numbers(series)
     bad = np.flatnonzero(values.isna().to_numpy() & series.notna().to_numpy())
     if bad.size:
         first = bad[0]
@@ -193,8 +194,13 @@ def _resolve_hyperparameters(
     name: str,
 ) -> tuple[str, ...]:
     if hyperparameters is None:
-        _check_typos(frame, [c for c in frame.columns if c not in CANONICAL_COLUMNS
-                             and is_candidate_column(frame, c, config_columns)], name)
+        candidates = [c for c in frame.columns if c not in CANONICAL_COLUMNS
+                      and is_candidate_column(frame, c, config_columns)]
+        _check_typos(frame, candidates, name)
+        for column in candidates:  # numbers written as text ("10_000", " 3e-4") are numbers
+            series = frame[column]
+            if not pd.api.types.is_numeric_dtype(series.dtype) and text_column(series)[0]:
+                frame[column] = to_numbers(series)
         for column, blanks in blank_axes(frame, config_columns).items():
             warnings.warn(
                 f"{name}: column {column!r} varies inside (N, D) cells like a hyperparameter, "

@@ -12,7 +12,7 @@ import pandas as pd
 __all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "UNMAPPED_SUFFIX",
            "ExclusionReason", "blank_axes", "default_hyperparameters", "is_blank",
            "is_candidate_column", "is_categorical",
-           "numeric_typos", "parse_number", "text_column"]
+           "numeric_typos", "parse_number", "text_column", "to_numbers"]
 
 #: Names that ``mapping`` may assign, in the order they appear in ``RunTable.frame``.
 CANONICAL_COLUMNS: tuple[str, ...] = ("run_id", "N", "D", "C", "loss")
@@ -51,6 +51,21 @@ def parse_number(value: object) -> float | None:
         except ValueError:
             return None
     return None
+
+
+def to_numbers(series: pd.Series) -> pd.Series:
+    """``pd.to_numeric(series, errors="coerce")`` that reads text as :func:`parse_number`
+    does: surrounding blanks ignored and ``_`` between digits a separator (``"10_000"``, as
+    Python's ``float``); anything else that is not a number becomes NaN (float64)."""
+    if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(
+            series.dtype):
+        return series.astype(np.float64)
+    text = series.map(lambda v: isinstance(v, str)).astype(bool)
+    cleaned = series.astype(object).copy()
+    if text.any():
+        cleaned[text] = series[text].str.strip().str.replace(r"(?<=\d)_(?=\d)", "",
+                                                             regex=True)
+    return pd.to_numeric(cleaned, errors="coerce").astype(np.float64)
 
 
 def is_blank(value: object) -> bool:
@@ -100,8 +115,7 @@ def _parse_uniques(u: pd.Series) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     maybe = (~text | first.isin(list("0123456789+-.ni"))).to_numpy(dtype=bool) & ~boolean
     values = np.full(len(u), np.nan)
     if maybe.any():
-        values[maybe] = pd.to_numeric(stripped[maybe], errors="coerce").to_numpy(
-            dtype=np.float64)
+        values[maybe] = to_numbers(stripped[maybe]).to_numpy(dtype=np.float64)
     nan_text = (text & stripped.where(text, "").str.lower().isin(["nan", "+nan", "-nan"])
                 ).to_numpy(dtype=bool)
     is_number = (~np.isnan(values) | nan_text) & ~boolean & present
@@ -187,8 +201,7 @@ def blank_axes(frame: pd.DataFrame, excluded: Iterable[str] = ()) -> dict[str, n
         else:
             if not text_column(series)[0]:
                 continue
-            values = pd.to_numeric(series.where(~blank), errors="coerce").to_numpy(
-                dtype=np.float64)
+            values = to_numbers(series.where(~blank)).to_numpy(dtype=np.float64)
         present = frame.loc[~blank, ["N", "D"]].assign(_v=values[~blank])
         if (present.groupby(["N", "D"], sort=False)["_v"].nunique() > 1).any():
             out[str(column)] = np.flatnonzero(blank)

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalebo.data.columns import is_blank, parse_number
+from scalebo.data.columns import is_blank, parse_number, to_numbers
 from scalebo.data.files import read_table
 from scalebo.errors import RunTableError, SearchError, shown_config, shown_rows
 from scalebo.search.cost_model import CostModel
@@ -204,7 +204,7 @@ def _grid_numbers(series: pd.Series, column: str, name: str) -> None:
 def _numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:
     if column not in frame.columns:
         return np.full(len(frame), np.nan)
-    values = pd.to_numeric(frame[column], errors="coerce")
+    values = to_numbers(frame[column])
     bad = values.isna() & frame[column].notna() & (frame[column].astype(str).str.strip() != "")
     text = frame[column].astype(str).str.strip().str.lower()
     bad &= ~text.isin(["nan", "inf", "-inf", "+inf"])

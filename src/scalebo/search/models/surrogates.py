@@ -52,31 +52,38 @@ class GPSurrogate:
         n_restarts: random restarts of a full hyperparameter fit.
         restart_every: with ``fit(..., warm_start=True)``, every ``restart_every``-th fit is
             still a full fit with restarts (the others start only from the previous optimum).
+        restart_below: ... and so is every fit on fewer than this many observations (0:
+            none): with few runs the likelihood has several optima and the previous one is
+            often not the best; later it moves little between fits.
         prior: optional :class:`~scalebo.search.models.gp.GPPrior` (MAP instead of ML).
         rng: seed of the restarts and of ``sample_joint`` when none is given.
         **gp_kwargs: other :class:`~scalebo.search.models.gp.GaussianProcess` arguments.
     """
 
     def __init__(self, kernel: Any = "matern52", *, categorical: Sequence[int] = (),
-                 n_restarts: int = 2, restart_every: int = 10, prior: GPPrior | None = None,
+                 n_restarts: int = 2, restart_every: int = 10, restart_below: int = 0,
+                 prior: GPPrior | None = None,
                  rng: np.random.Generator | int | None = None, **gp_kwargs: Any) -> None:
         self.kernel = kernel
         self.categorical = tuple(categorical)
         self.n_restarts = n_restarts
         self.restart_every = restart_every
+        self.restart_below = restart_below
         self.prior = prior
         self.rng = rng
         self.gp_kwargs = gp_kwargs
 
     def fit(self, X: np.ndarray, y: np.ndarray, *, warm_start: bool = False) -> GPSurrogate:
         """Fit on ``X`` (n, n_dims) and ``y`` (n,); ``warm_start`` refits from the previous
-        hyperparameters only (except every ``restart_every``-th fit)."""
+        hyperparameters only (except every ``restart_every``-th fit and fits on fewer than
+        ``restart_below`` rows)."""
         if not hasattr(self, "gp_"):
             self.gp_ = GaussianProcess(self.kernel, categorical=self.categorical,
                                        n_restarts=self.n_restarts, prior=self.prior,
                                        rng=self.rng, **self.gp_kwargs)
         n_fits = getattr(self, "n_fits_", 0)
-        full = self.restart_every > 0 and n_fits % self.restart_every == 0
+        full = ((self.restart_every > 0 and n_fits % self.restart_every == 0)
+                or len(y) < getattr(self, "restart_below", 0))
         self.gp_.fit(X, y, warm_start=warm_start and not full)
         self.n_fits_ = n_fits + 1
         return self
