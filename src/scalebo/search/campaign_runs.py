@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalebo.data.columns import is_blank, parse_number, to_numbers
+from scalebo.data.columns import is_blank, to_numbers
 from scalebo.data.files import read_table
 from scalebo.errors import RunTableError, SearchError, shown_config, shown_rows
 from scalebo.search.cost_model import CostModel
@@ -193,12 +193,12 @@ def _grid_numbers(series: pd.Series, column: str, name: str) -> None:
     number (``"le-3"`` for ``1e-3``, an empty cell)."""
     if pd.api.types.is_numeric_dtype(series.dtype) and not series.isna().any():
         return
-    for pos, value in enumerate(series.tolist()):
-        number = None if is_blank(value) else parse_number(value)
-        if number is None or not math.isfinite(number):
-            got = "an empty value" if is_blank(value) else repr(value)
-            raise RunTableError(f"{name}: data row {pos + 1}, column {column!r}: expected a "
-                                f"number (the grid's {column} is numeric), got {got}.")
+    bad = np.flatnonzero(~np.isfinite(to_numbers(series).to_numpy(dtype=np.float64)))
+    if bad.size:
+        value = series.iloc[bad[0]]
+        got = "an empty value" if is_blank(value) else repr(value)
+        raise RunTableError(f"{name}: data row {bad[0] + 1}, column {column!r}: expected a "
+                            f"number (the grid's {column} is numeric), got {got}.")
 
 
 def _numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:

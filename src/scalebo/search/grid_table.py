@@ -26,7 +26,6 @@ infinite value, and two rows of the same configuration.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scalebo.data.columns import is_blank, is_candidate_column, parse_number, text_column
+from scalebo.data.columns import (
+    is_blank,
+    is_candidate_column,
+    parse_number,
+    text_column,
+    to_numbers,
+)
 from scalebo.data.files import read_table
 from scalebo.errors import RunTableError, SearchError, shown, shown_config, shown_rows
 from scalebo.search.grid import Grid
@@ -65,42 +70,47 @@ def _fail(path: Path, bad: list[int], column: str, expected: str, value: Any,
                          f"{expected}, got {_got(value)}{hint}{more}.")
 
 
+def _blank(series: pd.Series) -> np.ndarray:
+    """``(n,)`` bool: the empty cells (:func:`~scalebo.data.columns.is_blank`)."""
+    return series.isna().to_numpy(dtype=bool) | series.map(is_blank).to_numpy(dtype=bool)
+
+
 def _positive(path: Path, frame: pd.DataFrame, column: str) -> np.ndarray:
     """``column`` as float64; RunTableError at the first value that is not a positive,
     finite number."""
-    values = frame[column].tolist()
-    numbers = [None if is_blank(v) else parse_number(v) for v in values]
-    bad = [i for i, n in enumerate(numbers)
-           if n is None or not math.isfinite(n) or n <= 0]
-    if bad:
-        raise _fail(path, bad, column, f"a positive number ({POSITIVE_COLUMNS[column]})",
-                    values[bad[0]])
-    return np.asarray(numbers, dtype=np.float64)
+    series = frame[column]
+    numbers = to_numbers(series).to_numpy(dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        bad = np.flatnonzero(~np.isfinite(numbers) | (numbers <= 0))
+    if bad.size:
+        raise _fail(path, bad.tolist(), column,
+                    f"a positive number ({POSITIVE_COLUMNS[column]})", series.iloc[bad[0]])
+    return numbers
 
 
 def _hyperparameter(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
     """A hyperparameter column as float64 (numeric: at least half its values are numbers)
     or as text (categorical); RunTableError for a typo, an empty or a non-finite value."""
-    values = frame[column].tolist()
-    empty = [i for i, v in enumerate(values) if is_blank(v)]
-    numbers = [None if is_blank(v) else parse_number(v) for v in values]
-    numeric, _, n_number, n_filled = text_column(frame[column].astype(object))
+    series = frame[column]
+    numeric, bad, n_number, n_filled = text_column(series.astype(object))
     if not numeric:  # categorical: mostly text (the run tables' rule, text_column)
-        if empty:
-            raise _fail(path, empty, column, "a value (a category of the column)",
-                        values[empty[0]])
-        return pd.Series([str(v) for v in values], index=frame.index, dtype=object)
-    bad = [i for i, n in enumerate(numbers) if n is None or not math.isfinite(n)]
-    if bad:
-        typo = not is_blank(values[bad[0]]) and numbers[bad[0]] is None
+        empty = np.flatnonzero(_blank(series))
+        if empty.size:
+            raise _fail(path, empty.tolist(), column, "a value (a category of the column)",
+                        series.iloc[empty[0]])
+        return pd.Series([str(v) for v in series.tolist()], index=frame.index, dtype=object)
+    bad = np.union1d(bad, np.flatnonzero(_blank(series)))  # text_column skips empty cells
+    if bad.size:
+        first = series.iloc[bad[0]]
+        typo = not is_blank(first) and parse_number(first) is None
         are = "is a number" if n_number == 1 else "are numbers"
         hint = (f" (the column is numeric: {n_number} of its {n_filled} values {are}; a "
                 "categorical column is mostly text)") if typo else ""
-        raise _fail(path, bad, column, "a number" if typo or is_blank(values[bad[0]])
-                    else "a finite number", values[bad[0]], hint)
-    if pd.api.types.is_numeric_dtype(frame[column].dtype):
-        return frame[column]  # as read (integers such as a batch size stay integers)
-    return pd.Series(numbers, index=frame.index, dtype=np.float64)
+        raise _fail(path, bad.tolist(), column, "a number" if typo or is_blank(first)
+                    else "a finite number", first, hint)
+    if pd.api.types.is_numeric_dtype(series.dtype):
+        return series  # as read (integers such as a batch size stay integers)
+    return to_numbers(series)
 
 
 def _is_hyperparameter(frame: pd.DataFrame, column: Any) -> bool:
