@@ -116,3 +116,22 @@ def test_counts_below_their_minimum_are_usage_errors(words, option, minimum, cap
     args = build_parser().parse_args([*words, option, str(minimum)])  # the minimum is fine
     value = getattr(args, shown.split("/")[-1].lstrip("-").replace("-", "_"))
     assert (value[-1] if isinstance(value, list) else value) == minimum
+
+
+def test_cli_warnings_leave_out_the_library_pointer(capsys):
+    """Every CLI warning (the hook of main(), and fit's collected ones) goes through warn(),
+    which drops 'They are listed in RunTable.excluded.' and keeps the rows."""
+    import warnings
+
+    from scalebo.cli.main import _show_warning
+    from scalebo.errors import EXCLUDED_IN_PYTHON, ExcludedRunsWarning
+
+    message = "runs.csv: excluded 1 of 9 runs: 1 non-finite loss (data row 4)." \
+        + EXCLUDED_IN_PYTHON
+    _show_warning(ExcludedRunsWarning(message), ExcludedRunsWarning, "f.py", 1)
+    err = capsys.readouterr().err
+    assert err == "warning: runs.csv: excluded 1 of 9 runs: 1 non-finite loss (data row 4).\n"
+    with warnings.catch_warnings(record=True) as caught:  # the library keeps it
+        warnings.simplefilter("always")
+        warnings.warn(message, ExcludedRunsWarning, stacklevel=1)
+    assert str(caught[0].message).endswith("They are listed in RunTable.excluded.")

@@ -371,3 +371,24 @@ def test_a_bootstrap_of_few_resamples_is_warned_about(compute_csv: Path) -> None
             in proc.stderr)
     quiet = run_cli("fit", str(compute_csv), "--map", "N=params", "--bootstrap", "100")
     assert "so few resamples" not in quiet.stderr
+
+
+def test_a_named_column_of_names_is_a_categorical_hyperparameter(tmp_path: Path) -> None:
+    """An optimizer column (adam is 0.05 nats better at every configuration): unnamed, the
+    runs look repeated and the error says to name it; named, it is a hyperparameter and the
+    envelope (best per compute) holds adam's runs only, so the law is adam's."""
+    C = np.logspace(17, 20, 8)
+    adam = pd.DataFrame({"N": 1e7 * np.arange(1, 9), "loss": compute_law(C)})
+    adam["D"] = C / (6 * adam["N"])
+    frame = pd.concat([adam.assign(optimizer="adam"),
+                       adam.assign(optimizer="sgd", loss=adam["loss"] + 0.05)])
+    path = tmp_path / "opt.csv"
+    frame.to_csv(path, index=False)
+    proc = run_cli("fit", str(path), "--format", "json")
+    assert proc.returncode == 2
+    assert "They differ in the text column 'optimizer'" in proc.stderr
+    proc = run_cli("fit", str(path), "--hyperparameters", "optimizer", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["runs"]["loaded"] == 16 and out["runs"]["used"] == 8
+    assert_params_close(out["fit"]["params"], COMPUTE_TRUTH, rel=1e-4)

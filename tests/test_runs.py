@@ -391,8 +391,9 @@ def test_numbers_written_as_text_read_as_python_reads_them():
     every rule: the typo check, the default hyperparameters and named ones; '1__0' is not."""
     from scalebo.data.columns import text_column, to_numbers
 
-    assert to_numbers(pd.Series([" 1_000", "2e1_0", "1__0", None, "x", 3])).tolist()[:2] == \
-        [1000.0, 2e10]
+    got = to_numbers(pd.Series([" 1_000", "2e1_0", "1__0", None, "x", 3, True]))
+    np.testing.assert_array_equal(got, [1000.0, 2e10, np.nan, np.nan, np.nan, 3.0, np.nan])
+    assert to_numbers(pd.Series([True, False])).isna().all()  # booleans are not numbers
     assert np.isnan(to_numbers(pd.Series(["1__0", "_1", "1_"]))).all()
     assert text_column(pd.Series(["1_000", "2_000", "3000"]))[0]  # numeric, no typo
     frame = pd.DataFrame({"N": [1e8] * 2 + [2e8] * 2, "D": [1e9] * 4,
@@ -405,3 +406,25 @@ def test_numbers_written_as_text_read_as_python_reads_them():
     with pytest.raises(RunTableError, match=r"data row 2, column 'warmup': expected a number, "
                                             r"got '2__000'"):
         load_runs(frame.assign(warmup=["1_000", "2__000", "1_000", "2_000"]))
+
+
+def test_a_crashed_run_takes_no_part_in_choosing_the_axes():
+    """A run with a NaN loss and a blank lr (it crashed before logging) is excluded; it no
+    longer knocks lr out of the hyperparameters (which turned 8 runs into repeats with the
+    advice to average them). A metric column with a gap, where lr already tells every run
+    apart, is not warned about."""
+    frame = pd.DataFrame({"N": [1e8] * 4 + [2e8] * 4, "D": [1e9] * 8,
+                          "lr": [1e-4, 3e-4, 1e-3, 3e-3] * 2,
+                          "loss": [3.1, 3.0, 3.05, 3.2, 2.9, 2.8, 2.85, 3.0],
+                          "grad_norm": [0.1, 0.2, np.nan, 0.4, 0.5, 0.6, 0.7, 0.8]})
+    crashed = frame.copy()
+    crashed.loc[2, ["lr", "loss"]] = np.nan
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        table = load_runs(crashed.drop(columns="grad_norm"))
+    assert table.hyperparameters == ("lr",) and len(table) == 7
+    assert table.excluded["reason"].tolist() == ["non_finite"]
+    assert [type(w.message) for w in caught] == [ExcludedRunsWarning]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert load_runs(frame).hyperparameters == ("lr",)  # grad_norm: a gap, no warning

@@ -207,8 +207,9 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--hyperparameters", metavar="COL,...", default=None,
-        help="hyperparameter columns (comma-separated; '' for none); default: numeric "
-             "columns that vary inside an (N, D) cell",
+        help="hyperparameter columns (comma-separated; '' for none; a named column of "
+             "names, e.g. an optimizer, is categorical); default: numeric columns that vary "
+             "inside an (N, D) cell",
     )
     group.add_argument(
         "--data-dir", metavar="DIR", default=None,

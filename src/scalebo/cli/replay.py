@@ -75,7 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="column mapping for a file, e.g. N=params,D=tokens")
     parser.add_argument("--axes", default=None, metavar="COL,...",
                         help="hyperparameter axes of a file (default: numeric columns that "
-                             "vary inside an (N, D) cell)")
+                             "vary inside an (N, D) cell; a named column of names, e.g. an "
+                             "optimizer, is a categorical axis)")
     parser.add_argument("--duplicates", choices=("error", "mean"), default="error",
                         help="repeated configurations in a file (same N, D and axes): fail "
                              "(default, as 'scalebo fit') or average their losses into one "

@@ -109,8 +109,7 @@ def _check_columns_exist(
 
 
 def _to_float(series: pd.Series, column: str, name: str) -> pd.Series:
-    """Cast to float64; a value that is present but not a number raises, naming it (and,
-    for a column of names, saying how to make it a categorical hyperparameter)."""
+    """Cast to float64; a value that is present but not a number raises, naming it."""
     if pd.api.types.is_bool_dtype(series.dtype):
         raise RunTableError(
             f"{name}: column {column!r} holds booleans; expected numbers."
@@ -120,29 +119,25 @@ def _to_float(series: pd.Series, column: str, name: str) -> pd.Series:
     if bad.size:
         first = bad[0]
         more = f" (first at data row {first + 1})" if bad.size > 1 else ""
-        names = column not in CANONICAL_COLUMNS and not text_column(series)[0]
         raise RunTableError(
             f"{name}: {_rows(bad)}, column {column!r}: expected a number, got "
-            f"{_scalar(series.iloc[first])!r}{more}. " + (
-                "The column holds names, not numbers; name it as a hyperparameter to make "
-                "it a categorical one (fit --hyperparameters, replay --axes, "
-                "hyperparameters= in Python)." if names else
-                "Fix the value(s), or map another column (--map on the command line, "
-                "mapping= in Python).")
+            f"{_scalar(series.iloc[first])!r}{more}. Fix the value(s), or map another column "
+            "(--map on the command line, mapping= in Python)."
         )
     return values.astype(np.float64)
 
 
-def _to_labels(series: pd.Series, column: str, name: str) -> pd.Series:
-    """A categorical hyperparameter as stripped text; a blank cell raises, naming it."""
-    blank = np.flatnonzero(series.map(is_blank).to_numpy(dtype=bool))
+def _to_labels(series: pd.Series, column: str, name: str, checked: np.ndarray) -> pd.Series:
+    """A categorical hyperparameter as stripped text; a blank cell among the ``checked``
+    rows (``(n,)`` bool: those with a finite loss) raises, naming it."""
+    blank = np.flatnonzero(series.map(is_blank).to_numpy(dtype=bool) & checked)
     if blank.size:
         raise RunTableError(
             f"{name}: column {column!r}, {_rows(blank)}: missing value; a categorical "
             "hyperparameter needs a value on every run. Fill it in, or drop those runs "
             "before loading."
         )
-    return series.map(lambda v: str(_scalar(v)).strip()).astype(object)
+    return series.map(lambda v: v if is_blank(v) else str(_scalar(v)).strip()).astype(object)
 
 
 def _check_positive(series: pd.Series, column: str, name: str) -> None:
@@ -162,10 +157,10 @@ def _check_no_missing(series: pd.Series, column: str, name: str) -> None:
         bad = np.flatnonzero(~np.isfinite(series.to_numpy(dtype=np.float64)))
     else:
         bad = np.flatnonzero(series.isna().to_numpy())
-    if bad.size:
+    if bad.size:  # the index holds 0-based positions in the file (a subset keeps them)
         raise RunTableError(
-            f"{name}: column {column!r}, {_rows(bad)}: missing or non-finite value; every run "
-            "needs one. Fill it in, or drop those runs before loading."
+            f"{name}: column {column!r}, {_rows(series.index[bad])}: missing or non-finite "
+            "value; every run needs one. Fill it in, or drop those runs before loading."
         )
 
 
@@ -201,15 +196,20 @@ def _resolve_hyperparameters(
             series = frame[column]
             if not pd.api.types.is_numeric_dtype(series.dtype) and text_column(series)[0]:
                 frame[column] = to_numbers(series)
-        for column, blanks in blank_axes(frame, config_columns).items():
+        # runs that will be excluded (NaN or inf loss) take no part in choosing the axes
+        valid = frame.loc[np.isfinite(frame["loss"].to_numpy(dtype=np.float64))]
+        chosen = default_hyperparameters(valid, config_columns)
+        keys = ["N", "D", *chosen, *config_columns]
+        for column, blanks in blank_axes(valid, config_columns, keys=keys).items():
+            rows = valid.index[blanks]
             warnings.warn(
                 f"{name}: column {column!r} varies inside (N, D) cells like a hyperparameter, "
-                f"but {_rows(blanks)} {'is' if blanks.size == 1 else 'are'} blank, so it is "
+                f"but {_rows(rows)} {'is' if rows.size == 1 else 'are'} blank, so it is "
                 "not used as one and the runs it tells apart count as repeats. Fill the "
                 "value(s) in, or name the hyperparameter columns (fit --hyperparameters, "
                 "replay --axes, hyperparameters= in Python).",
-                UserWarning, stacklevel=4)
-        return default_hyperparameters(frame, config_columns)
+                UserWarning, stacklevel=3)
+        return chosen
     if isinstance(hyperparameters, str):
         raise RunTableError(
             f"{name}: hyperparameters must be a sequence of column names, got the string "
@@ -316,8 +316,7 @@ def _handle_duplicates(
             "other hyperparameters to make it a categorical one (fit --hyperparameters, "
             "replay --axes, hyperparameters= in Python), or fit each value's runs "
             "separately.")
-        blanks = {c: rows for c, rows in blank_axes(frame.reset_index(drop=True)).items()
-                  if c not in keys}
+        blanks = blank_axes(frame.reset_index(drop=True), keys=keys)
         if blanks and not texts:
             column, rows = next(iter(blanks.items()))
             text = (f" Column {column!r} varies inside (N, D) cells like a hyperparameter but "

@@ -54,14 +54,17 @@ def parse_number(value: object) -> float | None:
 
 
 def to_numbers(series: pd.Series) -> pd.Series:
-    """``pd.to_numeric(series, errors="coerce")`` that reads text as :func:`parse_number`
-    does: surrounding blanks ignored and ``_`` between digits a separator (``"10_000"``, as
-    Python's ``float``); anything else that is not a number becomes NaN (float64)."""
-    if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(
-            series.dtype):
+    """``pd.to_numeric(series, errors="coerce")`` that reads cells as :func:`parse_number`
+    does: surrounding blanks ignored, ``_`` between digits a separator (``"10_000"``, as
+    Python's ``float``), booleans not numbers; anything that is not a number becomes NaN
+    (float64)."""
+    if pd.api.types.is_bool_dtype(series.dtype):
+        return pd.Series(np.nan, index=series.index)
+    if pd.api.types.is_numeric_dtype(series.dtype):
         return series.astype(np.float64)
     text = series.map(lambda v: isinstance(v, str)).astype(bool)
-    cleaned = series.astype(object).copy()
+    cleaned = series.astype(object).where(
+        ~series.map(lambda v: isinstance(v, bool | np.bool_)).astype(bool), np.nan)
     if text.any():
         cleaned[text] = series[text].str.strip().str.replace(r"(?<=\d)_(?=\d)", "",
                                                              regex=True)
@@ -181,17 +184,22 @@ def default_hyperparameters(frame: pd.DataFrame, excluded: Iterable[str] = (), *
     return tuple(chosen)
 
 
-def blank_axes(frame: pd.DataFrame, excluded: Iterable[str] = ()) -> dict[str, np.ndarray]:
+def blank_axes(frame: pd.DataFrame, excluded: Iterable[str] = (), *,
+               keys: Iterable[str] = ("N", "D")) -> dict[str, np.ndarray]:
     """Numeric columns that :func:`default_hyperparameters` leaves out only because a cell
-    is blank: a candidate column (:func:`is_candidate_column`) whose present values are
-    numbers (by dtype, or by :func:`text_column`'s rule) and differ inside at least one
-    (N, D) cell, mapped to the 0-based positions of its blank cells. Such a column looks
+    is blank: a candidate column (:func:`is_candidate_column`, not in ``keys``) whose
+    present values are numbers (by dtype, or by :func:`text_column`'s rule) and differ
+    inside at least one group of rows equal in ``keys`` (default: an (N, D) cell; pass the
+    chosen hyperparameters too, so that only a column that would still split runs counts),
+    mapped to the 0-based positions (in ``frame``) of its blank cells. Such a column looks
     like a search axis (a learning rate with one value missing); leaving it out silently
     would merge the runs it tells apart, so callers say so."""
+    keys = list(keys)
     out: dict[str, np.ndarray] = {}
     for column in frame.columns:
         series = frame[column]
-        if str(column) in REQUIRED_COLUMNS or not is_candidate_column(frame, column, excluded):
+        if (str(column) in REQUIRED_COLUMNS or column in keys
+                or not is_candidate_column(frame, column, excluded)):
             continue
         blank = series.isna().to_numpy(dtype=bool) | series.map(is_blank).to_numpy(dtype=bool)
         if not blank.any() or blank.all():
@@ -202,7 +210,7 @@ def blank_axes(frame: pd.DataFrame, excluded: Iterable[str] = ()) -> dict[str, n
             if not text_column(series)[0]:
                 continue
             values = to_numbers(series.where(~blank)).to_numpy(dtype=np.float64)
-        present = frame.loc[~blank, ["N", "D"]].assign(_v=values[~blank])
-        if (present.groupby(["N", "D"], sort=False)["_v"].nunique() > 1).any():
+        present = frame.loc[~blank, keys].assign(_v=values[~blank])
+        if (present.groupby(keys, sort=False, dropna=False)["_v"].nunique() > 1).any():
             out[str(column)] = np.flatnonzero(blank)
     return out

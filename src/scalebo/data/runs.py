@@ -255,12 +255,13 @@ def load_runs(
     for column in config_columns:
         _check_no_missing(frame[column], column, name)
     hps = _resolve_hyperparameters(frame, hyperparameters, config_columns, name)
+    valid = np.isfinite(frame["loss"].to_numpy(dtype=np.float64))  # the others are excluded
     for column in hps:
         if hyperparameters is not None and is_categorical(frame[column]):
-            frame[column] = _to_labels(frame[column], column, name)
+            frame[column] = _to_labels(frame[column], column, name, valid)
             continue
         frame[column] = _to_float(frame[column], column, name)
-        _check_no_missing(frame[column], column, name)
+        _check_no_missing(frame.loc[valid, column], column, name)
 
     frame, excluded = _exclude(frame, diverged_above, name)
     frame = _handle_duplicates(frame, ["N", "D", *hps, *config_columns], duplicates, name)
