@@ -100,12 +100,12 @@ class MethodConfig:
             suggest`` fits a fresh GP at every call): a warm start kept a local optimum for
             up to 9 asks. Measured (20 seeds, compute law at 1e25 FLOPs, |error| %, 1 / 5 / 10 %
             of C_total, docs/reproduction.md): every 10th fit (until 0.3.5) → every fit below
-            128 runs (0.3.6): OELLM-English 6.10 / 0.66 / 0.26 → 3.29 / 0.52 / see the
-            reproduction report (1 %: better in 14 of 20 seeds, Wilcoxon p = 0.04), StepLaw
-            14.5 / 1.99 / 0.00 → 14.2 / 1.94 (no budget significantly different). A full fit
+            128 runs (0.3.6): OELLM-English 6.10 / 0.66 / 0.26 → 3.29 / 0.52 / 0.32 (1 %:
+            better in 14 of 20 seeds, Wilcoxon p = 0.04), StepLaw 14.5 / 1.99 / 0.00 →
+            14.2 / 1.94 / 0.12 (no budget significantly different). A full fit
             at every ask at every size (also measured) gave the same 1 and 5 % (those
             replays stay under 128 runs) but made the main comparison sweep, whose replays
-            reach 25 %, ~3.5× slower.
+            reach 25 %, ~3× slower.
         clip_iqr: The GP sees losses clipped at ``median + clip_iqr × IQR`` of the losses
             it is fitted on (see :class:`ClippedGP`); None: no clipping.
         trend: Give the GP a mean in encoded ``log N`` and ``log D`` (see ``trend_form``)
