@@ -428,3 +428,14 @@ def test_a_crashed_run_takes_no_part_in_choosing_the_axes():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert load_runs(frame).hyperparameters == ("lr",)  # grad_norm: a gap, no warning
+
+
+def test_a_named_boolean_column_is_a_categorical_hyperparameter():
+    frame = pd.DataFrame({"N": [1e8] * 4, "D": [1e9] * 4, "lr": [1e-3, 3e-3] * 2,
+                          "qk_norm": [True, True, False, False], "loss": [3.0, 3.1, 3.2, 3.3]})
+    table = load_runs(frame, hyperparameters=["lr", "qk_norm"])
+    assert table.categorical == ("qk_norm",)
+    assert table.frame["qk_norm"].tolist() == ["True", "True", "False", "False"]
+    with pytest.raises(RunTableError, match=r"They differ in the text column 'qk_norm' "
+                       r"\(True vs False\), so do not average them: name it"):
+        load_runs(frame)  # unnamed: not an axis, and the advice is not to average

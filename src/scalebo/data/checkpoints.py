@@ -34,6 +34,7 @@ from typing import TypeVar
 import numpy as np
 import pandas as pd
 
+from scalebo.data.columns import to_numbers
 from scalebo.data.runs import RunTable, load_runs
 from scalebo.errors import RunTableError
 
@@ -110,7 +111,7 @@ def checkpoint_table(
     mapping = dict(mapping or {})
     if "run_id" not in mapping and "run_id" not in frame.columns:
         d_col = mapping.get("D", "D")
-        tokens = pd.to_numeric(frame[d_col], errors="coerce") if d_col in frame else None
+        tokens = to_numbers(frame[d_col]) if d_col in frame else None
         frame["run_id"] = [
             f"{r}@{p}@{t:.6g}" for r, p, t in zip(frame["run"], frame["phase"], tokens,
                                                     strict=True)

@@ -308,12 +308,13 @@ def _handle_duplicates(
         pos_a, pos_b = frame.index[partner], frame.index[repeat]
         config = ", ".join(f"{k}={_scalar(frame[k].iloc[repeat])!r}" for k in keys)
         texts = [c for c in frame.columns if c not in keys and c not in CANONICAL_COLUMNS
-                 and is_candidate_column(frame, c) and not pd.api.types.is_numeric_dtype(
-                     frame[c].dtype) and frame[c].iloc[partner] != frame[c].iloc[repeat]]
+                 and (_labels(frame[c]) and is_candidate_column(frame, c, allow_bool=True))
+                 and frame[c].iloc[partner] != frame[c].iloc[repeat]]
         text = "" if not texts else (
-            f" They differ in the text column {texts[0]!r} ({frame[texts[0]].iloc[partner]!r} "
-            f"vs {frame[texts[0]].iloc[repeat]!r}), so do not average them: name it with the "
-            "other hyperparameters to make it a categorical one (fit --hyperparameters, "
+            f" They differ in the text column {texts[0]!r} "
+            f"({_scalar(frame[texts[0]].iloc[partner])!r} "
+            f"vs {_scalar(frame[texts[0]].iloc[repeat])!r}), so do not average them: name it "
+            "with the other hyperparameters to make it a categorical one (fit --hyperparameters, "
             "replay --axes, hyperparameters= in Python), or fit each value's runs "
             "separately.")
         blanks = blank_axes(frame.reset_index(drop=True), keys=keys)
@@ -344,6 +345,12 @@ def _handle_duplicates(
         stacklevel=3,
     )
     return merged
+
+
+def _labels(series: pd.Series) -> bool:
+    """A column of names or booleans (not a numeric dtype other than bool)."""
+    return (pd.api.types.is_bool_dtype(series.dtype)
+            or not pd.api.types.is_numeric_dtype(series.dtype))
 
 
 def _scalar(value: object) -> object:

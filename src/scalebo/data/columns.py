@@ -143,15 +143,16 @@ def is_categorical(series: pd.Series) -> bool:
 
 
 def is_candidate_column(frame: pd.DataFrame, column: object,
-                        excluded: Iterable[str] = ()) -> bool:
+                        excluded: Iterable[str] = (), *, allow_bool: bool = False) -> bool:
     """Whether ``column`` may be a hyperparameter at all: not bookkeeping
     (:data:`BOOKKEEPING_COLUMNS`, a name in ``excluded``), no ``loss`` in its name, not
-    ``*_unmapped``, not boolean. Shared by :func:`default_hyperparameters`, the run tables'
-    typo check and the grid tables' reader."""
+    ``*_unmapped``, not boolean (unless ``allow_bool``: a boolean column named as a
+    hyperparameter is a categorical one). Shared by :func:`default_hyperparameters`, the
+    run tables' typo check and the grid tables' reader."""
     name = str(column)
     return not (name in BOOKKEEPING_COLUMNS or name in set(excluded)
                 or "loss" in name.lower() or name.endswith(UNMAPPED_SUFFIX)
-                or pd.api.types.is_bool_dtype(frame[column].dtype))
+                or (not allow_bool and pd.api.types.is_bool_dtype(frame[column].dtype)))
 
 
 def default_hyperparameters(frame: pd.DataFrame, excluded: Iterable[str] = (), *,

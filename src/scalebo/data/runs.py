@@ -200,7 +200,7 @@ def load_runs(
             as ``<name>_unmapped``.
         hyperparameters: Names of the hyperparameter columns; a named column of names (an
             optimizer: ``"adam"``, ``"lion"``; mostly text, by
-            :func:`~scalebo.data.columns.text_column`'s rule) is a categorical
+            :func:`~scalebo.data.columns.text_column`'s rule) or of booleans is a categorical
             hyperparameter, kept as text (:attr:`RunTable.categorical`). Default: every
             numeric column that is not bookkeeping (``run_id``, ``N``, ``D``, ``C``, ``loss``,
             ``n_repeats``, ``reason``, ``seed``, any name containing ``loss``, ``*_unmapped``,
@@ -257,7 +257,8 @@ def load_runs(
     hps = _resolve_hyperparameters(frame, hyperparameters, config_columns, name)
     valid = np.isfinite(frame["loss"].to_numpy(dtype=np.float64))  # the others are excluded
     for column in hps:
-        if hyperparameters is not None and is_categorical(frame[column]):
+        if hyperparameters is not None and (is_categorical(frame[column]) or
+                                            pd.api.types.is_bool_dtype(frame[column].dtype)):
             frame[column] = _to_labels(frame[column], column, name, valid)
             continue
         frame[column] = _to_float(frame[column], column, name)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from scalebo.data.columns import to_numbers
 from scalebo.errors import RunTableError, shown
 from scalebo.fitting.formula_fit import table_inputs
 from scalebo.laws.formula import FormulaLaw
@@ -132,7 +133,7 @@ class TargetRegion:
 
 
 def _numeric(frame: pd.DataFrame, column: str, source: str) -> np.ndarray:
-    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)
+    values = to_numbers(frame[column]).to_numpy(np.float64)
     bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
         raise RunTableError(f"{source}: data row {bad[0] + 1}, column {column!r}: "

@@ -22,6 +22,7 @@ from enum import StrEnum
 import numpy as np
 import pandas as pd
 
+from scalebo.data.columns import to_numbers
 from scalebo.data.runs import RunTable
 
 __all__ = [
@@ -195,7 +196,7 @@ def best_per_cell(
     df = frame.frame if isinstance(frame, RunTable) else frame
     cell = list(cell)
     _require_columns(df, [*cell, loss])
-    values = pd.to_numeric(df[loss], errors="coerce").to_numpy(dtype=np.float64)
+    values = to_numbers(df[loss]).to_numpy(dtype=np.float64)
     if np.isnan(values).any():
         raise ValueError(
             f"column {loss!r} has missing or non-numeric values at index labels "
