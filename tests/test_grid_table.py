@@ -90,3 +90,20 @@ def test_categorical_numbers_and_mapping(here):
     grid = campaign_grid("g.jsonl", {"N": "params"})
     assert grid.axes == ("lr",) and list(grid.configs["lr"]) == [3e-4, 1e-3]
     assert not grid.categorical_axes
+
+
+def test_category_labels_match_without_surrounding_blanks(here):
+    """' adam' in a grid table is 'adam', as in run tables: a campaign's 'adam ' run is on the
+    grid, and ' adam' next to 'adam' in one cell is a repeated configuration."""
+    from scalebo.search.campaign_runs import read_campaign_runs
+
+    grid = campaign_grid(_write("cat.csv", 'N,D,opt\n5e7,1e9," adam"\n5e7,1e9,sgd\n'
+                                           "1e8,1e9,adam\n1e8,1e9,sgd\n"))
+    assert sorted(set(grid.configs["opt"])) == ["adam", "sgd"]
+    runs = pd.DataFrame({"N": [5e7, 1e8], "D": [1e9, 1e9], "opt": ["adam ", "sgd"],
+                         "loss": [3.1, 2.9]})
+    assert grid.index_of(runs).tolist() == [0, 3]
+    assert read_campaign_runs(runs, grid).completed.tolist() == [0, 3]
+    with pytest.raises(SearchError, match=r"data rows 1 and 3 are the same configuration"):
+        campaign_grid(_write("dup.csv", 'N,D,opt\n5e7,1e9," adam"\n5e7,1e9,sgd\n'
+                                        "5e7,1e9,adam\n"))

@@ -345,7 +345,8 @@ class Grid:
         """Grid row of each row of ``frame`` (runs → configurations), shape ``(len(frame),)``.
 
         Numeric columns (N, D, numeric axes) match a grid value within a relative tolerance
-        of :data:`INDEX_RTOL`; categorical axes match exactly (as strings). Errors name
+        of :data:`INDEX_RTOL`; categorical axes match exactly as strings without surrounding
+        blanks (``" adam"`` is ``"adam"``). Errors name
         ``source`` and 1-based data rows (an integer index is read as 0-based source
         positions, as :class:`~scalebo.data.runs.RunTable` keeps them).
 
@@ -366,10 +367,10 @@ class Grid:
         off = np.zeros(n, dtype=bool)
         for j, col in enumerate(self.input_columns):
             if col in self.categorical_axes:
-                gvals = self.configs[col].astype(str).to_numpy()
+                gvals = self.configs[col].astype(str).str.strip().to_numpy()
                 uniq, grid_codes[:, j] = np.unique(gvals, return_inverse=True)
                 lookup = {u: i for i, u in enumerate(uniq)}
-                fv = frame[col].astype(str).to_numpy()
+                fv = frame[col].astype(str).str.strip().to_numpy()
                 codes[:, j] = [lookup.get(x, -1) for x in fv]
             else:
                 uniq, grid_codes[:, j] = np.unique(

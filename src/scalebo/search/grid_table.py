@@ -13,8 +13,9 @@ Columns (after ``mapping``):
 Numeric or categorical: a hyperparameter column is **numeric when at least half of its
 values read as numbers** (a number, or text such as ``"1e-3"``); each of its other values
 is then a typo (``le-3`` for ``1e-3``) and an error. A column whose values are mostly text
-(optimizer names, ``cosine`` / ``wsd``) is categorical: all its values are kept as text, a
-numeric-looking label among them included. Which hyperparameter columns are the grid's axes
+(optimizer names, ``cosine`` / ``wsd``) is categorical: all its values are kept as text
+without surrounding blanks (as run tables keep them), a numeric-looking label among them
+included. Which hyperparameter columns are the grid's axes
 is :meth:`Grid.from_frame`'s rule (columns that vary inside an (N, D) cell).
 
 The checks are the YAML grid's (:mod:`scalebo.search.grid_file`) where they apply, and
@@ -98,7 +99,8 @@ def _hyperparameter(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
         if empty.size:
             raise _fail(path, empty.tolist(), column, "a value (a category of the column)",
                         series.iloc[empty[0]])
-        return pd.Series([str(v) for v in series.tolist()], index=frame.index, dtype=object)
+        return pd.Series([str(_plain(v)).strip() for v in series.tolist()], index=frame.index,
+                         dtype=object)
     bad = np.union1d(bad, np.flatnonzero(_blank(series)))  # text_column skips empty cells
     if bad.size:
         first = series.iloc[bad[0]]
