@@ -16,6 +16,7 @@ from scalebo.data.columns import (
     UNMAPPED_SUFFIX,
     ExclusionReason,
     blank_axes,
+    blank_cells,
     default_hyperparameters,
     is_blank,
     is_candidate_column,
@@ -130,7 +131,7 @@ def _to_float(series: pd.Series, column: str, name: str) -> pd.Series:
 def _to_labels(series: pd.Series, column: str, name: str, checked: np.ndarray) -> pd.Series:
     """A categorical hyperparameter as stripped text; a blank cell among the ``checked``
     rows (``(n,)`` bool: those with a finite loss) raises, naming it."""
-    blank = np.flatnonzero(series.map(is_blank).to_numpy(dtype=bool) & checked)
+    blank = np.flatnonzero(blank_cells(series) & checked)
     if blank.size:
         raise RunTableError(
             f"{name}: column {column!r}, {_rows(blank)}: missing value; a categorical "
@@ -187,17 +188,17 @@ def _resolve_hyperparameters(
     hyperparameters: Sequence[str] | None,
     config_columns: tuple[str, ...],
     name: str,
+    valid_rows: np.ndarray,
 ) -> tuple[str, ...]:
+    """The hyperparameter columns: ``hyperparameters`` checked, or the default rule on the
+    rows of ``valid_rows`` (``(n,)`` bool: a finite loss; the others will be excluded)."""
     if hyperparameters is None:
         candidates = [c for c in frame.columns if c not in CANONICAL_COLUMNS
                       and is_candidate_column(frame, c, config_columns)]
-        _check_typos(frame, candidates, name)
-        for column in candidates:  # numbers written as text ("10_000", " 3e-4") are numbers
-            series = frame[column]
-            if not pd.api.types.is_numeric_dtype(series.dtype) and text_column(series)[0]:
-                frame[column] = to_numbers(series)
+        for column in _check_typos(frame, candidates, name):  # "10_000" is a number
+            frame[column] = to_numbers(frame[column])
         # runs that will be excluded (NaN or inf loss) take no part in choosing the axes
-        valid = frame.loc[np.isfinite(frame["loss"].to_numpy(dtype=np.float64))]
+        valid = frame.loc[valid_rows]
         chosen = default_hyperparameters(valid, config_columns)
         keys = ["N", "D", *chosen, *config_columns]
         for column, blanks in blank_axes(valid, config_columns, keys=keys).items():
@@ -227,15 +228,19 @@ def _resolve_hyperparameters(
     return hps
 
 
-def _check_typos(frame: pd.DataFrame, columns: Sequence[str], name: str) -> None:
+def _check_typos(frame: pd.DataFrame, columns: Sequence[str], name: str) -> list[str]:
     """Raise on a text column of numbers with a value that is not one (a ``"3e-4x"`` among
     learning rates; rule: :func:`~scalebo.data.columns.text_column`): read as text, the
-    column would silently stop being a hyperparameter and merge the runs it tells apart."""
+    column would silently stop being a hyperparameter and merge the runs it tells apart.
+    Returns the text columns that read as numbers (``"10_000"``, ``" 3e-4"``)."""
+    numeric_text = []
     for column in columns:
         series = frame[column]
         if pd.api.types.is_numeric_dtype(series.dtype):
             continue
         numeric, bad, n_numbers, n_present = text_column(series)
+        if numeric:
+            numeric_text.append(column)
         if bad.size:
             value = series.iloc[bad[0]]
             what = "a number" if parse_number(value) is None else "a finite number"
@@ -247,6 +252,8 @@ def _check_typos(frame: pd.DataFrame, columns: Sequence[str], name: str) -> None
                 "name the hyperparameter columns to leave this one out (fit --hyperparameters, "
                 "replay --axes, hyperparameters= in Python)."
             )
+    return numeric_text
+
 
 def _exclude(
     frame: pd.DataFrame, diverged_above: float | None, name: str
@@ -317,8 +324,8 @@ def _handle_duplicates(
             "with the other hyperparameters to make it a categorical one (fit --hyperparameters, "
             "replay --axes, hyperparameters= in Python), or fit each value's runs "
             "separately.")
-        blanks = blank_axes(frame.reset_index(drop=True), keys=keys)
-        if blanks and not texts:
+        blanks = {} if texts else blank_axes(frame.reset_index(drop=True), keys=keys)
+        if blanks:
             column, rows = next(iter(blanks.items()))
             text = (f" Column {column!r} varies inside (N, D) cells like a hyperparameter but "
                     f"is blank on {_rows(frame.index[rows])}, so it is not one: fill the "

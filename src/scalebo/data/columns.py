@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 __all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "UNMAPPED_SUFFIX",
-           "ExclusionReason", "blank_axes", "default_hyperparameters", "is_blank",
+           "ExclusionReason", "blank_axes", "blank_cells", "default_hyperparameters", "is_blank",
            "is_candidate_column", "is_categorical",
            "numeric_typos", "parse_number", "text_column", "to_numbers"]
 
@@ -69,6 +69,11 @@ def to_numbers(series: pd.Series) -> pd.Series:
         cleaned[text] = series[text].str.strip().str.replace(r"(?<=\d)_(?=\d)", "",
                                                              regex=True)
     return pd.to_numeric(cleaned, errors="coerce").astype(np.float64)
+
+
+def blank_cells(series: pd.Series) -> np.ndarray:
+    """``(n,)`` bool: the cells of ``series`` that :func:`is_blank` calls empty."""
+    return series.map(is_blank).to_numpy(dtype=bool)
 
 
 def is_blank(value: object) -> bool:
@@ -202,7 +207,7 @@ def blank_axes(frame: pd.DataFrame, excluded: Iterable[str] = (), *,
         if (str(column) in REQUIRED_COLUMNS or column in keys
                 or not is_candidate_column(frame, column, excluded)):
             continue
-        blank = series.isna().to_numpy(dtype=bool) | series.map(is_blank).to_numpy(dtype=bool)
+        blank = blank_cells(series)
         if not blank.any() or blank.all():
             continue
         if pd.api.types.is_numeric_dtype(series.dtype):

@@ -254,8 +254,8 @@ def load_runs(
     _check_columns_exist(frame, config_columns, "config column", name)
     for column in config_columns:
         _check_no_missing(frame[column], column, name)
-    hps = _resolve_hyperparameters(frame, hyperparameters, config_columns, name)
     valid = np.isfinite(frame["loss"].to_numpy(dtype=np.float64))  # the others are excluded
+    hps = _resolve_hyperparameters(frame, hyperparameters, config_columns, name, valid)
     for column in hps:
         if hyperparameters is not None and (is_categorical(frame[column]) or
                                             pd.api.types.is_bool_dtype(frame[column].dtype)):

@@ -31,8 +31,6 @@ __all__ = ["GRID_KEYS", "read_grid_file"]
 GRID_KEYS = ("axes", "held_out_cells")
 
 
-
-
 def _axis(path: Path, name: str, values: Any) -> list[Any]:
     where = f"{path}: axis {name!r}"
     if isinstance(values, str) and parse_number(values) is not None:

@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo.data.columns import (
+    blank_cells,
     is_blank,
     is_candidate_column,
     parse_number,
@@ -53,8 +54,6 @@ POSITIVE_COLUMNS: dict[str, str] = {"N": "parameters", "D": "tokens",
                                     "cost": "GPU-hours of the configuration"}
 
 
-
-
 def _got(value: Any) -> str:
     return "an empty value" if is_blank(value) else shown(_plain(value))
 
@@ -69,11 +68,6 @@ def _fail(path: Path, bad: list[int], column: str, expected: str, value: Any,
     more = f"; {len(bad) - 1} more such rows" if len(bad) > 1 else ""
     return RunTableError(f"{path}: data row {bad[0] + 1}, column {column!r}: expected "
                          f"{expected}, got {_got(value)}{hint}{more}.")
-
-
-def _blank(series: pd.Series) -> np.ndarray:
-    """``(n,)`` bool: the empty cells (:func:`~scalebo.data.columns.is_blank`)."""
-    return series.isna().to_numpy(dtype=bool) | series.map(is_blank).to_numpy(dtype=bool)
 
 
 def _positive(path: Path, frame: pd.DataFrame, column: str) -> np.ndarray:
@@ -95,13 +89,13 @@ def _hyperparameter(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
     series = frame[column]
     numeric, bad, n_number, n_filled = text_column(series.astype(object))
     if not numeric:  # categorical: mostly text (the run tables' rule, text_column)
-        empty = np.flatnonzero(_blank(series))
+        empty = np.flatnonzero(blank_cells(series))
         if empty.size:
             raise _fail(path, empty.tolist(), column, "a value (a category of the column)",
                         series.iloc[empty[0]])
         return pd.Series([str(_plain(v)).strip() for v in series.tolist()], index=frame.index,
                          dtype=object)
-    bad = np.union1d(bad, np.flatnonzero(_blank(series)))  # text_column skips empty cells
+    bad = np.union1d(bad, np.flatnonzero(blank_cells(series)))  # text_column skips empty cells
     if bad.size:
         first = series.iloc[bad[0]]
         typo = not is_blank(first) and parse_number(first) is None

@@ -83,7 +83,7 @@ class GPSurrogate:
                                        rng=self.rng, **self.gp_kwargs)
         n_fits = getattr(self, "n_fits_", 0)
         full = ((self.restart_every > 0 and n_fits % self.restart_every == 0)
-                or len(y) < getattr(self, "restart_below", 0))
+                or len(y) < self.restart_below)
         self.gp_.fit(X, y, warm_start=warm_start and not full)
         self.n_fits_ = n_fits + 1
         return self
