@@ -186,3 +186,28 @@ def test_score_intervals_cover_the_reference_by_hand(problem):
     assert cov["1e+27"] == {"80": True, "95": True}
     assert cov["1e+29"] == {"80": False, "95": False}
     assert out["compute"]["reference_loss"] == ref and out["compute"]["samples"] == 4
+
+
+def test_shared_point_fits_give_the_same_metrics_and_bootstrap(problem):
+    """A replay fits the observed table once and hands the fits to its metrics and its
+    bootstrap: both must equal what they compute on their own; a law the table cannot
+    identify is left out of ``point_fits`` and still recorded as failed."""
+    from scalebo.bench.intervals import bootstrap_summary
+    from scalebo.bench.metrics import observed_table, point_fits
+
+    rng = np.random.default_rng(3)
+    idx = rng.choice(np.flatnonzero(~problem.grid.held_out), 60, replace=False)
+    fits = point_fits(problem, observed_table(problem, idx))
+    assert set(fits) == {"compute", "chinchilla"}
+    alone = evaluate(problem, idx, budget=0.5)
+    shared = evaluate(problem, idx, budget=0.5, observed_fits=fits)
+    assert shared == alone
+    table = observed_table(problem, idx)
+    assert (bootstrap_summary(problem, "compute", table, n_resamples=20, seed=1,
+                              fit=fits["compute"])
+            == bootstrap_summary(problem, "compute", table, n_resamples=20, seed=1))
+    two = problem.envelope_idx[:2]
+    assert "compute" not in point_fits(problem, observed_table(problem, two))
+    m = evaluate(problem, two, budget=0.01,
+                 observed_fits=point_fits(problem, observed_table(problem, two)))
+    assert not m.observed["compute"].ok and m.observed["compute"].status == "failed"

@@ -27,6 +27,7 @@ from scalebo.bench.metrics import (
 from scalebo.bench.problems import ReplayProblem
 from scalebo.errors import FitError
 from scalebo.fitting.bootstrap import bootstrap_fit
+from scalebo.fitting.robust import FitResult
 from scalebo.search.law_posterior import QUANTILES
 
 __all__ = ["COVERAGE_RTOL", "bootstrap_summary", "reference_losses", "score_intervals",
@@ -84,16 +85,18 @@ def without_wall_times(value: object) -> object:
 
 
 def bootstrap_summary(problem: ReplayProblem, law: str, table: pd.DataFrame, *,
-                      n_resamples: int = 200, seed: int = 0) -> dict:
+                      n_resamples: int = 200, seed: int = 0,
+                      fit: FitResult | None = None) -> dict:
     """Quantiles of ``law``'s loss at each C from a bootstrap over the frontier points of
     ``table`` (observed runs; :func:`~scalebo.fitting.bootstrap.bootstrap_fit`, resampling the
     points with replacement, as ``scalebo fit --bootstrap``). Same layout as a law
-    posterior's summary; ``message`` says why it is empty.
+    posterior's summary; ``message`` says why it is empty. ``fit``: the law already fitted
+    on ``table`` by :func:`~scalebo.bench.metrics.fit_table`, used instead of refitting.
 
     Raises:
         FitError: the point fit failed (too few frontier points).
     """
-    fit = fit_table(problem, law, table)
+    fit = fit_table(problem, law, table) if fit is None else fit
     X, y = _points(law, table)
     boot = bootstrap_fit(fit, X, y, n_resamples=n_resamples, rng=seed)
     values = []

@@ -43,7 +43,7 @@ from scalebo.fitting.robust import FitResult, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
 
 __all__ = ["EXTRAPOLATION_C", "LAWS", "BudgetMetrics", "LawMetrics", "evaluate",
-           "law_metrics", "fit_table"]
+           "law_metrics", "fit_table", "point_fits"]
 
 #: Compute values (FLOPs) at which extrapolations are compared with the reference law.
 EXTRAPOLATION_C: tuple[float, ...] = (1e25, 1e27, 1e29)
@@ -196,8 +196,29 @@ def _param_error(law: str, fit: FitResult, ref: FitResult) -> dict[str, float]:
     return out
 
 
-def law_metrics(problem: ReplayProblem, law: str, table: pd.DataFrame) -> LawMetrics:
-    """Refit ``law`` on ``table`` and compare it with the reference (see module docstring)."""
+def point_fits(problem: ReplayProblem, table: pd.DataFrame, laws: Sequence[str] = LAWS
+               ) -> dict[str, FitResult]:
+    """:func:`fit_table` of each law on ``table`` that can be fitted (a law whose fit fails
+    is left out; :func:`law_metrics` records why). A replay fits the observed table once and
+    hands these fits to both its metrics and its bootstrap, which would otherwise repeat the
+    same deterministic fit."""
+    out = {}
+    for law in laws:
+        try:
+            if len(table):
+                out[law] = fit_table(problem, law, table)
+        except (FitError, ValueError):
+            continue
+    return out
+
+
+def law_metrics(problem: ReplayProblem, law: str, table: pd.DataFrame, *,
+                fit: FitResult | None = None) -> LawMetrics:
+    """Refit ``law`` on ``table`` and compare it with the reference (see module docstring).
+
+    ``fit``: the law already fitted on ``table`` by :func:`fit_table` (see
+    :func:`point_fits`), used instead of refitting.
+    """
     if law not in LAWS:
         raise ValueError(f"unknown law {law!r}; expected one of {list(LAWS)}")
     ref = _reference(problem, law)
@@ -207,7 +228,7 @@ def law_metrics(problem: ReplayProblem, law: str, table: pd.DataFrame) -> LawMet
     try:
         if not len(table):
             raise FitError("no observation to fit")
-        fit = fit_table(problem, law, table)
+        fit = fit_table(problem, law, table) if fit is None else fit
     except (FitError, ValueError) as exc:
         return LawMetrics(law, "failed", str(exc), n_points)
     held = problem.held_out_cells
@@ -250,6 +271,7 @@ def evaluate(
     law_posterior: Mapping[str, Mapping] | None = None,
     posterior_message: str = "",
     observed_bootstrap: Mapping[str, Mapping] | None = None,
+    observed_fits: Mapping[str, FitResult] | None = None,
 ) -> BudgetMetrics:
     """All metrics of one strategy run at one budget.
 
@@ -265,6 +287,8 @@ def evaluate(
         posterior_message: Recorded when the law posterior was skipped or failed.
         observed_bootstrap: Bootstrap summaries over the observed runs, scored likewise
             (:func:`scalebo.bench.intervals.bootstrap_summary`), or None.
+        observed_fits: Laws already fitted on the observed table (:func:`point_fits` of
+            :func:`observed_table`), reused instead of refitting.
     """
     idx = np.asarray(observed_idx, dtype=np.int64)
     grid = problem.grid
@@ -277,7 +301,8 @@ def evaluate(
     env_rec = 100.0 * float(observed[problem.envelope_idx].mean())
     cell_rec = 100.0 * float(observed[problem.cell_best_idx].mean())
     obs_table = observed_table(problem, idx)
-    obs = {law: law_metrics(problem, law, obs_table) for law in laws}
+    fits = observed_fits or {}
+    obs = {law: law_metrics(problem, law, obs_table, fit=fits.get(law)) for law in laws}
     fan = None
     if fantasized is not None:
         fan = {law: law_metrics(problem, law, fantasized) for law in laws}

@@ -33,7 +33,14 @@ import numpy as np
 
 from scalebo.bench.intervals import bootstrap_summary, score_intervals
 from scalebo.bench.method import DEFAULT_METHOD, MethodConfig
-from scalebo.bench.metrics import EXTRAPOLATION_C, LAWS, BudgetMetrics, evaluate, observed_table
+from scalebo.bench.metrics import (
+    EXTRAPOLATION_C,
+    LAWS,
+    BudgetMetrics,
+    evaluate,
+    observed_table,
+    point_fits,
+)
 from scalebo.bench.problems import ReplayProblem
 from scalebo.errors import FitError, SearchError
 from scalebo.search.cost_model import CostModel
@@ -223,15 +230,19 @@ def _measure(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, bud
         t0 = time.perf_counter()
         posterior, post_message = _posterior(problem, method, loop, seed)
         timings["posterior"] += time.perf_counter() - t0
+    t0 = time.perf_counter()
+    fits = point_fits(problem, observed_table(problem, idx))  # shared by bootstrap and metrics
+    timings["metrics"] += time.perf_counter() - t0
     boot = None
     if method.bootstrap_samples:
         t0 = time.perf_counter()
-        boot = _bootstrap(problem, method, loop, seed)
+        boot = _bootstrap(problem, method, loop, seed, fits)
         timings["posterior"] += time.perf_counter() - t0
     t0 = time.perf_counter()
     out = evaluate(problem, idx, budget=budget, fantasized=fantasized,
                    fantasize_message=message, law_posterior=posterior,
-                   posterior_message=post_message, observed_bootstrap=boot)
+                   posterior_message=post_message, observed_bootstrap=boot,
+                   observed_fits=fits)
     timings["metrics"] += time.perf_counter() - t0
     return out
 
@@ -254,16 +265,17 @@ def _posterior(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, s
     return score_intervals(problem, {law: p.summary() for law, p in post.items()}), ""
 
 
-def _bootstrap(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, seed: int
-               ) -> dict:
+def _bootstrap(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, seed: int,
+               fits: dict) -> dict:
     """Bootstrap summaries of each law over the observed runs, scored like the posterior
-    (a law whose point fit fails gets a ``message`` instead of quantiles)."""
+    (a law whose point fit fails gets a ``message`` instead of quantiles); ``fits``: the
+    laws' point fits on the observed table (:func:`~scalebo.bench.metrics.point_fits`)."""
     table = observed_table(problem, loop.observed_indices)
     out = {}
     for law in LAWS:
         try:
             out[law] = bootstrap_summary(problem, law, table, n_resamples=method.bootstrap_samples,
-                                         seed=seed)
+                                         seed=seed, fit=fits.get(law))
         except (FitError, ValueError) as exc:
             out[law] = {"predicted_loss": None, "samples": method.bootstrap_samples,
                         "message": f"no bootstrap: {exc}"}
