@@ -160,6 +160,40 @@ def test_oracle_rows_in_the_1e25_table(tmp_path, monkeypatch):
     assert f"toy {100 * tiny.floor_envelope:.2f} / {100 * tiny.floor_cells:.2f}" in md
 
 
+def test_oracle_rows_load_the_dataset_as_the_ok_records_do(tmp_path, monkeypatch):
+    """A failed record left by an earlier config of the same dataset name (here: before a
+    column mapping was added) does not decide how the oracle loads the data."""
+    from test_oracle import tiny_problem
+
+    from scalebo.bench import problems as problems_mod
+
+    tiny = tiny_problem()
+
+    def load(source, **kw):
+        if kw.get("mapping") != {"N": "params"}:
+            raise ValueError(f"{source}: missing required column(s) ['N']")
+        return tiny
+
+    def failing(cell):
+        raise ValueError("missing required column(s) ['N']")
+
+    monkeypatch.setattr(problems_mod, "load_problem", load)
+    old = {**CONFIG, "datasets": {"toy": {"source": "runs.csv"}}}
+    run_sweep(SweepConfig.from_dict(old), tmp_path / "rec", cell_fn=failing, progress=False)
+    new = {**CONFIG, "datasets": {"toy": {"source": "runs.csv",
+                                          "mapping": {"N": "params"}}}}
+    rec = _records(tmp_path, new)
+    md = write_report(rec, tmp_path / "out", figures=False).read_text()
+    assert "| toy | oracle: envelope |" in md and "cannot load" not in md
+    # an unloadable dataset is named with its error, without a data-folder hint that
+    # would not help here
+    monkeypatch.setattr(problems_mod, "load_problem",
+                        lambda source, **kw: (_ for _ in ()).throw(ValueError("bad column")))
+    md = write_report(rec, tmp_path / "out2", figures=False).read_text()
+    assert "No oracle rows for toy (cannot load it: ValueError: bad column)." in md
+    assert "SCALEBO_DATA_DIR" not in md
+
+
 def test_oracle_rows_skipped_when_the_dataset_cannot_be_loaded(tmp_path):
     rec = _records(tmp_path)
     md = write_report(rec, tmp_path / "out", figures=False).read_text()

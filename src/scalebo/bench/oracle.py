@@ -192,8 +192,10 @@ def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
     from scalebo.bench.records import scan_records
 
     names = set(frame["dataset"])
+    # from the records the tables use: a failed record of an earlier config in the same
+    # folder (e.g. before a column mapping was added) must not decide how to load the data
     specs = {c["dataset"]["name"]: (c["dataset"]["source"], c["dataset"].get("options") or {})
-             for c in (r["cell"] for r in scan_records(records_dir)[0])
+             for c in (r["cell"] for r in scan_records(records_dir)[0] if r["status"] == "ok")
              if c["dataset"]["name"] in names}
     orc = oracle_summary(specs, sorted(frame["budget"].unique()), data_dir=data_dir,
                          laws=(law,))
@@ -209,6 +211,7 @@ def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
             f"{d} {100 * e:.2f} / {100 * c:.2f}" for d, e, c in orc.floors) + "."
     if orc.skipped:
         text += (" No oracle rows for " + "; ".join(f"{d} (cannot load it: {why})"
-                                                   for d, why in orc.skipped)
-                 + " — set `SCALEBO_DATA_DIR` or pass `data_dir`.")
+                                                   for d, why in orc.skipped) + ".")
+        if any("SCALEBO_DATA_DIR" in why or "data_dir" in why for _, why in orc.skipped):
+            text += " Set `SCALEBO_DATA_DIR` or pass `data_dir`."
     return orc, [text, ""]
