@@ -439,3 +439,23 @@ def test_a_named_boolean_column_is_a_categorical_hyperparameter():
     with pytest.raises(RunTableError, match=r"They differ in the text column 'qk_norm' "
                        r"\(True vs False\), so do not average them: name it"):
         load_runs(frame)  # unnamed: not an axis, and the advice is not to average
+
+
+def test_missing_required_columns_name_the_likely_mapping(tmp_path):
+    """A table that spells N, D and the loss in a common way gets the exact --map to use;
+    nothing is renamed without being asked, and unknown spellings keep a placeholder."""
+    from scalebo.data.columns import suggested_mapping
+
+    path = tmp_path / "runs.csv"
+    pd.DataFrame({"Params": [1e8, 2e8], "num_tokens": [1e9, 2e9], "lr": [1e-3, 1e-3],
+                  "eval/loss": [3.1, 2.9]}).to_csv(path, index=False)
+    with pytest.raises(RunTableError) as err:
+        load_runs(path)
+    assert "--map N=Params,D=num_tokens,loss=eval/loss " in str(err.value)
+    frame = pd.DataFrame({"size": [1e8], "toks": [1e9], "loss": [3.0]})
+    with pytest.raises(RunTableError, match=r"--map N=<column>,D=<column> "):
+        load_runs(frame)
+    # two columns that spell the same alias, or one column fitting two names: no guess
+    assert suggested_mapping(["params", "PARAMS", "tokens"], ["N", "D"]) == {"D": "tokens"}
+    assert suggested_mapping(["n_params", "non-embedding params"], ["N"]) == {"N": "n_params"}
+    assert suggested_mapping(["d"], ["N", "D"]) == {"D": "d"}

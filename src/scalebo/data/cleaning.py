@@ -21,6 +21,7 @@ from scalebo.data.columns import (
     is_blank,
     is_candidate_column,
     parse_number,
+    suggested_mapping,
     text_column,
     to_numbers,
 )
@@ -87,7 +88,8 @@ def _apply_mapping(frame: pd.DataFrame, mapping: Mapping[str, str], name: str) -
 def _check_required(frame: pd.DataFrame, name: str) -> None:
     missing = [col for col in REQUIRED_COLUMNS if col not in frame.columns]
     if missing:
-        example = ",".join(f"{col}=<column>" for col in missing)
+        guess = suggested_mapping(frame.columns, missing)
+        example = ",".join(f"{col}={guess.get(col, '<column>')}" for col in missing)
         raise RunTableError(
             f"{name}: missing required column(s) {missing} (N: parameters, D: tokens, "
             f"loss: nats). Available columns: {list(frame.columns)}. Map yours with "

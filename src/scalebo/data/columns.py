@@ -12,7 +12,7 @@ import pandas as pd
 __all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "UNMAPPED_SUFFIX",
            "ExclusionReason", "blank_axes", "blank_cells", "default_hyperparameters", "is_blank",
            "is_candidate_column", "is_categorical",
-           "numeric_typos", "parse_number", "text_column", "to_numbers"]
+           "numeric_typos", "suggested_mapping", "parse_number", "text_column", "to_numbers"]
 
 #: Names that ``mapping`` may assign, in the order they appear in ``RunTable.frame``.
 CANONICAL_COLUMNS: tuple[str, ...] = ("run_id", "N", "D", "C", "loss")
@@ -24,6 +24,51 @@ BOOKKEEPING_COLUMNS: frozenset[str] = frozenset(
 )
 #: Suffix given to a source column whose name is taken by a mapped column.
 UNMAPPED_SUFFIX = "_unmapped"
+
+
+#: Common spellings of the required columns, most likely first (compared after lower-casing
+#: and reducing every run of other characters to ``_``), for the hint of a missing column.
+COLUMN_ALIASES: dict[str, tuple[str, ...]] = {
+    "N": ("params", "parameters", "n_params", "num_params", "nparams", "n_parameters",
+          "num_parameters", "param_count", "model_params", "model_size",
+          "non_embedding_params", "total_params", "n"),
+    "D": ("tokens", "n_tokens", "num_tokens", "ntokens", "train_tokens", "training_tokens",
+          "tokens_seen", "dataset_size", "data", "d"),
+    "loss": ("val_loss", "eval_loss", "validation_loss", "valid_loss", "test_loss",
+             "final_loss", "train_loss", "loss_nats"),
+}
+
+
+def _alias_key(name: object) -> str:
+    out, sep = [], False
+    for ch in str(name).strip().lower():
+        if ch.isalnum():
+            out.append(ch)
+            sep = False
+        elif not sep:
+            out.append("_")
+            sep = True
+    return "".join(out).strip("_")
+
+
+def suggested_mapping(columns: Iterable[object], missing: Iterable[str]) -> dict[str, str]:
+    """``{canonical name: column}`` for the missing required names that exactly one column
+    spells in a common way (:data:`COLUMN_ALIASES`, e.g. ``params`` → ``N``); names with no
+    or several candidates are left out, and no column is suggested twice. A hint for an
+    error message, never applied silently."""
+    cols = [c for c in columns]
+    keys = [_alias_key(c) for c in cols]
+    out: dict[str, str] = {}
+    for name in missing:
+        for alias in COLUMN_ALIASES.get(name, ()):
+            hits = [str(c) for c, k in zip(cols, keys, strict=True)
+                    if k == alias and str(c) not in out.values()]
+            if len(hits) == 1:
+                out[name] = hits[0]
+                break
+            if hits:  # several columns spell it alike: no guess
+                break
+    return out
 
 
 class ExclusionReason(StrEnum):
