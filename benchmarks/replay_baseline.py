@@ -15,7 +15,8 @@ Run: ``SCALEBO_DATA_DIR=... python benchmarks/replay_baseline.py [--seeds 5]
 [--n-jobs 2] [--json out.json]``. The 0.3 defaults (envelope incumbent, EI per unit cost;
 docs/reproduction.md) were chosen with ``--seeds 20 --methods ei-defaults`` (the rows of
 :data:`EI_DEFAULTS`; and ``--datasets synthetic --seeds 10``), the GP's full refit at every
-ask (0.3.6) with ``--seeds 20 --methods restarts``.
+ask (0.3.6) with ``--seeds 20 --methods restarts``, the moving-optimum coordinates (0.3.7)
+with ``--seeds 40 --methods shift`` (and ``--datasets synthetic``).
 """
 
 from __future__ import annotations
@@ -34,16 +35,20 @@ from scalebo.bench.replay import MethodConfig, replay
 
 BASE = MethodConfig(strategy="window", schedule="spent", acquisition="ei",
                     incumbent="frontier", ei_cost_power=0.0, fantasize=True, estimator="mean",
-                    posterior_samples=0, gp_restart_below=0)
+                    posterior_samples=0, gp_restart_below=0, shift_optimum=False)
 #: The 0.2 default, which every other method is compared with seed by seed.
 REFERENCE = "window-spent EI frontier, fant mean"
 #: The 0.3 default: EI per unit cost against the envelope (the GP's hyperparameters refitted
 #: in full every 10th ask, warm-started in between, until 0.3.5).
 DEFAULT_03 = BASE.with_(incumbent="envelope", ei_cost_power=1.0)
-#: The default since 0.3.6: the same, refitted in full at every ask below 128 runs.
-DEFAULT = DEFAULT_03.with_(gp_restart_below=128)
+#: The 0.3.6 default: the same, refitted in full at every ask below 128 runs.
+DEFAULT_036 = DEFAULT_03.with_(gp_restart_below=128)
+#: The default since 0.3.7: the same GP on hyperparameters relative to an optimum that
+#: moves with N and D (``shift_optimum``).
+DEFAULT = DEFAULT_036.with_(shift_optimum=True)
 METHODS: dict[str, MethodConfig] = {
     "window-spent EI/cost envelope, fant mean (default)": DEFAULT,
+    "window-spent EI/cost envelope, absolute hyperparameters (0.3.6)": DEFAULT_036,
     "window-spent EI/cost envelope, GP full refit every 10th": DEFAULT_03,
     REFERENCE: BASE,
     "window-spent EI envelope, fant mean": BASE.with_(incumbent="envelope"),
@@ -65,7 +70,10 @@ EI_DEFAULTS = (REFERENCE, "window-spent EI envelope, fant mean",
                "window-spent EI/cost envelope, GP full refit every 10th")
 #: The rows that chose ``gp_restart_below=128`` (0.3.6, ``--methods restarts``).
 RESTARTS = ("window-spent EI/cost envelope, GP full refit every 10th",
-            "window-spent EI/cost envelope, fant mean (default)")
+            "window-spent EI/cost envelope, absolute hyperparameters (0.3.6)")
+#: The rows that chose ``shift_optimum=True`` (0.3.7, ``--methods shift``).
+SHIFT = ("window-spent EI/cost envelope, absolute hyperparameters (0.3.6)",
+         "window-spent EI/cost envelope, fant mean (default)")
 DESIGN_BASELINE = """\
 DESIGN.md baseline (|rel. diff| at 1e25, %, budgets 1/5/10/25 %):
   OELLM random order + fantasize              2.7 ± 2.2 | 2.8 ± 1.7 | 1.8 ± 1.8 | 0.7 ± 0.4
@@ -176,12 +184,13 @@ def main() -> None:
     parser.add_argument("--datasets", default="steplaw,oellm_english")
     parser.add_argument("--methods", default="",
                         help="';'-separated labels (they contain commas; default all), or "
-                             "'ei-defaults' for EI_DEFAULTS, 'restarts' for RESTARTS")
+                             "'ei-defaults' for EI_DEFAULTS, 'restarts' for RESTARTS, 'shift' for "
+                             "SHIFT")
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--json", default=None, help="write every record here")
     args = parser.parse_args()
     budgets = tuple(float(b) for b in args.budgets.split(","))
-    presets = {"ei-defaults": EI_DEFAULTS, "restarts": RESTARTS}
+    presets = {"ei-defaults": EI_DEFAULTS, "restarts": RESTARTS, "shift": SHIFT}
     labels = (list(presets[args.methods]) if args.methods in presets else
               [m.strip() for m in args.methods.split(";") if m.strip()] or list(METHODS))
     if unknown := [m for m in labels if m not in METHODS]:

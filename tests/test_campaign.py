@@ -88,16 +88,20 @@ def test_campaign_posterior_is_the_law_posterior_of_its_runs(grid):
     from scalebo.search.law_posterior import law_posterior
     from scalebo.search.models.clipping import ClippedGP
     from scalebo.search.models.surrogates import make_surrogate
+    from scalebo.search.optimum_shift import OptimumShiftSurrogate
 
     runs = _runs(grid, np.argsort(grid.cost, kind="stable")[:10])
-    post = campaign_posterior(grid, runs, n_samples=16, seed=3,
-                              schedule="full")["compute"].summary()
-    direct = law_posterior(grid, runs.completed, runs.losses,
-                           ClippedGP(make_surrogate("gp", rng=3), 5.0), laws=("compute",),
-                           scope="grid", n_samples=16, targets=(1e25,),
-                           rng=3)["compute"].summary()
-    post.pop("seconds"), direct.pop("seconds")  # wall time
-    assert post == direct
+    for shift in (True, False):  # the default GP sees the moving optimum (0.3.7)
+        post = campaign_posterior(grid, runs, n_samples=16, seed=3, schedule="full",
+                                  shift_optimum=shift)["compute"].summary()
+        gp = make_surrogate("gp", rng=3)
+        if shift:
+            gp = OptimumShiftSurrogate(gp, (0, 1), categorical=grid.categorical_columns)
+        direct = law_posterior(grid, runs.completed, runs.losses, ClippedGP(gp, 5.0),
+                               laws=("compute",), scope="grid", n_samples=16,
+                               targets=(1e25,), rng=3)["compute"].summary()
+        post.pop("seconds"), direct.pop("seconds")  # wall time
+        assert post == direct
     q = post["predicted_loss"]["1e+25"]
     assert q["q02.5"] <= q["q10"] <= q["q50"] <= q["q90"] <= q["q97.5"]
 
@@ -143,3 +147,26 @@ def test_transfer_and_trend_predict_unexplored_scales_by_lr_and_D(tmp_path):
     assert np.all(np.diff(table.to_numpy(), axis=0) < 0)  # more tokens, lower loss
     best = table[[3e-4, 1e-3]].min(axis=1)  # the runs' best lrs stay best, 1e-4 the worst
     assert np.all(table[1e-4] > best + 0.05) and np.all(table[3e-3] > best)
+
+
+def test_the_campaign_gp_sees_the_moving_optimum_unless_told_not_to(grid):
+    """0.3.7: campaigns use the replayed default's GP, on hyperparameters relative to an
+    optimum fitted to move with N and D; ``--no-shift-optimum`` (suggest, status, replay)
+    gives the GP on absolute coordinates, and a replay method without it says so."""
+    from scalebo.bench.method import MethodConfig
+    from scalebo.cli.main import build_parser
+    from scalebo.search.campaign import campaign_gp
+    from scalebo.search.optimum_shift import OptimumShiftSurrogate
+
+    assert isinstance(campaign_gp(grid).inner, OptimumShiftSurrogate)
+    assert not isinstance(campaign_gp(grid, shift_optimum=False).inner, OptimumShiftSurrogate)
+    parser = build_parser()
+    for command in ("suggest", "status"):
+        base = [command, "--grid", "g.yaml", "--runs", "r.csv", "--budget", "1e20"]
+        assert parser.parse_args(base).shift_optimum is True
+        assert parser.parse_args([*base, "--no-shift-optimum"]).shift_optimum is False
+    assert parser.parse_args(["replay", "--dataset", "x.csv"]).shift_optimum is None
+    assert parser.parse_args(["replay", "--dataset", "x.csv",
+                              "--no-shift-optimum"]).shift_optimum is False
+    assert MethodConfig().shift_optimum and "no-shift" not in MethodConfig().label()
+    assert MethodConfig(shift_optimum=False).label().endswith(" no-shift")

@@ -131,7 +131,9 @@ class MethodConfig:
             (what ``scalebo fit --bootstrap`` gives), recorded beside the law posterior for
             comparison; 0: none.
         shift_optimum: The GP sees hyperparameters relative to an optimum that moves with
-            N and D (:class:`~scalebo.search.optimum_shift.OptimumShiftSurrogate`).
+            N and D (:class:`~scalebo.search.optimum_shift.OptimumShiftSurrogate`; the
+            default since 0.3.7, measured in docs/reproduction.md; False: absolute
+            coordinates, the label then says ``no-shift``).
         posterior_scope: Which unobserved configurations the law posterior samples:
             ``"grid"`` (default since 0.3.3), every acquirable one, as the reference fit
             (the whole grid's recorded runs) uses them; ``"fantasize"``, only those inside
@@ -180,7 +182,7 @@ class MethodConfig:
     target_samples: int = 32
     target_every: int = 1
     target_estimator: str = "stein"
-    shift_optimum: bool = False
+    shift_optimum: bool = True
     posterior_discrepancy: float = 0.0
     bootstrap_samples: int = 0
     cost_model: str = "independent"
@@ -239,6 +241,8 @@ class MethodConfig:
             cost += f" discrepancy={self.posterior_discrepancy:g}"
         if self.posterior_scope != "grid":
             cost += f" posterior_scope={self.posterior_scope}"
+        if not self.shift_optimum and self.surrogate in ("gp", "random"):  # the GPs
+            cost += " no-shift"
         return f"{self.schedule_name if self.strategy == 'window' else 'full'} " \
                f"{self.surrogate} {acq} {fant}{cost}"
 

@@ -19,8 +19,8 @@ GRID_HELP = ("GRID: a YAML axis product ('axes: {N: [...], D: [...], lr: [...]}'
 
 def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: bool) -> None:
     """``--grid``, ``--runs``, ``--pending``, ``--map``, ``--budget``, ``--diverged-above``,
-    ``--seed``, ``--schedule``, ``--clip-iqr``, ``--kernel``, ``--trend`` and the cost
-    model."""
+    ``--seed``, ``--schedule``, ``--clip-iqr``, ``--kernel``, ``--trend``,
+    ``--no-shift-optimum`` and the cost model."""
     group = parser.add_argument_group("campaign")
     group.add_argument("--grid", required=True, help="YAML axes or a table of configurations")
     group.add_argument("--runs", default=None,
@@ -52,6 +52,10 @@ def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: 
     group.add_argument("--trend", action="store_true",
                        help="give the GP a linear mean in log N and log D, so predictions "
                             "far from the runs follow the scale")
+    group.add_argument("--no-shift-optimum", dest="shift_optimum", action="store_false",
+                       help="the GP sees hyperparameters as they are, not relative to an "
+                            "optimum fitted to move with N and D (the default since 0.3.7, "
+                            "as in replays)")
     add_cost_model_arguments(group)
 
 

@@ -64,7 +64,7 @@ _METHOD_OPTIONS = {"strategy": "strategy", "schedule": "schedule", "surrogate": 
                    "posterior_estimand": "posterior_estimand",
                    "posterior_scope": "posterior_scope",
                    "bootstrap_samples": "bootstrap_samples", "cost_model": "cost_model",
-                   "cooldown": "cooldown"}
+                   "cooldown": "cooldown", "shift_optimum": "shift_optimum"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,6 +106,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "pip install 'scalebo[trees]')")
     group.add_argument("--kernel", help="GP kernel (matern52, rbf, additive, mixed, transfer: "
                                         "hyperparameter effects carried across scales)")
+    group.add_argument("--shift-optimum", action=argparse.BooleanOptionalAction, default=None,
+                       help="the GP sees hyperparameters relative to an optimum fitted to move "
+                            "with N and D (default since 0.3.7; --no-shift-optimum: as they "
+                            "are)")
     group.add_argument("--acq", choices=("ei", "pi", "lcb", "target"),
                        help="acquisition; 'target': the run that most reduces the law "
                             "posterior's variance at --target-compute per cost^--cost-power")

@@ -125,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
                              tolerance=args.tolerance, n_samples=args.samples,
                              clip_iqr=args.clip_iqr, seed=args.seed,
                              cost_model=cost_model(args), kernel=args.kernel, trend=args.trend,
-                             estimand=args.estimand, min_shrink=args.min_shrink)
+                             shift_optimum=args.shift_optimum, estimand=args.estimand,
+                             min_shrink=args.min_shrink)
     result = status.to_dict()
     proposed, prices = [], ()
     if args.next > 0 and not status.stop:
@@ -136,7 +137,7 @@ def run(args: argparse.Namespace) -> int:
             res = suggest_runs(grid, runs, budget, batch=args.next, schedule=args.schedule,
                                clip_iqr=args.clip_iqr, seed=args.seed,
                                cost_model=cost_model(args), kernel=args.kernel,
-                               trend=args.trend)
+                               trend=args.trend, shift_optimum=args.shift_optimum)
             proposed, prices = res.suggestions, res.prices
         except SearchError as exc:
             log(f"note: no next runs: {exc}")

@@ -205,7 +205,8 @@ class SuggestResult:
 
 
 def campaign_gp(grid: Grid, seed: int = 0, *, clip_iqr: float = 5.0,
-                kernel: str = "matern52", trend: bool = False) -> Any:
+                kernel: str = "matern52", trend: bool = False,
+                shift_optimum: bool = True) -> Any:
     """The GP of a campaign (what :func:`suggest_runs` and :func:`campaign_posterior` use).
 
     The defaults are the replayed default method's (``MethodConfig``: Matérn-5/2 ARD with a
@@ -214,12 +215,18 @@ def campaign_gp(grid: Grid, seed: int = 0, *, clip_iqr: float = 5.0,
     with no run, ``trend=True`` adds a linear mean in encoded ``log N``, ``log D``
     (:class:`~scalebo.search.models.trend.TrendSurrogate`); replays measure both as options
     (docs/reproduction.md). ``clip_iqr``: losses clipped at median + K·IQR (0: off).
+    ``shift_optimum`` (the default since 0.3.7, as in replays): the GP sees each
+    hyperparameter relative to an optimum that moves with N and D
+    (:class:`~scalebo.search.optimum_shift.OptimumShiftSurrogate`).
     """
     from scalebo.search.models.clipping import ClippedGP
     from scalebo.search.models.surrogates import make_surrogate
     from scalebo.search.models.trend import TrendSurrogate
+    from scalebo.search.optimum_shift import OptimumShiftSurrogate
 
     gp = make_surrogate("gp", kernel=kernel, categorical=grid.categorical_columns, rng=seed)
+    if shift_optimum:
+        gp = OptimumShiftSurrogate(gp, (0, 1), categorical=grid.categorical_columns)
     if trend:
         gp = TrendSurrogate(gp, columns=(0, 1))  # encoded N, D come first
     return ClippedGP(gp, clip_iqr) if clip_iqr > 0 else gp
@@ -230,7 +237,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                  acquisition: str = "ei", incumbent: str = "envelope", clip_iqr: float = 5.0,
                  seed: int = 0, n_initial: int = DEFAULT_N_INITIAL,
                  cost_model: CostModel | None = None, kernel: str = "matern52",
-                 trend: bool = False) -> SuggestResult:
+                 trend: bool = False, shift_optimum: bool = True) -> SuggestResult:
     """The next ``batch`` configurations to train, and the budget accounting.
 
     Args:
@@ -249,7 +256,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         cost_model: independent runs (default) or WSD checkpoints
             (:mod:`scalebo.search.cost_model`): budgets and admissibility use the marginal
             cost of a configuration given what is trained, failed or running.
-        kernel, trend: the GP (:func:`campaign_gp`).
+        kernel, trend, shift_optimum: the GP (:func:`campaign_gp`).
 
     Raises:
         ValueError: a non-positive budget or a batch < 1.
@@ -270,7 +277,8 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         raise BudgetExhausted(f"the budget is already spent: {spent + pending:.4g} {unit} of "
                               f"{budget:.4g} are done, failed or running; raise the budget to "
                               "continue.", account)
-    surrogate = campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend)
+    surrogate = campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend,
+                            shift_optimum=shift_optimum)
     loop = SearchLoop(grid, min(budget / grid.budget_total, 1.0), surrogate,
                       acquisition=acquisition, incumbent=incumbent, schedule=schedule,
                       n_initial=max(0, n_initial - runs.completed.size), cost_model=model,
@@ -331,7 +339,8 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
                        budget: float | None = None, schedule: str = "spent",
                        clip_iqr: float = 5.0, seed: int = 0, kernel: str = "matern52",
                        trend: bool = False, estimand: str = "reference",
-                       scope: str = "grid", keep_samples: bool = False) -> Any:
+                       scope: str = "grid", keep_samples: bool = False,
+                       shift_optimum: bool = True) -> Any:
     """The law posterior of a campaign from its grid and completed runs.
 
     :func:`~scalebo.search.law_posterior.law_posterior` with the campaign's GP (the one
@@ -366,7 +375,8 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
         loop.tell(runs.completed, runs.losses)
         cap = loop.window_cap()
         scope, cap = ("grid", None) if np.isinf(cap) else ("window", cap)
-    gp = campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend)
+    gp = campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend,
+                     shift_optimum=shift_optimum)
     return law_posterior(grid, runs.completed, runs.losses, gp, laws=laws, scope=scope,
                          cap=cap, n_samples=n_samples, targets=targets, rng=seed,
                          estimand=estimand, keep_samples=keep_samples)

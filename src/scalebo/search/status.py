@@ -118,7 +118,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                     n_samples: int = 64, clip_iqr: float = 5.0,
                     seed: int = 0, cost_model: CostModel | None = None,
                     kernel: str = "matern52", trend: bool = False,
-                    estimand: str = "reference",
+                    shift_optimum: bool = True, estimand: str = "reference",
                     min_shrink: float = DEFAULT_MIN_SHRINK) -> CampaignStatus:
     """The status of a campaign (see the module docstring).
 
@@ -133,7 +133,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         clip_iqr: the GP's loss clipping (as the search's). seed: seed of GP and samples.
         cost_model: independent runs (default) or WSD checkpoints: spent, pending and the
             cost of the cheapest untried configuration under it.
-        kernel, trend: the campaign's GP (:func:`~scalebo.search.campaign.campaign_gp`).
+        kernel, trend, shift_optimum: the campaign's GP
+            (:func:`~scalebo.search.campaign.campaign_gp`).
         estimand: what the intervals are about (:data:`~scalebo.search.law_posterior.
             ESTIMANDS`): ``"reference"``, the law the whole grid's recorded runs would give
             (0 wide once the envelope's runs are trained), or ``"noise_free"``, the law of
@@ -166,13 +167,14 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                                        targets=targets, n_samples=n_samples,
                                        clip_iqr=clip_iqr, seed=seed,
                                        kernel=kernel, trend=trend, estimand=estimand,
+                                       shift_optimum=shift_optimum,
                                        keep_samples=estimand == "noise_free")
         except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
             message = f"law posterior unavailable: {exc}"
     else:
         message = "no completed run yet: no law"
     floor, ratios = _floor(grid, runs, estimand, posts, targets, n_samples, clip_iqr, seed,
-                           kernel, trend)
+                           kernel, trend, shift_optimum)
     compute = posts.get("compute")
     summary = compute.summary() if compute is not None else None
     chin, chin_note = _allocation(posts.get("chinchilla"))
@@ -248,7 +250,7 @@ def _law_status(compute: Any) -> dict[str, Any]:
 
 def _floor(grid: Grid, runs: CampaignRuns, estimand: str, posts: dict[str, Any],
            targets: tuple[float, ...], n_samples: int, clip_iqr: float, seed: int,
-           kernel: str, trend: bool
+           kernel: str, trend: bool, shift_optimum: bool
            ) -> tuple[dict[str, Any] | None, dict[float, float | None] | None]:
     """The noise floor (JSON-ready) and its ratio per target, or ``(None, None)`` when the
     interval is not noise-free, or there is no compute-law interval or converged point fit
@@ -263,7 +265,8 @@ def _floor(grid: Grid, runs: CampaignRuns, estimand: str, posts: dict[str, Any],
 
     try:
         nf = noise_floor(grid, runs.completed, runs.losses,
-                         campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend),
+                         campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend,
+                                     shift_optimum=shift_optimum),
                          targets=targets, n_samples=n_samples, rng=seed,
                          exclude=runs.failed, prepared=compute)
     except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
