@@ -40,42 +40,50 @@ def chinchilla(N: np.ndarray, D: np.ndarray) -> np.ndarray:
     return E + A / N**ALPHA + B / D**BETA
 
 
-def moving_optimum(rng: np.random.Generator) -> pd.DataFrame:
+def _table(rng: np.random.Generator, Ns: np.ndarray, Ds: np.ndarray, settings, noise: float,
+           names: tuple[str, str] = ("N", "D")) -> pd.DataFrame:
+    """One row per (N, D) and hyperparameter setting: ``settings(N, D)`` yields
+    ``(columns, penalty in nats)``; loss = (Chinchilla + penalty) × log-normal(0, noise)."""
     rows = []
-    for N in np.geomspace(3e7, 2e9, 7):
-        for D in np.geomspace(1e9, 1e11, 6):
-            lr_opt = 3e-3 * (N / 1e8) ** -0.71 * (D / 1e10) ** 0.31
-            bs_opt = 256 * (D / 1e10) ** 0.57
-            for lr in np.geomspace(1e-4, 1.6e-2, 8):
-                for bs in (64, 128, 256, 512):
-                    u = np.log(lr / lr_opt)
-                    pen = 0.04 * u**2 + 0.015 * np.log(bs / bs_opt) ** 2
-                    pen += 0.5 * max(u - 1.2, 0.0) ** 2  # too high a learning rate diverges
-                    rows.append({"params": N, "tokens": D, "lr": lr, "batch": bs,
-                                 "loss": (chinchilla(N, D) + pen) * rng.lognormal(0, 0.0015)})
+    for N in Ns:
+        for D in Ds:
+            for columns, pen in settings(N, D):
+                rows.append({names[0]: N, names[1]: D, **columns,
+                             "loss": (chinchilla(N, D) + pen) * rng.lognormal(0, noise)})
     return pd.DataFrame(rows)
+
+
+def moving_optimum(rng: np.random.Generator) -> pd.DataFrame:
+    def settings(N, D):
+        lr_opt = 3e-3 * (N / 1e8) ** -0.71 * (D / 1e10) ** 0.31
+        bs_opt = 256 * (D / 1e10) ** 0.57
+        for lr in np.geomspace(1e-4, 1.6e-2, 8):
+            for bs in (64, 128, 256, 512):
+                u = np.log(lr / lr_opt)
+                pen = 0.04 * u**2 + 0.015 * np.log(bs / bs_opt) ** 2
+                pen += 0.5 * max(u - 1.2, 0.0) ** 2  # too high a learning rate diverges
+                yield {"lr": lr, "batch": bs}, pen
+
+    return _table(rng, np.geomspace(3e7, 2e9, 7), np.geomspace(1e9, 1e11, 6), settings,
+                  0.0015, names=("params", "tokens"))
 
 
 def lr_only(rng: np.random.Generator) -> pd.DataFrame:
-    rows = []
-    for N in np.geomspace(5e7, 1.6e9, 6):
-        for D in np.geomspace(1e9, 1.6e10, 5):
-            lr_opt = 2e-3 * (N / 1e8) ** -0.7
-            for lr in np.geomspace(1e-4, 4e-3, 8):
-                pen = 0.03 * np.log(lr / lr_opt) ** 2
-                rows.append({"N": N, "D": D, "lr": lr,
-                             "loss": (chinchilla(N, D) + pen) * rng.lognormal(0, 0.002)})
-    return pd.DataFrame(rows)
+    def settings(N, D):
+        lr_opt = 2e-3 * (N / 1e8) ** -0.7
+        for lr in np.geomspace(1e-4, 4e-3, 8):
+            yield {"lr": lr}, 0.03 * np.log(lr / lr_opt) ** 2
+
+    return _table(rng, np.geomspace(5e7, 1.6e9, 6), np.geomspace(1e9, 1.6e10, 5), settings,
+                  0.002)
 
 
 def envelope_heavy(rng: np.random.Generator) -> pd.DataFrame:
-    rows = []
-    for N in np.geomspace(5e7, 3e9, 6):
-        for D in np.geomspace(1e9, 2e11, 6):
-            for lr, pen in ((1e-3, 0.0), (3e-3, 0.02)):
-                rows.append({"N": N, "D": D, "lr": lr,
-                             "loss": (chinchilla(N, D) + pen) * rng.lognormal(0, 0.003)})
-    return pd.DataFrame(rows)
+    def settings(N, D):
+        yield {"lr": 1e-3}, 0.0
+        yield {"lr": 3e-3}, 0.02
+
+    return _table(rng, np.geomspace(5e7, 3e9, 6), np.geomspace(1e9, 2e11, 6), settings, 0.003)
 
 
 GRIDS = {"moving_optimum": (moving_optimum, {"mapping": {"N": "params", "D": "tokens"}}),
