@@ -108,6 +108,17 @@ class OptimumShiftSurrogate:
         kw = {"include_noise": True} if include_noise else {}
         return self.inner.sample_joint(self.transform(X), n_samples, rng, **kw)
 
+    def posterior_cov(self, X: np.ndarray, *, include_noise: bool = True) -> np.ndarray:
+        """The inner GP's posterior covariance at the shifted inputs ``(n, n)`` (what the
+        target acquisition and the noise floor factor; without this method they would find
+        the inner GP's and call it on unshifted inputs)."""
+        inner = self.inner
+        while inner is not None and not hasattr(inner, "posterior_cov"):
+            inner = getattr(inner, "gp_", None) or getattr(inner, "inner", None)
+        if inner is None:
+            raise AttributeError("the inner surrogate has no posterior_cov")
+        return inner.posterior_cov(self.transform(X), include_noise=include_noise)
+
     def condition_on(self, X_new: np.ndarray, y_new: np.ndarray) -> OptimumShiftSurrogate:
         """A copy whose inner surrogate also sees ``(X_new, y_new)``; the shift is kept."""
         new = copy.copy(self)
