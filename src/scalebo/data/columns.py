@@ -12,7 +12,7 @@ import pandas as pd
 __all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "UNMAPPED_SUFFIX",
            "ExclusionReason", "blank_axes", "blank_cells", "default_hyperparameters", "is_blank",
            "is_candidate_column", "is_categorical",
-           "numeric_typos", "suggested_mapping", "parse_number", "text_column", "to_numbers"]
+           "numeric_typos", "parse_number", "suggested_mapping", "text_column", "to_numbers"]
 
 #: Names that ``mapping`` may assign, in the order they appear in ``RunTable.frame``.
 CANONICAL_COLUMNS: tuple[str, ...] = ("run_id", "N", "D", "C", "loss")
@@ -56,7 +56,7 @@ def suggested_mapping(columns: Iterable[object], missing: Iterable[str]) -> dict
     spells in a common way (:data:`COLUMN_ALIASES`, e.g. ``params`` → ``N``); names with no
     or several candidates are left out, and no column is suggested twice. A hint for an
     error message, never applied silently."""
-    cols = [c for c in columns]
+    cols = list(columns)
     keys = [_alias_key(c) for c in cols]
     out: dict[str, str] = {}
     for name in missing:

@@ -26,6 +26,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from scalebo.search.target_draws import wrapped
+
 __all__ = ["OptimumShiftSurrogate"]
 
 
@@ -112,9 +114,7 @@ class OptimumShiftSurrogate:
         """The inner GP's posterior covariance at the shifted inputs ``(n, n)`` (what the
         target acquisition and the noise floor factor; without this method they would find
         the inner GP's and call it on unshifted inputs)."""
-        inner = self.inner
-        while inner is not None and not hasattr(inner, "posterior_cov"):
-            inner = getattr(inner, "gp_", None) or getattr(inner, "inner", None)
+        inner = wrapped(self.inner, "posterior_cov")
         if inner is None:
             raise AttributeError("the inner surrogate has no posterior_cov")
         return inner.posterior_cov(self.transform(X), include_noise=include_noise)
