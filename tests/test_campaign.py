@@ -170,3 +170,40 @@ def test_the_campaign_gp_sees_the_moving_optimum_unless_told_not_to(grid):
                               "--no-shift-optimum"]).shift_optimum is False
     assert MethodConfig().shift_optimum and "no-shift" not in MethodConfig().label()
     assert MethodConfig(shift_optimum=False).label().endswith(" no-shift")
+
+
+def test_a_campaign_runs_the_gp_a_replay_of_the_default_measures(tmp_path):
+    """One builder (``gp_stack``) for both: fitted on the same runs, the campaign's GP and
+    the default replay method's GP predict the same means and SDs everywhere (and not those
+    of the GP on absolute coordinates, on runs whose best lr falls with N); a campaign's
+    ``clip_iqr=0`` turns clipping off, where ``MethodConfig(clip_iqr=0)`` clips at the median."""
+    from types import SimpleNamespace
+
+    from scalebo.bench.method import MethodConfig
+    from scalebo.bench.replay import method_surrogate
+    from scalebo.search.campaign import campaign_gp
+    from scalebo.search.models.clipping import ClippedGP
+
+    path = tmp_path / "grid.yaml"
+    path.write_text("axes:\n  N: [1e8, 3e8, 1e9]\n  D: [2e9, 6e9, 2e10]\n"
+                    "  lr: [1e-4, 3e-4, 1e-3, 3e-3, 1e-2]\n")
+    grid = campaign_grid(path)
+    cfg = grid.configs
+    best_lr = 3e-3 * (cfg["N"] / 1e8) ** -0.5
+    loss = (2.0 + 300 * (6 * cfg["N"] * cfg["D"]) ** -0.12
+            + 0.1 * np.log(cfg["lr"] / best_lr) ** 2).to_numpy()
+    rows = np.arange(0, len(cfg), 2)
+    y = loss[rows].copy()
+    y[0] += 5.0  # one diverged run: clipping changes the fit
+    X = grid.encode()
+    problem = SimpleNamespace(grid=grid)
+    mu_r, sd_r = method_surrogate(MethodConfig(), problem, 3, fantasy=False).fit(
+        X[rows], y).predict(X)
+    mu_c, sd_c = campaign_gp(grid, 3).fit(X[rows], y).predict(X)
+    np.testing.assert_allclose(mu_c, mu_r, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(sd_c, sd_r, rtol=0, atol=1e-10)
+    mu_a, _ = campaign_gp(grid, 3, shift_optimum=False).fit(X[rows], y).predict(X)
+    assert np.abs(mu_a - mu_r).max() > 1e-3
+    assert not isinstance(campaign_gp(grid, 3, clip_iqr=0), ClippedGP)
+    at_median = method_surrogate(MethodConfig(clip_iqr=0), problem, 3, fantasy=False)
+    assert isinstance(at_median, ClippedGP) and at_median.k == 0

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from scalebo.bench.intervals import without_wall_times
-from scalebo.bench.replay import ClippedGP, MethodConfig, replay
+from scalebo.bench.replay import MethodConfig, replay
+from scalebo.search.models.clipping import ClippedGP
 
 
 @pytest.fixture(scope="module")

@@ -47,17 +47,15 @@ from scalebo.search.cost_model import CostModel
 from scalebo.search.fantasize import fantasize
 from scalebo.search.law_posterior import law_posterior
 from scalebo.search.loop import SearchLoop
-from scalebo.search.models.clipping import ClippedGP
+from scalebo.search.models.stack import gp_stack
 from scalebo.search.models.surrogates import make_surrogate
-from scalebo.search.models.trend import TrendSurrogate
-from scalebo.search.optimum_shift import OptimumShiftSurrogate
 from scalebo.search.trace import TraceEntry
 from scalebo.search.window import COST_RTOL
 
 #: A replay's progress callback: the fraction (0–1) of the run's budget committed so far.
 Progress = Callable[[float], None]
 
-__all__ = ["DEFAULT_METHOD", "ClippedGP", "MethodConfig", "ReplayRecord", "replay",
+__all__ = ["DEFAULT_METHOD", "MethodConfig", "ReplayRecord", "replay",
            "unaffordable_budgets"]
 
 @dataclass(frozen=True)
@@ -122,15 +120,11 @@ def method_surrogate(method: MethodConfig, problem: ReplayProblem, seed: int, *,
     if name == "random":  # a random order has no model: fantasize with a GP
         name = "gp"
     if name == "gp":
-        gp = make_surrogate("gp", kernel=method.kernel,
-                            categorical=problem.grid.categorical_columns, rng=seed,
-                            restart_every=method.gp_restart_every,
-                            restart_below=method.gp_restart_below)
-        if method.shift_optimum:
-            gp = OptimumShiftSurrogate(gp, (0, 1), categorical=problem.grid.categorical_columns)
-        if method.trend:
-            gp = TrendSurrogate(gp, columns=(0, 1), form=method.trend_form)  # N, D first
-        return gp if method.clip_iqr is None else ClippedGP(gp, method.clip_iqr)
+        return gp_stack(problem.grid.categorical_columns, seed, kernel=method.kernel,
+                        shift_optimum=method.shift_optimum, trend=method.trend,
+                        trend_form=method.trend_form, clip_iqr=method.clip_iqr,
+                        restart_every=method.gp_restart_every,
+                        restart_below=method.gp_restart_below)
     return make_surrogate(name, rng=seed)
 
 

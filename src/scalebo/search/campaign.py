@@ -31,6 +31,7 @@ from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
 from scalebo.search.loop import SearchLoop
+from scalebo.search.models.stack import gp_stack
 from scalebo.search.trace import Suggestion
 
 __all__ = ["DEFAULT_N_INITIAL", "Budget", "campaign_gp", "campaign_grid", "campaign_posterior",
@@ -219,17 +220,8 @@ def campaign_gp(grid: Grid, seed: int = 0, *, clip_iqr: float = 5.0,
     hyperparameter relative to an optimum that moves with N and D
     (:class:`~scalebo.search.optimum_shift.OptimumShiftSurrogate`).
     """
-    from scalebo.search.models.clipping import ClippedGP
-    from scalebo.search.models.surrogates import make_surrogate
-    from scalebo.search.models.trend import TrendSurrogate
-    from scalebo.search.optimum_shift import OptimumShiftSurrogate
-
-    gp = make_surrogate("gp", kernel=kernel, categorical=grid.categorical_columns, rng=seed)
-    if shift_optimum:
-        gp = OptimumShiftSurrogate(gp, (0, 1), categorical=grid.categorical_columns)
-    if trend:
-        gp = TrendSurrogate(gp, columns=(0, 1))  # encoded N, D come first
-    return ClippedGP(gp, clip_iqr) if clip_iqr > 0 else gp
+    return gp_stack(grid.categorical_columns, seed, kernel=kernel, shift_optimum=shift_optimum,
+                    trend=trend, clip_iqr=clip_iqr if clip_iqr > 0 else None)
 
 
 def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 1,
