@@ -198,6 +198,28 @@ def test_oracle_rows_skipped_when_the_dataset_cannot_be_loaded(tmp_path):
     rec = _records(tmp_path)
     md = write_report(rec, tmp_path / "out", figures=False).read_text()
     assert "No oracle rows for toy (cannot load it: " in md and "| toy | oracle:" not in md
+    assert "Set `SCALEBO_DATA_DIR`" not in md  # a missing CSV of the user's is not a data dir
+
+
+def test_the_oracle_names_the_data_folder_when_the_public_datasets_are_not_found(
+        tmp_path, monkeypatch):
+    from scalebo.bench.oracle import oracle_summary
+    from scalebo.errors import DataDirError
+
+    monkeypatch.delenv("SCALEBO_DATA_DIR", raising=False)
+    orc = oracle_summary({"steplaw": ("steplaw", {})}, [0.01])
+    assert orc.data_dir_missing and orc.skipped[0][0] == "steplaw"
+    assert "DataDirError: no data directory given" in orc.skipped[0][1]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    orc = oracle_summary({"steplaw": ("steplaw", {})}, [0.01], data_dir=empty)
+    assert orc.data_dir_missing and "not found; expected the public" in orc.skipped[0][1]
+    with pytest.raises(FileNotFoundError):  # still what callers caught before
+        raise DataDirError("x")
+
+
+def test_oracle_rows_not_computed_on_request(tmp_path):
+    rec = _records(tmp_path)
     md = write_report(rec, tmp_path / "off", figures=False, oracle=False).read_text()
     assert "Floor-oracle rows not computed" in md and "cannot load" not in md
     proc = subprocess.run([sys.executable, "-m", "scalebo.cli", "bench", "report", str(rec),

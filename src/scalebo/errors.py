@@ -62,6 +62,11 @@ class BudgetExhausted(SearchError):
         self.account = dict(account or {})
 
 
+class DataDirError(ScaleboError, FileNotFoundError):
+    """The public datasets folder is not given (``SCALEBO_DATA_DIR`` / ``data_dir``), is not
+    a directory, or lacks a dataset's file: the message names which and the expected layout."""
+
+
 class MissingExtraError(ScaleboError, ImportError):
     """An optional extra (``pip install 'scalebo[trees]'``, ``[dask]``, ``[optuna]``) is not
     installed; the message says what needed it and how to install it

@@ -42,7 +42,7 @@ import pandas as pd
 
 from scalebo.bench.metrics import EXTRAPOLATION_C, LAWS, BudgetMetrics, c_key, evaluate
 from scalebo.bench.problems import ReplayProblem
-from scalebo.errors import ScaleboError
+from scalebo.errors import DataDirError, ScaleboError
 from scalebo.search.window import COST_RTOL
 
 __all__ = ["ORACLE_KINDS", "ORACLE_LABELS", "OracleSummary", "floor_oracle",
@@ -115,6 +115,8 @@ class OracleSummary:
             quantities ``n_runs``, ``spent_fraction``), ``budget``, ``mean`` (the value;
             NaN for a failed fit), ``sd`` (0: an oracle is deterministic) and ``n`` (1).
         skipped: ``(dataset, reason)`` of each dataset that could not be loaded.
+        data_dir_missing: Some were skipped because the public datasets folder was not
+            given or lacks their files (:class:`~scalebo.errors.DataDirError`).
         floors: ``(dataset, floor_envelope, floor_cells)`` of each loaded dataset, fractions
             of ``C_total`` (the spend of each oracle once all its configurations fit).
     """
@@ -122,6 +124,7 @@ class OracleSummary:
     summary: pd.DataFrame
     skipped: tuple[tuple[str, str], ...] = ()
     floors: tuple[tuple[str, float, float], ...] = ()
+    data_dir_missing: bool = False
 
 
 def _rows(dataset: str, label: str, m: BudgetMetrics) -> list[dict]:
@@ -156,6 +159,7 @@ def oracle_summary(datasets: Mapping[str, tuple[str, Mapping]], budgets: Sequenc
     rows: list[dict] = []
     skipped: list[tuple[str, str]] = []
     floors: list[tuple[str, float, float]] = []
+    data_dir_missing = False
     for name, (source, options) in datasets.items():
         kwargs = dict(options or {})
         if data_dir is not None:
@@ -166,6 +170,7 @@ def oracle_summary(datasets: Mapping[str, tuple[str, Mapping]], budgets: Sequenc
                 problem = load_problem(source, **kwargs)
         except (OSError, ValueError, TypeError, KeyError, ScaleboError) as exc:
             skipped.append((name, f"{type(exc).__name__}: {exc}"))
+            data_dir_missing |= isinstance(exc, DataDirError)
             continue
         floors.append((name, problem.floor_envelope, problem.floor_cells))
         for kind in ORACLE_KINDS:
@@ -173,7 +178,8 @@ def oracle_summary(datasets: Mapping[str, tuple[str, Mapping]], budgets: Sequenc
                 rows += _rows(name, ORACLE_LABELS[kind], floor_oracle(problem, b, kind,
                                                                        laws=laws))
     cols = ["dataset", "method", "kind", "metric", "budget", "mean", "sd", "n"]
-    return OracleSummary(pd.DataFrame(rows, columns=cols), tuple(skipped), tuple(floors))
+    return OracleSummary(pd.DataFrame(rows, columns=cols), tuple(skipped), tuple(floors),
+                         data_dir_missing)
 
 
 def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
@@ -212,6 +218,6 @@ def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
     if orc.skipped:
         text += (" No oracle rows for " + "; ".join(f"{d} (cannot load it: {why})"
                                                    for d, why in orc.skipped) + ".")
-        if any("SCALEBO_DATA_DIR" in why or "data_dir" in why for _, why in orc.skipped):
+        if orc.data_dir_missing:
             text += " Set `SCALEBO_DATA_DIR` or pass `data_dir`."
     return orc, [text, ""]

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from scalebo.data.runs import RunTable
+from scalebo.errors import DataDirError
 
 __all__ = [
     "DATASETS",
@@ -85,12 +86,13 @@ def data_dir(path: str | Path | None = None) -> Path:
     """Resolve the data directory: ``path`` if given, else ``$SCALEBO_DATA_DIR``.
 
     Raises:
-        FileNotFoundError: if neither is set, or the directory does not exist.
+        DataDirError: if neither is set, or the directory does not exist (a
+            ``FileNotFoundError``).
     """
     if path is None:
         value = os.environ.get(DATA_DIR_ENV)
         if not value:
-            raise FileNotFoundError(
+            raise DataDirError(
                 "no data directory given: pass data_dir=... (CLI: --data-dir) or set "
                 f"{DATA_DIR_ENV} to the folder holding steplaw/, oellm_english/, ..."
             )
@@ -99,7 +101,7 @@ def data_dir(path: str | Path | None = None) -> Path:
         origin = f"data_dir={path}"
     resolved = Path(path).expanduser()
     if not resolved.is_dir():
-        raise FileNotFoundError(f"{origin}: not a directory.")
+        raise DataDirError(f"{origin}: not a directory.")
     return resolved
 
 
@@ -112,7 +114,8 @@ def load_dataset(name: str, data_dir: str | Path | None = None, **kwargs: object
     Raises:
         ValueError: unknown name (the message lists the registered ones); an option the
             loader does not take, or of the wrong type (the message lists its options).
-        FileNotFoundError: no data directory, or the dataset's file is missing.
+        DataDirError: no data directory, or the dataset's file is missing (a
+            ``FileNotFoundError``).
     """
     from scalebo.data.dataset_options import check_dataset_options
 
@@ -128,7 +131,7 @@ def _resolve_dir(path: str | Path | None) -> Path:
 def _file(root: Path, folder: str, filename: str) -> Path:
     path = Path(root) / folder / filename
     if not path.is_file():
-        raise FileNotFoundError(
+        raise DataDirError(
             f"{path}: not found; expected the public data directory layout "
             f"<data_dir>/{folder}/{filename} (see {folder}/SOURCE.md)."
         )
