@@ -52,6 +52,19 @@ def fraction(text: str) -> float:
     return value
 
 
+def anchor_share(text: str) -> float:
+    """argparse type: the anchor run's largest share of the budget, in [0, 1) (0: none)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a share of the budget such as 0.7 (0: no "
+                                         f"anchor run), got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a share of the budget in [0, 1) (0: no "
+                                         f"anchor run), got {text!r}")
+    return value
+
+
 def int_at_least(minimum: int) -> Callable[[str], int]:
     """argparse type factory: an integer ``>= minimum``, e.g. ``type=int_at_least(1)`` for a
     batch size, ``int_at_least(0)`` for a count where 0 means none. A float or a smaller value

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from scalebo.cli.common import int_at_least, non_negative_float, positive_float
+from scalebo.cli.common import anchor_share, int_at_least, non_negative_float, positive_float
 
 GRID_HELP = ("GRID: a YAML axis product ('axes: {N: [...], D: [...], lr: [...]}', optional "
              "'held_out_cells', default none for a campaign) or a table of candidate "
@@ -56,6 +56,11 @@ def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: 
                        help="the GP sees hyperparameters as they are, not relative to an "
                             "optimum fitted to move with N and D (the default since 0.3.7, "
                             "as in replays)")
+    group.add_argument("--anchor", type=anchor_share, default=0.7, metavar="SHARE",
+                       help="hold back one run of the costliest cell costing at most SHARE of "
+                            "the budget, and suggest it once nothing else fits, so the law "
+                            "gets the largest scale the budget affords (default 0.7, as in "
+                            "replays; 0: no anchor run)")
     add_cost_model_arguments(group)
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from scalebo.cli.arg_types import (  # noqa: F401 - the commands import them from here
     MIN_RESAMPLES,
     TOLERANCE_WARN,
+    anchor_share,
     fraction,
     fractions,
     int_at_least,

@@ -137,7 +137,8 @@ def run(args: argparse.Namespace) -> int:
             res = suggest_runs(grid, runs, budget, batch=args.next, schedule=args.schedule,
                                clip_iqr=args.clip_iqr, seed=args.seed,
                                cost_model=cost_model(args), kernel=args.kernel,
-                               trend=args.trend, shift_optimum=args.shift_optimum)
+                               trend=args.trend, shift_optimum=args.shift_optimum,
+                               anchor=args.anchor)
             proposed, prices = res.suggestions, res.prices
         except SearchError as exc:
             log(f"note: no next runs: {exc}")

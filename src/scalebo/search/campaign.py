@@ -229,7 +229,8 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                  acquisition: str = "ei", incumbent: str = "envelope", clip_iqr: float = 5.0,
                  seed: int = 0, n_initial: int = DEFAULT_N_INITIAL,
                  cost_model: CostModel | None = None, kernel: str = "matern52",
-                 trend: bool = False, shift_optimum: bool = True) -> SuggestResult:
+                 trend: bool = False, shift_optimum: bool = True,
+                 anchor: float = 0.7) -> SuggestResult:
     """The next ``batch`` configurations to train, and the budget accounting.
 
     Args:
@@ -249,6 +250,10 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
             (:mod:`scalebo.search.cost_model`): budgets and admissibility use the marginal
             cost of a configuration given what is trained, failed or running.
         kernel, trend, shift_optimum: the GP (:func:`campaign_gp`).
+        anchor: largest share of the budget the anchor run may cost (0: none): one
+            configuration of the costliest cell costing at most ``anchor × budget`` is held
+            back and suggested once nothing else fits (:mod:`scalebo.search.anchor`; the
+            replayed default). It is placed once any run of that cell is done or running.
 
     Raises:
         ValueError: a non-positive budget or a batch < 1.
@@ -274,7 +279,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
     loop = SearchLoop(grid, min(budget / grid.budget_total, 1.0), surrogate,
                       acquisition=acquisition, incumbent=incumbent, schedule=schedule,
                       n_initial=max(0, n_initial - runs.completed.size), cost_model=model,
-                      rng=seed)
+                      anchor=anchor, rng=seed)
     if runs.completed.size:
         loop.tell(runs.completed, runs.losses)
     if runs.running.size:

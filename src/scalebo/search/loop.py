@@ -19,6 +19,10 @@ One step of :meth:`SearchLoop.ask`:
    incumbent, and does not depend on how many candidates there are (a run forked under a
    smaller budget makes the same picks as a separate run).
 
+With ``anchor = f > 0`` the cost of one configuration of the costliest cell costing at most
+``f × budget`` is held back until nothing else fits; then that cell's configuration with the
+lowest posterior mean is returned (:mod:`scalebo.search.anchor`).
+
 With ``acquisition="target"`` the score is the expected reduction of the law's variance at
 ``target_compute`` per unit cost, from an ensemble over the current window (Full: the grid),
 rebuilt every ``target_every`` asks (:mod:`scalebo.search.target`); EI stands in, with the
@@ -40,13 +44,17 @@ import numpy as np
 from scalebo.errors import SearchError
 from scalebo.search import target as tgt
 from scalebo.search.acquisition import INCUMBENTS, Acquisition, incumbent_score, parse_acquisition
+from scalebo.search.admission import Admission
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
-from scalebo.search.ledger import ObservationLedger
 from scalebo.search.models.protocol import accepts_warm_start, fit_surrogate, hyperparameter_fit
 from scalebo.search.models.scaling import standardization
 from scalebo.search.trace import Suggestion, TraceEntry
-from scalebo.search.window import WindowSchedule, admissible_mask, initial_design, make_schedule
+from scalebo.search.window import (
+    WindowSchedule,
+    initial_design,
+    make_schedule,
+)
 
 
 def _not_finite(what: str, *arrays: np.ndarray) -> str:
@@ -56,11 +64,13 @@ def _not_finite(what: str, *arrays: np.ndarray) -> str:
     return f"{what} not finite at {int(bad.sum())} of {bad.size} candidates" if bad.any() else ""
 
 
-class SearchLoop(ObservationLedger):
+class SearchLoop(Admission):
     """Budgeted Bayesian optimization over a finite grid, ask/tell style.
 
     The tell side (:meth:`tell`, :meth:`mark_pending`, :attr:`spent`, :attr:`committed`,
-    :attr:`observed_indices`, ...) is :class:`~scalebo.search.ledger.ObservationLedger`'s.
+    :attr:`observed_indices`, ...) is :class:`~scalebo.search.ledger.ObservationLedger`'s; what
+    may be started now (:attr:`remaining`, :attr:`done`, :meth:`window_cap`) is
+    :class:`~scalebo.search.admission.Admission`'s.
 
     Args:
         grid: Candidate configurations.
@@ -91,6 +101,8 @@ class SearchLoop(ObservationLedger):
         cost_model: :class:`~scalebo.search.cost_model.CostModel` (default independent
             runs; ``wsd``: configurations differing only in D share one run, each extra
             checkpoint pays its cooldown). Budgets and admissibility use the marginal cost.
+        anchor: Largest share of the budget the anchor run may cost, in [0, 1) (0: none,
+            the default here; replays and campaigns use 0.7).
         rng: Seed or generator; the initial design is drawn first, from it.
     """
 
@@ -114,6 +126,7 @@ class SearchLoop(ObservationLedger):
         target_every: int = 1,
         target_estimator: str = "stein",
         cost_model: CostModel | None = None,
+        anchor: float = 0.0,
         rng: np.random.Generator | int | None = None,
     ) -> None:
         if not (np.isfinite(budget_fraction) and 0 < budget_fraction <= 1):
@@ -127,6 +140,9 @@ class SearchLoop(ObservationLedger):
             raise SearchError(f"incumbent must be one of {list(INCUMBENTS)}, got {incumbent!r}.")
         if not (np.isfinite(ei_cost_power) and ei_cost_power >= 0):
             raise SearchError(f"ei_cost_power must be finite and >= 0, got {ei_cost_power}.")
+        if not 0 <= anchor < 1:
+            raise SearchError(f"anchor must be a share of the budget in [0, 1), got {anchor}.")
+        self.anchor = float(anchor)
         self.acquisition = parse_acquisition(acquisition)
         random_order = self.acquisition is Acquisition.RANDOM
         if not random_order and not (hasattr(surrogate, "fit") and hasattr(surrogate, "predict")):
@@ -166,43 +182,9 @@ class SearchLoop(ObservationLedger):
 
     # ------------------------------------------------------------------ state
     @property
-    def remaining(self) -> float:
-        """Budget not yet committed (``budget − committed``; negative if overrun), in the
-        grid's budget unit (FLOPs unless the grid has a price, :meth:`Grid.with_price`)."""
-        return self.budget - self.committed_budget
-
-    @property
-    def done(self) -> bool:
-        """True when no configuration is admissible within the remaining budget."""
-        return not self._affordable().any()
-
-    def _affordable(self) -> np.ndarray:
-        """Admissible configurations ignoring the window cap, ``(n_cfg,)`` bool."""
-        return admissible_mask(self.grid, self._unavailable, self._pending,
-                               self.committed_budget, self.budget, np.inf,
-                               self.marginal_cost(priced=True))[0]
-
-    @property
     def trace(self) -> list[TraceEntry]:
         """Every configuration handed out, in order (a copy)."""
         return list(self._trace)
-
-    def window_cap(self) -> float:
-        """The search's window in FLOPs for the compute committed so far (``inf``: none).
-
-        The schedule's cap (not risen), and at least the costliest observed configuration,
-        since a cap that rose to admit a run includes it. After the search this is the
-        "final window" that fantasization fills (DESIGN.md).
-        """
-        committed = self.committed
-        cap = self.schedule.cap(committed, max(self._flops_budget(committed), committed),
-                                self.grid, self._observed | self._pending)
-        costliest = float(self.grid.cost[self._observed].max()) if self._observed.any() else 0.0
-        return max(float(cap), costliest)
-
-    def current_cap(self) -> float:
-        """The effective window cap (FLOPs) for the current state (risen if need be)."""
-        return self._window(self.committed)[0]
 
     # ------------------------------------------------------------------ tell side
     def cancel(self, idx: int | Iterable[int]) -> None:
@@ -270,7 +252,12 @@ class SearchLoop(ObservationLedger):
         while len(picks) < q:
             adm_any = self._affordable()
             if not adm_any.any():
-                break
+                if not (anchor := self._anchor_candidates()).size:
+                    break
+                if model is None and self._obs_y and not self._random_order:
+                    model, y_std, mu, sd = self._posterior()
+                self._place_anchor(anchor, model, mu, sd, picks)
+                continue
             initial = next((i for i in self._initial if adm_any[i]), None)
             if initial is not None:
                 self._initial.remove(initial)
@@ -355,27 +342,26 @@ class SearchLoop(ObservationLedger):
         if self._ens is not None:
             self._ens = self._ens.observe([pick])
 
+    def _place_anchor(self, rows: np.ndarray, model: Any, mu: float, sd: float,
+                      picks: list[int]) -> None:
+        """Pick (and trace) the anchor: the lowest posterior mean among ``rows`` (the first
+        in the seeded permutation without a usable surrogate)."""
+        mean = None if model is None else np.asarray(model.predict(self._X[rows])[0], float)
+        if mean is None or not np.isfinite(mean).all():
+            pick, pred = self._first_ranked(rows), None
+        else:
+            j = int(np.argmin(mean))
+            pick, pred = int(rows[j]), (float(mean[j] * sd + mu), None, None)
+        cfg = self.grid.config(pick)
+        self._record(pick, np.inf, pred, f"anchor: lowest predicted loss of the {rows.size} "
+                     f"configurations left in the cell N={cfg['N']:.3g}, D={cfg['D']:.3g}, "
+                     f"the costliest that costs at most {self.anchor:g} of the budget",
+                     fitted=model is not None)
+        picks.append(pick)
+
     def _first_ranked(self, cand: np.ndarray) -> int:
         """The candidate row that comes first in the seeded permutation."""
         return int(cand[np.argmin(self._rank[cand])])
-
-    def _flops_budget(self, committed: float) -> float:
-        """The budget as the schedules see it, FLOPs: itself, or for a priced grid the FLOPs
-        whose share of it is the committed share of the priced budget."""
-        if self.grid.price is None:
-            return self.budget
-        priced = self.committed_budget
-        rate = committed / priced if priced > 0 else self.grid.C_total / self.grid.budget_total
-        return self.budget * rate
-
-    def _window(self, committed: float) -> tuple[float, np.ndarray]:
-        """Cap (FLOPs) and admissible mask for ``committed`` FLOPs."""
-        cap = self.schedule.cap(committed, self._flops_budget(committed), self.grid,
-                                self._observed | self._pending)
-        adm = admissible_mask(self.grid, self._unavailable, self._pending,
-                              self.committed_budget, self.budget, cap,
-                              self.marginal_cost(priced=True))
-        return adm.cap, adm.mask
 
     def _believe(
         self, model: Any, new: list[int], values: np.ndarray, believed: dict, y_std: np.ndarray

@@ -1,0 +1,110 @@
+"""What a search may start now: the budget, the compute window and the anchor's reservation.
+
+:class:`Admission` is the base of :class:`~scalebo.search.loop.SearchLoop` (on top of the
+tell side, :class:`~scalebo.search.ledger.ObservationLedger`): from the budget (in the grid's
+budget unit, FLOPs or its price), the window schedule (caps in FLOPs) and what is observed or
+pending it says which configurations are admissible
+(:func:`~scalebo.search.window.admissible_mask`), holding back the anchor run's cost
+(:mod:`scalebo.search.anchor`) until the anchor cell has a run. It asks nothing itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from scalebo.search.anchor import anchor_reserve, anchor_rows
+from scalebo.search.ledger import ObservationLedger
+from scalebo.search.window import COST_RTOL, WindowSchedule, admissible_mask
+
+__all__ = ["Admission"]
+
+
+class Admission(ObservationLedger):
+    """Admissibility for a search with ``budget`` (budget units), ``schedule`` and
+    ``anchor`` (share of the budget the anchor run may cost, 0: none), set by the subclass."""
+
+    budget: float
+    schedule: WindowSchedule
+    anchor: float = 0.0
+
+    @property
+    def remaining(self) -> float:
+        """Budget not yet committed (``budget − committed``; negative if overrun), in the
+        grid's budget unit (FLOPs unless the grid has a price, :meth:`Grid.with_price`)."""
+        return self.budget - self.committed_budget
+
+    @property
+    def done(self) -> bool:
+        """True when no configuration is admissible within the remaining budget."""
+        return not self._affordable().any() and not self._anchor_candidates().size
+
+    def _affordable(self) -> np.ndarray:
+        """Admissible configurations ignoring the window cap, ``(n_cfg,)`` bool (the budget
+        less what the anchor holds back)."""
+        return admissible_mask(self.grid, self._unavailable, self._pending,
+                               self.committed_budget, self._search_budget(), np.inf,
+                               self.marginal_cost(priced=True))[0]
+
+    def _search_budget(self) -> float:
+        """The budget less what is held back for the anchor run (budget units)."""
+        rows = anchor_rows(self.grid, self.budget, self.anchor)
+        return self.budget - anchor_reserve(rows, self._observed | self._pending,
+                                            self._unavailable, self.marginal_cost(priced=True))
+
+    def _anchor_candidates(self) -> np.ndarray:
+        """The anchor cell's rows that may be started now: none once it is placed."""
+        rows = anchor_rows(self.grid, self.budget, self.anchor)
+        if not rows.size or (self._observed | self._pending)[rows].any():
+            return rows[:0]
+        fits = self.marginal_cost(priced=True)[rows] <= self.remaining + COST_RTOL * self.budget
+        return rows[fits & ~self._unavailable[rows]]
+
+    def choice_set(self, budget: float | None = None) -> tuple[bytes, bytes, tuple[int, ...]]:
+        """What the next ask chooses among under ``budget`` (budget units; default the
+        loop's): the affordable and window masks, and the anchor candidates once nothing
+        else fits. In one state, equal choice sets mean the same next pick, so a replay can
+        follow one long run until a smaller budget's choices first differ."""
+        saved = self.budget
+        self.budget = saved if budget is None else float(budget)
+        try:
+            aff = self._affordable()
+            if aff.any():
+                return aff.tobytes(), self._window(self.committed)[1].tobytes(), ()
+            return aff.tobytes(), b"", tuple(self._anchor_candidates().tolist())
+        finally:
+            self.budget = saved
+
+    def window_cap(self) -> float:
+        """The search's window in FLOPs for the compute committed so far (``inf``: none).
+
+        The schedule's cap (not risen), and at least the costliest observed configuration,
+        since a cap that rose to admit a run includes it. After the search this is the
+        "final window" that fantasization fills (DESIGN.md).
+        """
+        committed = self.committed
+        cap = self.schedule.cap(committed, max(self._flops_budget(committed), committed),
+                                self.grid, self._observed | self._pending)
+        costliest = float(self.grid.cost[self._observed].max()) if self._observed.any() else 0.0
+        return max(float(cap), costliest)
+
+    def current_cap(self) -> float:
+        """The effective window cap (FLOPs) for the current state (risen if need be)."""
+        return self._window(self.committed)[0]
+
+    def _flops_budget(self, committed: float) -> float:
+        """The budget as the schedules see it, FLOPs: itself, or for a priced grid the FLOPs
+        whose share of it is the committed share of the priced budget."""
+        if self.grid.price is None:
+            return self.budget
+        priced = self.committed_budget
+        rate = committed / priced if priced > 0 else self.grid.C_total / self.grid.budget_total
+        return self.budget * rate
+
+    def _window(self, committed: float) -> tuple[float, np.ndarray]:
+        """Cap (FLOPs) and admissible mask for ``committed`` FLOPs."""
+        cap = self.schedule.cap(committed, self._flops_budget(committed), self.grid,
+                                self._observed | self._pending)
+        adm = admissible_mask(self.grid, self._unavailable, self._pending,
+                              self.committed_budget, self._search_budget(), cap,
+                              self.marginal_cost(priced=True))
+        return adm.cap, adm.mask
