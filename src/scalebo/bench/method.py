@@ -130,6 +130,14 @@ class MethodConfig:
         bootstrap_samples: Resamples of a bootstrap over the observed runs' frontier
             (what ``scalebo fit --bootstrap`` gives), recorded beside the law posterior for
             comparison; 0: none.
+        anchor: Largest share of the budget the anchor run may cost (0: none): one
+            configuration of the costliest cell costing at most ``anchor × budget`` is held
+            back and trained once nothing else fits (:mod:`scalebo.search.anchor`; the
+            default 0.7 since 0.3.8, measured in docs/reproduction.md; the label then says
+            ``no-anchor`` or ``anchor=…``). The held-back cost depends on the budget: a
+            replay follows one long run and forks each smaller recorded budget where its
+            choices first differ (:mod:`scalebo.bench.budget_fork`; with ``q > 1`` each
+            budget is a separate run).
         shift_optimum: The GP sees hyperparameters relative to an optimum that moves with
             N and D (:class:`~scalebo.search.optimum_shift.OptimumShiftSurrogate`; the
             default since 0.3.7, measured in docs/reproduction.md; False: absolute
@@ -183,6 +191,7 @@ class MethodConfig:
     target_every: int = 1
     target_estimator: str = "stein"
     shift_optimum: bool = True
+    anchor: float = 0.7
     posterior_discrepancy: float = 0.0
     bootstrap_samples: int = 0
     cost_model: str = "independent"
@@ -203,6 +212,9 @@ class MethodConfig:
             raise ValueError("MethodConfig needs q >= 1, refit_every >= 1, n_initial >= 0, "
                              "refit_growth >= 0, posterior_samples >= 0, "
                              "bootstrap_samples >= 0 and posterior_discrepancy >= 0")
+        if not 0 <= self.anchor < 1:
+            raise ValueError(f"MethodConfig.anchor must be a share of the budget in [0, 1), "
+                             f"got {self.anchor}")
         if not 0 <= self.cooldown <= 1:
             raise ValueError(f"MethodConfig.cooldown must be a fraction in [0, 1], got "
                              f"{self.cooldown}")
@@ -223,8 +235,10 @@ class MethodConfig:
 
     @property
     def budget_independent(self) -> bool:
-        """Whether choices never depend on the total budget (see the module docstring)."""
-        return self.schedule_name != "sweep"
+        """Whether choices never depend on the total budget (see the module docstring): not
+        with the ``sweep`` schedule, nor with an anchor run and batches (``q > 1``); an
+        anchor with ``q = 1`` is recorded on one run by forking (``budget_fork``)."""
+        return self.schedule_name != "sweep" and not (self.anchor and self.q > 1)
 
     def label(self) -> str:
         """Short human-readable name, e.g. ``"window-spent gp ei/frontier fant=mean"``; a law
@@ -243,6 +257,8 @@ class MethodConfig:
             cost += f" posterior_scope={self.posterior_scope}"
         if not self.shift_optimum and self.surrogate in ("gp", "random"):  # the GPs
             cost += " no-shift"
+        if self.anchor != 0.7:
+            cost += f" anchor={self.anchor:g}" if self.anchor else " no-anchor"
         return f"{self.schedule_name if self.strategy == 'window' else 'full'} " \
                f"{self.surrogate} {acq} {fant}{cost}"
 

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from scalebo.bench.budget_fork import fork_budgets
 from scalebo.bench.intervals import bootstrap_summary, score_intervals
 from scalebo.bench.method import DEFAULT_METHOD, MethodConfig
 from scalebo.bench.metrics import (
@@ -161,7 +162,8 @@ def _make_loop(problem: ReplayProblem, method: MethodConfig, budget: float, seed
         ei_cost_power=method.ei_cost_power,
         target_samples=method.target_samples, target_every=method.target_every,
         target_estimator=method.target_estimator,
-        cost_model=CostModel(method.cost_model, method.cooldown), rng=seed,
+        cost_model=CostModel(method.cost_model, method.cooldown), anchor=method.anchor,
+        rng=seed,
     )
 
 
@@ -315,6 +317,11 @@ def replay(
             _finish(loop, problem, method, progress)
             timings["search"] += time.perf_counter() - t0
             records.append(_measure(problem, method, loop, b, seed, timings))
+    elif method.anchor:  # q = 1: fork each smaller budget where its choices first differ
+        loop = _make_loop(problem, method, budgets[-1], seed)
+        records = fork_budgets(loop, budgets, lambda lp: _step(lp, problem, method),
+                               lambda lp, b: _measure(problem, method, lp, b, seed, timings),
+                               progress)
     else:
         loop, records = _run_recording(problem, method, budgets, seed, timings, progress)
     timings["total"] = time.perf_counter() - t_start

@@ -13,6 +13,7 @@ from typing import Any
 from scalebo.cli.campaign_args import add_cost_model_arguments
 from scalebo.cli.common import (
     add_format_argument,
+    anchor_share,
     budget_bar,
     check_outputs,
     format_table,
@@ -64,7 +65,8 @@ _METHOD_OPTIONS = {"strategy": "strategy", "schedule": "schedule", "surrogate": 
                    "posterior_estimand": "posterior_estimand",
                    "posterior_scope": "posterior_scope",
                    "bootstrap_samples": "bootstrap_samples", "cost_model": "cost_model",
-                   "cooldown": "cooldown", "shift_optimum": "shift_optimum"}
+                   "cooldown": "cooldown", "shift_optimum": "shift_optimum",
+                   "anchor": "anchor"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -110,6 +112,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="the GP sees hyperparameters relative to an optimum fitted to move "
                             "with N and D (default since 0.3.7; --no-shift-optimum: as they "
                             "are)")
+    group.add_argument("--anchor", type=anchor_share, default=None, metavar="SHARE",
+                       help="hold back one run of the costliest cell costing at most SHARE of "
+                            "the budget, trained once nothing else fits (default 0.7 since "
+                            "0.3.8; 0: none); a smaller recorded budget forks from the long run where "
+                            "its choices differ (its own run with --batch > 1)")
     group.add_argument("--acq", choices=("ei", "pi", "lcb", "target"),
                        help="acquisition; 'target': the run that most reduces the law "
                             "posterior's variance at --target-compute per cost^--cost-power")

@@ -1,0 +1,135 @@
+"""The anchor run (scalebo.search.anchor): one run of the costliest cell the budget affords,
+held back until nothing else fits, chosen by the posterior mean, placed statelessly."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.bench.method import MethodConfig
+from scalebo.bench.problems import problem_from_table
+from scalebo.bench.replay import replay
+from scalebo.errors import BudgetExhausted, SearchError
+from scalebo.search.anchor import anchor_reserve, anchor_rows
+from scalebo.search.campaign import campaign_gp, campaign_grid, suggest_runs
+from scalebo.search.campaign_runs import read_campaign_runs
+from scalebo.search.loop import SearchLoop
+
+
+def _loss(cfg: pd.DataFrame) -> np.ndarray:
+    """Chinchilla-like loss (nats) with a learning-rate bowl at 1e-3."""
+    return (1.8 + 480 / cfg["N"] ** 0.34 + 2100 / cfg["D"] ** 0.36
+            + 0.03 * np.log2(cfg["lr"] / 1e-3) ** 2).to_numpy()
+
+
+@pytest.fixture
+def grid(tmp_path):
+    # runs cost 6·N·D: the (1e9, 1e11) cell holds 81 % of C_total, 27 % per run
+    path = tmp_path / "grid.yaml"
+    path.write_text("axes:\n  N: [1e7, 1e8, 1e9]\n  D: [1e9, 1e10, 1e11]\n"
+                    "  lr: [3e-4, 1e-3, 3e-3]\n")
+    return campaign_grid(path)
+
+
+def test_the_anchor_cell_is_the_costliest_that_fits_the_share(grid):
+    cost = grid.budget_cost
+    budget = 0.5 * grid.budget_total
+    rows = anchor_rows(grid, budget, 0.7)
+    cfg = grid.configs.iloc[rows]
+    assert len(rows) == 3 and cfg["lr"].nunique() == 3  # one cell, every lr
+    assert (cost[rows] <= 0.7 * budget).all()
+    assert cost[rows].max() == cost[cost <= 0.7 * budget].max()  # nothing dearer fits
+    assert anchor_rows(grid, budget, 0.0).size == 0
+    assert anchor_rows(grid, 1e-30, 0.7).size == 0  # nothing fits
+    none = np.zeros(len(cost), bool)
+    assert anchor_reserve(rows, none, none, cost) == cost[rows].max()
+    tried = none.copy()
+    tried[rows[1]] = True  # one run of the cell is trained or running: the anchor is placed
+    assert anchor_reserve(rows, tried, tried, cost) == 0.0
+
+
+def test_a_search_trains_the_anchor_last_at_its_lowest_predicted_loss(grid):
+    """The (1e9, 1e11) cell costs 27 % of C_total per run: at a 40 % budget the spent
+    window never admits it (it would need 27 % spent first), an anchor share of 0.7 does."""
+    loss = _loss(grid.configs)
+    big = np.flatnonzero(grid.budget_cost == grid.budget_cost.max())
+    runs = {}
+    for share in (0.0, 0.7):
+        loop = SearchLoop(grid, 0.4, campaign_gp(grid, 0), schedule="spent", anchor=share,
+                          rng=0)
+        while picks := loop.ask():
+            loop.tell(picks, loss[picks])
+        assert loop.committed_budget <= 0.4 * grid.budget_total * (1 + 1e-9)
+        runs[share] = loop
+    assert not np.isin(runs[0.0].observed_indices, big).any()
+    trace = runs[0.7].trace
+    at = [k for k, e in enumerate(trace) if e.index in big]
+    assert len(at) == 1  # one anchor run
+    entry = trace[at[0]]
+    assert "anchor" in runs[0.7]._reasons[at[0]] and entry.cap == np.inf
+    assert grid.configs["lr"].iloc[entry.index] == 1e-3  # the bowl's bottom, as predicted
+    # before it, nothing else fitted the budget less the held-back run
+    before = np.array([e.index for e in trace[:at[0]]])
+    free = np.ones(len(loss), bool)
+    free[before] = False
+    free[big] = False
+    left = 0.4 * grid.budget_total - grid.budget_cost[before].sum() - grid.budget_cost[big[0]]
+    assert (grid.budget_cost[free] > left * (1 + 1e-9)).all()
+
+
+def test_a_campaign_re_planning_at_every_call_suggests_the_same_anchor(grid):
+    """Stateless: a campaign that has trained the runs a loop trained before its anchor
+    gets the anchor suggested; once a run of the cell is running, nothing is held back."""
+    loss = _loss(grid.configs)
+    loop = SearchLoop(grid, 0.4, campaign_gp(grid, 0), schedule="spent", anchor=0.7, rng=0)
+    while picks := loop.ask():
+        if "anchor" in loop._reasons[-1]:
+            break
+        loop.tell(picks, loss[picks])
+    anchor = picks[0]
+    done = loop.observed_indices
+    frame = grid.configs.iloc[done][["N", "D", "lr"]].assign(loss=loss[done])
+    runs = read_campaign_runs(frame, grid)
+    res = suggest_runs(grid, runs, 0.4 * grid.budget_total, seed=0)
+    assert [s.index for s in res.suggestions] == [anchor]
+    off = suggest_runs(grid, runs, 0.4 * grid.budget_total, seed=0, anchor=0.0)
+    assert off.suggestions[0].index != anchor
+    running = read_campaign_runs(pd.concat([frame, grid.configs.iloc[[anchor]][["N", "D", "lr"]]
+                                            .assign(status="running")]), grid)
+    with pytest.raises(BudgetExhausted) as info:  # what is left is the budget's, not held
+        suggest_runs(grid, running, 0.4 * grid.budget_total, seed=0)
+    spent = grid.budget_cost[np.append(done, anchor)].sum()
+    assert info.value.account["remaining"] == pytest.approx(0.4 * grid.budget_total - spent)
+
+
+def test_a_bad_anchor_share_is_refused(grid):
+    with pytest.raises(SearchError, match=r"anchor must be a share of the budget in \[0, 1\)"):
+        SearchLoop(grid, 0.1, campaign_gp(grid, 0), anchor=1.0)
+    with pytest.raises(ValueError, match="MethodConfig.anchor"):
+        MethodConfig(anchor=-0.1)
+    assert MethodConfig(anchor=0).label().endswith(" no-anchor")
+    assert MethodConfig(anchor=0.5).label().endswith(" anchor=0.5")
+    assert "anchor" not in MethodConfig().label()
+
+
+def test_with_an_anchor_recorded_budgets_equal_separate_runs():
+    """The held-back cost depends on the budget: the 10 % budget's anchor is another cell
+    than the 40 % one's, so its run forks from the long one where their choices differ
+    (q = 1) or is replayed alone (q = 2); either way it equals a separate 10 % replay."""
+    rng = np.random.default_rng(0)
+    rows = [{"N": N, "D": D, "lr": lr, "loss": 1.8 + 480 / N**0.34 + 2100 / D**0.36
+             + 0.03 * np.log2(lr / 1e-3) ** 2 + rng.normal(0, 0.003)}
+            for N in (1e8, 3e8, 1e9, 3e9) for D in (1e9, 1e10, 1e11)
+            for lr in (3e-4, 1e-3, 3e-3)]
+    problem = problem_from_table(pd.DataFrame(rows), name="heavy", n_held_out_cells=1)
+    total = problem.grid.budget_total
+    small, large = (anchor_rows(problem.grid, b * total, 0.7) for b in (0.1, 0.4))
+    assert small.size and large.size and set(small).isdisjoint(large)
+    method = MethodConfig(fantasize=False, posterior_samples=0, refit_every=5)
+    for q in (1, 2):
+        m = method.with_(q=q)
+        assert m.budget_independent == (q == 1)
+        both = replay(problem, m, 0.4, seed=1, record_budgets=(0.1,))
+        alone = replay(problem, m, 0.1, seed=1)
+        assert both.separate_runs == (q == 2)
+        assert both.at(0.1).to_dict() == alone.at(0.1).to_dict()
+        assert both.at(0.4).n_runs > both.at(0.1).n_runs
