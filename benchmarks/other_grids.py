@@ -15,7 +15,7 @@ calibration of the law posterior):
 * ``envelope_heavy``: 6 N × 6 D × 2 learning rates (72 runs): the reference envelope
   costs about a third of the grid, so small budgets cannot buy it.
 
-    python benchmarks/other_grids.py --out runs/other --seeds 10 --jobs 2
+    python benchmarks/other_grids.py --out runs/other --seeds 10 --jobs 2 [--with-no-anchor]
 
 The grids are written to ``OUT/grids`` (the same ``--data-seed`` gives the same files), the
 records to ``OUT/records``, the report to ``OUT/report/report.md``; a rerun skips finished
@@ -107,6 +107,9 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--data-seed", type=int, default=0, help="noise seed of the grids")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--with-no-anchor", action="store_true",
+                    help="also replay the default without its anchor run (anchor: 0; how "
+                         "0.3.8's anchor was measured on these grids)")
     args = ap.parse_args()
 
     from scalebo.bench.report import write_report
@@ -114,11 +117,14 @@ def main() -> int:
 
     out = Path(args.out)
     datasets = write_grids(out / "grids", args.data_seed)
+    methods = {"window": {"strategy": "window", "schedule": "spent"}}
+    if args.with_no_anchor:
+        methods["window_no_anchor"] = {**methods["window"], "anchor": 0.0}
     config = SweepConfig.from_dict({
         "name": "other_grids", "seeds": args.seeds, "budgets": ["1%", "5%", "10%", "25%"],
         "datasets": datasets,
         "method_defaults": {"fantasize": True, "bootstrap_samples": 200},
-        "methods": {"window": {"strategy": "window", "schedule": "spent"}}})
+        "methods": methods})
     t0 = time.perf_counter()
     run_sweep(config, out / "records", n_jobs=args.jobs)
     path = write_report(out / "records", out / "report")

@@ -16,7 +16,8 @@ Run: ``SCALEBO_DATA_DIR=... python benchmarks/replay_baseline.py [--seeds 5]
 docs/reproduction.md) were chosen with ``--seeds 20 --methods ei-defaults`` (the rows of
 :data:`EI_DEFAULTS`; and ``--datasets synthetic --seeds 10``), the GP's full refit at every
 ask (0.3.6) with ``--seeds 20 --methods restarts``, the moving-optimum coordinates (0.3.7)
-with ``--seeds 40 --methods shift`` (and ``--datasets synthetic``).
+with ``--seeds 40 --methods shift`` (and ``--datasets synthetic``), the anchor run (0.3.8)
+with ``--seeds 20 --methods anchor --budgets 0.01,0.05,0.1,0.25``.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from scalebo.bench.replay import MethodConfig, replay
 
 BASE = MethodConfig(strategy="window", schedule="spent", acquisition="ei",
                     incumbent="frontier", ei_cost_power=0.0, fantasize=True, estimator="mean",
-                    posterior_samples=0, gp_restart_below=0, shift_optimum=False)
+                    posterior_samples=0, gp_restart_below=0, shift_optimum=False,
+                    anchor=0.0)
 #: The 0.2 default, which every other method is compared with seed by seed.
 REFERENCE = "window-spent EI frontier, fant mean"
 #: The 0.3 default: EI per unit cost against the envelope (the GP's hyperparameters refitted
@@ -43,11 +45,15 @@ REFERENCE = "window-spent EI frontier, fant mean"
 DEFAULT_03 = BASE.with_(incumbent="envelope", ei_cost_power=1.0)
 #: The 0.3.6 default: the same, refitted in full at every ask below 128 runs.
 DEFAULT_036 = DEFAULT_03.with_(gp_restart_below=128)
-#: The default since 0.3.7: the same GP on hyperparameters relative to an optimum that
-#: moves with N and D (``shift_optimum``).
-DEFAULT = DEFAULT_036.with_(shift_optimum=True)
+#: The 0.3.7 default: the same GP on hyperparameters relative to an optimum that moves with
+#: N and D (``shift_optimum``).
+DEFAULT_037 = DEFAULT_036.with_(shift_optimum=True)
+#: The default since 0.3.8: the same search holding back one anchor run of the costliest
+#: cell costing at most 70 % of the budget (``anchor``).
+DEFAULT = DEFAULT_037.with_(anchor=0.7)
 METHODS: dict[str, MethodConfig] = {
     "window-spent EI/cost envelope, fant mean (default)": DEFAULT,
+    "window-spent EI/cost envelope, no anchor (0.3.7)": DEFAULT_037,
     "window-spent EI/cost envelope, absolute hyperparameters (0.3.6)": DEFAULT_036,
     "window-spent EI/cost envelope, GP full refit every 10th": DEFAULT_03,
     REFERENCE: BASE,
@@ -73,7 +79,10 @@ RESTARTS = ("window-spent EI/cost envelope, GP full refit every 10th",
             "window-spent EI/cost envelope, absolute hyperparameters (0.3.6)")
 #: The rows that chose ``shift_optimum=True`` (0.3.7, ``--methods shift``).
 SHIFT = ("window-spent EI/cost envelope, absolute hyperparameters (0.3.6)",
-         "window-spent EI/cost envelope, fant mean (default)")
+         "window-spent EI/cost envelope, no anchor (0.3.7)")
+#: The rows that chose ``anchor=0.7`` (0.3.8, ``--methods anchor``).
+ANCHOR = ("window-spent EI/cost envelope, no anchor (0.3.7)",
+          "window-spent EI/cost envelope, fant mean (default)")
 DESIGN_BASELINE = """\
 DESIGN.md baseline (|rel. diff| at 1e25, %, budgets 1/5/10/25 %):
   OELLM random order + fantasize              2.7 ± 2.2 | 2.8 ± 1.7 | 1.8 ± 1.8 | 0.7 ± 0.4
@@ -154,16 +163,19 @@ def _fant_errors(results: list[dict], dataset: str, label: str, b: float) -> dic
 
 
 def paired(results: list[dict], dataset: str, budgets: tuple[float, ...]) -> list[str]:
-    """Per method, seeds better / worse than :data:`REFERENCE` and the Wilcoxon p-value at
-    each budget (nothing when the reference did not run)."""
-    labels = sorted({r["label"] for r in results if r["dataset"] == dataset} - {REFERENCE})
-    if not any(r["label"] == REFERENCE for r in results) or not labels:
+    """Per method, seeds better / worse than :data:`REFERENCE` (or, when it did not run,
+    the first method of the run, e.g. a preset's first row) and the Wilcoxon p-value at
+    each budget (nothing with a single method)."""
+    run = list(dict.fromkeys(r["label"] for r in results if r["dataset"] == dataset))
+    reference = REFERENCE if REFERENCE in run else (run[0] if run else None)
+    labels = [m for m in run if m != reference]
+    if reference is None or not labels:
         return []
-    lines = [f"  paired with '{REFERENCE}' (seeds better / worse, Wilcoxon p), per budget"]
+    lines = [f"  paired with '{reference}' (seeds better / worse, Wilcoxon p), per budget"]
     for label in labels:
         cells = []
         for b in budgets:
-            ref = _fant_errors(results, dataset, REFERENCE, b)
+            ref = _fant_errors(results, dataset, reference, b)
             mine = _fant_errors(results, dataset, label, b)
             d = np.array([mine[s] - ref[s] for s in sorted(set(ref) & set(mine))])
             p = wilcoxon(d).pvalue if np.any(d != 0) else 1.0
@@ -185,12 +197,13 @@ def main() -> None:
     parser.add_argument("--methods", default="",
                         help="';'-separated labels (they contain commas; default all), or "
                              "'ei-defaults' for EI_DEFAULTS, 'restarts' for RESTARTS, 'shift' for "
-                             "SHIFT")
+                             "SHIFT, 'anchor' for ANCHOR")
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--json", default=None, help="write every record here")
     args = parser.parse_args()
     budgets = tuple(float(b) for b in args.budgets.split(","))
-    presets = {"ei-defaults": EI_DEFAULTS, "restarts": RESTARTS, "shift": SHIFT}
+    presets = {"ei-defaults": EI_DEFAULTS, "restarts": RESTARTS, "shift": SHIFT,
+               "anchor": ANCHOR}
     labels = (list(presets[args.methods]) if args.methods in presets else
               [m.strip() for m in args.methods.split(";") if m.strip()] or list(METHODS))
     if unknown := [m for m in labels if m not in METHODS]:

@@ -115,8 +115,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--anchor", type=anchor_share, default=None, metavar="SHARE",
                        help="hold back one run of the costliest cell costing at most SHARE of "
                             "the budget, trained once nothing else fits (default 0.7 since "
-                            "0.3.8; 0: none); a smaller recorded budget forks from the long run where "
-                            "its choices differ (its own run with --batch > 1)")
+                            "0.3.8; 0: none); a smaller recorded budget forks from the long run "
+                            "where its choices differ (its own run with --batch > 1)")
     group.add_argument("--acq", choices=("ei", "pi", "lcb", "target"),
                        help="acquisition; 'target': the run that most reduces the law "
                             "posterior's variance at --target-compute per cost^--cost-power")
