@@ -151,3 +151,24 @@ def test_the_commands_take_an_anchor_share_and_refuse_a_bad_one(capsys):
             assert "expected a share of the budget" in capsys.readouterr().err
     assert parser.parse_args(["replay", "--dataset", "x.csv"]).anchor is None
     assert parser.parse_args(["replay", "--dataset", "x.csv", "--anchor", "0.5"]).anchor == 0.5
+
+
+def test_an_anchor_that_no_longer_fits_holds_nothing_back(grid):
+    """A campaign whose own runs left less than the anchor costs (here 23.8 % of C_total
+    left of a 40 % budget, the anchor run 27 %) is searched with all of what is left,
+    instead of holding back a run it can never start."""
+    loss = _loss(grid.configs)
+    cfg = grid.configs
+    done = np.flatnonzero(((cfg["N"] == 1e9) & (cfg["D"] == 1e10))
+                          | ((cfg["N"] == 1e8) & (cfg["D"] == 1e11)))
+    runs = read_campaign_runs(cfg.iloc[done][["N", "D", "lr"]].assign(loss=loss[done]), grid)
+    budget = 0.4 * grid.budget_total
+    left = budget - grid.budget_cost[done].sum()
+    rows = anchor_rows(grid, budget, 0.7)
+    assert grid.budget_cost[rows].min() > left > grid.budget_cost.min()
+    res = suggest_runs(grid, runs, budget, batch=3, seed=0)
+    picked = [s.index for s in res.suggestions]
+    assert len(picked) == 3 and not np.isin(picked, rows).any()
+    assert grid.budget_cost[picked].sum() <= left
+    none = np.zeros(len(cfg), bool)
+    assert anchor_reserve(rows, none, none, grid.budget_cost, left) == 0.0

@@ -49,7 +49,8 @@ class Admission(ObservationLedger):
         """The budget less what is held back for the anchor run (budget units)."""
         rows = anchor_rows(self.grid, self.budget, self.anchor)
         return self.budget - anchor_reserve(rows, self._observed | self._pending,
-                                            self._unavailable, self.marginal_cost(priced=True))
+                                            self._unavailable, self.marginal_cost(priced=True),
+                                            self.remaining + COST_RTOL * self.budget)
 
     def _anchor_candidates(self) -> np.ndarray:
         """The anchor cell's rows that may be started now: none once it is placed."""

@@ -51,12 +51,16 @@ def anchor_rows(grid: Grid, budget: float, fraction: float) -> np.ndarray:
 
 
 def anchor_reserve(rows: np.ndarray, tried: np.ndarray, unavailable: np.ndarray,
-                   marginal: np.ndarray) -> float:
+                   marginal: np.ndarray, room: float = np.inf) -> float:
     """What to hold back for the anchor (budget units): the dearest marginal cost among the
-    anchor cell's configurations that can still be started, or 0 once one of them is
-    ``tried`` (trained or running, ``(n_cfg,)`` bool) or none is left (``unavailable``:
-    observed or failed)."""
+    anchor cell's configurations that can still be started within ``room`` (the remaining
+    budget, budget units), or 0 once one of them is ``tried`` (trained or running,
+    ``(n_cfg,)`` bool) or none is left (``unavailable``: observed or failed) or fits.
+
+    A search that holds the reserve back always keeps room for it; a campaign whose runs
+    (chosen elsewhere, or failed and retried) left less than the anchor costs gets no
+    reservation, rather than a reservation that blocks every run and is never placed."""
     if rows.size == 0 or tried[rows].any():
         return 0.0
-    left = rows[~unavailable[rows]]
+    left = rows[~unavailable[rows] & (marginal[rows] <= room)]
     return float(marginal[left].max()) if left.size else 0.0
