@@ -91,6 +91,7 @@ def test_a_campaign_re_planning_at_every_call_suggests_the_same_anchor(grid):
     runs = read_campaign_runs(frame, grid)
     res = suggest_runs(grid, runs, 0.4 * grid.budget_total, seed=0)
     assert [s.index for s in res.suggestions] == [anchor]
+    assert res.anchor_cell == (1e9, 1e11) and res.held_back == pytest.approx(6 * 1e9 * 1e11)
     off = suggest_runs(grid, runs, 0.4 * grid.budget_total, seed=0, anchor=0.0)
     assert off.suggestions[0].index != anchor
     running = read_campaign_runs(pd.concat([frame, grid.configs.iloc[[anchor]][["N", "D", "lr"]]
@@ -172,3 +173,26 @@ def test_an_anchor_that_no_longer_fits_holds_nothing_back(grid):
     assert grid.budget_cost[picked].sum() <= left
     none = np.zeros(len(cfg), bool)
     assert anchor_reserve(rows, none, none, grid.budget_cost, left) == 0.0
+    assert res.held_back == 0.0 and res.anchor_cell is None
+
+
+def test_suggest_says_what_it_holds_back(tmp_path):
+    """The account line and the JSON name the held-back compute and the anchor cell:
+    6·N·D = 6e20 FLOPs for (1e9, 1e11), the costliest cell under 70 % of a 40 % budget."""
+    import json
+    import subprocess
+    import sys
+
+    (tmp_path / "grid.yaml").write_text("axes:\n  N: [1e7, 1e8, 1e9]\n  D: [1e9, 1e10, 1e11]\n"
+                                        "  lr: [3e-4, 1e-3, 3e-3]\n")
+    cmd = [sys.executable, "-m", "scalebo.cli", "suggest", "--grid", "grid.yaml", "--budget",
+           "0.4", "--format", "json"]
+    out = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    printed = json.loads(out.stdout)
+    assert printed["held_back"] == pytest.approx(6e20)
+    assert printed["anchor_cell"] == {"N": 1e9, "D": 1e11}
+    assert "held back 6e+20 FLOPs for the anchor run (N 1e+09, D 1e+11)" in out.stderr
+    off = subprocess.run([*cmd, "--anchor", "0"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert json.loads(off.stdout)["held_back"] == 0.0 and "held back" not in off.stderr

@@ -140,6 +140,11 @@ def run(args: argparse.Namespace) -> int:
                                trend=args.trend, shift_optimum=args.shift_optimum,
                                anchor=args.anchor)
             proposed, prices = res.suggestions, res.prices
+            if res.anchor_cell is not None:
+                result["held_back"] = res.held_back
+                result["anchor_cell"] = dict(zip(("N", "D"), res.anchor_cell, strict=True))
+                log(f"note: the next runs hold back {res.held_back:.4g} {res.unit} for the "
+                    f"anchor run (N {res.anchor_cell[0]:.4g}, D {res.anchor_cell[1]:.4g})")
         except SearchError as exc:
             log(f"note: no next runs: {exc}")
     result["next"] = [{**s.config, "predicted_loss": s.predicted_mean, "cost": p,

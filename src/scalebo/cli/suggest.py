@@ -90,6 +90,10 @@ def run(args: argparse.Namespace) -> int:
         raise
     log(f"{runs.counts()}; spent {res.spent:.4g} + pending {res.pending:.4g} of budget "
         f"{res.budget:.4g} {res.unit} ({res.budget / res.C_total:.4g} of the grid's total)")
+    if res.anchor_cell is not None:
+        n, d = res.anchor_cell
+        log(f"held back {res.held_back:.4g} {res.unit} for the anchor run (N {n:.4g}, D "
+            f"{d:.4g}), proposed once nothing else fits (--anchor 0: none)")
     for note in runs.notes:
         log(f"note: {note}")
     if res.message:
@@ -103,7 +107,9 @@ def run(args: argparse.Namespace) -> int:
         rows.append(row)
     result = {"suggestions": rows, "budget": res.budget, "spent": res.spent,
               "pending": res.pending, "remaining": res.remaining, "C_total": res.C_total,
-              "unit": res.unit,
+              "unit": res.unit, "held_back": res.held_back,
+              "anchor_cell": (None if res.anchor_cell is None else
+                              dict(zip(("N", "D"), res.anchor_cell, strict=True))),
               "message": res.message, "notes": list(runs.notes), "stop": False}
     _write(args, result)
     if args.format == "csv":

@@ -52,6 +52,16 @@ class Admission(ObservationLedger):
                                             self._unavailable, self.marginal_cost(priced=True),
                                             self.remaining + COST_RTOL * self.budget)
 
+    def held_back(self) -> tuple[float, tuple[float, float] | None]:
+        """What the search holds back now for the anchor run (budget units, 0 when nothing),
+        and the anchor cell's ``(N, D)`` (parameters, tokens) while it is held back."""
+        reserve = self.budget - self._search_budget()
+        if reserve <= 0:
+            return 0.0, None
+        row = anchor_rows(self.grid, self.budget, self.anchor)[0]
+        cfg = self.grid.configs.iloc[row]
+        return float(reserve), (float(cfg["N"]), float(cfg["D"]))
+
     def _anchor_candidates(self) -> np.ndarray:
         """The anchor cell's rows that may be started now: none once it is placed."""
         rows = anchor_rows(self.grid, self.budget, self.anchor)

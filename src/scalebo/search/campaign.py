@@ -192,6 +192,9 @@ class SuggestResult:
         message: why fewer than ``batch`` configurations were suggested ('' otherwise).
         unit: ``"FLOPs"``, or the grid's price unit (e.g. ``"GPU-hours"``).
         prices: what each suggestion adds to the spending, in ``unit`` (in order picked).
+        held_back: what the search held back for the anchor run before these suggestions,
+            in ``unit`` (0: none, or the anchor cell already has a run).
+        anchor_cell: the anchor cell's ``(N, D)`` (parameters, tokens) while held back.
     """
 
     suggestions: list[Suggestion]
@@ -203,6 +206,8 @@ class SuggestResult:
     message: str = ""
     unit: str = "FLOPs"
     prices: tuple[float, ...] = ()
+    held_back: float = 0.0
+    anchor_cell: tuple[float, float] | None = None
 
 
 def campaign_gp(grid: Grid, seed: int = 0, *, clip_iqr: float = 5.0,
@@ -289,6 +294,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
     # The loop counts its cost model's compute of what it knows; the difference to the
     # campaign's (a cost column, retried failures) lowers its budget so ``remaining`` holds.
     loop.budget = budget - (spent + pending - loop.committed_budget)
+    held_back, anchor_cell = loop.held_back()
     suggestions = loop.suggest(batch)
     message = ""
     if len(suggestions) < batch:
@@ -311,7 +317,8 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                                   if cheapest is not None else
                                   " (every configuration is tried)") + ".", account)
     return SuggestResult(suggestions=suggestions, message=message,
-                         prices=_prices(grid, model, loop, suggestions), **account)
+                         prices=_prices(grid, model, loop, suggestions),
+                         held_back=held_back, anchor_cell=anchor_cell, **account)
 
 
 def _prices(grid: Grid, model: CostModel, loop: SearchLoop,
