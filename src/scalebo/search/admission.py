@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from scalebo.search.anchor import anchor_reserve, anchor_rows
+from scalebo.search.anchor import anchor_candidates, anchor_reserve, anchor_rows
 from scalebo.search.ledger import ObservationLedger
 from scalebo.search.window import COST_RTOL, WindowSchedule, admissible_mask
 
@@ -47,10 +47,14 @@ class Admission(ObservationLedger):
 
     def _search_budget(self) -> float:
         """The budget less what is held back for the anchor run (budget units)."""
-        rows = anchor_rows(self.grid, self.budget, self.anchor)
-        return self.budget - anchor_reserve(rows, self._observed | self._pending,
-                                            self._unavailable, self.marginal_cost(priced=True),
-                                            self.remaining + COST_RTOL * self.budget)
+        return self.budget - anchor_reserve(*self._anchor_state())
+
+    def _anchor_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
+        """The arguments of :func:`anchor_candidates` / :func:`anchor_reserve` now: the
+        anchor cell's rows, tried, unavailable, marginal costs and the room left."""
+        return (anchor_rows(self.grid, self.budget, self.anchor), self._observed | self._pending,
+                self._unavailable, self.marginal_cost(priced=True),
+                self.remaining + COST_RTOL * self.budget)
 
     def held_back(self) -> tuple[float, tuple[float, float] | None]:
         """What the search holds back now for the anchor run (budget units, 0 when nothing),
@@ -64,11 +68,7 @@ class Admission(ObservationLedger):
 
     def _anchor_candidates(self) -> np.ndarray:
         """The anchor cell's rows that may be started now: none once it is placed."""
-        rows = anchor_rows(self.grid, self.budget, self.anchor)
-        if not rows.size or (self._observed | self._pending)[rows].any():
-            return rows[:0]
-        fits = self.marginal_cost(priced=True)[rows] <= self.remaining + COST_RTOL * self.budget
-        return rows[fits & ~self._unavailable[rows]]
+        return anchor_candidates(*self._anchor_state())
 
     def choice_set(self, budget: float | None = None) -> tuple[bytes, bytes, tuple[int, ...]]:
         """What the next ask chooses among under ``budget`` (budget units; default the

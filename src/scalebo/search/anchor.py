@@ -28,7 +28,7 @@ import numpy as np
 from scalebo.search.grid import Grid
 from scalebo.search.window import COST_RTOL
 
-__all__ = ["anchor_rows", "anchor_reserve"]
+__all__ = ["anchor_candidates", "anchor_reserve", "anchor_rows"]
 
 
 def anchor_rows(grid: Grid, budget: float, fraction: float) -> np.ndarray:
@@ -50,17 +50,24 @@ def anchor_rows(grid: Grid, budget: float, fraction: float) -> np.ndarray:
     return np.flatnonzero(fits & (N == N[top]) & (D == D[top]))
 
 
+def anchor_candidates(rows: np.ndarray, tried: np.ndarray, unavailable: np.ndarray,
+                      marginal: np.ndarray, room: float = np.inf) -> np.ndarray:
+    """The anchor cell's ``rows`` that may still be started within ``room`` (the remaining
+    budget, budget units, against ``marginal`` costs): none once one of them is ``tried``
+    (trained or running, ``(n_cfg,)`` bool, the anchor is placed), else those neither
+    ``unavailable`` (observed or failed) nor dearer than ``room``."""
+    if rows.size == 0 or tried[rows].any():
+        return rows[:0]
+    return rows[~unavailable[rows] & (marginal[rows] <= room)]
+
+
 def anchor_reserve(rows: np.ndarray, tried: np.ndarray, unavailable: np.ndarray,
                    marginal: np.ndarray, room: float = np.inf) -> float:
-    """What to hold back for the anchor (budget units): the dearest marginal cost among the
-    anchor cell's configurations that can still be started within ``room`` (the remaining
-    budget, budget units), or 0 once one of them is ``tried`` (trained or running,
-    ``(n_cfg,)`` bool) or none is left (``unavailable``: observed or failed) or fits.
+    """What to hold back for the anchor (budget units): the dearest marginal cost among its
+    :func:`anchor_candidates`, 0 when there is none.
 
     A search that holds the reserve back always keeps room for it; a campaign whose runs
     (chosen elsewhere, or failed and retried) left less than the anchor costs gets no
     reservation, rather than a reservation that blocks every run and is never placed."""
-    if rows.size == 0 or tried[rows].any():
-        return 0.0
-    left = rows[~unavailable[rows] & (marginal[rows] <= room)]
+    left = anchor_candidates(rows, tried, unavailable, marginal, room)
     return float(marginal[left].max()) if left.size else 0.0

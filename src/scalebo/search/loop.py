@@ -50,11 +50,7 @@ from scalebo.search.grid import Grid
 from scalebo.search.models.protocol import accepts_warm_start, fit_surrogate, hyperparameter_fit
 from scalebo.search.models.scaling import standardization
 from scalebo.search.trace import Suggestion, TraceEntry
-from scalebo.search.window import (
-    WindowSchedule,
-    initial_design,
-    make_schedule,
-)
+from scalebo.search.window import WindowSchedule, initial_design, make_schedule
 
 
 def _not_finite(what: str, *arrays: np.ndarray) -> str:
