@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from scalebo.errors import SearchError
-from scalebo.search.fantasize import fantasize
+from scalebo.search.fantasize import extrapolated, fantasize, guard_note
 from scalebo.search.grid import Grid
+from scalebo.search.law_samples import sample_losses
 
 
 class ConstStub:
@@ -123,3 +124,58 @@ def test_validation(grid):
         fantasize(grid, [0], [1.0], ConstStub(), scope="cell")
     with pytest.raises(SearchError, match="non-finite"):
         fantasize(grid, [0], [1.0], ConstStub(np.nan), scope="grid")
+
+
+# ------------------------------------------------------------------ extrapolation guard
+class StdStub(RowStub):
+    """Per-row means and standard deviations (standardized units)."""
+
+    def __init__(self, grid, means, stds):
+        super().__init__(grid, means)
+        self.stds = np.asarray(stds, dtype=np.float64)
+
+    def predict(self, X):
+        return self._m(X), self.stds[[self._row[tuple(x)] for x in X.tolist()]]
+
+
+def test_extrapolated_by_hand():
+    cells = np.array([0, 0, 0, 1, 1])
+    std = np.array([1.0, 2.0, 6.0, 3.0, 3.0])
+    # cell 0: 5 x its smallest (1) = 5 -> only 6; ratio 1.5 -> 2 and 6; cell 1: never
+    assert extrapolated(cells, std, 5.0).tolist() == [False, False, True, False, False]
+    assert extrapolated(cells, std, 1.5).tolist() == [False, True, True, False, False]
+    assert not extrapolated(cells, std, None).any()
+    assert not extrapolated(cells, std, np.inf).any()
+    # cells need not be sorted or contiguous
+    assert extrapolated(np.array([7, 3, 7]), np.array([1.0, 9.0, 6.0]), 5.0).tolist() == [
+        False, False, True]
+    with pytest.raises(SearchError, match=">= 1"):
+        extrapolated(cells, std, 0.5)
+
+
+def test_fill_in_leaves_out_a_far_extrapolated_corner(grid):
+    # Rows 0-2 one cell, 3-5 the next, 6-8 the third. Row 5: a mean far under everything
+    # observed, with 10x the std of its cell's most certain row -> left out of the table;
+    # every cell keeps its rows otherwise.
+    means = np.zeros(12)
+    means[5] = -8.0
+    stds = np.full(12, 0.1)
+    stds[5] = 1.0
+    stub = StdStub(grid, means, stds)
+    out = fantasize(grid, [0, 3], [1.0, 3.0], stub, scope="grid")
+    assert 5 not in out.grid_index.tolist() and out.attrs["n_extrapolated"] == 1
+    assert sorted(out.grid_index.tolist()) == [0, 1, 2, 3, 4, 6, 7, 8]
+    kept = fantasize(grid, [0, 3], [1.0, 3.0], stub, scope="grid", max_std_ratio=None)
+    assert kept.grid_index.tolist() == list(range(9)) and kept.attrs["n_extrapolated"] == 0
+    assert kept.loss.min() == pytest.approx(2.0 - 8.0)  # what the guard keeps out
+    # cell_best: the cell of row 5 takes its best from rows 3-4 only
+    cb = fantasize(grid, [0, 3], [1.0, 3.0], stub, scope="grid", estimator="cell_best")
+    assert cb.loss.min() >= 1.0 and cb.attrs["n_extrapolated"] == 1
+    # the law posterior's scope leaves out the same row
+    rows, _ = sample_losses(grid, [0, 3], [1.0, 3.0], stub, scope="grid", n_samples=4, rng=0)
+    assert 5 not in rows.tolist() and len(rows) == 8
+
+
+def test_guard_note():
+    assert guard_note(0, 5.0) == ""
+    assert guard_note(2, 5.0).startswith("2 unobserved configuration(s) left out")

@@ -157,6 +157,10 @@ class MethodConfig:
             discrepancy (``law_posterior(..., discrepancy=)``: ``τ`` in one-step loss gaps,
             :mod:`scalebo.search.posterior_discrepancy`; 1.5 measured); 0: none. Only the
             intervals move.
+        extrapolation_guard: The fill-in and the law posterior leave out an unobserved
+            configuration whose posterior std exceeds this many times that of its cell's
+            most certain one (:func:`~scalebo.search.fantasize.extrapolated`; default 5
+            since 0.3.9; 0: off, the label then says ``no-guard``).
     """
 
     strategy: str = "window"
@@ -193,6 +197,7 @@ class MethodConfig:
     shift_optimum: bool = True
     anchor: float = 0.7
     posterior_discrepancy: float = 0.0
+    extrapolation_guard: float = 5.0
     bootstrap_samples: int = 0
     cost_model: str = "independent"
     cooldown: float = 0.1
@@ -212,6 +217,9 @@ class MethodConfig:
             raise ValueError("MethodConfig needs q >= 1, refit_every >= 1, n_initial >= 0, "
                              "refit_growth >= 0, posterior_samples >= 0, "
                              "bootstrap_samples >= 0 and posterior_discrepancy >= 0")
+        if not (self.extrapolation_guard == 0 or 1 <= self.extrapolation_guard):
+            raise ValueError("MethodConfig.extrapolation_guard must be 0 (off) or >= 1, got "
+                             f"{self.extrapolation_guard}")
         if not 0 <= self.anchor < 1:
             raise ValueError(f"MethodConfig.anchor must be a share of the budget in [0, 1), "
                              f"got {self.anchor}")
@@ -259,12 +267,20 @@ class MethodConfig:
             cost += " no-shift"
         if self.anchor != 0.7:
             cost += f" anchor={self.anchor:g}" if self.anchor else " no-anchor"
+        if self.extrapolation_guard != 5.0:
+            cost += (f" guard={self.extrapolation_guard:g}" if self.extrapolation_guard
+                     else " no-guard")
         return f"{self.schedule_name if self.strategy == 'window' else 'full'} " \
                f"{self.surrogate} {acq} {fant}{cost}"
 
     def with_(self, **changes: object) -> MethodConfig:
         """A copy with some fields changed (validated)."""
         return replace(self, **changes)
+
+    @property
+    def max_std_ratio(self) -> float | None:
+        """``extrapolation_guard`` as the fill-in's ``max_std_ratio`` (None: off)."""
+        return self.extrapolation_guard or None
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -115,7 +115,8 @@ class BudgetMetrics:
         cell_recovery_pct: % of acquirable cells whose best configuration was observed.
         observed: Law metrics on observed runs only, keyed by law name.
         fantasized: Law metrics on the fantasized table, or None if not fantasized.
-        fantasize_message: Why fantasization was skipped or failed ('' otherwise).
+        fantasize_message: Why fantasization was skipped or failed, or what its
+            extrapolation guard left out ('' otherwise).
         law_posterior: Per law, the law posterior's summary
             (:meth:`~scalebo.search.law_posterior.LawPosterior.summary`: quantiles of the
             predicted loss at each :data:`EXTRAPOLATION_C`, of the parameters, N* and D*)

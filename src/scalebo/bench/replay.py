@@ -45,7 +45,7 @@ from scalebo.bench.metrics import (
 from scalebo.bench.problems import ReplayProblem
 from scalebo.errors import FitError, SearchError
 from scalebo.search.cost_model import CostModel
-from scalebo.search.fantasize import fantasize
+from scalebo.search.fantasize import fantasize, guard_note
 from scalebo.search.law_posterior import law_posterior
 from scalebo.search.loop import SearchLoop
 from scalebo.search.models.stack import gp_stack
@@ -217,7 +217,10 @@ def _measure(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, bud
                 scope, cap = fantasy_scope(loop, method)
                 fantasized = fantasize(
                     problem.grid, idx, y, _fantasy_surrogate(loop, method, problem, seed),
-                    scope=scope, cap=cap, estimator=method.estimator, rng=seed)
+                    scope=scope, cap=cap, estimator=method.estimator, rng=seed,
+                    max_std_ratio=method.max_std_ratio)
+                message = guard_note(fantasized.attrs.get("n_extrapolated", 0),
+                                     method.max_std_ratio)
             except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
                 message = f"fantasization failed: {exc}"
         timings["fantasize"] += time.perf_counter() - t0
@@ -255,7 +258,8 @@ def _posterior(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, s
                              scope=scope, cap=cap, n_samples=method.posterior_samples,
                              targets=EXTRAPOLATION_C, include_noise=method.posterior_noise,
                              discrepancy=method.posterior_discrepancy,
-                             estimand=method.posterior_estimand, rng=seed)
+                             estimand=method.posterior_estimand, rng=seed,
+                             max_std_ratio=method.max_std_ratio)
     except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
         return None, f"law posterior failed: {exc}"
     return score_intervals(problem, {law: p.summary() for law, p in post.items()}), ""

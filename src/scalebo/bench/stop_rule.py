@@ -106,6 +106,7 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
                              targets=(target,), include_noise=method.posterior_noise,
                              discrepancy=method.posterior_discrepancy,
                              estimand=method.posterior_estimand, rng=seed,
+                             max_std_ratio=method.max_std_ratio,
                              keep_samples=method.posterior_estimand == "noise_free")[law]
     except (SearchError, ValueError, np.linalg.LinAlgError):
         return StopCheck(int(k), spent, None, None)

@@ -62,6 +62,7 @@ from scalebo.fitting.batch import fit_batch
 from scalebo.fitting.bootstrap import distinct_optima
 from scalebo.fitting.robust import FitResult, FitStatus, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW, PowerLawSum
+from scalebo.search.fantasize import MAX_STD_RATIO
 from scalebo.search.grid import Grid
 from scalebo.search.law_frontiers import envelope_masks, sample_frontiers
 from scalebo.search.law_samples import (
@@ -311,6 +312,7 @@ def law_posterior(
     discrepancy: float = 0.0,
     estimand: str = "reference",
     keep_samples: bool = False,
+    max_std_ratio: float | None = MAX_STD_RATIO,
 ) -> dict[str, LawPosterior]:
     """Posterior of each law in ``laws`` given the observations (see the module docstring).
 
@@ -332,6 +334,8 @@ def law_posterior(
             the posterior mean and point fit are unchanged.
         keep_samples: Keep the drawn tables and the fitted surrogate in each result's
             ``samples`` (memory: S × configurations in scope).
+        max_std_ratio: Extrapolation guard of the fill-in, applied to the scope
+            (:func:`~scalebo.search.fantasize.extrapolated`; None: off).
 
     Returns:
         ``{law name: LawPosterior}``. Raises SearchError (bad observations, scope or
@@ -348,7 +352,7 @@ def law_posterior(
     t0 = time.perf_counter()
     surrogate = DiscrepancySurrogate(surrogate, discrepancy) if discrepancy else surrogate
     d = draw_with_model(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
-                        include_noise, np.random.default_rng(rng), estimand)
+                        include_noise, np.random.default_rng(rng), estimand, max_std_ratio)
     t_sample = time.perf_counter() - t0
     out = {name: _one_law(name, grid, d.rows, d.mean, d.draws, C, n_starts, t_sample)
            for name in dict.fromkeys(laws)}

@@ -16,7 +16,13 @@ from typing import Any, Literal
 import numpy as np
 
 from scalebo.errors import SearchError
-from scalebo.search.fantasize import _check_obs, _require_finite, _scope_mask
+from scalebo.search.fantasize import (
+    MAX_STD_RATIO,
+    _check_obs,
+    _require_finite,
+    _scope_mask,
+    extrapolated,
+)
 from scalebo.search.grid import Grid
 from scalebo.search.models.scaling import standardization
 from scalebo.search.posterior_discrepancy import sample_joint
@@ -55,16 +61,30 @@ class Draws:
 
 def draw_with_model(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, scope: str,
                     cap: float | None, n_samples: int, include_noise: bool,
-                    gen: np.random.Generator, estimand: str = "reference") -> Draws:
+                    gen: np.random.Generator, estimand: str = "reference",
+                    max_std_ratio: float | None = MAX_STD_RATIO) -> Draws:
     """Rows in scope, posterior-mean losses and S joint samples (nats) of every
     configuration in scope, with the fitted surrogate (see :class:`Draws` and the module
-    docstring; ``estimand``: :data:`ESTIMANDS`)."""
+    docstring; ``estimand``: :data:`ESTIMANDS`). Unobserved rows the surrogate only
+    extrapolates to are left out of scope, as by the fill-in
+    (:func:`~scalebo.search.fantasize.extrapolated`; ``max_std_ratio=None``: none)."""
     if n_samples < 1:
         raise SearchError(f"n_samples must be >= 1, got {n_samples}.")
     check_estimand(estimand)
     idx, y = _check_obs(grid, observed_idx, y_obs)
     observed = np.isin(np.arange(grid.n_configs), idx)
     rows = np.flatnonzero(_scope_mask(grid, observed, scope, cap))  # no held-out row
+    mu, sd = standardization(y)  # as fantasize and the loop
+    model, X = None, None
+    if not observed[rows].all() or estimand == "noise_free":
+        X = grid.encode()
+        model = copy.deepcopy(surrogate)  # the caller's surrogate is left as it was
+        model.fit(X[idx], (y - mu) / sd)
+        new = rows[~observed[rows]]
+        if new.size:
+            _, s_new = model.predict(X[new])
+            rows = rows[~np.isin(rows, new[extrapolated(grid.cell_ids[new], s_new,
+                                                         max_std_ratio)])]
     loss = np.zeros(grid.n_configs)
     loss[idx] = y
     mean = loss[rows]
@@ -72,12 +92,7 @@ def draw_with_model(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, s
     todo = np.flatnonzero(~observed[rows])  # positions in rows
     latent = estimand == "noise_free"
     drawn = np.arange(rows.size) if latent else todo  # observed rows too: their latent loss
-    mu, sd = standardization(y)  # as fantasize and the loop
-    model = None
     if drawn.size:
-        X = grid.encode()
-        model = copy.deepcopy(surrogate)  # the caller's surrogate is left as it was
-        model.fit(X[idx], (y - mu) / sd)
         m, _ = model.predict(X[rows[drawn]])  # noise_free: trained rows at their latent
         mean[drawn] = np.asarray(m, dtype=np.float64) * sd + mu  # mean (point fit's law)
         draws[:, drawn] = sample_joint(model, X[rows[drawn]], n_samples, gen,
