@@ -179,3 +179,25 @@ def test_fill_in_leaves_out_a_far_extrapolated_corner(grid):
 def test_guard_note():
     assert guard_note(0, 5.0) == ""
     assert guard_note(2, 5.0).startswith("2 unobserved configuration(s) left out")
+
+
+def test_replay_command_takes_a_guard_ratio_and_refuses_a_bad_one(capsys):
+    """``scalebo replay --extrapolation-guard RATIO`` (unset: the method's default 5; 0: off,
+    labelled ``no-guard``); a ratio in (0, 1) or a word is a usage error saying what is
+    expected."""
+    from scalebo.bench.method import MethodConfig
+    from scalebo.cli.main import build_parser
+
+    parser = build_parser()
+    base = ["replay", "--dataset", "x.csv"]
+    assert parser.parse_args(base).extrapolation_guard is None
+    assert MethodConfig().extrapolation_guard == 5.0 and MethodConfig().max_std_ratio == 5.0
+    assert parser.parse_args([*base, "--extrapolation-guard", "3"]).extrapolation_guard == 3.0
+    off = MethodConfig(extrapolation_guard=0.0)
+    assert off.max_std_ratio is None and off.label().endswith("no-guard")
+    for bad in ("0.5", "-1", "many"):
+        with pytest.raises(SystemExit):
+            parser.parse_args([*base, "--extrapolation-guard", bad])
+        assert "expected a ratio" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="extrapolation_guard"):
+        MethodConfig(extrapolation_guard=0.5)

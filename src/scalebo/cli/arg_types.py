@@ -125,3 +125,15 @@ def non_negative_float(text: str) -> float:
 def fractions(text: str) -> list[float]:
     """argparse type: comma-separated fractions (:func:`fraction` each), e.g. ``1%,5%``."""
     return [fraction(item) for item in str(text).split(",") if item.strip()]
+
+
+def guard_ratio(text: str) -> float:
+    """argparse type: the fill-in's extrapolation guard, a ratio >= 1 (0: off)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a ratio of standard deviations such as 5 "
+                                         f"(0: off), got {text!r}") from None
+    if not (value == 0 or 1 <= value < float("inf")):
+        raise argparse.ArgumentTypeError(f"expected a ratio >= 1 (0: off), got {text!r}")
+    return value

@@ -30,6 +30,7 @@ from scalebo.cli.arg_types import (  # noqa: F401 - the commands import them fro
     anchor_share,
     fraction,
     fractions,
+    guard_ratio,
     int_at_least,
     non_negative_float,
     positive_float,

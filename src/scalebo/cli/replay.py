@@ -19,6 +19,7 @@ from scalebo.cli.common import (
     format_table,
     fraction,
     fractions,
+    guard_ratio,
     int_at_least,
     log,
     write_csv,
@@ -66,7 +67,7 @@ _METHOD_OPTIONS = {"strategy": "strategy", "schedule": "schedule", "surrogate": 
                    "posterior_scope": "posterior_scope",
                    "bootstrap_samples": "bootstrap_samples", "cost_model": "cost_model",
                    "cooldown": "cooldown", "shift_optimum": "shift_optimum",
-                   "anchor": "anchor"}
+                   "anchor": "anchor", "extrapolation_guard": "extrapolation_guard"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,6 +118,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "the budget, trained once nothing else fits (default 0.7 since "
                             "0.3.8; 0: none); a smaller recorded budget forks from the long run "
                             "where its choices differ (its own run with --batch > 1)")
+    group.add_argument("--extrapolation-guard", type=guard_ratio, default=None,
+                       metavar="RATIO",
+                       help="the fill-in and the law posterior leave out an untried "
+                            "configuration whose posterior std exceeds RATIO x that of its "
+                            "cell's most certain one (default 5 since 0.3.9; 0: off)")
     group.add_argument("--acq", choices=("ei", "pi", "lcb", "target"),
                        help="acquisition; 'target': the run that most reduces the law "
                             "posterior's variance at --target-compute per cost^--cost-power")
