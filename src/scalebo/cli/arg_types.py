@@ -52,17 +52,23 @@ def fraction(text: str) -> float:
     return value
 
 
-def anchor_share(text: str) -> float:
-    """argparse type: the anchor run's largest share of the budget, in [0, 1) (0: none)."""
+def _checked_float(text: str, ok, example: str, expected: str) -> float:
+    """``float(text)`` if ``ok`` of it, else an argparse error: ``example`` when it is not a
+    number, ``expected`` when it is out of range."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a share of the budget such as 0.7 (0: no "
-                                         f"anchor run), got {text!r}") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"expected a share of the budget in [0, 1) (0: no "
-                                         f"anchor run), got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected {example}, got {text!r}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
     return value
+
+
+def anchor_share(text: str) -> float:
+    """argparse type: the anchor run's largest share of the budget, in [0, 1) (0: none)."""
+    return _checked_float(text, lambda v: 0 <= v < 1,
+                          "a share of the budget such as 0.7 (0: no anchor run)",
+                          "a share of the budget in [0, 1) (0: no anchor run)")
 
 
 def int_at_least(minimum: int) -> Callable[[str], int]:
@@ -129,11 +135,6 @@ def fractions(text: str) -> list[float]:
 
 def guard_ratio(text: str) -> float:
     """argparse type: the fill-in's extrapolation guard, a ratio >= 1 (0: off)."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a ratio of standard deviations such as 5 "
-                                         f"(0: off), got {text!r}") from None
-    if not (value == 0 or 1 <= value < float("inf")):
-        raise argparse.ArgumentTypeError(f"expected a ratio >= 1 (0: off), got {text!r}")
-    return value
+    return _checked_float(text, lambda v: v == 0 or 1 <= v < float("inf"),
+                          "a ratio of standard deviations such as 5 (0: off)",
+                          "a ratio >= 1 (0: off)")
