@@ -52,7 +52,8 @@ def fraction(text: str) -> float:
     return value
 
 
-def _checked_float(text: str, ok, example: str, expected: str) -> float:
+def _checked_float(text: str, ok: Callable[[float], bool], example: str,
+                   expected: str) -> float:
     """``float(text)`` if ``ok`` of it, else an argparse error: ``example`` when it is not a
     number, ``expected`` when it is out of range."""
     try:

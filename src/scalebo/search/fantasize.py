@@ -80,6 +80,15 @@ def extrapolated(cells: np.ndarray, std: np.ndarray, ratio: float | None) -> np.
     return std > ratio * smallest[inv]
 
 
+def without_extrapolated(grid: Grid, rows: np.ndarray, new: np.ndarray, std: np.ndarray,
+                         ratio: float | None) -> tuple[np.ndarray, int]:
+    """``rows`` (grid rows in scope) without those of ``new`` (its unobserved rows, whose
+    posterior standard deviations are ``std``) that :func:`extrapolated` flags, and how many
+    were left out; the one definition the fill-in and the law posterior's scope share."""
+    flag = extrapolated(grid.cell_ids[new], std, ratio)
+    return rows[~np.isin(rows, new[flag])], int(flag.sum())
+
+
 def guard_note(n_left_out: int, ratio: float | None) -> str:
     """What the extrapolation guard left out, for records and logs ('' when nothing)."""
     if not n_left_out:
@@ -183,9 +192,7 @@ def fantasize(
     if todo.size:
         mean, std = surrogate.predict(X[todo])
         loss[todo] = np.asarray(mean, dtype=np.float64) * sd + mu
-        drop = extrapolated(grid.cell_ids[todo], std, max_std_ratio)
-        n_out = int(drop.sum())
-        rows = rows[~np.isin(rows, todo[drop])]
+        rows, n_out = without_extrapolated(grid, rows, todo, std, max_std_ratio)
     if estimator == "mean":
         _require_finite(loss[rows])
         out = grid.configs.iloc[rows].copy()

@@ -21,7 +21,7 @@ from scalebo.search.fantasize import (
     _check_obs,
     _require_finite,
     _scope_mask,
-    extrapolated,
+    without_extrapolated,
 )
 from scalebo.search.grid import Grid
 from scalebo.search.models.scaling import standardization
@@ -83,8 +83,7 @@ def draw_with_model(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, s
         new = rows[~observed[rows]]
         if new.size:
             _, s_new = model.predict(X[new])
-            rows = rows[~np.isin(rows, new[extrapolated(grid.cell_ids[new], s_new,
-                                                         max_std_ratio)])]
+            rows, _ = without_extrapolated(grid, rows, new, s_new, max_std_ratio)
     loss = np.zeros(grid.n_configs)
     loss[idx] = y
     mean = loss[rows]
