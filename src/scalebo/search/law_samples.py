@@ -75,25 +75,29 @@ def draw_with_model(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, s
     observed = np.isin(np.arange(grid.n_configs), idx)
     rows = np.flatnonzero(_scope_mask(grid, observed, scope, cap))  # no held-out row
     mu, sd = standardization(y)  # as fantasize and the loop
+    latent = estimand == "noise_free"
     model, X = None, None
-    if not observed[rows].all() or estimand == "noise_free":
+    predicted = np.zeros(grid.n_configs)  # posterior means (nats) where predicted
+    if not observed[rows].all() or latent:
         X = grid.encode()
         model = copy.deepcopy(surrogate)  # the caller's surrogate is left as it was
         model.fit(X[idx], (y - mu) / sd)
-        new = rows[~observed[rows]]
-        if new.size:
-            _, s_new = model.predict(X[new])
-            rows, _ = without_extrapolated(grid, rows, new, s_new, max_std_ratio)
+        # noise_free: the trained rows too, at their latent mean (the point fit's law)
+        ask = rows if latent else rows[~observed[rows]]
+        if ask.size:
+            m_ask, s_ask = model.predict(X[ask])
+            predicted[ask] = np.asarray(m_ask, dtype=np.float64) * sd + mu
+            new = ~observed[ask]
+            rows, _ = without_extrapolated(grid, rows, ask[new],
+                                           np.asarray(s_ask)[new], max_std_ratio)
     loss = np.zeros(grid.n_configs)
     loss[idx] = y
     mean = loss[rows]
     draws = np.tile(mean, (n_samples, 1))
     todo = np.flatnonzero(~observed[rows])  # positions in rows
-    latent = estimand == "noise_free"
     drawn = np.arange(rows.size) if latent else todo  # observed rows too: their latent loss
     if drawn.size:
-        m, _ = model.predict(X[rows[drawn]])  # noise_free: trained rows at their latent
-        mean[drawn] = np.asarray(m, dtype=np.float64) * sd + mu  # mean (point fit's law)
+        mean[drawn] = predicted[rows[drawn]]
         draws[:, drawn] = sample_joint(model, X[rows[drawn]], n_samples, gen,
                                        include_noise and not latent) * sd + mu
     _require_finite(mean)
