@@ -131,8 +131,8 @@ def test_cell_key_is_stable_and_sensitive():
     # (2026-12-03, scalebo 0.3.3); gp_restart_every and gp_restart_below (2026-12-04,
     # scalebo 0.3.6); shift_optimum's default became True (2026-12-05, scalebo 0.3.7);
     # anchor, default 0.7 (2026-12-05, scalebo 0.3.8); extrapolation_guard, default 5
-    # (2026-12-06, scalebo 0.3.9).
-    assert dataclasses.replace(first, version="0.1.0").key == "ecb67d9b7cb79d9c74eb"
+    # (2026-12-06, scalebo 0.3.9); polish, default 0.2 (2026-12-06, scalebo 0.4.0).
+    assert dataclasses.replace(first, version="0.1.0").key == "5b0ee1f8b39101ddaef2"
     # (The identity's JSON text and its hash are pinned in
     # test_records.test_key_of_a_fixed_cell_is_pinned.)
 

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, replace
 from scalebo.search.acquisition import INCUMBENTS
 from scalebo.search.law_posterior import ESTIMANDS
 from scalebo.search.models.trend import TREND_FORMS
+from scalebo.search.polish import POLISH
 
 __all__ = ["DEFAULT_METHOD", "MethodConfig"]
 
@@ -138,6 +139,11 @@ class MethodConfig:
             replay follows one long run and forks each smaller recorded budget where its
             choices first differ (:mod:`scalebo.bench.budget_fork`; with ``q > 1`` each
             budget is a separate run).
+        polish: Share of the budget at whose end the search tries untried neighbours of
+            the best runs in the observed envelope's costliest cells first
+            (:mod:`scalebo.search.polish`; default :data:`~scalebo.search.polish.POLISH`
+            since 0.4.0; 0: off, the label then says ``no-polish``). Like the anchor it
+            depends on the budget, and is recorded the same way.
         shift_optimum: The GP sees hyperparameters relative to an optimum that moves with
             N and D (:class:`~scalebo.search.optimum_shift.OptimumShiftSurrogate`; the
             default since 0.3.7, measured in docs/reproduction.md; False: absolute
@@ -196,6 +202,7 @@ class MethodConfig:
     target_estimator: str = "stein"
     shift_optimum: bool = True
     anchor: float = 0.7
+    polish: float = POLISH
     posterior_discrepancy: float = 0.0
     extrapolation_guard: float = 5.0
     bootstrap_samples: int = 0
@@ -220,9 +227,10 @@ class MethodConfig:
         if not (self.extrapolation_guard == 0 or 1 <= self.extrapolation_guard):
             raise ValueError("MethodConfig.extrapolation_guard must be 0 (off) or >= 1, got "
                              f"{self.extrapolation_guard}")
-        if not 0 <= self.anchor < 1:
-            raise ValueError(f"MethodConfig.anchor must be a share of the budget in [0, 1), "
-                             f"got {self.anchor}")
+        for name in ("anchor", "polish"):
+            if not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"MethodConfig.{name} must be a share of the budget in "
+                                 f"[0, 1), got {getattr(self, name)}")
         if not 0 <= self.cooldown <= 1:
             raise ValueError(f"MethodConfig.cooldown must be a fraction in [0, 1], got "
                              f"{self.cooldown}")
@@ -244,9 +252,16 @@ class MethodConfig:
     @property
     def budget_independent(self) -> bool:
         """Whether choices never depend on the total budget (see the module docstring): not
-        with the ``sweep`` schedule, nor with an anchor run and batches (``q > 1``); an
-        anchor with ``q = 1`` is recorded on one run by forking (``budget_fork``)."""
-        return self.schedule_name != "sweep" and not (self.anchor and self.q > 1)
+        with the ``sweep`` schedule, nor with an anchor run or polish and batches
+        (``q > 1``); with ``q = 1`` they are recorded on one run by forking
+        (``budget_fork``)."""
+        return self.schedule_name != "sweep" and not (self.forks and self.q > 1)
+
+    @property
+    def forks(self) -> bool:
+        """Choices depend on the budget through an anchor run or polish, so a replay forks
+        each smaller recorded budget (:mod:`scalebo.bench.budget_fork`)."""
+        return bool(self.anchor or (self.polish and self.surrogate != "random"))
 
     def label(self) -> str:
         """Short human-readable name, e.g. ``"window-spent gp ei/frontier fant=mean"``; a law
@@ -267,6 +282,8 @@ class MethodConfig:
             cost += " no-shift"
         if self.anchor != 0.7:
             cost += f" anchor={self.anchor:g}" if self.anchor else " no-anchor"
+        if self.polish != POLISH and self.surrogate != "random":
+            cost += f" polish={self.polish:g}" if self.polish else " no-polish"
         if self.extrapolation_guard != 5.0:
             cost += (f" guard={self.extrapolation_guard:g}" if self.extrapolation_guard
                      else " no-guard")

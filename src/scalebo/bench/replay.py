@@ -163,6 +163,7 @@ def _make_loop(problem: ReplayProblem, method: MethodConfig, budget: float, seed
         target_samples=method.target_samples, target_every=method.target_every,
         target_estimator=method.target_estimator,
         cost_model=CostModel(method.cost_model, method.cooldown), anchor=method.anchor,
+        polish=method.polish,
         rng=seed,
     )
 
@@ -321,7 +322,7 @@ def replay(
             _finish(loop, problem, method, progress)
             timings["search"] += time.perf_counter() - t0
             records.append(_measure(problem, method, loop, b, seed, timings))
-    elif method.anchor:  # q = 1: fork each smaller budget where its choices first differ
+    elif method.forks:  # q = 1: fork each smaller budget where its choices first differ
         loop = _make_loop(problem, method, budgets[-1], seed)
         records = fork_budgets(loop, budgets, lambda lp: _step(lp, problem, method),
                                lambda lp, b: _measure(problem, method, lp, b, seed, timings),

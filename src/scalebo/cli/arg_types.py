@@ -72,6 +72,13 @@ def anchor_share(text: str) -> float:
                           "a share of the budget in [0, 1) (0: no anchor run)")
 
 
+def polish_share(text: str) -> float:
+    """argparse type: the share of the budget polished at its end, in [0, 1) (0: none)."""
+    return _checked_float(text, lambda v: 0 <= v < 1,
+                          "a share of the budget such as 0.2 (0: no polish)",
+                          "a share of the budget in [0, 1) (0: no polish)")
+
+
 def int_at_least(minimum: int) -> Callable[[str], int]:
     """argparse type factory: an integer ``>= minimum``, e.g. ``type=int_at_least(1)`` for a
     batch size, ``int_at_least(0)`` for a count where 0 means none. A float or a smaller value

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import argparse
 
-from scalebo.cli.common import anchor_share, int_at_least, non_negative_float, positive_float
+from scalebo.cli.common import (
+    anchor_share,
+    int_at_least,
+    non_negative_float,
+    polish_share,
+    positive_float,
+)
 
 GRID_HELP = ("GRID: a YAML axis product ('axes: {N: [...], D: [...], lr: [...]}', optional "
              "'held_out_cells', default none for a campaign) or a table of candidate "
@@ -61,6 +67,11 @@ def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: 
                             "the budget, and suggest it once nothing else fits, so the law "
                             "gets the largest scale the budget affords (default 0.7, as in "
                             "replays; 0: no anchor run)")
+    group.add_argument("--polish", type=polish_share, default=0.2, metavar="SHARE",
+                       help="once all but SHARE of the budget is committed, suggest untried "
+                            "neighbours (one step along one hyperparameter) of the best runs "
+                            "in the costliest cells of the loss envelope first (default 0.2, "
+                            "as in replays; 0: none)")
     add_cost_model_arguments(group)
 
 

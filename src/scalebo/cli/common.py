@@ -33,6 +33,7 @@ from scalebo.cli.arg_types import (  # noqa: F401 - the commands import them fro
     guard_ratio,
     int_at_least,
     non_negative_float,
+    polish_share,
     positive_float,
     tolerance,
     warn_few_resamples,

@@ -22,6 +22,7 @@ from scalebo.cli.common import (
     guard_ratio,
     int_at_least,
     log,
+    polish_share,
     write_csv,
     write_json,
     write_json_file,
@@ -67,7 +68,8 @@ _METHOD_OPTIONS = {"strategy": "strategy", "schedule": "schedule", "surrogate": 
                    "posterior_scope": "posterior_scope",
                    "bootstrap_samples": "bootstrap_samples", "cost_model": "cost_model",
                    "cooldown": "cooldown", "shift_optimum": "shift_optimum",
-                   "anchor": "anchor", "extrapolation_guard": "extrapolation_guard"}
+                   "anchor": "anchor", "polish": "polish",
+                   "extrapolation_guard": "extrapolation_guard"}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -118,6 +120,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "the budget, trained once nothing else fits (default 0.7 since "
                             "0.3.8; 0: none); a smaller recorded budget forks from the long run "
                             "where its choices differ (its own run with --batch > 1)")
+    group.add_argument("--polish", type=polish_share, default=None, metavar="SHARE",
+                       help="once all but SHARE of the budget is committed, train untried "
+                            "neighbours (one step along one hyperparameter) of the best runs "
+                            "in the costliest cells of the loss envelope first (default 0.2 "
+                            "since 0.4.0; 0: none)")
     group.add_argument("--extrapolation-guard", type=guard_ratio, default=None,
                        metavar="RATIO",
                        help="the fill-in and the law posterior leave out an untried "

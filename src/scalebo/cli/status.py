@@ -138,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
                                clip_iqr=args.clip_iqr, seed=args.seed,
                                cost_model=cost_model(args), kernel=args.kernel,
                                trend=args.trend, shift_optimum=args.shift_optimum,
-                               anchor=args.anchor)
+                               anchor=args.anchor, polish=args.polish)
             proposed, prices = res.suggestions, res.prices
             if res.anchor_cell is not None:
                 result["held_back"] = res.held_back

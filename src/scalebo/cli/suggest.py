@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
                            acquisition=args.acq, incumbent=args.incumbent,
                            clip_iqr=args.clip_iqr, seed=args.seed, cost_model=cost_model(args),
                            kernel=args.kernel, trend=args.trend,
-                           shift_optimum=args.shift_optimum, anchor=args.anchor)
+                           shift_optimum=args.shift_optimum, anchor=args.anchor,
+                           polish=args.polish)
     except BudgetExhausted as exc:  # exit 3, but a worker reading the JSON must see it too
         _write(args, {"suggestions": [], **exc.account, "message": str(exc),
                       "notes": list(runs.notes), "stop": True})

@@ -14,6 +14,7 @@ import numpy as np
 
 from scalebo.search.anchor import anchor_candidates, anchor_reserve, anchor_rows
 from scalebo.search.ledger import ObservationLedger
+from scalebo.search.polish import polish_phase
 from scalebo.search.window import COST_RTOL, WindowSchedule, admissible_mask
 
 __all__ = ["Admission"]
@@ -26,6 +27,7 @@ class Admission(ObservationLedger):
     budget: float
     schedule: WindowSchedule
     anchor: float = 0.0
+    polish: float = 0.0
 
     @property
     def remaining(self) -> float:
@@ -70,18 +72,27 @@ class Admission(ObservationLedger):
         """The anchor cell's rows that may be started now: none once it is placed."""
         return anchor_candidates(*self._anchor_state())
 
-    def choice_set(self, budget: float | None = None) -> tuple[bytes, bytes, tuple[int, ...]]:
+    def polishing(self) -> bool:
+        """True once runs are observed and ``1 − polish`` of the budget is committed
+        (:mod:`scalebo.search.polish`)."""
+        return bool(self._obs_y) and polish_phase(self.committed_budget, self.budget,
+                                                   self.polish)
+
+    def choice_set(self, budget: float | None = None
+                   ) -> tuple[bytes, bytes, tuple[int, ...], bool]:
         """What the next ask chooses among under ``budget`` (budget units; default the
-        loop's): the affordable and window masks, and the anchor candidates once nothing
-        else fits. In one state, equal choice sets mean the same next pick, so a replay can
-        follow one long run until a smaller budget's choices first differ."""
+        loop's): the affordable and window masks, the anchor candidates once nothing else
+        fits, and whether the polish phase has begun. In one state, equal choice sets mean
+        the same next pick, so a replay can follow one long run until a smaller budget's
+        choices first differ."""
         saved = self.budget
         self.budget = saved if budget is None else float(budget)
         try:
             aff = self._affordable()
             if aff.any():
-                return aff.tobytes(), self._window(self.committed)[1].tobytes(), ()
-            return aff.tobytes(), b"", tuple(self._anchor_candidates().tolist())
+                return (aff.tobytes(), self._window(self.committed)[1].tobytes(), (),
+                        self.polishing())
+            return aff.tobytes(), b"", tuple(self._anchor_candidates().tolist()), False
         finally:
             self.budget = saved
 

@@ -32,6 +32,7 @@ from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
 from scalebo.search.loop import SearchLoop
 from scalebo.search.models.stack import gp_stack
+from scalebo.search.polish import POLISH
 from scalebo.search.trace import Suggestion
 
 __all__ = ["DEFAULT_N_INITIAL", "Budget", "campaign_gp", "campaign_grid", "campaign_posterior",
@@ -235,7 +236,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                  seed: int = 0, n_initial: int = DEFAULT_N_INITIAL,
                  cost_model: CostModel | None = None, kernel: str = "matern52",
                  trend: bool = False, shift_optimum: bool = True,
-                 anchor: float = 0.7) -> SuggestResult:
+                 anchor: float = 0.7, polish: float = POLISH) -> SuggestResult:
     """The next ``batch`` configurations to train, and the budget accounting.
 
     Args:
@@ -259,6 +260,9 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
             configuration of the costliest cell costing at most ``anchor × budget`` is held
             back and suggested once nothing else fits (:mod:`scalebo.search.anchor`; the
             replayed default). It is placed once any run of that cell is done or running.
+        polish: share of the budget at whose end untried neighbours of the best runs in the
+            envelope's costliest cells are suggested first (0: none;
+            :mod:`scalebo.search.polish`, the replayed default).
 
     Raises:
         ValueError: a non-positive budget or a batch < 1.
@@ -284,7 +288,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
     loop = SearchLoop(grid, min(budget / grid.budget_total, 1.0), surrogate,
                       acquisition=acquisition, incumbent=incumbent, schedule=schedule,
                       n_initial=max(0, n_initial - runs.completed.size), cost_model=model,
-                      anchor=anchor, rng=seed)
+                      anchor=anchor, polish=polish, rng=seed)
     if runs.completed.size:
         loop.tell(runs.completed, runs.losses)
     if runs.running.size:

@@ -21,7 +21,8 @@ One step of :meth:`SearchLoop.ask`:
 
 With ``anchor = f > 0`` the cost of one configuration of the costliest cell costing at most
 ``f × budget`` is held back until nothing else fits; then that cell's configuration with the
-lowest posterior mean is returned (:mod:`scalebo.search.anchor`).
+lowest posterior mean is returned (:mod:`scalebo.search.anchor`). ``polish``: the end of the
+budget tries neighbours of the envelope's costliest best runs (:mod:`scalebo.search.polish`).
 
 With ``acquisition="target"`` the score is the expected reduction of the law's variance at
 ``target_compute`` per unit cost, from an ensemble over the current window (Full: the grid),
@@ -49,6 +50,7 @@ from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 from scalebo.search.models.protocol import accepts_warm_start, fit_surrogate, hyperparameter_fit
 from scalebo.search.models.scaling import standardization
+from scalebo.search.polish import nats_predictor, polish_pick
 from scalebo.search.trace import Suggestion, TraceEntry
 from scalebo.search.window import WindowSchedule, initial_design, make_schedule
 
@@ -99,6 +101,9 @@ class SearchLoop(Admission):
             checkpoint pays its cooldown). Budgets and admissibility use the marginal cost.
         anchor: Largest share of the budget the anchor run may cost, in [0, 1) (0: none,
             the default here; replays and campaigns use 0.7).
+        polish: Share of the budget, in [0, 1), at whose end the search tries neighbours
+            of the best runs in the envelope's costliest cells first (0: never, the default
+            here; ignored by ``acquisition="random"``; :mod:`scalebo.search.polish`).
         rng: Seed or generator; the initial design is drawn first, from it.
     """
 
@@ -123,6 +128,7 @@ class SearchLoop(Admission):
         target_estimator: str = "stein",
         cost_model: CostModel | None = None,
         anchor: float = 0.0,
+        polish: float = 0.0,
         rng: np.random.Generator | int | None = None,
     ) -> None:
         if not (np.isfinite(budget_fraction) and 0 < budget_fraction <= 1):
@@ -136,11 +142,13 @@ class SearchLoop(Admission):
             raise SearchError(f"incumbent must be one of {list(INCUMBENTS)}, got {incumbent!r}.")
         if not (np.isfinite(ei_cost_power) and ei_cost_power >= 0):
             raise SearchError(f"ei_cost_power must be finite and >= 0, got {ei_cost_power}.")
-        if not 0 <= anchor < 1:
-            raise SearchError(f"anchor must be a share of the budget in [0, 1), got {anchor}.")
+        for name, share in (("anchor", anchor), ("polish", polish)):
+            if not 0 <= share < 1:
+                raise SearchError(f"{name} must be a share of the budget in [0, 1), got {share}.")
         self.anchor = float(anchor)
         self.acquisition = parse_acquisition(acquisition)
         random_order = self.acquisition is Acquisition.RANDOM
+        self.polish = 0.0 if random_order else float(polish)
         if not random_order and not (hasattr(surrogate, "fit") and hasattr(surrogate, "predict")):
             raise SearchError(
                 f"The surrogate must have fit(X, y) and predict(X); got {type(surrogate).__name__}."
@@ -214,10 +222,11 @@ class SearchLoop(Admission):
         self._base, self._since_fit = (self.surrogate, n, mu, sd), 1
         return self.surrogate, (y - mu) / sd, mu, sd
 
-    def _record(self, idx: int, cap: float, pred: tuple | None, reason: str, *,
-                fitted: bool = False, fallback: str | None = None) -> None:
-        """Mark ``idx`` pending and trace it; ``fitted``: the pick used the surrogate, whose
-        last hyperparameter fit (if it reports one) is recorded."""
+    def _record(self, picks: list[int], idx: int, cap: float, pred: tuple | None, reason: str,
+                *, fitted: bool = False, fallback: str | None = None) -> None:
+        """Mark ``idx`` pending, add it to ``picks`` (and to the target ensemble's pending)
+        and trace it; ``fitted``: the pick used the surrogate, whose last hyperparameter fit
+        (if it reports one) is recorded."""
         cost = float(self.marginal_cost()[idx])
         self._pending[idx] = True
         mean, std, acq = pred if pred is not None else (None, None, None)
@@ -229,6 +238,9 @@ class SearchLoop(Admission):
                            surrogate_fit_status=status, surrogate_fit_message=message)
         self._trace.append(entry)
         self._reasons.append(reason)
+        picks.append(int(idx))
+        if self._ens is not None:
+            self._ens = self._ens.observe([int(idx)])
 
     def ask(self, q: int = 1) -> list[int]:
         """Up to ``q`` distinct admissible grid rows to train next; they become pending.
@@ -257,19 +269,22 @@ class SearchLoop(Admission):
             initial = next((i for i in self._initial if adm_any[i]), None)
             if initial is not None:
                 self._initial.remove(initial)
-                self._record(initial, np.inf, None, "initial design: random configuration "
-                             "from the cheapest compute level(s)")
-                picks.append(initial)
+                self._record(picks, initial, np.inf, None, "initial design: random "
+                             "configuration from the cheapest compute level(s)")
                 continue
+            if self.polishing():
+                if model is None:
+                    model, y_std, mu, sd = self._posterior()
+                if self._place_polish(adm_any, model, mu, sd, picks):
+                    continue
             cap, mask = self._window(self.committed)
             cand = np.flatnonzero(mask)
             if self._random_order or not self._obs_y:
                 pick = self._first_ranked(cand)
-                self._record(pick, cap, None, f"random order: first of {cand.size} admissible "
-                             f"configurations under cap {cap:.3g} FLOPs in a seeded permutation"
-                             if self._random_order else "random: no observation yet to fit a "
-                             "surrogate")
-                picks.append(pick)
+                self._record(picks, pick, cap, None, f"random order: first of {cand.size} "
+                             f"admissible configurations under cap {cap:.3g} FLOPs in a seeded "
+                             "permutation" if self._random_order else "random: no observation "
+                             "yet to fit a surrogate")
                 continue
             if model is None:
                 model, y_std, mu, sd = self._posterior()
@@ -321,22 +336,16 @@ class SearchLoop(Admission):
             if inc is not None:
                 reason += f" ({self.incumbent} incumbent {inc[j] * sd + mu:.4g} nats)"
             pred = (float(mean[j] * sd + mu), float(std[j] * sd), float(s[j]))
-            self._record(pick, cap, pred, reason, fitted=True, fallback=stand_in)
-            picks.append(pick)
-            if self._ens is not None:
-                self._ens = self._ens.observe([pick])
+            self._record(picks, pick, cap, pred, reason, fitted=True, fallback=stand_in)
         return picks
 
     def _fall_back(self, cand: np.ndarray, cap: float, why: str, picks: list[int]) -> None:
         """Pick (and trace) the candidate first in the seeded permutation because the
         surrogate's posterior is unusable (``why``)."""
         pick = self._first_ranked(cand)
-        self._record(pick, cap, None, f"fallback ({why}): first of {cand.size} admissible "
-                     f"configurations under cap {cap:.3g} FLOPs in a seeded permutation",
-                     fitted=True, fallback=why)
-        picks.append(pick)
-        if self._ens is not None:
-            self._ens = self._ens.observe([pick])
+        self._record(picks, pick, cap, None, f"fallback ({why}): first of {cand.size} "
+                     f"admissible configurations under cap {cap:.3g} FLOPs in a seeded "
+                     "permutation", fitted=True, fallback=why)
 
     def _place_anchor(self, rows: np.ndarray, model: Any, mu: float, sd: float,
                       picks: list[int]) -> None:
@@ -349,11 +358,19 @@ class SearchLoop(Admission):
             j = int(np.argmin(mean))
             pick, pred = int(rows[j]), (float(mean[j] * sd + mu), None, None)
         cfg = self.grid.config(pick)
-        self._record(pick, np.inf, pred, f"anchor: lowest predicted loss of the {rows.size} "
-                     f"configurations left in the cell N={cfg['N']:.3g}, D={cfg['D']:.3g}, "
-                     f"the costliest that costs at most {self.anchor:g} of the budget",
-                     fitted=model is not None)
-        picks.append(pick)
+        self._record(picks, pick, np.inf, pred, f"anchor: lowest predicted loss of the "
+                     f"{rows.size} configurations left in the cell N={cfg['N']:.3g}, "
+                     f"D={cfg['D']:.3g}, the costliest that costs at most {self.anchor:g} of "
+                     "the budget", fitted=model is not None)
+
+    def _place_polish(self, admissible: np.ndarray, model: Any, mu: float, sd: float,
+                      picks: list[int]) -> bool:
+        """Pick (and trace) the next polish run (:func:`polish_pick`); False if none."""
+        hit = polish_pick(self.grid, self.observed_indices, self.observed_losses, admissible,
+                          nats_predictor(model, self._X, mu, sd))
+        if hit is not None:
+            self._record(picks, hit[0], np.inf, (hit[1], hit[2], None), hit[3], fitted=True)
+        return hit is not None
 
     def _first_ranked(self, cand: np.ndarray) -> int:
         """The candidate row that comes first in the seeded permutation."""
