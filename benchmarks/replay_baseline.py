@@ -17,7 +17,8 @@ docs/reproduction.md) were chosen with ``--seeds 20 --methods ei-defaults`` (the
 :data:`EI_DEFAULTS`; and ``--datasets synthetic --seeds 10``), the GP's full refit at every
 ask (0.3.6) with ``--seeds 20 --methods restarts``, the moving-optimum coordinates (0.3.7)
 with ``--seeds 40 --methods shift`` (and ``--datasets synthetic``), the anchor run (0.3.8)
-with ``--seeds 20 --methods anchor --budgets 0.01,0.05,0.1,0.25``.
+with ``--seeds 20 --methods anchor --budgets 0.01,0.05,0.1,0.25``, polish (0.4.0) with
+``--seeds 10 --methods polish``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from scalebo.bench.replay import MethodConfig, replay
 BASE = MethodConfig(strategy="window", schedule="spent", acquisition="ei",
                     incumbent="frontier", ei_cost_power=0.0, fantasize=True, estimator="mean",
                     posterior_samples=0, gp_restart_below=0, shift_optimum=False,
-                    anchor=0.0)
+                    anchor=0.0, polish=0.0)
 #: The 0.2 default, which every other method is compared with seed by seed.
 REFERENCE = "window-spent EI frontier, fant mean"
 #: The 0.3 default: EI per unit cost against the envelope (the GP's hyperparameters refitted
@@ -48,11 +49,16 @@ DEFAULT_036 = DEFAULT_03.with_(gp_restart_below=128)
 #: The 0.3.7 default: the same GP on hyperparameters relative to an optimum that moves with
 #: N and D (``shift_optimum``).
 DEFAULT_037 = DEFAULT_036.with_(shift_optimum=True)
-#: The default since 0.3.8: the same search holding back one anchor run of the costliest
+#: The 0.3.8-0.3.9 default: the same search holding back one anchor run of the costliest
 #: cell costing at most 70 % of the budget (``anchor``).
-DEFAULT = DEFAULT_037.with_(anchor=0.7)
+DEFAULT_038 = DEFAULT_037.with_(anchor=0.7)
+#: The default since 0.4.0: the same search polishing the envelope's costliest cells in the
+#: last 20 % of its budget (``polish``).
+DEFAULT = DEFAULT_038.with_(polish=0.2)
 METHODS: dict[str, MethodConfig] = {
     "window-spent EI/cost envelope, fant mean (default)": DEFAULT,
+    "window-spent EI/cost envelope, no polish (0.3.9)": DEFAULT_038,
+    "window-spent EI/cost envelope, polish 0.25": DEFAULT.with_(polish=0.25),
     "window-spent EI/cost envelope, no anchor (0.3.7)": DEFAULT_037,
     "window-spent EI/cost envelope, absolute hyperparameters (0.3.6)": DEFAULT_036,
     "window-spent EI/cost envelope, GP full refit every 10th": DEFAULT_03,
@@ -82,7 +88,11 @@ SHIFT = ("window-spent EI/cost envelope, absolute hyperparameters (0.3.6)",
          "window-spent EI/cost envelope, no anchor (0.3.7)")
 #: The rows that chose ``anchor=0.7`` (0.3.8, ``--methods anchor``).
 ANCHOR = ("window-spent EI/cost envelope, no anchor (0.3.7)",
-          "window-spent EI/cost envelope, fant mean (default)")
+          "window-spent EI/cost envelope, no polish (0.3.9)")
+#: The rows that chose ``polish=0.2`` (0.4.0, ``--methods polish``).
+POLISH = ("window-spent EI/cost envelope, no polish (0.3.9)",
+          "window-spent EI/cost envelope, fant mean (default)",
+          "window-spent EI/cost envelope, polish 0.25")
 DESIGN_BASELINE = """\
 DESIGN.md baseline (|rel. diff| at 1e25, %, budgets 1/5/10/25 %):
   OELLM random order + fantasize              2.7 ± 2.2 | 2.8 ± 1.7 | 1.8 ± 1.8 | 0.7 ± 0.4
@@ -197,13 +207,13 @@ def main() -> None:
     parser.add_argument("--methods", default="",
                         help="';'-separated labels (they contain commas; default all), or "
                              "'ei-defaults' for EI_DEFAULTS, 'restarts' for RESTARTS, 'shift' for "
-                             "SHIFT, 'anchor' for ANCHOR")
+                             "SHIFT, 'anchor' for ANCHOR, 'polish' for POLISH")
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--json", default=None, help="write every record here")
     args = parser.parse_args()
     budgets = tuple(float(b) for b in args.budgets.split(","))
     presets = {"ei-defaults": EI_DEFAULTS, "restarts": RESTARTS, "shift": SHIFT,
-               "anchor": ANCHOR}
+               "anchor": ANCHOR, "polish": POLISH}
     labels = (list(presets[args.methods]) if args.methods in presets else
               [m.strip() for m in args.methods.split(";") if m.strip()] or list(METHODS))
     if unknown := [m for m in labels if m not in METHODS]:

@@ -2,23 +2,25 @@
 
 A compute law is fitted on the Pareto envelope of (compute, loss), and its extrapolation
 leans on the envelope's costliest points. EI per unit cost spends little in those cells: a run
-there costs 10-100x a run in a cheap cell, so the search trains one or two configurations
-in each and keeps the best as the envelope point. Where a costly cell's optimum is not where
-the surrogate expects it (the best learning rate and batch of a scale interact in ways the
-cheap cells do not show), the envelope point is then a few millinats above the cell's best,
-and the law's extrapolation moves by as much as its own spread.
+there costs 10-100x a run in a cheap cell, so the search trains few configurations in each
+and keeps the best as the envelope point. Where a costly cell's optimum is not where the
+surrogate expects it (the best learning rate and batch of a scale interact in ways the cheap
+cells do not show), the envelope point is then a few millinats above the cell's best, and
+the law's extrapolation moves by as much as its own spread.
 
 With ``polish = f`` (a share of the budget), once ``1 − f`` of the budget is committed every
 pick goes to the **costliest cell of the observed envelope** whose best run has an untried,
 affordable neighbour — the same configuration one step away along one hyperparameter axis
 (:func:`axis_neighbours`) — and trains the neighbour with the lowest posterior mean, however
-sure the surrogate is that it is worse: that is where it is wrong (tried, not kept: skipping
-neighbours whose mean minus one standard deviation lies above the cell's best undid the
-gain). When no envelope cell has a neighbour left, the search goes on as usual. The rule
+sure the surrogate is that it is worse, since that is where it can be wrong (tried, not
+kept: skipping neighbours whose mean minus one standard deviation lies above the cell's best
+undid the gain). When no envelope cell has a neighbour left, the search goes on as usual. The rule
 reads only the observed runs and the budget committed, so a campaign that re-plans at every
 call makes the same picks as one long loop.
 
-Measured: docs/reproduction.md, "What changed in 0.4.0".
+Measured (docs/reproduction.md, "What changed in 0.4.0"; seeds 0-9, |error| of the compute
+law at 1e25 FLOPs at 1 / 5 / 10 % of C_total, no polish -> 0.2): OELLM-English 2.06 / 0.84 /
+0.22 -> 2.06 / 0.82 / 0.07 %, StepLaw 15.16 / 1.79 / 0.00 -> 8.70 / 1.84 / 0.00 %.
 """
 
 from __future__ import annotations
