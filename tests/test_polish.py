@@ -1,6 +1,8 @@
 """Polish (scalebo.search.polish): the end of a budget trains untried one-step neighbours of
 the best runs in the observed envelope's costliest cells, lowest posterior mean first."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -8,7 +10,7 @@ import pytest
 from scalebo.bench.method import MethodConfig
 from scalebo.bench.problems import problem_from_table
 from scalebo.bench.replay import replay
-from scalebo.cli.main import build_parser
+from scalebo.cli.main import build_parser, main
 from scalebo.errors import SearchError
 from scalebo.search.campaign import campaign_gp, campaign_grid, suggest_runs
 from scalebo.search.campaign_runs import read_campaign_runs
@@ -177,3 +179,11 @@ def test_bad_shares_are_refused_and_labelled(grid, capsys):
             assert "expected a share of the budget" in capsys.readouterr().err
     assert parser.parse_args(["replay", "--dataset", "x.csv"]).polish is None
     assert parser.parse_args(["replay", "--dataset", "x.csv", "--polish", "0.5"]).polish == 0.5
+
+
+def test_scalebo_replay_polish_reaches_the_record(tmp_path):
+    out = tmp_path / "rec.json"
+    assert main(["replay", "--dataset", "synthetic", "--budget", "0.01", "--polish", "0",
+                 "--posterior-samples", "0", "--json", str(out), "-q"]) == 0
+    rec = json.loads(out.read_text())
+    assert rec["method"]["polish"] == 0.0 and rec["method_label"].endswith(" no-polish")
