@@ -136,24 +136,6 @@ def test_with_an_anchor_recorded_budgets_equal_separate_runs():
         assert both.at(0.4).n_runs > both.at(0.1).n_runs
 
 
-def test_the_commands_take_an_anchor_share_and_refuse_a_bad_one(capsys):
-    """``--anchor SHARE`` in suggest and status (default 0.7, as replays) and replay (unset:
-    the method's default); a share outside [0, 1) is a usage error that says what is expected."""
-    from scalebo.cli.main import build_parser
-
-    parser = build_parser()
-    for command in ("suggest", "status"):
-        base = [command, "--grid", "g.yaml", "--runs", "r.csv", "--budget", "1e20"]
-        assert parser.parse_args(base).anchor == 0.7 == MethodConfig().anchor
-        assert parser.parse_args([*base, "--anchor", "0"]).anchor == 0.0
-        for bad in ("1", "-0.2", "most"):
-            with pytest.raises(SystemExit):
-                parser.parse_args([*base, "--anchor", bad])
-            assert "expected a share of the budget" in capsys.readouterr().err
-    assert parser.parse_args(["replay", "--dataset", "x.csv"]).anchor is None
-    assert parser.parse_args(["replay", "--dataset", "x.csv", "--anchor", "0.5"]).anchor == 0.5
-
-
 def test_an_anchor_that_no_longer_fits_holds_nothing_back(grid):
     """A campaign whose own runs left less than the anchor costs (here 23.8 % of C_total
     left of a 40 % budget, the anchor run 27 %) is searched with all of what is left,

@@ -8,7 +8,9 @@ import json
 
 import pytest
 
-from scalebo.cli.main import main
+from scalebo.bench.method import MethodConfig
+from scalebo.cli.main import build_parser, main
+from scalebo.search.polish import POLISH
 
 GRID = """\
 axes:
@@ -135,3 +137,26 @@ def test_cli_warnings_leave_out_the_library_pointer(capsys):
         warnings.simplefilter("always")
         warnings.warn(message, ExcludedRunsWarning, stacklevel=1)
     assert str(caught[0].message).endswith("They are listed in RunTable.excluded.")
+
+
+@pytest.mark.parametrize("option, default, word", [("anchor", 0.7, "most"),
+                                                    ("polish", POLISH, "end")])
+def test_the_commands_take_a_share_of_the_budget_and_refuse_a_bad_one(capsys, option,
+                                                                        default, word):
+    """``--anchor SHARE`` and ``--polish SHARE`` in suggest and status (defaults as replays:
+    0.7 and 0.2) and replay (unset: the method's default); a share outside [0, 1) is a usage
+    error that says what is expected."""
+    parser = build_parser()
+    flag = f"--{option}"
+    for command in ("suggest", "status"):
+        base = [command, "--grid", "g.yaml", "--runs", "r.csv", "--budget", "1e20"]
+        assert getattr(parser.parse_args(base), option) == default == getattr(MethodConfig(),
+                                                                             option)
+        assert getattr(parser.parse_args([*base, flag, "0"]), option) == 0.0
+        for bad in ("1", "-0.2", word):
+            with pytest.raises(SystemExit):
+                parser.parse_args([*base, flag, bad])
+            assert "expected a share of the budget" in capsys.readouterr().err
+    assert getattr(parser.parse_args(["replay", "--dataset", "x.csv"]), option) is None
+    assert getattr(parser.parse_args(["replay", "--dataset", "x.csv", flag, "0.5"]),
+                   option) == 0.5

@@ -62,8 +62,8 @@ def axis_neighbours(grid: Grid, row: int) -> np.ndarray:
         others = [b for b in axes if b != a]
         same = members
         if others:
-            vals = cfg[others].to_numpy()[members]
-            same = members[(vals == cfg[others].to_numpy()[row]).all(axis=1)]
+            vals = cfg[others].to_numpy()
+            same = members[(vals[members] == vals[row]).all(axis=1)]
         col = cfg[a].to_numpy()
         if a in grid.categorical_axes:
             out.append(same[col[same] != col[row]])
