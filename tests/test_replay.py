@@ -265,3 +265,18 @@ def test_gp_restart_settings_reach_the_search_gp(problem):
     assert counts[0][0] == 3 and set(counts[0][1:]) == {1}
     with pytest.raises(ValueError, match="gp_restart_every and gp_restart_below must be >= 0"):
         MethodConfig(gp_restart_below=-1)
+
+
+@pytest.mark.parametrize(("settings", "path"), [
+    ({"anchor": 0.7}, "fork"), ({"anchor": 0.0, "polish": 0.0}, "recording"),
+    ({"schedule": "sweep"}, "separate")])
+def test_search_time_is_counted_on_every_path(problem, settings, path):
+    """Forked budgets (an anchor), one recording run, separate runs: the search's own time
+    is in the record, a part of the total (the forking path once reported 0 s)."""
+    method = FAST.with_(**settings)
+    assert path == ("separate" if not method.budget_independent
+                    else "fork" if method.forks else "recording")
+    rec = replay(problem, method, 0.05, seed=0, record_budgets=(0.02,))
+    t = rec.timings
+    assert 0 < t["search"] < t["total"]
+    assert t["search"] + t["fantasize"] + t["posterior"] + t["metrics"] <= t["total"] * 1.001

@@ -177,6 +177,18 @@ def _step(loop: SearchLoop, problem: ReplayProblem, method: MethodConfig) -> lis
     return picks
 
 
+def _timed(step: Callable, timings: dict, problem: ReplayProblem, method: MethodConfig
+           ) -> Callable[[SearchLoop], list[int]]:
+    """``step`` bound to ``problem`` and ``method``, its time added to ``timings["search"]``."""
+    def run(loop: SearchLoop) -> list[int]:
+        t0 = time.perf_counter()
+        try:
+            return step(loop, problem, method)
+        finally:
+            timings["search"] += time.perf_counter() - t0
+    return run
+
+
 def _finish(loop: SearchLoop, problem: ReplayProblem, method: MethodConfig,
             progress: Progress | None = None) -> None:
     while _step(loop, problem, method):
@@ -324,7 +336,7 @@ def replay(
             records.append(_measure(problem, method, loop, b, seed, timings))
     elif method.forks:  # q = 1: fork each smaller budget where its choices first differ
         loop = _make_loop(problem, method, budgets[-1], seed)
-        records = fork_budgets(loop, budgets, lambda lp: _step(lp, problem, method),
+        records = fork_budgets(loop, budgets, _timed(_step, timings, problem, method),
                                lambda lp, b: _measure(problem, method, lp, b, seed, timings),
                                progress)
     else:
