@@ -9,7 +9,7 @@ from scalebo.bench.method import MethodConfig
 from scalebo.bench.problems import problem_from_table
 from scalebo.bench.replay import replay
 from scalebo.errors import BudgetExhausted, SearchError
-from scalebo.search.anchor import anchor_reserve, anchor_rows
+from scalebo.search.anchor import anchor_dominated, anchor_reserve, anchor_rows
 from scalebo.search.campaign import campaign_gp, campaign_grid, suggest_runs
 from scalebo.search.campaign_runs import read_campaign_runs
 from scalebo.search.loop import SearchLoop
@@ -178,3 +178,56 @@ def test_suggest_says_what_it_holds_back(tmp_path):
     off = subprocess.run([*cmd, "--anchor", "0"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=120)
     assert json.loads(off.stdout)["held_back"] == 0.0 and "held back" not in off.stderr
+
+
+def test_the_anchor_is_dominated_only_by_a_no_dearer_run_below_its_posterior():
+    """Hand-made: the anchor cell (rows 3, 4) costs 10; its lowest posterior mean minus one
+    SD (the default) is min(3.0 − 0.1, 2.95 − 0.05) = 2.9 nats; its lowest mean 2.95."""
+    cost = np.array([1.0, 5.0, 20.0, 10.0, 10.0])
+    rows = np.array([3, 4])
+    mean, std = np.array([3.0, 2.95]), np.array([0.1, 0.05])
+    assert anchor_dominated(cost, rows, np.array([0, 1]), np.array([3.5, 2.89]), mean, std)
+    assert not anchor_dominated(cost, rows, np.array([0, 1]), np.array([3.5, 2.91]), mean, std)
+    assert anchor_dominated(cost, rows, np.array([1]), np.array([2.94]), mean, std, n_sd=0)
+    assert not anchor_dominated(cost, rows, np.array([1]), np.array([2.79]), mean, std, n_sd=2.5)
+    # a run as dear as the cell counts (one of its own, if any, would have placed it) ...
+    assert anchor_dominated(cost, rows, np.array([4]), np.array([2.8]), mean, std)
+    # ... a dearer one does not: it is no evidence about what the anchor's compute buys
+    assert not anchor_dominated(cost, rows, np.array([2]), np.array([1.0]), mean, std)
+    assert not anchor_dominated(cost, rows, np.array([0]), np.array([1.0]),
+                                np.array([np.nan, 2.95]), std)  # no finite posterior: keep it
+    assert not anchor_dominated(cost, rows[:0], np.array([0]), np.array([1.0]), mean[:0],
+                                std[:0])
+
+
+class _Believes:
+    """A stand-in surrogate: a constant standardized mean ``level`` with a tiny SD at every
+    configuration, whatever it is fitted on."""
+
+    def __init__(self, level: float):
+        self.level = level
+
+    def fit(self, X, y):
+        return self
+
+    def predict(self, X):
+        return np.full(len(X), self.level), np.full(len(X), 1e-3)
+
+
+def test_a_search_drops_an_anchor_its_runs_dominate(grid):
+    """The (1e9, 1e11) anchor cell (27 % of C_total per run, at a 40 % budget) is held back
+    in both searches; at its turn, one whose surrogate expects it to beat the runs trains
+    it, one whose surrogate expects every configuration to be worse than every observed run
+    (so than one no dearer than the anchor) drops it: nothing held back, never trained."""
+    loss = _loss(grid.configs)
+    big = np.flatnonzero(grid.budget_cost == grid.budget_cost.max())
+    cheap = np.flatnonzero(grid.budget_cost < 1e-3 * grid.budget_cost.max())[:3]
+    for level in (-10.0, 10.0):  # standardized: far below / far above every observed run
+        loop = SearchLoop(grid, 0.4, _Believes(level), schedule="spent", anchor=0.7, rng=0)
+        loop.tell(cheap, loss[cheap])
+        assert loop.held_back() == (pytest.approx(grid.budget_cost[big[0]]), (1e9, 1e11))
+        while picks := loop.ask():
+            loop.tell(picks, loss[picks])
+        assert np.isin(loop.observed_indices, big).any() == (level < 0)
+        assert any("anchor" in r for r in loop._reasons) == (level < 0)
+        assert loop.held_back() == (0.0, None)

@@ -5,16 +5,24 @@ tell side, :class:`~scalebo.search.ledger.ObservationLedger`): from the budget (
 budget unit, FLOPs or its price), the window schedule (caps in FLOPs) and what is observed or
 pending it says which configurations are admissible
 (:func:`~scalebo.search.window.admissible_mask`), holding back the anchor run's cost
-(:mod:`scalebo.search.anchor`) until the anchor cell has a run. It asks nothing itself.
+(:mod:`scalebo.search.anchor`) until the anchor cell has a run or the observed runs dominate
+it (the one question it puts to the search's surrogate). It asks nothing itself.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from scalebo.search.anchor import anchor_candidates, anchor_reserve, anchor_rows
+from scalebo.search.anchor import (
+    anchor_candidates,
+    anchor_dominated,
+    anchor_reserve,
+    anchor_rows,
+)
 from scalebo.search.ledger import ObservationLedger
-from scalebo.search.polish import polish_phase
+from scalebo.search.polish import nats_predictor, polish_phase
 from scalebo.search.window import COST_RTOL, WindowSchedule, admissible_mask
 
 __all__ = ["Admission"]
@@ -28,6 +36,9 @@ class Admission(ObservationLedger):
     schedule: WindowSchedule
     anchor: float = 0.0
     polish: float = 0.0
+    _X: np.ndarray  # the grid, encoded for the surrogate
+    _random_order: bool = False
+    _dominated: tuple[tuple[int, int], bool] | None = None  # (n_obs, anchor row), verdict
 
     @property
     def remaining(self) -> float:
@@ -54,9 +65,35 @@ class Admission(ObservationLedger):
     def _anchor_state(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, float]:
         """The arguments of :func:`anchor_candidates` / :func:`anchor_reserve` now: the
         anchor cell's rows, tried, unavailable, marginal costs and the room left."""
-        return (anchor_rows(self.grid, self.budget, self.anchor), self._observed | self._pending,
-                self._unavailable, self.marginal_cost(priced=True),
-                self.remaining + COST_RTOL * self.budget)
+        rows = anchor_rows(self.grid, self.budget, self.anchor)
+        state = (rows, self._observed | self._pending, self._unavailable,
+                 self.marginal_cost(priced=True), self.remaining + COST_RTOL * self.budget)
+        if rows.size and self._anchor_dominated(state):
+            return (rows[:0], *state[1:])  # dropped: the observed runs dominate its cell
+        return state
+
+    def _anchor_dominated(self, state: tuple) -> bool:
+        """At the anchor's turn (it is held back and nothing else fits beside it), whether
+        the observed runs dominate its cell (:func:`~scalebo.search.anchor.anchor_dominated`,
+        by the surrogate fitted on them; never for a random order); remembered per state."""
+        rows, marginal = state[0], state[3]
+        reserve = anchor_reserve(*state)
+        if self._random_order or not self._obs_y or reserve <= 0 or admissible_mask(
+                self.grid, self._unavailable, self._pending, self.committed_budget,
+                self.budget - reserve, np.inf, marginal)[0].any():
+            return False
+        key = (len(self._obs_y), int(rows[0]))
+        if self._dominated is None or self._dominated[0] != key:
+            model, _, mu, sd = self._posterior()
+            mean, std = nats_predictor(model, self._X, mu, sd)(rows)
+            self._dominated = key, anchor_dominated(self.grid.budget_cost, rows,
+                                                    self.observed_indices,
+                                                    self.observed_losses, mean, std)
+        return self._dominated[1]
+
+    def _posterior(self) -> tuple[Any, np.ndarray, float, float]:
+        """The surrogate on the observed runs (the search's; see ``SearchLoop``)."""
+        raise NotImplementedError
 
     def held_back(self) -> tuple[float, tuple[float, float] | None]:
         """What the search holds back now for the anchor run (budget units, 0 when nothing),

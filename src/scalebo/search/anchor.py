@@ -14,6 +14,15 @@ back) as soon as any configuration of the anchor cell is trained or running, who
 it, so a campaign that re-plans at every call (``scalebo suggest``) gives the same runs as
 one long loop.
 
+The anchor cell is the costliest, not the best: on a grid with over-trained small models
+(OELLM-English: N = 983M at 300B tokens costs more than N = 1.7B at 120B, and is 17 mnats
+worse) it can lie off the envelope, where its run buys nothing the law uses. So at the anchor's turn
+(nothing else fits beside it) the anchor is *dropped* — nothing held back any more, no anchor
+run, its budget searched as usual — if the observed runs **dominate** its cell: a run costing
+at most the cell's has a lower loss than the cell's lowest posterior mean (minus
+``DOMINANCE_SD`` posterior standard deviations; :func:`anchor_dominated`). The search asks its
+surrogate, fitted on the observed runs only, so the rule stays stateless.
+
 Measured (docs/reproduction.md, "What changed in 0.3.8"): ``f = 0.7`` against no anchor,
 |error| of the compute law at 1e25 FLOPs, 1 / 5 / 10 / 25 % of ``C_total``, seeds 0–9 × 2
 noise draws of ``benchmarks/other_grids.py``: envelope-heavy grid 10.7 / 9.75 / 6.22 / 2.40 →
@@ -28,7 +37,12 @@ import numpy as np
 from scalebo.search.grid import Grid
 from scalebo.search.window import COST_RTOL
 
-__all__ = ["anchor_candidates", "anchor_reserve", "anchor_rows"]
+__all__ = ["DOMINANCE_SD", "anchor_candidates", "anchor_dominated", "anchor_reserve",
+           "anchor_rows"]
+
+#: Posterior standard deviations below the anchor cell's lowest posterior mean that an
+#: observed, no dearer run must reach to drop the anchor (:func:`anchor_dominated`).
+DOMINANCE_SD = 1.0
 
 
 def anchor_rows(grid: Grid, budget: float, fraction: float) -> np.ndarray:
@@ -71,3 +85,20 @@ def anchor_reserve(rows: np.ndarray, tried: np.ndarray, unavailable: np.ndarray,
     reservation, rather than a reservation that blocks every run and is never placed."""
     left = anchor_candidates(rows, tried, unavailable, marginal, room)
     return float(marginal[left].max()) if left.size else 0.0
+
+
+def anchor_dominated(cost: np.ndarray, rows: np.ndarray, observed_idx: np.ndarray,
+                     observed_y: np.ndarray, mean: np.ndarray, std: np.ndarray,
+                     n_sd: float = DOMINANCE_SD) -> bool:
+    """Whether the observed runs dominate the anchor cell: one of them (grid rows
+    ``observed_idx``, losses ``observed_y`` in nats) costs at most the cell's runs (``cost``:
+    per grid row, budget units) and has a lower loss than ``min(mean − n_sd·std)`` over the
+    cell's ``rows`` (posterior mean and standard deviation there, nats). False when ``rows``
+    is empty or the posterior is not finite."""
+    if rows.size == 0:
+        return False
+    low = float(np.min(np.asarray(mean, dtype=np.float64) - n_sd * np.asarray(std, float)))
+    if not np.isfinite(low):
+        return False
+    cheaper = cost[observed_idx] <= cost[rows].max() * (1 + COST_RTOL)
+    return bool(np.any(np.asarray(observed_y, dtype=np.float64)[cheaper] < low))

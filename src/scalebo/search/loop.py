@@ -19,10 +19,10 @@ One step of :meth:`SearchLoop.ask`:
    incumbent, and does not depend on how many candidates there are (a run forked under a
    smaller budget makes the same picks as a separate run).
 
-With ``anchor = f > 0`` the cost of one configuration of the costliest cell costing at most
-``f × budget`` is held back until nothing else fits; then that cell's configuration with the
-lowest posterior mean is returned (:mod:`scalebo.search.anchor`). ``polish``: the end of the
-budget tries neighbours of the envelope's costliest best runs (:mod:`scalebo.search.polish`).
+With ``anchor = f > 0`` one run of the costliest cell costing at most ``f × budget`` is held
+back until nothing else fits, then its lowest posterior mean is returned (dropped while
+observed runs dominate the cell; :mod:`scalebo.search.anchor`). ``polish``: the budget's end
+tries neighbours of the envelope's costliest best runs (:mod:`scalebo.search.polish`).
 
 With ``acquisition="target"`` the score is the expected reduction of the law's variance at
 ``target_compute`` per unit cost, from an ensemble over the current window (Full: the grid),
@@ -217,6 +217,9 @@ class SearchLoop(Admission):
                 model = model.condition_on(self._X[self._obs_idx[n0:]], y_std[n0:])
             self._since_fit += 1
             return model, y_std, mu, sd
+        if base and base[1] == n and self._since_fit <= self.refit_every:
+            model, n0, mu, sd = base  # fitted on these very observations: reuse
+            return model, (y - mu) / sd, mu, sd
         mu, sd = standardization(y)
         self._fit(self._X[self._obs_idx], (y - mu) / sd)
         self._base, self._since_fit = (self.surrogate, n, mu, sd), 1
