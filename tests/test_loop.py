@@ -364,3 +364,20 @@ def test_ei_per_unit_cost_prefers_the_cheaper_of_two_equal_posteriors():
     assert picks[0.0] == row[4e6, 1e-2]
     with pytest.raises(SearchError, match="ei_cost_power"):
         SearchLoop(g, 1.0, TableStub(g, means), ei_cost_power=-1.0)
+
+
+def test_a_surrogate_fitted_on_the_same_runs_is_reused_not_a_believer_refit(grid):
+    """Two questions at one state (the anchor's dominance, then the pick) cost one fit;
+    a surrogate refitted with believed values (no condition_on) is never reused as if it
+    were fitted on the observed runs only."""
+    stub = TableStub(grid, np.arange(24, dtype=float))
+    loop = SearchLoop(grid, 0.5, stub, acquisition="lcb", schedule="full", n_initial=2, rng=0)
+    obs = loop.ask(2)
+    loop.tell(obs, [3.0, 4.0])
+    first = loop._posterior()
+    assert loop._posterior()[0] is first[0] and len(stub.fits) == 1
+    np.testing.assert_array_equal(loop._posterior()[1], [-1.0, 1.0])  # standardized y
+    loop.ask(2)  # the second pick refits the surrogate on a believed value
+    assert len(stub.fits) == 2
+    loop._posterior()
+    assert len(stub.fits) == 3 and sorted(stub.fits[2][0].tolist()) == sorted(obs)

@@ -217,9 +217,8 @@ class SearchLoop(Admission):
                 model = model.condition_on(self._X[self._obs_idx[n0:]], y_std[n0:])
             self._since_fit += 1
             return model, y_std, mu, sd
-        if base and base[1] == n and self._since_fit <= self.refit_every:
-            model, n0, mu, sd = base  # fitted on these very observations: reuse
-            return model, (y - mu) / sd, mu, sd
+        if base and base[1] == n and self._since_fit <= self.refit_every:  # fitted on these
+            return base[0], (y - base[2]) / base[3], base[2], base[3]  # very observations
         mu, sd = standardization(y)
         self._fit(self._X[self._obs_idx], (y - mu) / sd)
         self._base, self._since_fit = (self.surrogate, n, mu, sd), 1
@@ -389,6 +388,7 @@ class SearchLoop(Admission):
         rows = self._obs_idx + list(believed)
         y = np.concatenate([y_std, np.fromiter(believed.values(), dtype=np.float64)])
         self._fit(self._X[rows], y)
+        self._base = None  # the surrogate now holds believed values: never reuse it as is
         return self.surrogate
 
     def suggest(self, q: int = 1) -> list[Suggestion]:
