@@ -133,7 +133,8 @@ class MethodConfig:
             comparison; 0: none.
         anchor: Largest share of the budget the anchor run may cost (0: none): one
             configuration of the costliest cell costing at most ``anchor × budget`` is held
-            back and trained once nothing else fits (:mod:`scalebo.search.anchor`; the
+            back and trained once nothing else fits, unless the runs then dominate the cell
+            (dropped since 0.4.1; :mod:`scalebo.search.anchor`; the
             default 0.7 since 0.3.8, measured in docs/reproduction.md; the label then says
             ``no-anchor`` or ``anchor=…``). The held-back cost depends on the budget: a
             replay follows one long run and forks each smaller recorded budget where its

@@ -65,7 +65,8 @@ def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: 
     group.add_argument("--anchor", type=anchor_share, default=0.7, metavar="SHARE",
                        help="hold back one run of the costliest cell costing at most SHARE of "
                             "the budget, and suggest it once nothing else fits, so the law "
-                            "gets the largest scale the budget affords (default 0.7, as in "
+                            "gets the largest scale the budget affords, unless a run no dearer "
+                            "already beats that cell's prediction by 1 SD (default 0.7, as in "
                             "replays; 0: no anchor run)")
     group.add_argument("--polish", type=polish_share, default=0.2, metavar="SHARE",
                        help="once all but SHARE of the budget is committed, suggest untried "

@@ -194,7 +194,7 @@ class SuggestResult:
         unit: ``"FLOPs"``, or the grid's price unit (e.g. ``"GPU-hours"``).
         prices: what each suggestion adds to the spending, in ``unit`` (in order picked).
         held_back: what the search held back for the anchor run before these suggestions,
-            in ``unit`` (0: none, or the anchor cell already has a run).
+            in ``unit`` (0: none, the anchor cell has a run, or the runs dominate it).
         anchor_cell: the anchor cell's ``(N, D)`` (parameters, tokens) while held back.
     """
 
@@ -258,7 +258,8 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         kernel, trend, shift_optimum: the GP (:func:`campaign_gp`).
         anchor: largest share of the budget the anchor run may cost (0: none): one
             configuration of the costliest cell costing at most ``anchor × budget`` is held
-            back and suggested once nothing else fits (:mod:`scalebo.search.anchor`; the
+            back and suggested once nothing else fits, unless the runs then dominate the
+            cell (:mod:`scalebo.search.anchor`; the
             replayed default). It is placed once any run of that cell is done or running.
         polish: share of the budget at whose end untried neighbours of the best runs in the
             envelope's costliest cells are suggested first (0: none;
