@@ -231,3 +231,38 @@ def test_a_search_drops_an_anchor_its_runs_dominate(grid):
         assert np.isin(loop.observed_indices, big).any() == (level < 0)
         assert any("anchor" in r for r in loop._reasons) == (level < 0)
         assert loop.held_back() == (0.0, None)
+
+
+def test_suggest_says_when_it_drops_the_anchor(grid, tmp_path, monkeypatch, capsys):
+    """At the anchor's turn (the runs a loop trained before its anchor), ``suggest`` names
+    the dropped anchor cell in its JSON and on stderr and proposes another run; the verdict
+    itself is stubbed here (tested by hand above)."""
+    import json
+
+    import scalebo.search.admission as admission
+    from scalebo.cli.main import main
+
+    loss = _loss(grid.configs)
+    loop = SearchLoop(grid, 0.4, campaign_gp(grid, 0), schedule="spent", anchor=0.7, rng=0)
+    while picks := loop.ask():
+        if "anchor" in loop._reasons[-1]:
+            break
+        loop.tell(picks, loss[picks])
+    done = loop.observed_indices
+    grid_file = tmp_path / "grid.yaml"
+    grid_file.write_text("axes:\n  N: [1e7, 1e8, 1e9]\n  D: [1e9, 1e10, 1e11]\n"
+                         "  lr: [3e-4, 1e-3, 3e-3]\n")
+    grid.configs.iloc[done][["N", "D", "lr"]].assign(loss=loss[done]).to_csv(
+        tmp_path / "runs.csv", index=False)
+    argv = ["suggest", "--grid", str(grid_file), "--runs", str(tmp_path / "runs.csv"),
+            "--budget", "0.4", "--format", "json"]
+    for verdict in (False, True):
+        monkeypatch.setattr(admission, "anchor_dominated", lambda *a, v=verdict, **k: v)
+        capsys.readouterr()
+        assert main(argv) == 0
+        out = capsys.readouterr()
+        printed = json.loads(out.out)
+        assert printed["anchor_dropped"] == ({"N": 1e9, "D": 1e11} if verdict else None)
+        assert ("the anchor run (N 1e+09, D 1e+11) is dropped" in out.err) == verdict
+        anchor_proposed = "anchor" in printed["suggestions"][0]["reason"]
+        assert anchor_proposed != verdict

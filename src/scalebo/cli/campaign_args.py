@@ -115,3 +115,11 @@ def load_campaign(args: argparse.Namespace):
         runs = runs.with_running(read_pending_runs(args.pending, grid, mapping=mapping),
                                  grid=grid)
     return grid, runs, (budget.resolve(grid) if budget is not None else None)
+
+
+def anchor_dropped_note(n: float, d: float) -> str:
+    """What ``suggest`` and ``status`` say when the anchor run is dropped (N parameters, D
+    tokens of its cell)."""
+    return (f"the anchor run (N {n:.4g}, D {d:.4g}) is dropped: a run costing no more already "
+            "has a lower loss than that cell's lowest predicted loss minus one SD, so what it "
+            "held back is searched as usual (--anchor 0: no anchor run)")

@@ -9,6 +9,7 @@ from typing import Any
 from scalebo.cli.campaign_args import (
     GRID_HELP,
     add_campaign_arguments,
+    anchor_dropped_note,
     cost_model,
     load_campaign,
 )
@@ -145,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
                 result["anchor_cell"] = dict(zip(("N", "D"), res.anchor_cell, strict=True))
                 log(f"note: the next runs hold back {res.held_back:.4g} {res.unit} for the "
                     f"anchor run (N {res.anchor_cell[0]:.4g}, D {res.anchor_cell[1]:.4g})")
+            if res.anchor_dropped is not None:
+                log(f"note: {anchor_dropped_note(*res.anchor_dropped)}")
         except SearchError as exc:
             log(f"note: no next runs: {exc}")
     result["next"] = [{**s.config, "predicted_loss": s.predicted_mean, "cost": p,

@@ -7,6 +7,7 @@ import argparse
 from scalebo.cli.campaign_args import (
     GRID_HELP,
     add_campaign_arguments,
+    anchor_dropped_note,
     cost_model,
     load_campaign,
 )
@@ -95,6 +96,8 @@ def run(args: argparse.Namespace) -> int:
         n, d = res.anchor_cell
         log(f"held back {res.held_back:.4g} {res.unit} for the anchor run (N {n:.4g}, D "
             f"{d:.4g}), proposed once nothing else fits (--anchor 0: none)")
+    if res.anchor_dropped is not None:
+        log(anchor_dropped_note(*res.anchor_dropped))
     for note in runs.notes:
         log(f"note: {note}")
     if res.message:
@@ -111,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
               "unit": res.unit, "held_back": res.held_back,
               "anchor_cell": (None if res.anchor_cell is None else
                               dict(zip(("N", "D"), res.anchor_cell, strict=True))),
+              "anchor_dropped": (None if res.anchor_dropped is None else
+                                 dict(zip(("N", "D"), res.anchor_dropped, strict=True))),
               "message": res.message, "notes": list(runs.notes), "stop": False}
     _write(args, result)
     if args.format == "csv":

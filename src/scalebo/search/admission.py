@@ -95,6 +95,15 @@ class Admission(ObservationLedger):
         """The surrogate on the observed runs (the search's; see ``SearchLoop``)."""
         raise NotImplementedError
 
+    def dropped_anchor(self) -> tuple[float, float] | None:
+        """The anchor cell's ``(N, D)`` (parameters, tokens) when it is dropped now (its turn
+        has come and the observed runs dominate it), else None."""
+        rows = anchor_rows(self.grid, self.budget, self.anchor)
+        if not rows.size or self._anchor_state()[0].size:
+            return None
+        cfg = self.grid.configs.iloc[rows[0]]
+        return float(cfg["N"]), float(cfg["D"])
+
     def held_back(self) -> tuple[float, tuple[float, float] | None]:
         """What the search holds back now for the anchor run (budget units, 0 when nothing),
         and the anchor cell's ``(N, D)`` (parameters, tokens) while it is held back."""

@@ -196,6 +196,7 @@ class SuggestResult:
         held_back: what the search held back for the anchor run before these suggestions,
             in ``unit`` (0: none, the anchor cell has a run, or the runs dominate it).
         anchor_cell: the anchor cell's ``(N, D)`` (parameters, tokens) while held back.
+        anchor_dropped: the anchor cell's ``(N, D)`` when the runs dominate it at its turn.
     """
 
     suggestions: list[Suggestion]
@@ -209,6 +210,7 @@ class SuggestResult:
     prices: tuple[float, ...] = ()
     held_back: float = 0.0
     anchor_cell: tuple[float, float] | None = None
+    anchor_dropped: tuple[float, float] | None = None
 
 
 def campaign_gp(grid: Grid, seed: int = 0, *, clip_iqr: float = 5.0,
@@ -300,6 +302,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
     # campaign's (a cost column, retried failures) lowers its budget so ``remaining`` holds.
     loop.budget = budget - (spent + pending - loop.committed_budget)
     held_back, anchor_cell = loop.held_back()
+    dropped = loop.dropped_anchor()
     suggestions = loop.suggest(batch)
     message = ""
     if len(suggestions) < batch:
@@ -323,7 +326,8 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                                   " (every configuration is tried)") + ".", account)
     return SuggestResult(suggestions=suggestions, message=message,
                          prices=_prices(grid, model, loop, suggestions),
-                         held_back=held_back, anchor_cell=anchor_cell, **account)
+                         held_back=held_back, anchor_cell=anchor_cell,
+                         anchor_dropped=dropped, **account)
 
 
 def _prices(grid: Grid, model: CostModel, loop: SearchLoop,
