@@ -76,17 +76,21 @@ def test_a_search_trains_the_anchor_last_at_its_lowest_predicted_loss(grid):
     assert (grid.budget_cost[free] > left * (1 + 1e-9)).all()
 
 
+def _before_the_anchor(grid, loss: np.ndarray) -> tuple[np.ndarray, int]:
+    """The runs a 40 % search trains before its anchor run, and the anchor run's row."""
+    loop = SearchLoop(grid, 0.4, campaign_gp(grid, 0), schedule="spent", anchor=0.7, rng=0)
+    while picks := loop.ask():
+        if "anchor" in loop._reasons[-1]:
+            return loop.observed_indices, picks[0]
+        loop.tell(picks, loss[picks])
+    raise AssertionError("the search ended without an anchor run")
+
+
 def test_a_campaign_re_planning_at_every_call_suggests_the_same_anchor(grid):
     """Stateless: a campaign that has trained the runs a loop trained before its anchor
     gets the anchor suggested; once a run of the cell is running, nothing is held back."""
     loss = _loss(grid.configs)
-    loop = SearchLoop(grid, 0.4, campaign_gp(grid, 0), schedule="spent", anchor=0.7, rng=0)
-    while picks := loop.ask():
-        if "anchor" in loop._reasons[-1]:
-            break
-        loop.tell(picks, loss[picks])
-    anchor = picks[0]
-    done = loop.observed_indices
+    done, anchor = _before_the_anchor(grid, loss)
     frame = grid.configs.iloc[done][["N", "D", "lr"]].assign(loss=loss[done])
     runs = read_campaign_runs(frame, grid)
     res = suggest_runs(grid, runs, 0.4 * grid.budget_total, seed=0)
@@ -243,12 +247,7 @@ def test_suggest_says_when_it_drops_the_anchor(grid, tmp_path, monkeypatch, caps
     from scalebo.cli.main import main
 
     loss = _loss(grid.configs)
-    loop = SearchLoop(grid, 0.4, campaign_gp(grid, 0), schedule="spent", anchor=0.7, rng=0)
-    while picks := loop.ask():
-        if "anchor" in loop._reasons[-1]:
-            break
-        loop.tell(picks, loss[picks])
-    done = loop.observed_indices
+    done, _ = _before_the_anchor(grid, loss)
     grid_file = tmp_path / "grid.yaml"
     grid_file.write_text("axes:\n  N: [1e7, 1e8, 1e9]\n  D: [1e9, 1e10, 1e11]\n"
                          "  lr: [3e-4, 1e-3, 3e-3]\n")
