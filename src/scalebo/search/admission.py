@@ -54,8 +54,13 @@ class Admission(ObservationLedger):
     def _affordable(self) -> np.ndarray:
         """Admissible configurations ignoring the window cap, ``(n_cfg,)`` bool (the budget
         less what the anchor holds back)."""
+        return self._affordable_within(self._search_budget())
+
+    def _affordable_within(self, search_budget: float) -> np.ndarray:
+        """Admissible configurations ignoring the window cap when ``search_budget`` (budget
+        units) is what the search may commit in all, ``(n_cfg,)`` bool."""
         return admissible_mask(self.grid, self._unavailable, self._pending,
-                               self.committed_budget, self._search_budget(), np.inf,
+                               self.committed_budget, search_budget, np.inf,
                                self.marginal_cost(priced=True))[0]
 
     def _search_budget(self) -> float:
@@ -76,11 +81,10 @@ class Admission(ObservationLedger):
         """At the anchor's turn (it is held back and nothing else fits beside it), whether
         the observed runs dominate its cell (:func:`~scalebo.search.anchor.anchor_dominated`,
         by the surrogate fitted on them; never for a random order); remembered per state."""
-        rows, marginal = state[0], state[3]
+        rows = state[0]
         reserve = anchor_reserve(*state)
-        if self._random_order or not self._obs_y or reserve <= 0 or admissible_mask(
-                self.grid, self._unavailable, self._pending, self.committed_budget,
-                self.budget - reserve, np.inf, marginal)[0].any():
+        if (self._random_order or not self._obs_y or reserve <= 0
+                or self._affordable_within(self.budget - reserve).any()):
             return False
         key = (len(self._obs_y), int(rows[0]))
         if self._dominated is None or self._dominated[0] != key:
