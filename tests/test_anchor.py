@@ -8,7 +8,7 @@ import pytest
 from scalebo.bench.method import MethodConfig
 from scalebo.bench.problems import problem_from_table
 from scalebo.bench.replay import replay
-from scalebo.errors import BudgetExhausted, SearchError
+from scalebo.errors import BudgetExhausted
 from scalebo.search.anchor import anchor_dominated, anchor_reserve, anchor_rows
 from scalebo.search.campaign import campaign_gp, campaign_grid, suggest_runs
 from scalebo.search.campaign_runs import read_campaign_runs
@@ -104,16 +104,6 @@ def test_a_campaign_re_planning_at_every_call_suggests_the_same_anchor(grid):
         suggest_runs(grid, running, 0.4 * grid.budget_total, seed=0)
     spent = grid.budget_cost[np.append(done, anchor)].sum()
     assert info.value.account["remaining"] == pytest.approx(0.4 * grid.budget_total - spent)
-
-
-def test_a_bad_anchor_share_is_refused(grid):
-    with pytest.raises(SearchError, match=r"anchor must be a share of the budget in \[0, 1\)"):
-        SearchLoop(grid, 0.1, campaign_gp(grid, 0), anchor=1.0)
-    with pytest.raises(ValueError, match="MethodConfig.anchor"):
-        MethodConfig(anchor=-0.1)
-    assert MethodConfig(anchor=0).label().endswith(" no-anchor")
-    assert MethodConfig(anchor=0.5).label().endswith(" anchor=0.5")
-    assert "anchor" not in MethodConfig().label()
 
 
 def test_with_an_anchor_recorded_budgets_equal_separate_runs():

@@ -156,18 +156,25 @@ def test_with_polish_recorded_budgets_equal_separate_runs():
     assert [e.index for e in off.trace] != [e.index for e in alone.trace]  # polish acted
 
 
-def test_bad_shares_are_refused_and_labelled(grid):
+@pytest.mark.parametrize(("name", "share"), [("anchor", 0.5), ("polish", 0.3)])
+def test_a_bad_share_is_refused_and_a_set_one_labelled(grid, name, share):
+    """The two shares of the budget (the anchor run's, the polish phase's) are checked and
+    labelled alike."""
+    with pytest.raises(SearchError, match=rf"{name} must be a share of the budget in \[0, 1\)"):
+        SearchLoop(grid, 0.1, campaign_gp(grid, 0), **{name: 1.0})
+    with pytest.raises(ValueError, match=f"MethodConfig.{name}"):
+        MethodConfig(**{name: -0.1})
+    assert MethodConfig(**{name: 0}).label().endswith(f" no-{name}")
+    assert MethodConfig(**{name: share}).label().endswith(f" {name}={share:g}")
+    assert name not in MethodConfig().label()
+
+
+def test_the_polish_phase_and_its_default():
     assert polish_phase(0.8, 1.0, 0.2) and not polish_phase(0.79, 1.0, 0.2)
     assert not polish_phase(1.0, 1.0, 0.0)
-    with pytest.raises(SearchError, match=r"polish must be a share of the budget in \[0, 1\)"):
-        SearchLoop(grid, 0.1, campaign_gp(grid, 0), polish=1.0)
-    with pytest.raises(ValueError, match="MethodConfig.polish"):
-        MethodConfig(polish=-0.1)
-    assert MethodConfig(polish=0).label().endswith(" no-polish")
-    assert MethodConfig(polish=0.3).label().endswith(" polish=0.3")
-    assert "polish" not in MethodConfig().label()
     assert MethodConfig().polish == POLISH
     assert "polish" not in MethodConfig(surrogate="random", polish=0).label()
+
 
 def test_scalebo_replay_polish_reaches_the_record(tmp_path):
     out = tmp_path / "rec.json"
