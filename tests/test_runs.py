@@ -88,6 +88,30 @@ def test_file_formats_give_the_same_table(tmp_path, suffix):
     )
 
 
+@pytest.mark.parametrize("sep", [";", "\t", "|"])
+def test_a_csv_separated_otherwise_reads_as_the_same_table(tmp_path, sep):
+    path = tmp_path / "runs.csv"
+    _frame().to_csv(path, index=False, sep=sep)
+    table = load_runs(path, mapping=MAP)
+    reference = load_runs(_frame(), mapping=MAP)
+    pd.testing.assert_frame_equal(table.frame[["N", "D", "C", "loss", "lr"]],
+                                  reference.frame[["N", "D", "C", "loss", "lr"]])
+
+
+def test_a_semicolon_csv_with_decimal_commas_names_the_value(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("N;D;loss\n1e8;2e9;3,1\n2e8;4e9;2,9\n")
+    with pytest.raises(RunTableError, match=r"data rows 1, 2, column 'loss'.*got '3,1'"):
+        load_runs(path)
+
+
+def test_a_one_column_csv_is_not_reread(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("loss\n3.1\n2.9\n")
+    with pytest.raises(RunTableError, match=r"missing required column\(s\) \['N', 'D'\]"):
+        load_runs(path)
+
+
 def test_json_lines_in_a_json_file(tmp_path):
     path = tmp_path / "runs.json"
     _frame().to_json(path, orient="records", lines=True)

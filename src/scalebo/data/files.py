@@ -55,7 +55,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
     """Read a run table from disk, choosing the format by suffix.
 
     Supported: ``.csv``, ``.tsv``, ``.parquet`` / ``.pq``, ``.jsonl`` / ``.ndjson`` (JSON
-    lines) and ``.json`` (a list of records, or JSON lines).
+    lines) and ``.json`` (a list of records, or JSON lines). A ``.csv`` whose header is one
+    field holding ``;``, a tab or ``|`` (a spreadsheet's export in some locales) is read with
+    that separator instead of the comma; a decimal comma in its values is then reported by
+    the loader as a value that is not a number.
 
     Raises:
         RunTableError: missing file, unknown suffix, or a file the parser rejects.
@@ -73,7 +76,7 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise RunTableError(f"{path}: no such file.")
     try:
         if suffix == ".csv":
-            return pd.read_csv(path)
+            return _read_csv(path)
         if suffix == ".tsv":
             return pd.read_csv(path, sep="\t")
         if suffix in (".parquet", ".pq"):
@@ -86,3 +89,19 @@ def read_table(path: str | Path) -> pd.DataFrame:
             return pd.read_json(path, lines=True, dtype=False)
     except (ValueError, OSError, ImportError) as exc:
         raise RunTableError(f"{path}: could not be read as {suffix[1:]}: {exc}") from exc
+
+
+#: Separators a ``.csv`` may use instead of the comma, tried in this order.
+OTHER_SEPARATORS = (";", "\t", "|")
+
+
+def _read_csv(path: Path) -> pd.DataFrame:
+    """A comma-separated file, or one separated by :data:`OTHER_SEPARATORS` when the comma
+    leaves a single column whose name holds one of them."""
+    frame = pd.read_csv(path)
+    if frame.shape[1] == 1:
+        header = str(frame.columns[0])
+        for sep in OTHER_SEPARATORS:
+            if sep in header:
+                return pd.read_csv(path, sep=sep)
+    return frame
