@@ -98,10 +98,12 @@ def test_a_csv_separated_otherwise_reads_as_the_same_table(tmp_path, sep):
                                   reference.frame[["N", "D", "C", "loss", "lr"]])
 
 
-def test_a_semicolon_csv_with_decimal_commas_names_the_value(tmp_path):
+@pytest.mark.parametrize("rows, where", [("3,1\n2e8;4e9;2,9", "data rows 1, 2"),
+                                         ("3,1\n2e8;4e9;2.9", "data row 1")])
+def test_a_semicolon_csv_with_decimal_commas_names_the_value(tmp_path, rows, where):
     path = tmp_path / "runs.csv"
-    path.write_text("N;D;loss\n1e8;2e9;3,1\n2e8;4e9;2,9\n")
-    with pytest.raises(RunTableError, match=r"data rows 1, 2, column 'loss'.*got '3,1'"):
+    path.write_text(f"N;D;loss\n1e8;2e9;{rows}\n")
+    with pytest.raises(RunTableError, match=rf"{where}, column 'loss'.*got '3,1'"):
         load_runs(path)
 
 

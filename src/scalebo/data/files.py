@@ -55,9 +55,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
     """Read a run table from disk, choosing the format by suffix.
 
     Supported: ``.csv``, ``.tsv``, ``.parquet`` / ``.pq``, ``.jsonl`` / ``.ndjson`` (JSON
-    lines) and ``.json`` (a list of records, or JSON lines). A ``.csv`` whose header is one
-    field holding ``;``, a tab or ``|`` (a spreadsheet's export in some locales) is read with
-    that separator instead of the comma; a decimal comma in its values is then reported by
+    lines) and ``.json`` (a list of records, or JSON lines). A ``.csv`` whose header line has
+    no comma but ``;``, a tab or ``|`` (a spreadsheet's export in some locales) is read with
+    that separator; a decimal comma in its values is then reported by
     the loader as a value that is not a number.
 
     Raises:
@@ -96,12 +96,13 @@ OTHER_SEPARATORS = (";", "\t", "|")
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
-    """A comma-separated file, or one separated by :data:`OTHER_SEPARATORS` when the comma
-    leaves a single column whose name holds one of them."""
-    frame = pd.read_csv(path)
-    if frame.shape[1] == 1:
-        header = str(frame.columns[0])
+    """A comma-separated file, or one separated by :data:`OTHER_SEPARATORS` when its header
+    line has no comma but one of them (decided on the header, so that decimal commas in the
+    values cannot make the comma parse fail first)."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        header = fh.readline()
+    if "," not in header:
         for sep in OTHER_SEPARATORS:
             if sep in header:
                 return pd.read_csv(path, sep=sep)
-    return frame
+    return pd.read_csv(path)
