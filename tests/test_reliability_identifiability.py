@@ -69,6 +69,33 @@ def test_chinchilla_with_two_model_sizes_cannot_separate_e_from_the_n_term():
     assert fit_law(CHINCHILLA, X3, y3, starts=STARTS).success
 
 
+@pytest.mark.parametrize("b, shown", [(1.0, "D ∝ N^1 at every point"),
+                                      (0.8, "D ∝ N^0.8 at every point")])
+def test_chinchilla_on_a_diagonal_grid_is_not_identified(b, shown):
+    # D = c·N^b: B/D^β is a second power of N and the two terms can swap roles.
+    N = np.geomspace(5e7, 3e9, 8)
+    X = np.column_stack([N, 20 * 1e8 ** (1 - b) * N**b])
+    y = 1.69 + 406.4 / X[:, 0] ** 0.34 + 410.7 / X[:, 1] ** 0.28
+    fit = fit_law(CHINCHILLA, X, y, starts=STARTS)
+    assert fit.status is FitStatus.UNIDENTIFIED
+    assert shown in fit.message and "can trade roles" in fit.message
+    # the swap the message names: the same losses from other parameters
+    E, A, alpha, B, beta = 1.69, 406.4, 0.34, 410.7, 0.28
+    c = X[0, 1] / X[0, 0] ** b
+    A2, alpha2 = B * c**-beta, b * beta
+    B2, beta2 = A * c ** (alpha / b), alpha / b
+    np.testing.assert_allclose(E + A2 / X[:, 0] ** alpha2 + B2 / X[:, 1] ** beta2, y, rtol=1e-12)
+
+
+def test_two_token_counts_per_model_size_identify_chinchilla():
+    N = np.repeat(np.geomspace(5e7, 3e9, 6), 2)
+    D = N * np.tile([20.0, 80.0], 6)
+    assert identification_problem(CHINCHILLA, np.column_stack([N, D])) == ""
+    # ... unless the weights leave only one of them per size
+    w = np.tile([1.0, 0.0], 6)
+    assert "D ∝ N^1" in identification_problem(CHINCHILLA, np.column_stack([N, D]), w)
+
+
 def test_rows_of_zero_weight_are_not_distinct_points():
     C = np.array([1e18, 1e19, 1e20, 1e21, 1e21, 1e21])
     w = np.array([0.0, 0.0, 1.0, 1.0, 2.0, 1.0])

@@ -6,14 +6,18 @@ are recorded there, and ``L(C) = E + A·C^−α`` (``p = 3``) then has a whole c
 optima. The optimizer still stops ("converged"), so the fit must say that the law cannot be
 identified instead (:attr:`scalebo.fitting.robust.FitStatus.UNIDENTIFIED`).
 
-Two necessary conditions are checked (neither is sufficient in general):
+Three necessary conditions are checked (none is sufficient in general):
 
 1. the number of distinct rows of ``X`` (among rows of positive weight) is at least
    ``law.n_params``;
 2. for a sum of power laws (:class:`~scalebo.laws.PowerLawSum`) whose terms are in different
    variables, every term's variable takes at least 3 distinct values: with two values the
    term ``A·X^−α`` and the constant ``E`` can trade a constant (``E + c``, ``A·X^−α − c`` fit
-   equally well), with one value the term is a constant.
+   equally well), with one value the term is a constant;
+3. for such a sum, the logs of its variables are not affinely dependent over the points:
+   runs all at ``D = c·N^b`` (a "diagonal" grid, e.g. 20 tokens per parameter) make
+   ``B/D^β = (B·c^−β)/N^(bβ)`` a second power of ``N``, and the two terms can swap roles
+   (``N``'s term with exponent ``bβ``, ``D``'s with ``α/b``) with the same fit.
 
 Notation: ``X`` is ``(n, k)`` inputs in natural units, columns ``law.variables``.
 """
@@ -27,8 +31,8 @@ import numpy as np
 
 from scalebo.laws import Law, PowerLawSum, as_inputs
 
-__all__ = ["MIN_VALUES_PER_TERM", "distinct_points", "exact_fit_note", "identification_problem",
-           "with_exact_fit_note"]
+__all__ = ["LOG_DEPENDENCE_TOL", "MIN_VALUES_PER_TERM", "distinct_points", "exact_fit_note",
+           "identification_problem", "with_exact_fit_note"]
 
 #: Distinct values a power term's variable needs beside the constant E (see module docstring).
 MIN_VALUES_PER_TERM = 3
@@ -75,7 +79,35 @@ def identification_problem(law: Law, X: np.ndarray, weights: np.ndarray | None =
                             f"{term.variable}; its term {term.coef}·{term.variable}^-"
                             f"{term.exponent} needs {MIN_VALUES_PER_TERM} to be told apart "
                             "from the constant E")
+            return _log_dependence(law, X)
     return ""
+
+
+#: Relative size of the smallest singular value of the centred log inputs under which the
+#: variables count as affinely dependent in log space (exact diagonals give ~1e-16).
+LOG_DEPENDENCE_TOL = 1e-9
+
+
+def _log_dependence(law: Law, X: np.ndarray) -> str:
+    """Why the logs of ``X``'s columns (distinct, positive rows) are affinely dependent, or
+    ``""`` (condition 3 of the module docstring)."""
+    pts = np.unique(X, axis=0)
+    if not np.all(pts > 0):
+        return ""
+    logs = np.log(pts)
+    centred = logs - logs.mean(axis=0)
+    sv = np.linalg.svd(centred, compute_uv=False)
+    if sv[0] == 0 or sv[-1] > LOG_DEPENDENCE_TOL * sv[0]:
+        return ""
+    names = law.variables
+    if len(names) == 2:
+        slope = float(np.polyfit(logs[:, 0], logs[:, 1], 1)[0])
+        relation = f"{names[1]} ∝ {names[0]}^{slope:.3g} at every point"
+    else:
+        relation = f"log {', log '.join(names)} are affinely dependent over the points"
+    return (f"{pts.shape[0]} distinct ({', '.join(names)}) points, but {relation}: the terms "
+            f"in {' and '.join(names)} can trade roles with the same fit (runs at a fixed "
+            "number of tokens per parameter, or any D = c·N^b, cannot separate them)")
 
 
 def exact_fit_note(law: Law, X: np.ndarray, weights: np.ndarray | None = None) -> str:
