@@ -66,7 +66,8 @@ def identification_problem(law: Law, X: np.ndarray, weights: np.ndarray | None =
     if weights is not None:
         X = X[np.asarray(weights, dtype=np.float64).ravel() > 0]
     n, p = X.shape[0], law.n_params
-    k = distinct_points(X)
+    pts = np.unique(X, axis=0) if n else X  # distinct rows, as distinct_points counts them
+    k = pts.shape[0]
     if k < p:
         return (f"{n} run{'' if n == 1 else 's'} but only {k} distinct "
                 f"{_points_name(law, k)}; the law has {p} parameters")
@@ -79,7 +80,7 @@ def identification_problem(law: Law, X: np.ndarray, weights: np.ndarray | None =
                             f"{term.variable}; its term {term.coef}·{term.variable}^-"
                             f"{term.exponent} needs {MIN_VALUES_PER_TERM} to be told apart "
                             "from the constant E")
-            return _log_dependence(law, X)
+            return _log_dependence(law, pts)
     return ""
 
 
@@ -88,10 +89,9 @@ def identification_problem(law: Law, X: np.ndarray, weights: np.ndarray | None =
 LOG_DEPENDENCE_TOL = 1e-9
 
 
-def _log_dependence(law: Law, X: np.ndarray) -> str:
-    """Why the logs of ``X``'s columns (distinct, positive rows) are affinely dependent, or
-    ``""`` (condition 3 of the module docstring)."""
-    pts = np.unique(X, axis=0)
+def _log_dependence(law: Law, pts: np.ndarray) -> str:
+    """Why the logs of the columns of ``pts`` (the distinct input rows) are affinely
+    dependent, or ``""`` (condition 3 of the module docstring; non-positive inputs: ``""``)."""
     if not np.all(pts > 0):
         return ""
     logs = np.log(pts)
