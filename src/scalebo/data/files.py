@@ -57,8 +57,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     Supported: ``.csv``, ``.tsv``, ``.parquet`` / ``.pq``, ``.jsonl`` / ``.ndjson`` (JSON
     lines) and ``.json`` (a list of records, or JSON lines). A ``.csv`` whose header line has
     no comma but ``;``, a tab or ``|`` (a spreadsheet's export in some locales) is read with
-    that separator; a decimal comma in its values is then reported by
-    the loader as a value that is not a number.
+    that separator; a decimal comma in its values is then reported by the loader as a value
+    that is not a number.
 
     Raises:
         RunTableError: missing file, unknown suffix, or a file the parser rejects.
