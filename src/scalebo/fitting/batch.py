@@ -5,10 +5,10 @@ tables: the inputs ``X`` (n, k) are the same rows for every table (grid cells, o
 of every table's envelope rows), only the targets ``y`` (S, n) and the 0/1 weights ``w``
 (S, n) that say which rows a table uses differ. :func:`fit_batch` gives every data set its
 own block of starts and optimizes all blocks at once with
-:func:`scalebo.fitting.optim.minimize_batched` — the same two phases as
-:func:`scalebo.fitting.robust.run_starts`
-(screening at SciPy's default tolerances, then polishing each data set's ``n_polish`` best
-starts) — and picks each data set's estimate with
+:func:`scalebo.fitting.optim.minimize_batched` — the same phases as
+:func:`scalebo.fitting.robust.run_starts` (screening at SciPy's default tolerances, polishing
+each data set's ``n_polish`` best starts, then continuing those still descending below the
+data set's best converged start) — and picks each data set's estimate with
 :func:`scalebo.fitting.robust.summarize_starts`, so
 every data set's outcome is the one :func:`scalebo.fitting.robust.fit_law` gives on it with the same
 starts (up to floating-point rounding of the batched sums). A row of weight 0 contributes
@@ -28,8 +28,9 @@ import numpy as np
 
 from scalebo.errors import FitError
 from scalebo.fitting.identifiability import identification_problem
-from scalebo.fitting.optim import BatchedResult, minimize_batched, with_polish
+from scalebo.fitting.optim import BatchedResult, continue_slow, minimize_batched, with_polish
 from scalebo.fitting.robust import (
+    CONTINUE_FACTOR,
     DEFAULT_HUBER_DELTA,
     N_POLISH,
     POLISH_TOL,
@@ -186,7 +187,8 @@ def fit_batch(
 
 def _polish(law: Law, fg, res: BatchedResult, owner: np.ndarray, n_starts: int,
             n_polish: int | None, max_iter: int) -> BatchedResult:
-    """Continue each data set's ``n_polish`` best finite starts to tight tolerances."""
+    """Continue each data set's ``n_polish`` best finite starts to tight tolerances, and its
+    slow ones further (:func:`~scalebo.fitting.optim.continue_slow`)."""
     fun = np.where(np.isfinite(res.fun), res.fun, np.inf).reshape(-1, n_starts)
     order = np.argsort(fun, axis=1, kind="stable")
     if n_polish is not None:
@@ -197,4 +199,6 @@ def _polish(law: Law, fg, res: BatchedResult, owner: np.ndarray, n_starts: int,
         return res
     pol = minimize_batched(lambda t, rows: fg(t, owner[chosen[rows]]), res.x[chosen],
                            law.lower, law.upper, max_iter=max_iter, **POLISH_TOL)
-    return with_polish(res, chosen, pol)
+    return continue_slow(lambda t, rows: fg(t, owner[rows]), with_polish(res, chosen, pol),
+                         owner, law.lower, law.upper, max_iter=CONTINUE_FACTOR * max_iter,
+                         **POLISH_TOL)

@@ -192,7 +192,8 @@ def bootstrap_fit(
     weights = np.repeat(counts, k, axis=0)
     delta = fit.huber_delta if huber_delta is None else huber_delta
     res = run_starts(law, X, y, starts, huber_delta=delta or DEFAULT_HUBER_DELTA,
-                     sample_weight=weights, n_polish=None)
+                     sample_weight=weights, n_polish=None,
+                     groups=np.repeat(np.arange(n_resamples), k))
     fun = res.fun.reshape(n_resamples, k)
     ok = (res.status == StartStatus.CONVERGED).reshape(n_resamples, k) & np.isfinite(fun)
     fun = np.where(ok, fun, np.inf)

@@ -181,7 +181,8 @@ def bootstrap_formula(
     if residuals == "log":
         log_y = np.log(y)
         res = run_starts(law, X, y, starts, huber_delta=delta, sample_weight=weights,
-                         max_iter=max_iter, n_polish=None)
+                         max_iter=max_iter, n_polish=None,
+                         groups=np.repeat(np.arange(n_resamples), k))
     else:
         res = _natural_batch(law, Z, y, starts, weights, delta, max_iter)
     xs, good, unidentified = np.empty((n_resamples, law.n_params)), [], 0
