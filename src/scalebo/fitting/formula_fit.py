@@ -62,6 +62,7 @@ from scalebo.fitting.optim import (
     StartStatus,
     minimize_batched,
     projected_gradient,
+    slow_starts,
     with_polish,
 )
 from scalebo.fitting.robust import (
@@ -187,10 +188,7 @@ def _run_natural(law: FormulaLaw, Z: np.ndarray, y: np.ndarray, starts: np.ndarr
         raw = minimize_lm_batched(rj, starts, law.lower, law.upper, max_iter=lm_iter)
         res = _keep_better(res, np.arange(starts.shape[0]), raw)
         # the few unconverged starts below every converged one continue (a slow valley)
-        conv = res.status == StartStatus.CONVERGED
-        bar = np.min(res.fun[conv]) if conv.any() else np.inf
-        slow = np.flatnonzero(~conv & np.isfinite(res.fun) & (res.fun < bar))
-        slow = slow[np.argsort(res.fun[slow], kind="stable")[:LM_CONTINUE]]
+        slow = slow_starts(res, np.zeros(len(res.fun), dtype=int), LM_CONTINUE)
         if slow.size and max_iter > lm_iter:
             more = minimize_lm_batched(rj, res.x[slow], law.lower, law.upper,
                                        max_iter=min(max_iter, LM_CONTINUE_ITER) - lm_iter)

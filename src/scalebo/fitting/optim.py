@@ -278,33 +278,39 @@ def with_polish(res: BatchedResult, chosen: np.ndarray, pol: BatchedResult, *,
                          pgnorm=pgnorm, polished=polished)
 
 
-def continue_slow(fun_grad: FunGrad, res: BatchedResult, groups: np.ndarray,
-                  lower: np.ndarray, upper: np.ndarray, *, max_iter: int,
-                  n_per_group: int = 2, **tol) -> BatchedResult:
-    """Continue the starts that ran out of iterations below every converged start of their
-    data set, for up to ``max_iter`` more iterations (``tol`` as for
-    :func:`minimize_batched`); returns ``res`` with them replaced (:func:`with_polish`).
+def slow_starts(res: BatchedResult, groups: np.ndarray, n_per_group: int) -> np.ndarray:
+    """The starts that did not converge yet sit below every converged start of their data set
+    (or in a data set with none), at most the ``n_per_group`` lowest of each data set: sorted
+    indices. ``groups`` (S,) gives each start's data set (a fit, a bootstrap replicate).
 
-    ``groups`` (S,) gives each start's data set (a fit, a bootstrap replicate). A start
-    that is still descending when the limit stops it, below the data set's best converged
-    start (or in a data set with none), is crawling along a slow, curved valley — such as
-    ``E → 0`` with a vanishing exponent while ``A`` absorbs the constant — whose floor is
-    the data set's best fit; stopping it there would report a worse optimum, or none. Only
-    the ``n_per_group`` lowest such starts of each data set continue, so the cost is that of
-    the few slow starts, not of the batch.
+    Such a start was still descending when its iteration limit stopped it — crawling along a
+    slow, curved valley such as ``E → 0`` with a vanishing exponent while ``A`` absorbs the
+    constant — whose floor is the data set's best fit; stopping it there would report a worse
+    optimum, or none.
     """
     groups = np.asarray(groups)
     fun = np.where(np.isfinite(res.fun), res.fun, np.inf)
     conv = res.status == StartStatus.CONVERGED
     bar = np.full(int(groups.max(initial=-1)) + 1, np.inf)
     np.minimum.at(bar, groups[conv], fun[conv])
-    slow = np.flatnonzero((res.status == StartStatus.MAX_ITER) & (fun < bar[groups]))
-    if slow.size == 0 or max_iter < 1:
-        return res
+    slow = np.flatnonzero(~conv & (fun < bar[groups]))
     slow = slow[np.lexsort((fun[slow], groups[slow]))]  # by data set, lowest first
     first = np.r_[True, groups[slow][1:] != groups[slow][:-1]]
     start_of = np.maximum.accumulate(np.where(first, np.arange(slow.size), 0))
-    chosen = np.sort(slow[np.arange(slow.size) - start_of < n_per_group])
+    return np.sort(slow[np.arange(slow.size) - start_of < n_per_group])
+
+
+def continue_slow(fun_grad: FunGrad, res: BatchedResult, groups: np.ndarray,
+                  lower: np.ndarray, upper: np.ndarray, *, max_iter: int,
+                  n_per_group: int = 2, **tol) -> BatchedResult:
+    """Continue the :func:`slow_starts` of each data set (``groups``) for up to ``max_iter``
+    more iterations (``tol`` as for :func:`minimize_batched`); returns ``res`` with them
+    replaced (:func:`with_polish`). Only the ``n_per_group`` lowest of each data set continue,
+    so the cost is that of the few slow starts, not of the batch.
+    """
+    chosen = slow_starts(res, groups, n_per_group)
+    if chosen.size == 0 or max_iter < 1:
+        return res
     more = minimize_batched(lambda t, rows: fun_grad(t, chosen[rows]), res.x[chosen],
                             lower, upper, max_iter=max_iter, **tol)
     return with_polish(res, chosen, more)
