@@ -203,6 +203,7 @@ def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
     specs = {c["dataset"]["name"]: (c["dataset"]["source"], c["dataset"].get("options") or {})
              for c in (r["cell"] for r in scan_records(records_dir)[0] if r["status"] == "ok")
              if c["dataset"]["name"] in names}
+    specs = dict(sorted(specs.items()))  # the report's order, not the record files' order
     orc = oracle_summary(specs, sorted(frame["budget"].unique()), data_dir=data_dir,
                          laws=(law,))
     text = (f"Rows `{ORACLE_LABELS['envelope']}` / `{ORACLE_LABELS['cells']}` (floor "
