@@ -211,3 +211,32 @@ def test_shared_point_fits_give_the_same_metrics_and_bootstrap(problem):
     m = evaluate(problem, two, budget=0.01,
                  observed_fits=point_fits(problem, observed_table(problem, two)))
     assert not m.observed["compute"].ok and m.observed["compute"].status == "failed"
+
+
+def test_bootstrap_summary_says_why_replicates_are_missing(problem):
+    """On 7 Chinchilla cells most resamples draw too few distinct cells to identify the law
+    (5 distinct (N, D) points and 3 distinct N and D values are needed): the summary counts
+    them as unidentified, exactly as many as an independent count over the same seeded
+    multinomial draws, and its parts add up to ``n_failed``."""
+    from scalebo.bench.intervals import bootstrap_summary
+    from scalebo.bench.metrics import _points, observed_table
+
+    cfg = problem.grid.configs
+    Ns, Ds = np.sort(cfg["N"].unique()), np.sort(cfg["D"].unique())
+    cells = [(0, 0), (0, 1), (1, 0), (1, 1), (2, 2), (1, 2), (2, 1)]
+    chosen = np.any([(cfg["N"].to_numpy() == Ns[i]) & (cfg["D"].to_numpy() == Ds[j])
+                     for i, j in cells], axis=0)
+    table = observed_table(problem, np.flatnonzero(chosen & ~problem.grid.held_out))
+    X, _ = _points("chinchilla", table)
+    assert X.shape == (7, 2)
+    out = bootstrap_summary(problem, "chinchilla", table, n_resamples=200, seed=1)
+
+    counts = np.random.default_rng(1).multinomial(7, np.full(7, 1 / 7), size=200)
+    drawn = [X[c > 0] for c in counts]
+    expected = sum(len(d) < 5 or len(np.unique(d[:, 0])) < 3 or len(np.unique(d[:, 1])) < 3
+                   for d in drawn)
+    assert 50 < expected < 200
+    assert out["n_unidentified"] == expected
+    assert out["n_failed"] == out["n_unidentified"] + out["n_unconverged"] \
+        + out["n_no_prediction"]
+    assert out["predicted_loss"] is not None and out["samples"] == 200

@@ -105,7 +105,12 @@ def bootstrap_summary(problem: ReplayProblem, law: str, table: pd.DataFrame, *,
             values.append(predict_compute(law, _with_x(fit, x), np.asarray(EXTRAPOLATION_C)))
         except FitError:  # a replicate without a compute-optimal path
             continue
-    out: dict = {"samples": int(n_resamples), "n_failed": int(n_resamples - len(values))}
+    # why replicates are missing: resamples that cannot identify the law, identified ones
+    # without a converged start, and fits without a compute-optimal path (the rest)
+    out: dict = {"samples": int(n_resamples), "n_failed": int(n_resamples - len(values)),
+                 "n_unidentified": int(boot.n_unidentified),
+                 "n_unconverged": int(boot.n_failed - boot.n_unidentified),
+                 "n_no_prediction": int(len(boot.samples) - len(values))}
     if not values:
         out["predicted_loss"] = None
         out["message"] = "no bootstrap replicate has a prediction"
