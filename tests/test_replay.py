@@ -267,6 +267,37 @@ def test_gp_restart_settings_reach_the_search_gp(problem):
         MethodConfig(gp_restart_below=-1)
 
 
+def test_refit_interval_grows_with_the_runs_from_a_threshold(problem):
+    """Below ``refit_growth_from`` runs the search GP refits every ``refit_every`` asks;
+    from there on every ``ceil(refit_growth × n)`` asks (hand-computed), conditioned on the
+    new runs in between: in a replay each hyperparameter fit comes exactly that many runs
+    after the previous one."""
+    from scalebo.bench.replay import _innermost, _make_loop, _step
+
+    default = MethodConfig()
+    assert (default.refit_growth, default.refit_growth_from) == (0.05, 128)
+    assert [default.refit_interval(n) for n in (0, 127, 128, 140, 141, 400)] == [1, 1, 7, 7, 8, 20]
+    assert MethodConfig(refit_every=5).refit_interval(20) == 5
+    assert MethodConfig(refit_every=5, refit_growth_from=0).refit_interval(400) == 20
+    assert MethodConfig(refit_growth=0.0).refit_interval(400) == 1
+    with pytest.raises(ValueError, match="refit_growth_from >= 0"):
+        MethodConfig(refit_growth_from=-1)
+
+    method = FAST.with_(refit_every=1, refit_growth=0.25, refit_growth_from=12,
+                        posterior_samples=0, anchor=0.0, polish=0.0)
+    loop = _make_loop(problem, method, 0.3, 0)
+    fitted_at, last = [], None
+    while _step(loop, problem, method):
+        fit = getattr(getattr(_innermost(loop.surrogate), "gp_", None), "fit_result_", None)
+        if fit is not None and fit is not last:  # fitted in this ask, on the runs before it
+            fitted_at.append(loop.observed_indices.size - 1)
+            last = fit
+    gaps = [(b - a, method.refit_interval(b))
+            for a, b in zip(fitted_at[:-1], fitted_at[1:], strict=True)]
+    assert fitted_at[-1] > 40 and sum(g > 1 for g, _ in gaps) >= 4
+    assert all(gap == expected for gap, expected in gaps), (fitted_at, gaps)
+
+
 @pytest.mark.parametrize(("settings", "path"), [
     ({"anchor": 0.7}, "fork"), ({"anchor": 0.0, "polish": 0.0}, "recording"),
     ({"schedule": "sweep"}, "separate")])

@@ -170,7 +170,7 @@ def _make_loop(problem: ReplayProblem, method: MethodConfig, budget: float, seed
 
 def _step(loop: SearchLoop, problem: ReplayProblem, method: MethodConfig) -> list[int]:
     n_obs = loop.observed_indices.size
-    loop.refit_every = max(method.refit_every, int(np.ceil(method.refit_growth * n_obs)))
+    loop.refit_every = method.refit_interval(n_obs)
     picks = loop.ask(method.q)
     if picks:
         loop.tell(picks, problem.loss[picks])
@@ -376,7 +376,7 @@ def _run_recording(problem: ReplayProblem, method: MethodConfig, budgets: list[f
             if free.any() and method.q * grid.cost[free].max() > room:
                 snapshot = _copy(loop)
         n_obs = loop.observed_indices.size
-        loop.refit_every = max(method.refit_every, int(np.ceil(method.refit_growth * n_obs)))
+        loop.refit_every = method.refit_interval(n_obs)
         picks = loop.ask(method.q)
         if not picks:
             break
