@@ -5,7 +5,8 @@ import pytest
 
 from scalebo.errors import FitError
 from scalebo.fitting.batch import fit_batch
-from scalebo.fitting.robust import _log_targets, fit_law, make_objective
+from scalebo.fitting.huber import log_targets
+from scalebo.fitting.robust import fit_law, make_objective
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
 
 
@@ -110,7 +111,7 @@ def test_make_objective_accepts_per_start_log_targets():
     fg = make_objective(CHINCHILLA, Z, log_y, 1e-3)
     f, g = fg(theta, owner)
     for i, s in enumerate(owner):
-        fs, gs = make_objective(CHINCHILLA, Z, _log_targets(y[s]), 1e-3)(theta[i:i + 1],
+        fs, gs = make_objective(CHINCHILLA, Z, log_targets(y[s]), 1e-3)(theta[i:i + 1],
                                                                           np.arange(1))
         np.testing.assert_allclose(f[i], fs[0], rtol=1e-12)
         np.testing.assert_allclose(g[i], gs[0], rtol=1e-10, atol=1e-14)

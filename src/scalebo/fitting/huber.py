@@ -12,7 +12,7 @@ import numpy as np
 from scalebo.fitting.defaults import DEFAULT_HUBER_DELTA
 from scalebo.laws import Law, as_inputs
 
-__all__ = ["BLOCK_ELEMENTS", "huber", "huber_grad", "make_objective", "objective"]
+__all__ = ["BLOCK_ELEMENTS", "huber", "huber_grad", "log_targets", "make_objective", "objective"]
 
 
 def huber(r: np.ndarray, delta: float) -> np.ndarray:
@@ -42,12 +42,14 @@ def objective(
     theta = np.asarray(theta, dtype=np.float64)
     thetas = np.atleast_2d(theta)
     Z = law.prepare(as_inputs(X, len(law.variables)))
-    fun_grad = make_objective(law, Z, _log_targets(y), huber_delta, sample_weight)
+    fun_grad = make_objective(law, Z, log_targets(y), huber_delta, sample_weight)
     out = fun_grad(thetas, np.arange(thetas.shape[0]))[0]
     return out[0] if theta.ndim == 1 else out
 
 
-def _log_targets(y: np.ndarray) -> np.ndarray:
+def log_targets(y: np.ndarray) -> np.ndarray:
+    """``log y`` (n,) of positive, finite targets (e.g. losses in nats); raises ValueError
+    naming the first offending rows (0-based) otherwise."""
     y = np.asarray(y, dtype=np.float64).ravel()
     if np.any(~(y > 0)) or np.any(~np.isfinite(y)):
         bad = np.flatnonzero(~(y > 0) | ~np.isfinite(y))

@@ -27,9 +27,9 @@ from scalebo.errors import FitError
 from scalebo.fitting.defaults import DEFAULT_HUBER_DELTA
 from scalebo.fitting.huber import (
     BLOCK_ELEMENTS,
-    _log_targets,
     huber,
     huber_grad,
+    log_targets,
     make_objective,
     objective,
 )
@@ -176,7 +176,7 @@ def run_starts(
     (a bootstrap replicate); default one for all, or one per start with per-start weights.
     """
     Z = law.prepare(as_inputs(X, len(law.variables)))
-    log_y = _log_targets(y)
+    log_y = log_targets(y)
     fg = make_objective(law, Z, log_y, huber_delta, sample_weight)
     res = minimize_batched(fg, starts, law.lower, law.upper, max_iter=max_iter, **SCREEN_TOL)
     finite = np.flatnonzero(np.isfinite(res.fun))
