@@ -64,3 +64,40 @@ def test_bad_rho():
     draws, mean, cells = _independent(S=5)
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         couple_cells(draws, mean, cells, np.arange(7), 1.5)
+
+
+def test_method_and_replay_command_take_the_coupling(capsys):
+    """``MethodConfig.posterior_coupling`` (default CELL_COUPLING; another value is named in
+    the label) and ``scalebo replay --posterior-coupling RHO``; a share outside [0, 1] is
+    refused with what is expected."""
+    from scalebo.bench.method import MethodConfig
+    from scalebo.cli.main import build_parser
+    from scalebo.search.law_samples import CELL_COUPLING
+
+    assert MethodConfig().posterior_coupling == CELL_COUPLING
+    assert "coupling" not in MethodConfig().label()
+    assert MethodConfig(posterior_coupling=0.0).label().endswith(" coupling=0")
+    with pytest.raises(ValueError, match="posterior_coupling"):
+        MethodConfig(posterior_coupling=1.5)
+    parser = build_parser()
+    base = ["replay", "--dataset", "x.csv"]
+    assert parser.parse_args(base).posterior_coupling is None
+    assert parser.parse_args([*base, "--posterior-coupling", "0"]).posterior_coupling == 0.0
+    for bad in ("-0.1", "1.2", "some"):
+        with pytest.raises(SystemExit):
+            parser.parse_args([*base, "--posterior-coupling", bad])
+        assert "expected a share" in capsys.readouterr().err
+
+
+def test_replay_posterior_reads_the_method_coupling(small_problem):
+    """The coupling moves the law posterior's intervals and nothing the search does."""
+    from scalebo.bench.replay import MethodConfig, replay
+
+    fast = MethodConfig(fantasize=False, refit_every=5, posterior_samples=16)
+    a = replay(small_problem, fast, 0.1, seed=2)
+    b = replay(small_problem, fast.with_(posterior_coupling=0.0), 0.1, seed=2)
+    assert [t.index for t in a.trace] == [t.index for t in b.trace]
+    qa = a.at(0.1).law_posterior["compute"]["predicted_loss"]["1e+25"]
+    qb = b.at(0.1).law_posterior["compute"]["predicted_loss"]["1e+25"]
+    assert qa["q50"] != qb["q50"] and qa["q90"] != qb["q90"]
+    assert b.to_dict()["method"]["posterior_coupling"] == 0.0

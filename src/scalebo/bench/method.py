@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, replace
 
 from scalebo.search.acquisition import INCUMBENTS
 from scalebo.search.law_posterior import ESTIMANDS
+from scalebo.search.law_samples import CELL_COUPLING
 from scalebo.search.models.trend import TREND_FORMS
 from scalebo.search.polish import POLISH
 
@@ -177,6 +178,12 @@ class MethodConfig:
             discrepancy (``law_posterior(..., discrepancy=)``: ``τ`` in one-step loss gaps,
             :mod:`scalebo.search.posterior_discrepancy`; 1.5 measured); 0: none. Only the
             intervals move.
+        posterior_coupling: Share ρ of their sampled deviation that an (N, D) cell's
+            untried configurations hold in common in the law posterior
+            (:func:`~scalebo.search.law_samples.couple_cells`; default
+            :data:`~scalebo.search.law_samples.CELL_COUPLING` since 0.4.4, measured in
+            docs/reproduction.md; 0: the GP's joint draws as they are, as before 0.4.4, the
+            label then says ``coupling=0``). Only the intervals move.
         extrapolation_guard: The fill-in and the law posterior leave out an unobserved
             configuration whose posterior std exceeds this many times that of its cell's
             most certain one (:func:`~scalebo.search.fantasize.extrapolated`; default 5
@@ -219,6 +226,7 @@ class MethodConfig:
     anchor: float = 0.7
     polish: float = POLISH
     posterior_discrepancy: float = 0.0
+    posterior_coupling: float = CELL_COUPLING
     extrapolation_guard: float = 5.0
     bootstrap_samples: int = 0
     cost_model: str = "independent"
@@ -244,6 +252,9 @@ class MethodConfig:
         if not (self.extrapolation_guard == 0 or 1 <= self.extrapolation_guard):
             raise ValueError("MethodConfig.extrapolation_guard must be 0 (off) or >= 1, got "
                              f"{self.extrapolation_guard}")
+        if not 0 <= self.posterior_coupling <= 1:
+            raise ValueError("MethodConfig.posterior_coupling must be a share in [0, 1], got "
+                             f"{self.posterior_coupling}")
         for name in ("anchor", "polish"):
             if not 0 <= getattr(self, name) < 1:
                 raise ValueError(f"MethodConfig.{name} must be a share of the budget in "
@@ -301,6 +312,8 @@ class MethodConfig:
             cost += f" posterior={self.posterior_estimand}"
         if self.posterior_discrepancy:
             cost += f" discrepancy={self.posterior_discrepancy:g}"
+        if self.posterior_coupling != CELL_COUPLING:
+            cost += f" coupling={self.posterior_coupling:g}"
         if self.posterior_scope != "grid":
             cost += f" posterior_scope={self.posterior_scope}"
         if not self.shift_optimum and self.surrogate in ("gp", "random"):  # the GPs

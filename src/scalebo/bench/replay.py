@@ -271,6 +271,7 @@ def _posterior(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, s
                              scope=scope, cap=cap, n_samples=method.posterior_samples,
                              targets=EXTRAPOLATION_C, include_noise=method.posterior_noise,
                              discrepancy=method.posterior_discrepancy,
+                             cell_coupling=method.posterior_coupling,
                              estimand=method.posterior_estimand, rng=seed,
                              max_std_ratio=method.max_std_ratio)
     except (SearchError, ValueError, np.linalg.LinAlgError) as exc:

@@ -105,6 +105,7 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
                              laws=(law,), scope=scope, cap=cap, n_samples=n_samples,
                              targets=(target,), include_noise=method.posterior_noise,
                              discrepancy=method.posterior_discrepancy,
+                             cell_coupling=method.posterior_coupling,
                              estimand=method.posterior_estimand, rng=seed,
                              max_std_ratio=method.max_std_ratio,
                              keep_samples=method.posterior_estimand == "noise_free")[law]
@@ -120,8 +121,8 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
             ratio = noise_floor(grid, idx, problem.loss[idx],
                                 method_surrogate(method, problem, seed, fantasy=True),
                                 targets=(target,), n_samples=n_samples, rng=seed,
-                                prepared=None if method.posterior_discrepancy else post
-                                ).ratio[0]
+                                prepared=None if method.posterior_discrepancy else post,
+                                cell_coupling=method.posterior_coupling).ratio[0]
         except (SearchError, ValueError, np.linalg.LinAlgError):
             ratio = None
     ref = reference_losses(problem, law)

@@ -79,6 +79,13 @@ def polish_share(text: str) -> float:
                           "a share of the budget in [0, 1) (0: no polish)")
 
 
+def coupling_share(text: str) -> float:
+    """argparse type: the law posterior's cell coupling ρ, in [0, 1] (0: none)."""
+    return _checked_float(text, lambda v: 0 <= v <= 1,
+                          "a share such as 0.85 (0: independent draws)",
+                          "a share in [0, 1] (0: independent draws)")
+
+
 def int_at_least(minimum: int) -> Callable[[str], int]:
     """argparse type factory: an integer ``>= minimum``, e.g. ``type=int_at_least(1)`` for a
     batch size, ``int_at_least(0)`` for a count where 0 means none. A float or a smaller value

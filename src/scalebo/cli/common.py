@@ -28,6 +28,7 @@ from scalebo.cli.arg_types import (  # noqa: F401 - the commands import them fro
     MIN_RESAMPLES,
     TOLERANCE_WARN,
     anchor_share,
+    coupling_share,
     fraction,
     fractions,
     guard_ratio,

@@ -16,6 +16,7 @@ from scalebo.cli.common import (
     anchor_share,
     budget_bar,
     check_outputs,
+    coupling_share,
     format_table,
     fraction,
     fractions,
@@ -66,6 +67,7 @@ _METHOD_OPTIONS = {"strategy": "strategy", "schedule": "schedule", "surrogate": 
                    "posterior_samples": "posterior_samples",
                    "posterior_estimand": "posterior_estimand",
                    "posterior_scope": "posterior_scope",
+                   "posterior_coupling": "posterior_coupling",
                    "bootstrap_samples": "bootstrap_samples", "cost_model": "cost_model",
                    "cooldown": "cooldown", "shift_optimum": "shift_optimum",
                    "anchor": "anchor", "polish": "polish",
@@ -155,6 +157,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="which untrained configurations the law posterior samples: every "
                             "acquirable one (default grid), or only the fill-in's scope "
                             "(--scope; the default until 0.3.2)")
+    group.add_argument("--posterior-coupling", type=coupling_share, metavar="RHO",
+                       help="share of their sampled deviation that an (N, D) cell's untried "
+                            "configurations hold in common in the law posterior (default "
+                            "0.85 since 0.4.4; 0: independent GP draws, as before)")
     group.add_argument("--posterior-estimand", choices=("reference", "noise_free"),
                        help="what the law posterior is about: the law of the whole grid's "
                             "recorded runs, which the replay scores against (default "

@@ -51,7 +51,7 @@ import numpy as np
 from scalebo.errors import SearchError
 from scalebo.search.grid import Grid
 from scalebo.search.law_posterior import LawPosterior, _one_law
-from scalebo.search.law_samples import draw_with_model
+from scalebo.search.law_samples import CELL_COUPLING, draw_with_model
 from scalebo.search.target import stein_weights
 from scalebo.search.target_draws import recorded_cov, wrapped
 
@@ -121,8 +121,8 @@ def _reusable(grid: Grid, post: LawPosterior | None) -> bool:
 def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surrogate: Any, *,
                 targets: Sequence[float] = (1e25,), n_samples: int = 64, n_starts: int = 8,
                 rng: np.random.Generator | int | None = None,
-                exclude: Sequence[int] = (), prepared: LawPosterior | None = None
-                ) -> NoiseFloor:
+                exclude: Sequence[int] = (), prepared: LawPosterior | None = None,
+                cell_coupling: float = CELL_COUPLING) -> NoiseFloor:
     """The noise-floor ratio of the compute law at each target (see the module docstring).
 
     Args:
@@ -140,6 +140,8 @@ def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surroga
             and ``keep_samples=True``: its draws, fits and fitted surrogate are reused
             (what ``scalebo status`` does); ignored,
             and everything drawn anew, when it is not such a posterior.
+        cell_coupling: ρ of :func:`~scalebo.search.law_samples.couple_cells` for draws made
+            here (a ``prepared`` posterior keeps its own).
 
     Raises:
         SearchError: bad observations; ValueError: a target that is not a positive FLOP count.
@@ -154,7 +156,7 @@ def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surroga
     post = prepared if _reusable(grid, prepared) else None
     d = post.samples if post is not None else draw_with_model(
         grid, observed_idx, y_obs, surrogate, "grid", None, n_samples, False,
-        np.random.default_rng(rng), "noise_free")
+        np.random.default_rng(rng), "noise_free", cell_coupling=cell_coupling)
     never = np.concatenate([np.asarray(observed_idx, dtype=np.int64).ravel(),
                             np.asarray(exclude, dtype=np.int64).ravel()])
     untried = d.rows[~np.isin(d.rows, never)]
