@@ -18,10 +18,11 @@ import warnings
 import numpy as np
 import pytest
 
+from scalebo.bench.budget_measure import method_surrogate, posterior_scope
 from scalebo.bench.intervals import reference_losses
 from scalebo.bench.method import DEFAULT_METHOD
 from scalebo.bench.problems import problem_from_table
-from scalebo.bench.replay import _finish, _make_loop, method_surrogate, posterior_scope
+from scalebo.bench.replay import _finish, _make_loop
 from scalebo.bench.synthetic import make_synthetic
 from scalebo.laws import CHINCHILLA
 from scalebo.search.law_posterior import law_posterior

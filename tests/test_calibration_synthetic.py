@@ -31,10 +31,11 @@ from dataclasses import replace
 
 import numpy as np
 
+from scalebo.bench.budget_measure import method_surrogate, posterior_scope
 from scalebo.bench.intervals import reference_losses
 from scalebo.bench.method import DEFAULT_METHOD
 from scalebo.bench.problems import problem_from_table
-from scalebo.bench.replay import _finish, _make_loop, method_surrogate, posterior_scope
+from scalebo.bench.replay import _finish, _make_loop
 from scalebo.bench.synthetic import DEFAULT_LAW, make_synthetic
 from scalebo.fitting.frontier import pareto_envelope
 from scalebo.fitting.robust import fit_law

@@ -179,8 +179,8 @@ def test_a_campaign_runs_the_gp_a_replay_of_the_default_measures(tmp_path):
     ``clip_iqr=0`` turns clipping off, where ``MethodConfig(clip_iqr=0)`` clips at the median."""
     from types import SimpleNamespace
 
+    from scalebo.bench.budget_measure import method_surrogate
     from scalebo.bench.method import MethodConfig
-    from scalebo.bench.replay import method_surrogate
     from scalebo.search.campaign import campaign_gp
     from scalebo.search.models.clipping import ClippedGP
 

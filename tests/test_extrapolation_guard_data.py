@@ -2,9 +2,10 @@
 
 import numpy as np
 
+from scalebo.bench.budget_measure import measure
 from scalebo.bench.method import MethodConfig
 from scalebo.bench.problems import load_problem
-from scalebo.bench.replay import _finish, _make_loop, _measure
+from scalebo.bench.replay import _finish, _make_loop
 
 
 def test_steplaw_seed_2_at_25_percent(data_dir):
@@ -19,11 +20,11 @@ def test_steplaw_seed_2_at_25_percent(data_dir):
     loop = _make_loop(problem, method, 0.25, 2)
     _finish(loop, problem, method)
     timings = dict.fromkeys(("fantasize", "posterior", "metrics"), 0.0)
-    m = _measure(problem, method, loop, 0.25, 2, timings)
+    m = measure(problem, method, loop, 0.25, 2, timings)
     assert abs(m.observed["compute"].extrapolation_pct["1e+25"]) < 0.01
     assert abs(m.fantasized["compute"].extrapolation_pct["1e+25"]) < 0.5
     assert "left out of the fill-in" in m.fantasize_message
-    off = _measure(problem, method.with_(extrapolation_guard=0.0), loop, 0.25, 2, timings)
+    off = measure(problem, method.with_(extrapolation_guard=0.0), loop, 0.25, 2, timings)
     assert abs(off.fantasized["compute"].extrapolation_pct["1e+25"]) > 10
     assert off.fantasize_message == "" and np.isfinite(
         off.fantasized["compute"].extrapolation_pct["1e+25"])

@@ -157,7 +157,8 @@ def test_clipped_gp_clips_outliers_at_median_plus_k_iqr():
 
 
 def test_fantasy_scope_is_the_final_window_by_default(problem):
-    from scalebo.bench.replay import _finish, _make_loop, fantasy_scope
+    from scalebo.bench.budget_measure import fantasy_scope
+    from scalebo.bench.replay import _finish, _make_loop
 
     loop = _make_loop(problem, FAST, 0.05, 0)
     _finish(loop, problem, FAST)
@@ -174,7 +175,8 @@ def test_fantasy_scope_is_the_final_window_by_default(problem):
 
 
 def test_the_law_posterior_samples_the_whole_grid_by_default(problem):
-    from scalebo.bench.replay import _finish, _make_loop, fantasy_scope, posterior_scope
+    from scalebo.bench.budget_measure import fantasy_scope, posterior_scope
+    from scalebo.bench.replay import _finish, _make_loop
 
     loop = _make_loop(problem, FAST, 0.05, 0)
     _finish(loop, problem, FAST)
@@ -246,7 +248,8 @@ def test_gp_restart_settings_reach_the_search_gp(problem):
     """MethodConfig.gp_restart_every / gp_restart_below set which of the search GP's refits
     are full ones: by default every fit on fewer than 128 runs (3 starts), with both 0 only
     the first; a negative value is an error."""
-    from scalebo.bench.replay import _innermost, _make_loop
+    from scalebo.bench.budget_measure import innermost
+    from scalebo.bench.replay import _make_loop
 
     counts = {}
     for every, below in ((10, 128), (0, 0)):
@@ -254,7 +257,7 @@ def test_gp_restart_settings_reach_the_search_gp(problem):
         loop = _make_loop(problem, method, 0.02, 0)
         starts = []
         while picks := loop.ask():
-            gp = getattr(_innermost(loop.surrogate), "gp_", None)
+            gp = getattr(innermost(loop.surrogate), "gp_", None)
             if gp is not None:
                 starts.append(gp.fit_result_.n_starts)
             loop.tell(picks, problem.loss[picks])
@@ -272,7 +275,8 @@ def test_refit_interval_grows_with_the_runs_from_a_threshold(problem):
     from there on every ``ceil(refit_growth × n)`` asks (hand-computed), conditioned on the
     new runs in between: in a replay each hyperparameter fit comes exactly that many runs
     after the previous one."""
-    from scalebo.bench.replay import _innermost, _make_loop, _step
+    from scalebo.bench.budget_measure import innermost
+    from scalebo.bench.replay import _make_loop, _step
 
     default = MethodConfig()
     assert (default.refit_growth, default.refit_growth_from) == (0.05, 128)
@@ -288,7 +292,7 @@ def test_refit_interval_grows_with_the_runs_from_a_threshold(problem):
     loop = _make_loop(problem, method, 0.3, 0)
     fitted_at, last = [], None
     while _step(loop, problem, method):
-        fit = getattr(getattr(_innermost(loop.surrogate), "gp_", None), "fit_result_", None)
+        fit = getattr(getattr(innermost(loop.surrogate), "gp_", None), "fit_result_", None)
         if fit is not None and fit is not last:  # fitted in this ask, on the runs before it
             fitted_at.append(loop.observed_indices.size - 1)
             last = fit

@@ -234,7 +234,7 @@ def test_cli_replay_with_the_target_acquisition(tmp_path):
 
 
 def _fitted_surrogate(problem, n=40):
-    from scalebo.bench.replay import method_surrogate
+    from scalebo.bench.budget_measure import method_surrogate
 
     rows = np.arange(0, problem.grid.n_configs, problem.grid.n_configs // n)[:n]
     y = problem.loss[rows]

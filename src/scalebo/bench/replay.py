@@ -32,24 +32,12 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from scalebo.bench.budget_fork import fork_budgets
-from scalebo.bench.intervals import bootstrap_summary, score_intervals
+from scalebo.bench.budget_measure import measure, method_surrogate
 from scalebo.bench.method import DEFAULT_METHOD, MethodConfig
-from scalebo.bench.metrics import (
-    EXTRAPOLATION_C,
-    LAWS,
-    BudgetMetrics,
-    evaluate,
-    observed_table,
-    point_fits,
-)
+from scalebo.bench.metrics import BudgetMetrics
 from scalebo.bench.problems import ReplayProblem
-from scalebo.errors import FitError, SearchError
 from scalebo.search.cost_model import CostModel
-from scalebo.search.fantasize import fantasize, guard_note
-from scalebo.search.law_posterior import law_posterior
 from scalebo.search.loop import SearchLoop
-from scalebo.search.models.stack import gp_stack
-from scalebo.search.models.surrogates import make_surrogate
 from scalebo.search.trace import TraceEntry
 from scalebo.search.window import COST_RTOL
 
@@ -114,40 +102,6 @@ def _finite(entry: dict) -> dict:
             for k, v in entry.items()}
 
 
-def method_surrogate(method: MethodConfig, problem: ReplayProblem, seed: int, *,
-                     fantasy: bool) -> object:
-    """A fresh surrogate of ``method``'s kind (a GP for a random order when ``fantasy``)."""
-    name = method.surrogate
-    if name == "random":  # a random order has no model: fantasize with a GP
-        name = "gp"
-    if name == "gp":
-        return gp_stack(problem.grid.categorical_columns, seed, kernel=method.kernel,
-                        shift_optimum=method.shift_optimum, trend=method.trend,
-                        trend_form=method.trend_form, clip_iqr=method.clip_iqr,
-                        restart_every=method.gp_restart_every,
-                        restart_below=method.gp_restart_below)
-    return make_surrogate(name, rng=seed)
-
-
-def _innermost(model: object) -> object:
-    """The surrogate inside wrappers (clipping, trend)."""
-    while hasattr(model, "inner"):
-        model = model.inner
-    return model
-
-
-def _fantasy_surrogate(loop: SearchLoop, method: MethodConfig, problem: ReplayProblem,
-                       seed: int) -> object:
-    """The surrogate that fills the grid: for a GP search, a copy of the search's GP whose
-    hyperparameter fit starts from the last optimum only (one local refit on all
-    observations, no random restarts); otherwise a fresh one (a GP for random search)."""
-    if method.surrogate == "gp" and hasattr(_innermost(loop.surrogate), "gp_"):
-        model = copy.deepcopy(loop.surrogate)
-        _innermost(model).gp_.n_restarts = 0
-        return model
-    return method_surrogate(method, problem, seed, fantasy=True)
-
-
 def _make_loop(problem: ReplayProblem, method: MethodConfig, budget: float, seed: int
                ) -> SearchLoop:
     random_order = method.surrogate == "random"
@@ -201,101 +155,6 @@ def _copy(loop: SearchLoop) -> SearchLoop:
     return copy.deepcopy(loop, memo={id(loop.grid): loop.grid})
 
 
-def fantasy_scope(loop: SearchLoop, method: MethodConfig) -> tuple[str, float | None]:
-    """``(scope, cap)`` for :func:`~scalebo.search.fantasize.fantasize`."""
-    if method.fantasize_scope == "window":
-        cap = loop.window_cap()
-        return ("grid", None) if np.isinf(cap) else ("window", cap)
-    if method.fantasize_scope == "observed":
-        return "window", None  # cap = the costliest observed cell
-    return "grid", None
-
-
-def posterior_scope(loop: SearchLoop, method: MethodConfig) -> tuple[str, float | None]:
-    """``(scope, cap)`` of the law posterior: the whole acquirable grid, or the fill-in's
-    scope with ``MethodConfig.posterior_scope="fantasize"``."""
-    return ("grid", None) if method.posterior_scope == "grid" else fantasy_scope(loop, method)
-
-
-def _measure(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, budget: float,
-             seed: int, timings: dict) -> BudgetMetrics:
-    idx, y = loop.observed_indices, loop.observed_losses
-    fantasized, message = None, ""
-    if method.fantasize:
-        t0 = time.perf_counter()
-        if idx.size == 0:
-            message = "no observation: nothing to fantasize from"
-        else:
-            try:
-                scope, cap = fantasy_scope(loop, method)
-                fantasized = fantasize(
-                    problem.grid, idx, y, _fantasy_surrogate(loop, method, problem, seed),
-                    scope=scope, cap=cap, estimator=method.estimator, rng=seed,
-                    max_std_ratio=method.max_std_ratio)
-                message = guard_note(fantasized.attrs.get("n_extrapolated", 0),
-                                     method.max_std_ratio)
-            except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
-                message = f"fantasization failed: {exc}"
-        timings["fantasize"] += time.perf_counter() - t0
-    posterior, post_message = None, ""
-    if method.posterior_samples:
-        t0 = time.perf_counter()
-        posterior, post_message = _posterior(problem, method, loop, seed)
-        timings["posterior"] += time.perf_counter() - t0
-    t0 = time.perf_counter()
-    fits = point_fits(problem, observed_table(problem, idx))  # shared by bootstrap and metrics
-    timings["metrics"] += time.perf_counter() - t0
-    boot = None
-    if method.bootstrap_samples:
-        t0 = time.perf_counter()
-        boot = _bootstrap(problem, method, loop, seed, fits)
-        timings["posterior"] += time.perf_counter() - t0
-    t0 = time.perf_counter()
-    out = evaluate(problem, idx, budget=budget, fantasized=fantasized,
-                   fantasize_message=message, law_posterior=posterior,
-                   posterior_message=post_message, observed_bootstrap=boot,
-                   observed_fits=fits)
-    timings["metrics"] += time.perf_counter() - t0
-    return out
-
-
-def _posterior(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, seed: int
-               ) -> tuple[dict | None, str]:
-    """Law posterior summaries (in :func:`posterior_scope`), or None and why not."""
-    idx, y = loop.observed_indices, loop.observed_losses
-    if idx.size == 0:
-        return None, "no observation: no law posterior"
-    scope, cap = posterior_scope(loop, method)
-    try:
-        post = law_posterior(problem.grid, idx, y, _fantasy_surrogate(loop, method, problem, seed),
-                             scope=scope, cap=cap, n_samples=method.posterior_samples,
-                             targets=EXTRAPOLATION_C, include_noise=method.posterior_noise,
-                             discrepancy=method.posterior_discrepancy,
-                             cell_coupling=method.posterior_coupling,
-                             estimand=method.posterior_estimand, rng=seed,
-                             max_std_ratio=method.max_std_ratio)
-    except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
-        return None, f"law posterior failed: {exc}"
-    return score_intervals(problem, {law: p.summary() for law, p in post.items()}), ""
-
-
-def _bootstrap(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, seed: int,
-               fits: dict) -> dict:
-    """Bootstrap summaries of each law over the observed runs, scored like the posterior
-    (a law whose point fit fails gets a ``message`` instead of quantiles); ``fits``: the
-    laws' point fits on the observed table (:func:`~scalebo.bench.metrics.point_fits`)."""
-    table = observed_table(problem, loop.observed_indices)
-    out = {}
-    for law in LAWS:
-        try:
-            out[law] = bootstrap_summary(problem, law, table, n_resamples=method.bootstrap_samples,
-                                         seed=seed, fit=fits.get(law))
-        except (FitError, ValueError) as exc:
-            out[law] = {"predicted_loss": None, "samples": method.bootstrap_samples,
-                        "message": f"no bootstrap: {exc}"}
-    return score_intervals(problem, out)
-
-
 def replay(
     problem: ReplayProblem,
     method: MethodConfig = DEFAULT_METHOD,
@@ -334,11 +193,11 @@ def replay(
             t0 = time.perf_counter()
             _finish(loop, problem, method, progress)
             timings["search"] += time.perf_counter() - t0
-            records.append(_measure(problem, method, loop, b, seed, timings))
+            records.append(measure(problem, method, loop, b, seed, timings))
     elif method.forks:  # q = 1: fork each smaller budget where its choices first differ
         loop = _make_loop(problem, method, budgets[-1], seed)
         records = fork_budgets(loop, budgets, _timed(_step, timings, problem, method),
-                               lambda lp, b: _measure(problem, method, lp, b, seed, timings),
+                               lambda lp, b: measure(problem, method, lp, b, seed, timings),
                                progress)
     else:
         loop, records = _run_recording(problem, method, budgets, seed, timings, progress)
@@ -389,13 +248,13 @@ def _run_recording(problem: ReplayProblem, method: MethodConfig, budgets: list[f
             sub.budget = b * C_total
             _finish(sub, problem, method)
             timings["search"] += time.perf_counter() - t0
-            records.append(_measure(problem, method, sub, b, seed, timings))
+            records.append(measure(problem, method, sub, b, seed, timings))
             t0 = time.perf_counter()
         loop.tell(picks, problem.loss[picks])
         if progress is not None:
             progress(loop.committed_budget / loop.budget)
     timings["search"] += time.perf_counter() - t0
     for b in lower:  # the run ended below b: the state is the same as a budget-b run's
-        records.append(_measure(problem, method, loop, b, seed, timings))
-    records.append(_measure(problem, method, loop, budgets[-1], seed, timings))
+        records.append(measure(problem, method, loop, b, seed, timings))
+    records.append(measure(problem, method, loop, budgets[-1], seed, timings))
     return loop, records

@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from scalebo.bench.budget_measure import method_surrogate, posterior_scope
 from scalebo.bench.intervals import reference_losses
 from scalebo.bench.method import MethodConfig
 from scalebo.bench.problems import ReplayProblem
-from scalebo.bench.replay import method_surrogate, posterior_scope
 from scalebo.errors import SearchError
 from scalebo.search.law_posterior import law_posterior, target_key
 from scalebo.search.loop import SearchLoop
