@@ -27,7 +27,7 @@ from joblib import Parallel, delayed
 
 
 def one(dataset: str, seed: int, budget: float, tolerance: float, estimand: str,
-        min_shrink: float) -> dict:
+        min_shrink: float, coupling: float | None) -> dict:
     warnings.simplefilter("ignore")
     from scalebo.bench.method import DEFAULT_METHOD
     from scalebo.bench.problems import load_problem
@@ -36,6 +36,8 @@ def one(dataset: str, seed: int, budget: float, tolerance: float, estimand: str,
 
     problem = load_problem(dataset)
     method = DEFAULT_METHOD.with_(posterior_samples=0, posterior_estimand=estimand)
+    if coupling is not None:
+        method = method.with_(posterior_coupling=coupling)
     t0 = time.perf_counter()
     rec = replay(problem, method, budget, seed)
     out = replay_stop_rule(problem, method, [t.index for t in rec.trace], budget=budget,
@@ -57,6 +59,8 @@ def main() -> int:
     ap.add_argument("--min-shrink", type=float, default=0.2,
                     help="noise_free: also stop when training everything left would narrow "
                          "the interval by less than this fraction")
+    ap.add_argument("--posterior-coupling", type=float, default=None, metavar="RHO",
+                    help="the law posterior's cell coupling (default: the method's, 0.85)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", help="write every outcome to this file")
     args = ap.parse_args()
@@ -66,13 +70,16 @@ def main() -> int:
     datasets = args.datasets.split(",")
     t0 = time.perf_counter()
     rows = Parallel(n_jobs=args.jobs)(
-        delayed(one)(d, s, args.budget, args.tolerance, args.estimand, args.min_shrink)
+        delayed(one)(d, s, args.budget, args.tolerance, args.estimand, args.min_shrink,
+                     args.posterior_coupling)
         for d in datasets
         for s in range(args.seeds))
     print(f"stop rule ±{100 * args.tolerance:g} % on the 80 % interval at 1e25 FLOPs, "
           f"budget {100 * args.budget:g} %, {args.estimand} posterior"
           + (f" (noise floor: min shrink {args.min_shrink:g})"
-             if args.estimand == "noise_free" else "") + f", {args.seeds} seeds, "
+             if args.estimand == "noise_free" else "")
+          + ("" if args.posterior_coupling is None
+             else f", cell coupling {args.posterior_coupling:g}") + f", {args.seeds} seeds, "
           f"{time.perf_counter() - t0:.0f} s")
     print("| dataset | stopped | spent at stop, % of C_total (mean ± SD, median) | "
           "error at stop, % (mean ± SD, max) |")
