@@ -60,7 +60,7 @@ def innermost(model: object) -> object:
 
 
 def fantasy_surrogate(loop: SearchLoop, method: MethodConfig, problem: ReplayProblem,
-                       seed: int) -> object:
+                      seed: int) -> object:
     """The surrogate that fills the grid: for a GP search, a copy of the search's GP whose
     hyperparameter fit starts from the last optimum only (one local refit on all
     observations, no random restarts); otherwise a fresh one (a GP for random search)."""
@@ -88,7 +88,12 @@ def posterior_scope(loop: SearchLoop, method: MethodConfig) -> tuple[str, float 
 
 
 def measure(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, budget: float,
-             seed: int, timings: dict) -> BudgetMetrics:
+            seed: int, timings: dict) -> BudgetMetrics:
+    """The metrics of ``loop``'s runs at ``budget`` (a fraction of ``C_total``): the fill-in
+    (``method.fantasize``), the law posterior (``posterior_samples``) and the observed-run
+    bootstrap (``bootstrap_samples``) as ``method`` asks, each failure kept as a message;
+    wall-clock seconds are added to ``timings`` (``fantasize``, ``posterior``,
+    ``metrics``)."""
     idx, y = loop.observed_indices, loop.observed_losses
     fantasized, message = None, ""
     if method.fantasize:
