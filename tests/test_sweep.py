@@ -132,8 +132,9 @@ def test_cell_key_is_stable_and_sensitive():
     # scalebo 0.3.6); shift_optimum's default became True (2026-12-05, scalebo 0.3.7);
     # anchor, default 0.7 (2026-12-05, scalebo 0.3.8); extrapolation_guard, default 5
     # (2026-12-06, scalebo 0.3.9); polish, default 0.2 (2026-12-06, scalebo 0.4.0);
-    # refit_growth_from, and refit_growth's default became 0.05 (2026-12-06, scalebo 0.4.3).
-    assert dataclasses.replace(first, version="0.1.0").key == "4ba119b18f43f1b8b3ef"
+    # refit_growth_from, and refit_growth's default became 0.05 (2026-12-06, scalebo 0.4.3);
+    # posterior_coupling, default 0.85 (2026-12-06, scalebo 0.4.5).
+    assert dataclasses.replace(first, version="0.1.0").key == "09f249de39fab9266a01"
     # (The identity's JSON text and its hash are pinned in
     # test_records.test_key_of_a_fixed_cell_is_pinned.)
 
