@@ -322,3 +322,25 @@ def test_no_allocation_from_a_chinchilla_law_at_a_bound(tmp_path):
     assert chin is not None and str(chin.status) != "converged"
     assert st.targets[0].N_opt is None and st.targets[0].N_opt_80 is None
     assert any(n.startswith("N*, D* not shown: the Chinchilla law") for n in st.notes)
+
+
+def test_status_cell_coupling_moves_the_interval_not_the_point(synthetic):
+    """``campaign_status(..., cell_coupling=)`` (``scalebo status --posterior-coupling``):
+    the point fit is the same, the interval is drawn with or without the cells' shared
+    deviation; a share outside [0, 1] is a usage error."""
+    from scalebo.cli.main import build_parser
+
+    frame, grid = synthetic
+    rows = frame[(6 * frame["N"] * frame["D"] <= 1e19)].iloc[::2]  # half of each small cell
+    runs = read_campaign_runs(rows[["N", "D", "lr", "bs", "loss"]], grid)
+    kw = {"targets": (1e21,), "n_samples": 32, "seed": 3}
+    coupled = campaign_status(grid, runs, 0.2 * grid.C_total, **kw).targets[0]
+    free = campaign_status(grid, runs, 0.2 * grid.C_total, cell_coupling=0.0, **kw).targets[0]
+    assert coupled.prediction == pytest.approx(free.prediction, rel=1e-9)
+    assert coupled.interval_80 != free.interval_80
+    parser = build_parser()
+    base = ["status", "--grid", "g.csv", "--budget", "0.1"]
+    assert parser.parse_args(base).posterior_coupling == 0.85
+    assert parser.parse_args([*base, "--posterior-coupling", "0"]).posterior_coupling == 0.0
+    with pytest.raises(SystemExit):
+        parser.parse_args([*base, "--posterior-coupling", "2"])

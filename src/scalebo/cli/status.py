@@ -16,6 +16,7 @@ from scalebo.cli.campaign_args import (
 from scalebo.cli.common import (
     add_format_argument,
     check_outputs,
+    coupling_share,
     format_number,
     format_table,
     int_at_least,
@@ -73,6 +74,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "untried configuration would narrow the 80 %% interval by less "
                             "than this fraction, in (0, 1) (default 0.2; ignored with "
                             "--estimand reference)")
+    group.add_argument("--posterior-coupling", type=coupling_share, default=0.85, metavar="RHO",
+                       help="share of their sampled deviation that an (N, D) cell's untried "
+                            "configurations hold in common in the law posterior (default "
+                            "0.85, as in replays; 0: independent GP draws)")
     group.add_argument("--next", type=int_at_least(0), default=4, metavar="K",
                        help="also propose the next K runs (as scalebo suggest --batch K) for "
                             "the JSON and the figure; 0: none (default 4)")
@@ -127,7 +132,8 @@ def run(args: argparse.Namespace) -> int:
                              clip_iqr=args.clip_iqr, seed=args.seed,
                              cost_model=cost_model(args), kernel=args.kernel, trend=args.trend,
                              shift_optimum=args.shift_optimum, estimand=args.estimand,
-                             min_shrink=args.min_shrink)
+                             min_shrink=args.min_shrink,
+                             cell_coupling=args.posterior_coupling)
     result = status.to_dict()
     proposed, prices = [], ()
     if args.next > 0 and not status.stop:

@@ -30,6 +30,7 @@ from scalebo.errors import BudgetExhausted, SearchError
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
+from scalebo.search.law_samples import CELL_COUPLING
 from scalebo.search.loop import SearchLoop
 from scalebo.search.models.stack import gp_stack
 from scalebo.search.polish import POLISH
@@ -353,7 +354,7 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
                        clip_iqr: float = 5.0, seed: int = 0, kernel: str = "matern52",
                        trend: bool = False, estimand: str = "reference",
                        scope: str = "grid", keep_samples: bool = False,
-                       shift_optimum: bool = True) -> Any:
+                       shift_optimum: bool = True, cell_coupling: float = CELL_COUPLING) -> Any:
     """The law posterior of a campaign from its grid and completed runs.
 
     :func:`~scalebo.search.law_posterior.law_posterior` with the campaign's GP (the one
@@ -366,7 +367,8 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
     costly configuration that could still move the law out of the interval while the
     window is closed). ``estimand``: the law a full grid of recorded runs would give
     (``"reference"``) or the noise-free law (``"noise_free"``,
-    :data:`~scalebo.search.law_posterior.ESTIMANDS`). Returns ``{law: LawPosterior}``
+    :data:`~scalebo.search.law_posterior.ESTIMANDS`). ``cell_coupling``: as in
+    :func:`~scalebo.search.law_posterior.law_posterior`. Returns ``{law: LawPosterior}``
     (``.summary()``: quantiles in nats at each target, FLOPs); the laws share the GP fit and
     the samples (kept in ``.samples`` with ``keep_samples``).
 
@@ -392,4 +394,5 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
                      shift_optimum=shift_optimum)
     return law_posterior(grid, runs.completed, runs.losses, gp, laws=laws, scope=scope,
                          cap=cap, n_samples=n_samples, targets=targets, rng=seed,
-                         estimand=estimand, keep_samples=keep_samples)
+                         estimand=estimand, keep_samples=keep_samples,
+                         cell_coupling=cell_coupling)

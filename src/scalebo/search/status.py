@@ -31,6 +31,7 @@ from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
 from scalebo.search.law_posterior import check_estimand, target_key
+from scalebo.search.law_samples import CELL_COUPLING
 from scalebo.search.stopping import (
     DEFAULT_MIN_SHRINK,
     DEFAULT_TOLERANCE,
@@ -119,7 +120,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                     seed: int = 0, cost_model: CostModel | None = None,
                     kernel: str = "matern52", trend: bool = False,
                     shift_optimum: bool = True, estimand: str = "reference",
-                    min_shrink: float = DEFAULT_MIN_SHRINK) -> CampaignStatus:
+                    min_shrink: float = DEFAULT_MIN_SHRINK,
+                    cell_coupling: float = CELL_COUPLING) -> CampaignStatus:
     """The status of a campaign (see the module docstring).
 
     Args:
@@ -142,6 +144,9 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
             noise floor is computed too and the rule also stops at it.
         min_shrink: the rule stops at the noise floor when training every untried
             configuration would narrow the interval by less than this fraction.
+        cell_coupling: share of their sampled deviation that a cell's untried
+            configurations hold in common (:func:`~scalebo.search.law_samples.couple_cells`;
+            0: the GP's joint draws as they are).
 
     Raises:
         ValueError: an unknown ``estimand``, or ``min_shrink`` outside (0, 1).
@@ -168,13 +173,14 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                                        clip_iqr=clip_iqr, seed=seed,
                                        kernel=kernel, trend=trend, estimand=estimand,
                                        shift_optimum=shift_optimum,
+                                       cell_coupling=cell_coupling,
                                        keep_samples=estimand == "noise_free")
         except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
             message = f"law posterior unavailable: {exc}"
     else:
         message = "no completed run yet: no law"
     floor, ratios = _floor(grid, runs, estimand, posts, targets, n_samples, clip_iqr, seed,
-                           kernel, trend, shift_optimum)
+                           kernel, trend, shift_optimum, cell_coupling)
     compute = posts.get("compute")
     summary = compute.summary() if compute is not None else None
     chin, chin_note = _allocation(posts.get("chinchilla"))
@@ -250,7 +256,7 @@ def _law_status(compute: Any) -> dict[str, Any]:
 
 def _floor(grid: Grid, runs: CampaignRuns, estimand: str, posts: dict[str, Any],
            targets: tuple[float, ...], n_samples: int, clip_iqr: float, seed: int,
-           kernel: str, trend: bool, shift_optimum: bool
+           kernel: str, trend: bool, shift_optimum: bool, cell_coupling: float
            ) -> tuple[dict[str, Any] | None, dict[float, float | None] | None]:
     """The noise floor (JSON-ready) and its ratio per target, or ``(None, None)`` when the
     interval is not noise-free, or there is no compute-law interval or converged point fit
@@ -268,7 +274,8 @@ def _floor(grid: Grid, runs: CampaignRuns, estimand: str, posts: dict[str, Any],
                          campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend,
                                      shift_optimum=shift_optimum),
                          targets=targets, n_samples=n_samples, rng=seed,
-                         exclude=runs.failed, prepared=compute)
+                         exclude=runs.failed, prepared=compute,
+                         cell_coupling=cell_coupling)
     except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
         return _floor_json(dict.fromkeys(targets), None, None, str(exc)), None
     ratios = dict(zip(targets, nf.ratio, strict=True))
