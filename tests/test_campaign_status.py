@@ -340,7 +340,11 @@ def test_status_cell_coupling_moves_the_interval_not_the_point(synthetic):
     assert coupled.interval_80 != free.interval_80
     parser = build_parser()
     base = ["status", "--grid", "g.csv", "--budget", "0.1"]
-    assert parser.parse_args(base).posterior_coupling == 0.85
+    # the command's literal default (it does not import the library at parse time) is the
+    # library's, so the CLI and campaign_status cannot drift apart
+    from scalebo.search.law_samples import CELL_COUPLING
+
+    assert parser.parse_args(base).posterior_coupling == CELL_COUPLING
     assert parser.parse_args([*base, "--posterior-coupling", "0"]).posterior_coupling == 0.0
     with pytest.raises(SystemExit):
         parser.parse_args([*base, "--posterior-coupling", "2"])
