@@ -24,6 +24,7 @@ from scalebo.bench.records import (
     iter_records,
     load_records,
     make_record,
+    numerics_environment,
     read_record,
     record_path,
     record_state,
@@ -191,6 +192,46 @@ def test_several_records_of_one_label_warn(tmp_path):
     with pytest.warns(RecordWarning, match=r"1 cell label\(s\) have several records") as w:
         df = load_records(tmp_path)
     assert "toy/window/seed=3/budget=0.05: 2 records (scalebo 0.0.1, " in str(w[0].message)
+    assert df["key"].nunique() == 2
+
+
+def test_record_carries_its_numerical_environment(tmp_path):
+    import platform
+
+    import numpy
+    import scipy
+    from threadpoolctl import threadpool_info
+
+    env = make_record(CELL, "ok", {}, None, 1.0, 1)["environment"]
+    assert env["python"] == platform.python_version()
+    assert (env["numpy"], env["scipy"]) == (numpy.__version__, scipy.__version__)
+    blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    assert all(i["internal_api"] in env["blas"] and i["version"] in env["blas"] for i in blas)
+    assert env == numerics_environment()
+    path = _ok_record(tmp_path)  # the environment is written and read back; not in the key
+    assert read_record(path)["environment"] == env and CELL.key == path.stem
+
+
+def test_records_of_several_environments_warn(tmp_path):
+    path = _ok_record(tmp_path)
+    other = _ok_record(tmp_path, Cell(CELL.dataset, CELL.method, 4, 0.05))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # one environment: no warning
+        load_records(tmp_path)
+    rec = json.loads(other.read_text())
+    rec["environment"] = {**rec["environment"], "numpy": "1.0.0"}
+    other.write_text(json.dumps(rec))
+    legacy = json.loads(path.read_text())
+    del legacy["environment"]  # a record written before 0.4.6 is not counted
+    path.write_text(json.dumps(legacy))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_records(tmp_path)
+    legacy["environment"] = numerics_environment()
+    path.write_text(json.dumps(legacy))
+    with pytest.warns(RecordWarning, match="computed in 2 numerical environments") as w:
+        df = load_records(tmp_path)
+    assert "1 record(s): blas " in str(w[0].message) and "numpy 1.0.0" in str(w[0].message)
     assert df["key"].nunique() == 2
 
 

@@ -20,6 +20,7 @@ fitted on observed runs only), ``"fantasized"`` (observed + surrogate fill-in) o
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -48,8 +49,8 @@ __all__ = [
     "ID_COLUMNS", "IGNORED_ATTR", "RECORD_SCHEMA", "RECORD_SCHEMA_VERSION", "TIMING_FIELDS",
     "Cell", "DatasetSpec", "IgnoredRecord", "MethodSpec", "RecordError", "RecordWarning",
     "identity_key", "is_finished", "iter_records", "jsonable", "load_records", "make_record",
-    "package_version", "read_record", "record_path", "record_state", "scan_records",
-    "write_json", "write_record",
+    "numerics_environment", "package_version", "read_record", "record_path", "record_state",
+    "scan_records", "write_json", "write_record",
 ]
 
 RECORD_SCHEMA = "scalebo.bench.record"
@@ -117,10 +118,33 @@ def make_record(cell: Cell, status: str, result: Any, error: Mapping[str, str] |
         "result": result,
         "notes": [str(n) for n in notes],
         "scalebo_version": package_version(),
+        "environment": numerics_environment(),
         "timing": {"seconds": seconds, "group_size": group_size,
                    "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                    "host": socket.gethostname(), "pid": os.getpid()},
     }
+
+
+@functools.cache
+def numerics_environment() -> dict[str, str]:
+    """What a record's numbers depend on besides scalebo's code, settings and data: the
+    versions of Python, NumPy and SciPy, and each BLAS library with the kernel it chose for
+    this CPU (``threadpoolctl``), e.g. ``{"python": "3.11.7", "numpy": "2.4.6", "scipy":
+    "1.17.1", "blas": "openblas 0.3.31 Haswell"}``. Two of them can round a sum differently,
+    and one rounding difference can change a surrogate's pick and every number after it, so
+    records computed in different environments can differ (a report warns when it mixes them).
+    """
+    import platform
+
+    import numpy
+    import scipy
+    from threadpoolctl import threadpool_info
+
+    blas = sorted({" ".join(str(i.get(k) or "?") for k in ("internal_api", "version",
+                                                            "architecture"))
+                   for i in threadpool_info() if i.get("user_api") == "blas"})
+    return {"python": platform.python_version(), "numpy": numpy.__version__,
+            "scipy": scipy.__version__, "blas": "; ".join(blas) or "none found"}
 
 
 def write_json(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path:
@@ -225,6 +249,20 @@ def _warn_duplicates(directory: str | os.PathLike[str], records: Sequence[Mappin
                       f"{shown}{more}", RecordWarning, stacklevel=3)
 
 
+def _warn_environments(directory: str | os.PathLike[str], records: Sequence[Mapping]) -> None:
+    """Warn when the records were computed in more than one :func:`numerics_environment`
+    (records written before it was recorded are not counted): their numbers can differ."""
+    envs: dict[str, int] = defaultdict(int)
+    for rec in records:
+        if isinstance(rec.get("environment"), Mapping):
+            envs[", ".join(f"{k} {v}" for k, v in sorted(rec["environment"].items()))] += 1
+    if len(envs) > 1:
+        shown = "".join(f"\n  {n} record(s): {e}" for e, n in sorted(envs.items()))
+        warnings.warn(f"{directory}: the records were computed in {len(envs)} numerical "
+                      "environments; the same cell can round, pick and score differently in "
+                      f"each, and a report mixes them:{shown}", RecordWarning, stacklevel=3)
+
+
 def iter_records(directory: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """Every valid record of ``directory``, sorted by key; warns (:class:`RecordWarning`)
     naming each ignored file and why (see :func:`scan_records`)."""
@@ -299,6 +337,7 @@ def load_records(directory: str | os.PathLike[str], *, include_errors: bool = Fa
     records, ignored = scan_records(directory)
     _warn_ignored(directory, ignored)
     _warn_duplicates(directory, records)
+    _warn_environments(directory, records)
     frames: list[dict[str, Any]] = []
     for rec in records:
         cell = rec["cell"]
