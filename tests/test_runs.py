@@ -127,6 +127,31 @@ def test_unsupported_suffix_and_missing_file(tmp_path):
         load_runs(tmp_path / "absent.csv")
 
 
+@pytest.mark.parametrize("name, text", [("runs.csv", ""), ("runs.csv", "\n \n"),
+                                        ("runs.json", ""), ("runs.tsv", "\n")])
+def test_an_empty_file_says_so(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(RunTableError, match=rf"{name}: the file is empty; expected a header"):
+        load_runs(path)
+
+
+def test_errors_name_the_file_column_behind_a_mapping(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("params,tokens,final_loss\n1e8,2e9,3.1\n2e8,4e9,abc\n")
+    mapping = {"N": "params", "D": "tokens", "loss": "final_loss"}
+    with pytest.raises(RunTableError, match=r"data row 2, column 'loss' \(file column "
+                                            r"'final_loss'\): expected a number, got 'abc'"):
+        load_runs(path, mapping=mapping)
+    path.write_text("params,tokens,final_loss\n1e8,2e9,3.1\n-2e8,4e9,2.9\n")
+    with pytest.raises(RunTableError, match=r"column 'N' \(parameters; file column 'params'\), "
+                                            r"data row 2: expected a finite value > 0"):
+        load_runs(path, mapping=mapping)
+    path.write_text("N,D,loss\n1e8,2e9,3.1\n-2e8,4e9,2.9\n")  # no mapping: the name alone
+    with pytest.raises(RunTableError, match=r"column 'N' \(parameters\), data row 2"):
+        load_runs(path)
+
+
 def test_parse_mapping():
     assert parse_mapping("N=params, D=tokens,loss=smooth loss") == {
         "N": "params",
@@ -177,7 +202,7 @@ def test_non_numeric_value_names_value_row_and_column(tmp_path):
 def test_nonpositive_size_is_an_error():
     frame = _frame()
     frame.loc[1, "params"] = 0
-    expected = r"'N' \(parameters\), data row 2: expected a finite value > 0"
+    expected = r"'N' \(parameters; file column 'params'\), data row 2: expected a finite value > 0"
     with pytest.raises(RunTableError, match=expected):
         load_runs(frame, mapping=MAP)
 

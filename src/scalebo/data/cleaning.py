@@ -111,11 +111,25 @@ def _check_columns_exist(
         )
 
 
-def _to_float(series: pd.Series, column: str, name: str) -> pd.Series:
-    """Cast to float64; a value that is present but not a number raises, naming it."""
+def shown_column(column: str, mapping: Mapping[str, str] | None, unit: str = "") -> str:
+    """``column`` for a message: quoted, with its ``unit`` and, when ``mapping`` (the user's
+    ``{canonical: file column}``) renamed it, the file's own name, e.g. ``'N' (parameters;
+    file column 'params')``."""
+    source = (mapping or {}).get(column)
+    parts = [unit] if unit else []
+    if source not in (None, column):
+        parts.append(f"file column {source!r}")
+    return repr(column) + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def _to_float(series: pd.Series, column: str, name: str, shown: str | None = None
+              ) -> pd.Series:
+    """Cast to float64; a value that is present but not a number raises, naming it
+    (``shown``: the column as messages name it, default ``repr(column)``)."""
+    shown = shown or repr(column)
     if pd.api.types.is_bool_dtype(series.dtype):
         raise RunTableError(
-            f"{name}: column {column!r} holds booleans; expected numbers."
+            f"{name}: column {shown} holds booleans; expected numbers."
         )
     values = to_numbers(series)
     bad = np.flatnonzero(values.isna().to_numpy() & series.notna().to_numpy())
@@ -123,7 +137,7 @@ def _to_float(series: pd.Series, column: str, name: str) -> pd.Series:
         first = bad[0]
         more = f" (first at data row {first + 1})" if bad.size > 1 else ""
         raise RunTableError(
-            f"{name}: {_rows(bad)}, column {column!r}: expected a number, got "
+            f"{name}: {_rows(bad)}, column {shown}: expected a number, got "
             f"{_scalar(series.iloc[first])!r}{more}. Fix the value(s), or map another column "
             "(--map on the command line, mapping= in Python)."
         )
@@ -143,13 +157,18 @@ def _to_labels(series: pd.Series, column: str, name: str, checked: np.ndarray) -
     return series.map(lambda v: v if is_blank(v) else str(_scalar(v)).strip()).astype(object)
 
 
-def _check_positive(series: pd.Series, column: str, name: str) -> None:
+#: Units of the canonical input columns, for messages.
+UNITS = {"N": "parameters", "D": "tokens", "C": "FLOPs"}
+
+
+def _check_positive(series: pd.Series, column: str, name: str, shown: str | None = None
+                    ) -> None:
     values = series.to_numpy(dtype=np.float64)
     bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))
     if bad.size:
-        unit = {"N": "parameters", "D": "tokens", "C": "FLOPs"}[column]
+        shown = shown or shown_column(column, None, UNITS[column])
         raise RunTableError(
-            f"{name}: column {column!r} ({unit}), {_rows(bad)}: expected a finite value > 0, "
+            f"{name}: column {shown}, {_rows(bad)}: expected a finite value > 0, "
             f"got {values[bad[0]].item()!r}"
             + (f" (first at data row {bad[0] + 1})." if bad.size > 1 else ".")
         )

@@ -74,6 +74,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
         )
     if not path.is_file():
         raise RunTableError(f"{path}: no such file.")
+    if path.stat().st_size == 0 or (suffix in (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
+                                    and not path.read_text(errors="replace").strip()):
+        raise RunTableError(f"{path}: the file is empty; expected a header line of column "
+                            "names and one row per run.")
     try:
         if suffix == ".csv":
             return _read_csv(path)

@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo.data.cleaning import (
+    UNITS,
     _apply_mapping,
     _check_columns_exist,
     _check_no_missing,
@@ -50,6 +51,7 @@ from scalebo.data.cleaning import (
     _run_ids,
     _to_float,
     _to_labels,
+    shown_column,
 )
 from scalebo.data.columns import (
     BOOKKEEPING_COLUMNS,
@@ -238,14 +240,16 @@ def load_runs(
     if len(frame) == 0:
         raise RunTableError(f"{name}: the table has no rows; expected one row per run.")
 
-    frame = _apply_mapping(frame, _merge_run_id(mapping, run_id, name), name)
+    merged = _merge_run_id(mapping, run_id, name)
+    frame = _apply_mapping(frame, merged, name)
     _check_required(frame, name)
     for column in ("N", "D", "loss", "C"):
         if column in frame.columns:
-            frame[column] = _to_float(frame[column], column, name)
+            frame[column] = _to_float(frame[column], column, name, shown_column(column, merged))
     for column in ("N", "D", "C"):
         if column in frame.columns:
-            _check_positive(frame[column], column, name)
+            _check_positive(frame[column], column, name,
+                            shown_column(column, merged, UNITS[column]))
     if "C" not in frame.columns:
         frame["C"] = compute_flops(frame["N"].to_numpy(), frame["D"].to_numpy())
     frame["run_id"] = _run_ids(frame, name)
