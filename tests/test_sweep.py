@@ -108,6 +108,20 @@ def test_config_parsing_and_cells(tmp_path):
         SweepConfig.from_dict({**CONFIG, "seed": 1})
 
 
+def test_a_dataset_file_that_does_not_exist_is_refused_before_any_cell(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    missing = {**CONFIG, "datasets": {"mine": {"source": "runs/grid.csv"}}}
+    with pytest.raises(ValueError, match=r"dataset source 'runs/grid.csv': no such file \(a "
+                                         rf"relative path is taken from the current folder, "
+                                         rf"{tmp_path}\)"):
+        SweepConfig.from_dict(missing)
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "grid.csv").write_text("N,D,loss\n1e8,2e9,3.1\n")
+    cfg = SweepConfig.from_dict(missing)  # once it exists: its content is in the key
+    assert len(cfg.datasets[0].content_sha256) == 64
+    assert SweepConfig.from_dict({**CONFIG, "datasets": ["not_a_file"]})  # a name: checked later
+
+
 def test_cell_key_is_stable_and_sensitive():
     cfg = SweepConfig.from_dict(CONFIG)
     again = SweepConfig.from_dict(dict(reversed(list(CONFIG.items()))))
