@@ -121,3 +121,27 @@ def test_a_budget_that_buys_nothing_and_failed_fits_say_why(tmp_path):
                and "no observation to fit" in line for line in why)
     assert any(line.split()[:2] == ["0.01", "fantasized"]
                and "nothing to fantasize from" in line for line in why)
+
+
+def test_an_exactly_determined_fit_is_marked_exact_in_the_table():
+    from types import SimpleNamespace
+
+    from scalebo.bench.metrics import BudgetMetrics, LawMetrics
+    from scalebo.cli.replay import _LEGEND, _metric_rows
+
+    keys = ("1e+25", "1e+27", "1e+29")
+
+    exact = LawMetrics("compute", "converged", "converged; 1 of 1 converged starts agree; "
+                       "exactly determined: 3 distinct values of C for 3 parameters, so ...",
+                       3, {"E": 1.0, "A": 10.0, "alpha": 0.1}, {}, None, dict.fromkeys(keys, 2.0))
+    tested = LawMetrics("chinchilla", "converged", "converged; 9 of 9 converged starts agree",
+                        9, {"E": 1.0}, {}, None, dict.fromkeys(keys, -1.0))
+    failed = LawMetrics("compute", "failed", "exactly determined is not the point here", 2)
+    m = BudgetMetrics(budget=0.05, n_runs=9, spent_flops=1.0, spent_fraction=0.05,
+                      floor_multiple_cells=1.0, floor_multiple_envelope=1.0,
+                      envelope_recovery_pct=0.0, cell_recovery_pct=0.0,
+                      observed={"compute": exact, "chinchilla": tested},
+                      fantasized={"compute": failed})
+    rows = _metric_rows(SimpleNamespace(metrics=[m]))
+    assert [r["status"] for r in rows] == ["converged, exact", "converged", "failed"]
+    assert 'status "exact"' in _LEGEND

@@ -252,7 +252,9 @@ def _metric_rows(rec: Any) -> list[dict]:
     for m in rec.metrics:
         for source, laws in (("observed", m.observed), ("fantasized", m.fantasized)):
             for name, lm in (laws or {}).items():
-                row = {"budget": m.budget, "source": source, "law": name, "status": lm.status,
+                exact = lm.params is not None and "exactly determined" in (lm.message or "")
+                status = f"{lm.status}, exact" if exact else lm.status
+                row = {"budget": m.budget, "source": source, "law": name, "status": status,
                        "runs": m.n_runs, "spent": m.spent_fraction,
                        "x_floor": m.floor_multiple_cells, "env_%": m.envelope_recovery_pct,
                        "cell_%": m.cell_recovery_pct, "heldout_mse": lm.heldout_mse}
@@ -284,7 +286,9 @@ _LEGEND = ("runs: configurations trained; spent: fraction of C_total; x_floor: s
            "compute floor (the cost of every cell's best configuration); env_% / cell_%: "
            "share of the reference envelope's configurations / of the (N, D) cells' best "
            "configurations trained; heldout_mse: nats^2 on the held-out cells; |d|%@C: "
-           "|law - reference| / reference at C FLOPs, % (docs/records.md)")
+           "|law - reference| / reference at C FLOPs, % (docs/records.md); status \"exact\": "
+           "as many frontier points as the law has parameters, so it passes through them and "
+           "nothing tests it")
 
 
 def _table(rec: Any) -> str:
