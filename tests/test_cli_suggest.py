@@ -211,3 +211,29 @@ def test_a_batch_that_does_not_fit_says_what_is_left_after_it(campaign):
         f"1 of the 3 asked for (--batch) fit the remaining budget of "
         f"{printed['remaining']:.4g} FLOPs; after them {printed['remaining'] - cost:.4g} is "
         f"left and the cheapest untried configuration costs {cheapest:.4g}")
+
+
+def test_proposals_use_the_column_names_of_the_users_files(campaign):
+    """With --map, what suggest writes back is in the runs file's own names, so a worker can
+    append a finished proposal to it as is."""
+    path, frame = campaign
+    user = {"N": "params", "D": "tokens", "loss": "final_loss"}
+    grid = frame[["N", "D", "lr", "bs"]].rename(columns=user)
+    grid.to_csv(path / "grid.csv", index=False)
+    frame.iloc[[0, 1, 2, 7, 12, 20]].rename(columns=user).to_csv(path / "runs.csv", index=False)
+    args = ["suggest", "--grid", "grid.csv", "--runs", "runs.csv", "--map",
+            "N=params,D=tokens,loss=final_loss", "--budget", "0.3", "--batch", "2"]
+    out = _scalebo(*args, "--format", "json", cwd=path)
+    assert out.returncode == 0, out.stderr
+    sug = json.loads(out.stdout)["suggestions"]
+    assert len(sug) == 2 and all({"params", "tokens", "lr", "bs"} <= set(s) for s in sug)
+    assert not any({"N", "D"} & set(s) for s in sug)
+    for s in sug:  # the same proposals as without a mapping, in the user's names
+        assert s["cost"] == pytest.approx(6 * s["params"] * s["tokens"])
+    csv = _scalebo(*args, "--format", "csv", cwd=path)
+    assert csv.stdout.splitlines()[0].startswith("params,tokens,C,lr,bs,predicted_loss")
+    plain = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "done.csv", "--budget", "0.3",
+                     "--batch", "2", "--format", "json", cwd=path)
+    same = json.loads(plain.stdout)["suggestions"]
+    assert [(s["N"], s["D"], s["lr"], s["bs"]) for s in same] == [
+        (s["params"], s["tokens"], s["lr"], s["bs"]) for s in sug]

@@ -117,6 +117,16 @@ def load_campaign(args: argparse.Namespace):
     return grid, runs, (budget.resolve(grid) if budget is not None else None)
 
 
+def file_columns(args: argparse.Namespace) -> dict[str, str]:
+    """``{canonical name: the user's column}`` for each column ``--map`` renames, so that what
+    a command writes back (proposals a worker appends to its runs file) uses the user's
+    names."""
+    from scalebo.data.runs import parse_mapping
+
+    mapping = parse_mapping(args.map) if args.map else {}
+    return {k: v for k, v in mapping.items() if k != v}
+
+
 def anchor_dropped_note(n: float, d: float) -> str:
     """What ``suggest`` and ``status`` say when the anchor run is dropped (N parameters, D
     tokens of its cell)."""

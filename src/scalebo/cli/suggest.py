@@ -9,6 +9,7 @@ from scalebo.cli.campaign_args import (
     add_campaign_arguments,
     anchor_dropped_note,
     cost_model,
+    file_columns,
     load_campaign,
 )
 from scalebo.cli.common import (
@@ -76,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         check_output_path(args.json, "--json")
     grid, runs, budget = load_campaign(args)
+    names = file_columns(args)  # proposals in the user's column names (--map)
+    config_columns = [names.get(c, c) for c in grid.configs.columns]
     try:
         res = suggest_runs(grid, runs, budget, batch=args.batch,
                            retry_failed=args.retry_failed, schedule=args.schedule,
@@ -88,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         _write(args, {"suggestions": [], **exc.account, "message": str(exc),
                       "notes": list(runs.notes), "stop": True})
         if args.format == "csv":  # the header alone: a reader sees zero proposals
-            write_csv([], _columns(list(grid.configs.columns)))
+            write_csv([], _columns(config_columns))
         raise
     log(f"{runs.counts()}; spent {res.spent:.4g} + pending {res.pending:.4g} of budget "
         f"{res.budget:.4g} {res.unit} ({res.budget / res.C_total:.4g} of the grid's total)")
@@ -104,22 +107,23 @@ def run(args: argparse.Namespace) -> int:
         log(f"note: {res.message}")
     rows = []
     for s, price in zip(res.suggestions, res.prices, strict=True):
-        row = dict(s.config)
+        row = {names.get(k, k): v for k, v in s.config.items()}
         row.update(predicted_loss=s.predicted_mean, predicted_std=s.predicted_std,
                    cost=price, cap=s.cap if np.isfinite(s.cap) else None,
                    acquisition=s.acquisition_value, reason=s.reason)
         rows.append(row)
+    nd = (names.get("N", "N"), names.get("D", "D"))
     result = {"suggestions": rows, "budget": res.budget, "spent": res.spent,
               "pending": res.pending, "remaining": res.remaining, "C_total": res.C_total,
               "unit": res.unit, "held_back": res.held_back,
               "anchor_cell": (None if res.anchor_cell is None else
-                              dict(zip(("N", "D"), res.anchor_cell, strict=True))),
+                              dict(zip(nd, res.anchor_cell, strict=True))),
               "anchor_dropped": (None if res.anchor_dropped is None else
-                                 dict(zip(("N", "D"), res.anchor_dropped, strict=True))),
+                                 dict(zip(nd, res.anchor_dropped, strict=True))),
               "message": res.message, "notes": list(runs.notes), "stop": False}
     _write(args, result)
     if args.format == "csv":
-        write_csv(rows, _columns(list(grid.configs.columns)))
+        write_csv(rows, _columns(config_columns))
     elif args.format == "table":
         cols = [c for c in rows[0] if c != "reason"]
         print(format_table(rows, cols))
