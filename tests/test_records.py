@@ -192,7 +192,18 @@ def test_several_records_of_one_label_warn(tmp_path):
     with pytest.warns(RecordWarning, match=r"1 cell label\(s\) have several records") as w:
         df = load_records(tmp_path)
     assert "toy/window/seed=3/budget=0.05: 2 records (scalebo 0.0.1, " in str(w[0].message)
+    assert "different" not in str(w[0].message)  # only the version differs
     assert df["key"].nunique() == 2
+
+
+def test_several_records_of_one_label_say_what_differs(tmp_path):
+    _ok_record(tmp_path)
+    edited = DatasetSpec(CELL.dataset.name, "runs.csv", CELL.dataset.options, "ab" * 32)
+    _ok_record(tmp_path, Cell(edited, CELL.method, CELL.seed, CELL.budget))
+    with pytest.warns(RecordWarning, match="delete the stale ones") as w:
+        load_records(tmp_path)
+    msg = str(w[0].message)
+    assert "different dataset file or options" in msg and "method settings)" not in msg
 
 
 def test_record_carries_its_numerical_environment(tmp_path):

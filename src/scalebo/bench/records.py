@@ -232,21 +232,31 @@ def _warn_ignored(directory: str | os.PathLike[str], ignored: Sequence[IgnoredRe
 
 
 def _warn_duplicates(directory: str | os.PathLike[str], records: Sequence[Mapping]) -> None:
-    """Warn when several records share a dataset/method/seed/budget label (e.g. written by
-    other scalebo versions or method defaults): a report would mix them."""
-    by_label: dict[tuple, list[str]] = defaultdict(list)
+    """Warn when several records share a dataset/method/seed/budget label (written by other
+    scalebo versions, method settings or dataset files): a report would mix them; the
+    message says which of these differ."""
+    by_label: dict[tuple, list[Mapping]] = defaultdict(list)
     for rec in records:
         c = rec["cell"]
-        by_label[(c["dataset"]["name"], c["method"]["name"], c["seed"], c["budget"])].append(
-            str(c.get("scalebo_version")))
+        by_label[(c["dataset"]["name"], c["method"]["name"], c["seed"], c["budget"])].append(c)
     dup = [(k, v) for k, v in by_label.items() if len(v) > 1]
     if dup:
-        shown = "".join(f"\n  {d}/{m}/seed={s}/budget={b:g}: {len(v)} records (scalebo "
-                        f"{', '.join(sorted(set(v)))})" for (d, m, s, b), v in dup[:5])
+        shown = "".join(f"\n  {d}/{m}/seed={s}/budget={b:g}: {len(v)} records ({_differ(v)})"
+                        for (d, m, s, b), v in dup[:5])
         more = f"\n  ... and {len(dup) - 5} more" if len(dup) > 5 else ""
         warnings.warn(f"{directory}: {len(dup)} cell label(s) have several records (other "
-                      "scalebo versions or method settings); all are loaded:"
-                      f"{shown}{more}", RecordWarning, stacklevel=3)
+                      "scalebo versions, method settings or dataset files); all are loaded — "
+                      f"delete the stale ones:{shown}{more}", RecordWarning, stacklevel=3)
+
+
+def _differ(cells: Sequence[Mapping]) -> str:
+    """What differs among the identities of ``cells`` that share a label."""
+    versions = sorted({str(c.get("scalebo_version")) for c in cells})
+    parts = [f"scalebo {', '.join(versions)}"]
+    for field, what in (("method", "method settings"), ("dataset", "dataset file or options")):
+        if len({json.dumps(c.get(field), sort_keys=True) for c in cells}) > 1:
+            parts.append(f"different {what}")
+    return "; ".join(parts)
 
 
 def _warn_environments(directory: str | os.PathLike[str], records: Sequence[Mapping]) -> None:
