@@ -41,6 +41,7 @@ from scalebo.fitting.allocation import predict_compute
 from scalebo.fitting.frontier import best_per_cell, pareto_envelope
 from scalebo.fitting.robust import FitResult, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
+from scalebo.search.law_frontiers import too_few_points
 
 __all__ = ["EXTRAPOLATION_C", "LAWS", "BudgetMetrics", "LawMetrics", "evaluate",
            "law_metrics", "fit_table", "point_fits"]
@@ -183,6 +184,8 @@ def fit_table(problem: ReplayProblem, law: str, table: pd.DataFrame) -> FitResul
     """
     lawobj = COMPUTE_LAW if law == "compute" else CHINCHILLA
     X, y = _points(law, table)
+    if y.size < lawobj.n_params:  # say what is short in the user's terms, not "observations"
+        raise FitError(too_few_points(law, int(y.size), lawobj.n_params))
     return fit_law(lawobj, X, y, starts=problem.fit_starts.get(law))
 
 

@@ -14,7 +14,17 @@ import numpy as np
 from scalebo.fitting.frontier import snap_ties
 from scalebo.search.grid import Grid
 
-__all__ = ["envelope_masks", "sample_frontiers"]
+__all__ = ["envelope_masks", "sample_frontiers", "too_few_points"]
+
+
+def too_few_points(law_name: str, k: int, n_params: int) -> str:
+    """Why ``law_name`` (``"compute"`` or ``"chinchilla"``) cannot be fitted on a table whose
+    frontier has ``k < n_params`` points, in the user's terms: the compute law is fitted on
+    the Pareto envelope of (compute, loss), Chinchilla on each (N, D) cell's best run — so
+    "4 observations" on a table of 10 runs reads as "4 cells"."""
+    what = (f"its Pareto envelope of (compute, loss) has {k} point{'s' * (k != 1)}"
+            if law_name == "compute" else f"it has {k} (N, D) cell{'s' * (k != 1)}")
+    return f"{what}, fewer than the {law_name} law's {n_params} parameters"
 
 
 def envelope_masks(cost: np.ndarray, losses: np.ndarray) -> np.ndarray:

@@ -64,7 +64,7 @@ from scalebo.fitting.robust import FitResult, FitStatus, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW, PowerLawSum
 from scalebo.search.fantasize import MAX_STD_RATIO
 from scalebo.search.grid import Grid
-from scalebo.search.law_frontiers import envelope_masks, sample_frontiers
+from scalebo.search.law_frontiers import envelope_masks, sample_frontiers, too_few_points
 from scalebo.search.law_samples import (
     CELL_COUPLING,
     ESTIMANDS,
@@ -216,13 +216,6 @@ def _derive(name: str, fit: FitResult, C: np.ndarray
         return loss, np.asarray(alloc["N_opt"], float), np.asarray(alloc["D_opt"], float)
 
 
-#: What each law is fitted on, counted as a message says it.
-_FRONTIER = {
-    "compute": lambda k: f"its Pareto envelope of (compute, loss) has {k} point{'s' * (k != 1)}",
-    "chinchilla": lambda k: f"it has {k} (N, D) cell{'s' * (k != 1)}",
-}
-
-
 def _one_law(name: str, grid: Grid, rows: np.ndarray, mean: np.ndarray, draws: np.ndarray,
              C: np.ndarray, n_starts: int, t_sample: float) -> LawPosterior:
     law = LAW_NAMES[name]
@@ -235,8 +228,7 @@ def _one_law(name: str, grid: Grid, rows: np.ndarray, mean: np.ndarray, draws: n
     n_points = int(np.asarray(ym[0, keep]).size)
     try:
         if n_points < law.n_params:  # say what is short, in the user's terms
-            raise FitError(f"{_FRONTIER[name](n_points)}, fewer than the {name} law's "
-                           f"{law.n_params} parameters")
+            raise FitError(too_few_points(name, n_points, law.n_params))
         point = fit_law(law, Xm[keep], ym[0, keep])
         starts = distinct_optima(point, n_starts)
     except FitError as exc:
