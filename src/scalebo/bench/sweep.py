@@ -32,7 +32,6 @@ executors in :mod:`scalebo.bench.executors`.
 from __future__ import annotations
 
 import os
-import sys
 import time
 import traceback
 import warnings
@@ -66,6 +65,7 @@ from scalebo.bench.sweep_config import (  # Cell, DatasetSpec, MethodSpec, Sweep
     check_replay_datasets,
     replay_method_settings,
 )
+from scalebo.progress import progress as progress_lines
 
 __all__ = [
     "Cell", "DatasetSpec", "MethodSpec", "SweepConfig", "SweepSummary", "Task", "execute_task",
@@ -363,13 +363,11 @@ def run_sweep(
         stream = (run(t) for t in tasks)
     else:
         stream = _iter_joblib(tasks, run, int(n_jobs))
-    from tqdm import tqdm
-
     failures: Counter[str] = Counter()
     paths: list[str] = []
     notes: dict[str, None] = {}
-    with tqdm(total=n_cells, desc=f"sweep {config.name}", unit="cell", file=sys.stderr,
-              disable=not progress, dynamic_ncols=True) as bar:
+    with progress_lines(n_cells, f"sweep {config.name}", "cells", enabled=progress,
+                        dynamic_ncols=True) as advance:
         for records in stream:
             for rec in records:
                 paths.append(str(write_record(out, rec)))
@@ -380,7 +378,7 @@ def run_sweep(
                     if text not in notes:
                         notes[text] = None
                         warnings.warn(text, UserWarning, stacklevel=2)
-            bar.update(len(records))
+            advance(len(records))
     return SweepSummary(
         total=len(cells), skipped=len(cells) - len(pending), ran=n_cells,
         failed=sum(failures.values()), failures=tuple(failures.most_common()),

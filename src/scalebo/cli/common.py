@@ -142,13 +142,18 @@ def budget_bar(desc: str) -> Iterator[Callable[[float], None] | None]:
     if _quiet:
         yield None
         return
-    from tqdm import tqdm
+    from scalebo.progress import progress
 
-    with tqdm(total=100, desc=desc, unit="%", file=sys.stderr, leave=False,
-              bar_format="{desc}: {bar} {n:.0f}% of the budget [{elapsed}<{remaining}]"
-              ) as bar:
+    done = 0.0
+    with progress(100, desc, "%", step=0.25, leave=False,
+                  amount=lambda done, total: f"{done:.0f} % of the budget committed",
+                  bar_format="{desc}: {bar} {n:.0f}% of the budget [{elapsed}<{remaining}]"
+                  ) as update:
         def advance(fraction: float) -> None:
-            bar.update(max(0.0, min(100.0, 100.0 * fraction)) - bar.n)
+            nonlocal done
+            now = max(0.0, min(100.0, 100.0 * fraction))
+            update(now - done)
+            done = now
 
         yield advance
 
