@@ -53,6 +53,13 @@ def test_summary_is_mean_and_sd_over_seeds(tmp_path):
     assert np.isclose(row["sd"], 0.1 * 2.0 * 0.01 / 0.05) and row["n"] == 3
 
 
+def test_one_seed_has_no_sd_and_its_tables_show_the_value_alone(tmp_path):
+    path = write_report(_records(tmp_path, {**CONFIG, "seeds": [1]}), tmp_path / "out")
+    md = path.read_text()
+    assert "| toy | window | 2.00 | 0.40 | 0.08 | 1 |" in md and "±" not in md.split(
+        "## Figures")[0].split("at 1e25 FLOPs")[1].split("##")[0]
+
+
 def test_report_tables_and_figures(tmp_path):
     path = write_report(_records(tmp_path), tmp_path / "out", title="T")
     md = path.read_text()
@@ -178,6 +185,8 @@ def test_oracle_rows_load_the_dataset_as_the_ok_records_do(tmp_path, monkeypatch
         raise ValueError("missing required column(s) ['N']")
 
     monkeypatch.setattr(problems_mod, "load_problem", load)
+    monkeypatch.chdir(tmp_path)  # a source file must exist when the config is read
+    (tmp_path / "runs.csv").write_text("params,D,loss\n")
     old = {**CONFIG, "datasets": {"toy": {"source": "runs.csv"}}}
     run_sweep(SweepConfig.from_dict(old), tmp_path / "rec", cell_fn=failing, progress=False)
     new = {**CONFIG, "datasets": {"toy": {"source": "runs.csv",
@@ -238,6 +247,7 @@ def test_numbers_below_the_display_floor_read_zero():
     assert format_pm(2790.0, 6.2e-06, 4) == "2.79e+03 ± 0.0000"
     assert format_pm(2810.0, 350.0, 4) == "2.81e+03 ± 3.5e+02"
     assert format_pm(float("nan"), 0.0) == "–"
+    assert format_pm(0.4, float("nan")) == "0.40"  # one seed: no SD to show
 
 
 def _tiny_error_cell(cell: Cell) -> dict:

@@ -82,12 +82,12 @@ def summarize(frame: pd.DataFrame) -> pd.DataFrame:
     ext = ok["metric"].str.contains("extrapolation_pct", regex=False)
     ok.loc[ext, "value"] = ok.loc[ext, "value"].abs()
     g = ok.groupby(["dataset", "method", "kind", "metric", "budget"], sort=False)["value"]
-    return g.agg(mean="mean", sd=lambda v: float(v.std(ddof=1)) if v.count() > 1 else 0.0,
+    return g.agg(mean="mean", sd=lambda v: float(v.std(ddof=1)) if v.count() > 1 else math.nan,
                  n="count").reset_index()
 
 
 def format_pm(mean: float, sd: float, digits: int = 2) -> str:
-    """Table cell ``mean ± sd`` with ``digits`` decimals (``–`` when the mean is not finite).
+    """Cell ``mean ± sd``, ``digits`` decimals (``–``: mean not finite; no ``± sd``: sd NaN).
 
     A number of magnitude below the display floor ``0.5·10^-digits`` prints as ``0.00``; a
     mean of 1,000 or more (and its SD, unless below the floor) in exponent notation:
@@ -100,7 +100,7 @@ def format_pm(mean: float, sd: float, digits: int = 2) -> str:
         x = 0.0 if math.isfinite(x) and abs(x) < 0.5 * 10.0 ** -digits else x
         return f"{x:{big}}" if abs(mean) >= 1e3 and x else f"{x:.{digits}f}"
 
-    return f"{one(mean, '.2e')} ± {one(sd, '.1e')}"
+    return one(mean, ".2e") + (f" ± {one(sd, '.1e')}" if math.isfinite(sd) else "")
 
 
 def _budget_label(b: float) -> str:
