@@ -103,7 +103,9 @@ def test_a_csv_separated_otherwise_reads_as_the_same_table(tmp_path, sep):
 def test_a_semicolon_csv_with_decimal_commas_names_the_value(tmp_path, rows, where):
     path = tmp_path / "runs.csv"
     path.write_text(f"N;D;loss\n1e8;2e9;{rows}\n")
-    with pytest.raises(RunTableError, match=rf"{where}, column 'loss'.*got '3,1'"):
+    with pytest.raises(RunTableError, match=rf"{where}, column 'loss'.*got '3,1'.* Decimal "
+                                            r"commas are not read: write the number with a "
+                                            r"point \(3\.1, not 3,1\)\.$"):
         load_runs(path)
 
 

@@ -4,6 +4,7 @@ configurations. Messages name the source, the 1-based data row(s) and the column
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Mapping, Sequence
 
@@ -136,10 +137,13 @@ def _to_float(series: pd.Series, column: str, name: str, shown: str | None = Non
     if bad.size:
         first = bad[0]
         more = f" (first at data row {first + 1})" if bad.size > 1 else ""
+        comma = re.fullmatch(r"\s*[-+]?\d+,\d+\s*", str(series.iloc[first])) is not None
         raise RunTableError(
             f"{name}: {_rows(bad)}, column {shown}: expected a number, got "
-            f"{_scalar(series.iloc[first])!r}{more}. Fix the value(s), or map another column "
-            "(--map on the command line, mapping= in Python)."
+            f"{_scalar(series.iloc[first])!r}{more}. "
+            + ("Decimal commas are not read: write the number with a point (3.1, not 3,1)."
+               if comma else "Fix the value(s), or map another column (--map on the command "
+                             "line, mapping= in Python).")
         )
     return values.astype(np.float64)
 
