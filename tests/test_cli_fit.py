@@ -392,3 +392,17 @@ def test_a_named_column_of_names_is_a_categorical_hyperparameter(tmp_path: Path)
     out = json.loads(proc.stdout)
     assert out["runs"]["loaded"] == 16 and out["runs"]["used"] == 8
     assert_params_close(out["fit"]["params"], COMPUTE_TRUTH, rel=1e-4)
+
+
+def test_fit_says_which_columns_it_takes_as_hyperparameters(tmp_path, capsys):
+    path = tmp_path / "runs.csv"
+    rows = [(1e8, 1e9, lr, bs, 3.0 + lr + bs / 1e4) for lr in (1e-3, 2e-3) for bs in (64, 128)]
+    rows += [(2e8, 2e9, 1e-3, 64, 2.7), (4e8, 4e9, 1e-3, 64, 2.5)]
+    path.write_text("params,tokens,learning_rate,batch,final_loss\n"
+                    + "".join(",".join(map(str, r)) + "\n" for r in rows))
+    args = ["fit", str(path), "--map", "N=params,D=tokens,loss=final_loss", "--law", "compute"]
+    cli_main(args)
+    assert "6 runs; hyperparameters: learning_rate, batch (a cell's best run" in (
+        capsys.readouterr().err)
+    cli_main([*args, "--hyperparameters", "learning_rate", "--duplicates", "mean"])
+    assert "4 runs; hyperparameters: learning_rate (a cell's" in capsys.readouterr().err

@@ -263,6 +263,8 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(args)
     seen: list[str] = []
     table = _collect(lambda: load_input(args), seen)
+    log(f"{len(table)} runs; hyperparameters: {', '.join(table.hyperparameters) or 'none'} "
+        "(a cell's best run is the lowest loss over them; --hyperparameters to choose)")
     if args.bootstrap:
         log(f"fitting {law.name}, then {args.bootstrap} bootstrap resamples in one batched "
             "fit ...")
