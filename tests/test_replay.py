@@ -315,3 +315,26 @@ def test_search_time_is_counted_on_every_path(problem, settings, path):
     t = rec.timings
     assert 0 < t["search"] < t["total"]
     assert t["search"] + t["fantasize"] + t["posterior"] + t["metrics"] <= t["total"] * 1.001
+
+
+def test_budgets_below_an_envelope_configuration_say_no_search_can_train_it():
+    """The warning counts the reference envelope's configurations that cost more than each
+    recorded budget, computed by hand from the grid's costs."""
+    from types import SimpleNamespace
+
+    from test_oracle import tiny_problem
+
+    from scalebo.bench.replay import envelope_out_of_reach
+
+    problem = tiny_problem()
+    share = problem.grid.cost[problem.envelope_idx] / problem.C_total
+    top = float(share.max())
+    budgets = [top / 2, float(np.sort(share)[-2]) * 0.999, top, 1.0]
+    rec = SimpleNamespace(metrics=[SimpleNamespace(budget=b) for b in budgets])
+    msgs = envelope_out_of_reach(rec, problem)
+    want = [int((share > b * (1 + 1e-9)).sum()) for b in budgets[:2]]
+    assert len(msgs) == 2 and want[1] >= 2 and want[0] >= 1  # the last two budgets reach all
+    for b, n, msg in zip(budgets, want, msgs, strict=False):
+        assert msg.startswith(f"budget {b:g} of C_total is below the cost of {n} of the "
+                              f"reference envelope's {share.size} configurations")
+        assert f"the costliest costs {top:.3g} of C_total" in msg

@@ -218,6 +218,23 @@ def unaffordable_budgets(rec: ReplayRecord, problem: ReplayProblem) -> list[str]
             "budget" for m in rec.metrics if m.n_runs == 0]
 
 
+def envelope_out_of_reach(rec: ReplayRecord, problem: ReplayProblem) -> list[str]:
+    """One message per recorded budget below the cost of one of the reference envelope's
+    configurations: no search can train that configuration at that budget, so the law's
+    error there has a floor that only a larger budget lowers (a grid whose envelope is a
+    large share of its compute)."""
+    env_cost = problem.grid.cost[problem.envelope_idx] / problem.C_total
+    out = []
+    for m in rec.metrics:
+        over = env_cost > m.budget * (1 + COST_RTOL)
+        if over.any():
+            out.append(f"budget {m.budget:g} of C_total is below the cost of {int(over.sum())} "
+                       f"of the reference envelope's {env_cost.size} configurations (the "
+                       f"costliest costs {env_cost.max():.3g} of C_total): no search can train "
+                       "them at this budget, so the law extrapolates past them")
+    return out
+
+
 def _run_recording(problem: ReplayProblem, method: MethodConfig, budgets: list[float],
                    seed: int, timings: dict, progress: Progress | None = None
                    ) -> tuple[SearchLoop, list[BudgetMetrics]]:

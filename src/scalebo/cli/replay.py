@@ -195,7 +195,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from scalebo.bench.problems import load_problem
-    from scalebo.bench.replay import MethodConfig, replay, unaffordable_budgets
+    from scalebo.bench.replay import (
+        MethodConfig,
+        envelope_out_of_reach,
+        replay,
+        unaffordable_budgets,
+    )
     from scalebo.data.runs import parse_mapping
     from scalebo.extras import require_extra
 
@@ -222,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     with budget_bar(f"replay seed {args.seed}") as progress:
         rec = replay(problem, method, args.budget, args.seed, record_budgets=records,
                      progress=progress)
-    for message in unaffordable_budgets(rec, problem):
+    for message in [*unaffordable_budgets(rec, problem), *envelope_out_of_reach(rec, problem)]:
         warnings.warn(message, stacklevel=1)
     data = rec.to_dict()
     data["problem"] = problem.summary()
