@@ -14,7 +14,10 @@ def test_oellm_seed_0_at_5_percent_drops_an_off_envelope_anchor(data_dir, monkey
     tokens, so off the reference envelope. Without the rule the search ends by training it
     (0.83 % of C_total, a sixth of the budget); with it, the search's own runs (the 1.7B,
     120B run among them) dominate the cell and the budget goes to the envelope's cells:
-    the best configuration of the costliest reference-envelope cell is trained."""
+    more compute in the reference envelope's cells and more runs in its costliest one.
+    (Which configuration of that cell the extra run tries depends on near ties of the GP, and
+    so on the numerical environment: with the BLAS of 2026-12-05 it was the cell's best, with
+    that of 2026-12-06 not; the shift of the budget holds in both.)"""
     problem = load_problem("oellm_english", data_dir=data_dir)
     cfg = problem.grid.configs
     anchor_cell = np.flatnonzero((cfg["N"] < 1e9) & (cfg["N"] > 9e8) & (cfg["D"] == 3e11))
@@ -30,4 +33,16 @@ def test_oellm_seed_0_at_5_percent_drops_an_off_envelope_anchor(data_dir, monkey
         trained[rule] = loop.observed_indices
     assert np.isin(anchor_cell, trained[False]).any()
     assert not np.isin(anchor_cell, trained[True]).any()
-    assert top in trained[True] and top not in trained[False]
+    env = problem.envelope_idx
+    env_cells = set(zip(cfg["N"].iloc[env], cfg["D"].iloc[env], strict=True))
+
+    def in_envelope_cells(rows):
+        rows = rows[[(cfg["N"].iat[i], cfg["D"].iat[i]) in env_cells for i in rows]]
+        return problem.grid.cost[rows].sum()
+
+    def runs_in_top_cell(rows):
+        return int(np.sum((cfg["N"].to_numpy()[rows] == cfg["N"].iat[top])
+                          & (cfg["D"].to_numpy()[rows] == cfg["D"].iat[top])))
+
+    assert in_envelope_cells(trained[True]) > in_envelope_cells(trained[False])
+    assert runs_in_top_cell(trained[True]) > runs_in_top_cell(trained[False])

@@ -114,7 +114,10 @@ def test_a_budget_that_buys_nothing_and_failed_fits_say_why(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "warning: budget 0.01 of C_total affords no run: the cheapest acquirable " \
            "configuration costs 0.0" in out.stderr
-    assert "budget 0.1 " not in out.stderr
+    assert "budget 0.1 of C_total affords no run" not in out.stderr
+    # the costliest envelope configuration (0.118 of C_total here) is out of reach at both
+    assert "warning: budget 0.1 of C_total is below the cost of 1 of the reference " \
+           "envelope's" in out.stderr and "warning: budget 0.01 of C_total is below" in out.stderr
     assert "why there is no estimate" in out.stdout
     why = out.stdout.split("why there is no estimate")[1].splitlines()
     assert any(line.split()[:3] == ["0.01", "observed", "compute"]

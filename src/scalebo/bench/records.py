@@ -118,7 +118,7 @@ def make_record(cell: Cell, status: str, result: Any, error: Mapping[str, str] |
         "result": result,
         "notes": [str(n) for n in notes],
         "scalebo_version": package_version(),
-        "environment": numerics_environment(),
+        "environment": dict(numerics_environment()),  # a copy: the function caches its own
         "timing": {"seconds": seconds, "group_size": group_size,
                    "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                    "host": socket.gethostname(), "pid": os.getpid()},

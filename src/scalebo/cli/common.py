@@ -146,7 +146,7 @@ def budget_bar(desc: str) -> Iterator[Callable[[float], None] | None]:
 
     done = 0.0
     with progress(100, desc, "%", step=0.25, leave=False,
-                  amount=lambda done, total: f"{done:.0f} % of the budget committed",
+                  amount=lambda pct, _total: f"{pct:.0f} % of the budget committed",
                   bar_format="{desc}: {bar} {n:.0f}% of the budget [{elapsed}<{remaining}]"
                   ) as update:
         def advance(fraction: float) -> None:

@@ -252,12 +252,13 @@ def run(args: argparse.Namespace) -> int:
 def _metric_rows(rec: Any) -> list[dict]:
     """One row per budget × source (observed, fantasized) × law."""
     from scalebo.bench.metrics import EXTRAPOLATION_C, c_key
+    from scalebo.fitting.identifiability import EXACT_FIT
 
     rows = []
     for m in rec.metrics:
         for source, laws in (("observed", m.observed), ("fantasized", m.fantasized)):
             for name, lm in (laws or {}).items():
-                exact = lm.params is not None and "exactly determined" in (lm.message or "")
+                exact = lm.params is not None and EXACT_FIT in (lm.message or "")
                 status = f"{lm.status}, exact" if exact else lm.status
                 row = {"budget": m.budget, "source": source, "law": name, "status": status,
                        "runs": m.n_runs, "spent": m.spent_fraction,

@@ -74,8 +74,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
         )
     if not path.is_file():
         raise RunTableError(f"{path}: no such file.")
-    if path.stat().st_size == 0 or (suffix in (".csv", ".tsv", ".jsonl", ".ndjson", ".json")
-                                    and not path.read_text(errors="replace").strip()):
+    size = path.stat().st_size  # blank lines only (a text file of at most 4 kB) count as empty
+    if size == 0 or (suffix in (".csv", ".tsv", ".jsonl", ".ndjson", ".json") and size <= 4096
+                     and not path.read_bytes().strip()):
         raise RunTableError(f"{path}: the file is empty; expected a header line of column "
                             "names and one row per run.")
     try:

@@ -31,8 +31,12 @@ import numpy as np
 
 from scalebo.laws import Law, PowerLawSum, as_inputs
 
-__all__ = ["LOG_DEPENDENCE_TOL", "MIN_VALUES_PER_TERM", "distinct_points", "exact_fit_note",
-           "identification_problem", "with_exact_fit_note"]
+__all__ = ["EXACT_FIT", "LOG_DEPENDENCE_TOL", "MIN_VALUES_PER_TERM", "distinct_points",
+           "exact_fit_note", "identification_problem", "with_exact_fit_note"]
+
+#: How :func:`exact_fit_note` begins (a fit's message holds it when the law is exactly
+#: determined; ``scalebo replay`` marks such fits "exact").
+EXACT_FIT = "exactly determined"
 
 #: Distinct values a power term's variable needs beside the constant E (see module docstring).
 MIN_VALUES_PER_TERM = 3
@@ -126,7 +130,7 @@ def exact_fit_note(law: Law, X: np.ndarray, weights: np.ndarray | None = None) -
     k, p = distinct_points(X), law.n_params
     if k != p:
         return ""
-    head = f"exactly determined: {k} distinct {_points_name(law, k)} for {p} parameters"
+    head = f"{EXACT_FIT}: {k} distinct {_points_name(law, k)} for {p} parameters"
     if X.shape[0] == k:
         return (f"{head}, so the law passes through every point and nothing tests it (no "
                 "residual degree of freedom; bootstrap intervals have zero width)")
