@@ -433,7 +433,8 @@ def test_file_dataset_options_are_checked_and_its_content_is_in_the_key(tmp_path
     said ``heldout_k``) is an error when the sweep starts, not one error record per cell; and
     editing the file changes its cells' keys, so a rerun recomputes instead of reusing
     records of the old data (found by a user regenerating a grid CSV)."""
-    from scalebo.bench.sweep_config import DatasetSpec, check_replay_datasets
+    from scalebo.bench.replay_datasets import check_replay_datasets
+    from scalebo.bench.sweep_config import DatasetSpec
     from scalebo.cli.main import main
 
     runs = tmp_path / "grid.csv"
@@ -466,3 +467,22 @@ def test_file_dataset_options_are_checked_and_its_content_is_in_the_key(tmp_path
     with pytest.raises(ValueError, match="'mapping' must be a mapping"):
         check_replay_datasets(SweepConfig.from_dict(
             {**raw, "datasets": {"g": {"source": str(runs), "mapping": "N=params"}}}).datasets)
+    # a mapped column or an axis the csv's header lacks: refused before any cell, with a hint
+    typo = {**raw, "datasets": {"g": {"source": str(runs), "mapping": {"N": "parmas"}}}}
+    with pytest.raises(ValueError, match=r"dataset 'g': mapped column\(s\) 'parmas' \(did you "
+                                         r"mean 'params'\?\) not in the header of .*grid\.csv; "
+                                         r"its columns: \['params', 'D', 'lr', 'loss'\]"):
+        check_replay_datasets(SweepConfig.from_dict(typo).datasets)
+    no_axis = {**raw, "datasets": {"g": {"source": str(runs), "mapping": {"N": "params"},
+                                         "axes": ["lr", "batch"]}}}
+    with pytest.raises(ValueError, match=r"axis\(s\) 'batch' not in the header"):
+        check_replay_datasets(SweepConfig.from_dict(no_axis).datasets)
+    semi = tmp_path / "semi.csv"  # the loader's other separators are read the same way
+    semi.write_text("params;D;lr;loss\n1e8;1e9;1e-3;3.0\n")
+    check_replay_datasets(SweepConfig.from_dict(
+        {**raw, "datasets": {"g": {"source": str(semi), "mapping": {"N": "params"}}}}).datasets)
+    cfg.write_text(f"name: b\nseeds: 1\nbudgets: [0.05]\nmethods: {{w: {{}}}}\n"
+                   f"datasets: {{g: {{source: {runs}, mapping: {{N: parmas}}}}}}\n")
+    assert main(["bench", "run", str(cfg), "--out", str(out), "-q"]) == 2
+    assert "mapped column(s) 'parmas' (did you mean 'params'?)" in capsys.readouterr().err
+    assert not [p for p in out.glob("*.json") if not p.name.startswith("sweep_")]

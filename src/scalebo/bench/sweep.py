@@ -55,6 +55,7 @@ from scalebo.bench.records import (
     write_json,
     write_record,
 )
+from scalebo.bench.replay_datasets import check_replay_datasets
 from scalebo.bench.sweep_config import (  # Cell, DatasetSpec, MethodSpec, SweepConfig: public
     Cell,
     DatasetSpec,
@@ -62,7 +63,6 @@ from scalebo.bench.sweep_config import (  # Cell, DatasetSpec, MethodSpec, Sweep
     SweepConfig,
     _freeze,
     _thaw,
-    check_replay_datasets,
     replay_method_settings,
 )
 from scalebo.progress import progress as progress_lines

@@ -44,7 +44,7 @@ from typing import Any
 import yaml
 
 __all__ = ["RECORD_SCHEMA_VERSION", "Cell", "DatasetSpec", "MethodResolver", "MethodSpec",
-           "SweepConfig", "check_replay_datasets", "identity_key", "package_version",
+           "SweepConfig", "identity_key", "package_version",
            "replay_method_settings", "resolve_method"]
 
 #: Bumped when the record layout or the meaning of a cell's inputs changes (it is hashed
@@ -220,42 +220,6 @@ def resolve_method(spec: MethodSpec, resolver: MethodResolver | None) -> MethodS
     except (TypeError, ValueError) as exc:
         raise ValueError(f"method {spec.name!r}: {exc}") from None
     return MethodSpec(spec.name, spec.params, settings)
-
-
-def _dataset_options() -> tuple[str, ...]:
-    """Options a replay dataset takes besides ``source``: the keyword arguments of
-    :func:`scalebo.bench.problems.load_problem` (read from its signature, imported here
-    rather than at module import, which stays light)."""
-    import inspect
-
-    from scalebo.bench.problems import load_problem
-
-    return tuple(list(inspect.signature(load_problem).parameters)[1:])
-
-
-def check_replay_datasets(datasets: Iterable[DatasetSpec]) -> None:
-    """ValueError naming a dataset option the replay's ``load_problem`` does not take (a
-    custom cell function may take others, so only the replay's runner checks them)."""
-    for spec in datasets:
-        _check_dataset_options(spec.name, _thaw(spec.options) or {})
-
-
-def _check_dataset_options(name: str, opts: Mapping[str, Any]) -> None:
-    """ValueError naming an option of dataset ``name`` that the replay does not take."""
-    import difflib
-
-    known = _dataset_options()
-    unknown = [k for k in opts if k not in known]
-    if unknown:
-        hints = {k: difflib.get_close_matches(str(k), known, n=1, cutoff=0.5)
-                 for k in unknown}
-        said = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
-                         for k, h in hints.items())
-        raise ValueError(f"dataset {name!r}: unknown option(s) {said}; a dataset takes "
-                         f"'source' and {list(known)}")
-    if "mapping" in opts and not isinstance(opts["mapping"], Mapping):
-        raise ValueError(f"dataset {name!r}: 'mapping' must be a mapping such as "
-                         f"{{N: params, D: tokens}}, got {opts['mapping']!r}")
 
 
 def _file_digest(source: str) -> str | None:

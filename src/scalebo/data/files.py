@@ -10,7 +10,7 @@ import pandas as pd
 from scalebo.data.columns import CANONICAL_COLUMNS
 from scalebo.errors import RunTableError
 
-__all__ = ["SUFFIXES", "parse_mapping", "read_table"]
+__all__ = ["SUFFIXES", "check_header", "parse_mapping", "read_table"]
 
 #: File suffixes :func:`read_table` reads.
 SUFFIXES = (".csv", ".tsv", ".parquet", ".pq", ".jsonl", ".ndjson", ".json")
@@ -111,3 +111,29 @@ def _read_csv(path: Path) -> pd.DataFrame:
             if sep in header:
                 return pd.read_csv(path, sep=sep)
     return pd.read_csv(path)
+
+
+def check_header(path: str | Path, columns: dict[str, list[str]], name: str) -> None:
+    """Raise :class:`RunTableError` when a ``.csv`` / ``.tsv`` file's header line lacks one
+    of ``columns`` (``{what: [column, ...]}``, e.g. ``{"mapped column": ["params"]}``), with
+    the closest names it has; other formats and unreadable files are left to the loader
+    (reading them costs what loading does). Lets a sweep refuse a typo in a dataset's
+    ``mapping`` or ``axes`` when its config is read rather than in every cell."""
+    path = Path(path)
+    if path.suffix.lower() not in (".csv", ".tsv") or not path.is_file():
+        return
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        line = fh.readline().strip()
+    seps = [",", *OTHER_SEPARATORS] if path.suffix.lower() == ".csv" else ["\t"]
+    sep = next((s for s in seps if s in line), ",")
+    have = [c.strip().strip('"') for c in line.split(sep)]
+    for what, wanted in columns.items():
+        absent = [c for c in wanted if c not in have]
+        if absent:
+            import difflib
+
+            hints = {c: difflib.get_close_matches(c, have, n=1, cutoff=0.6) for c in absent}
+            said = ", ".join(f"{c!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
+                             for c, h in hints.items())
+            raise RunTableError(f"{name}: {what}(s) {said} not in the header of {path}; its "
+                                f"columns: {have}.")

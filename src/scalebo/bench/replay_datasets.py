@@ -1,0 +1,55 @@
+"""The datasets of a replay sweep, checked when its config is read: options that
+:func:`scalebo.bench.problems.load_problem` takes, and for a csv run table the mapped columns
+and axes its header holds — so that a typo fails the command (exit 2) instead of every cell.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from scalebo.bench.sweep_config import DatasetSpec, _thaw
+
+__all__ = ["check_replay_datasets"]
+
+
+def _dataset_options() -> tuple[str, ...]:
+    """Options a replay dataset takes besides ``source``: the keyword arguments of
+    :func:`scalebo.bench.problems.load_problem` (read from its signature, imported here
+    rather than at module import, which stays light)."""
+    import inspect
+
+    from scalebo.bench.problems import load_problem
+
+    return tuple(list(inspect.signature(load_problem).parameters)[1:])
+
+
+def check_replay_datasets(datasets: Iterable[DatasetSpec]) -> None:
+    """ValueError naming a dataset option the replay's ``load_problem`` does not take, or a
+    mapped column or axis missing from a csv's header (a custom cell function may take
+    other options, so only the replay's runner checks them)."""
+    from scalebo.data.files import check_header
+
+    for spec in datasets:
+        opts = _thaw(spec.options) or {}
+        _check_dataset_options(spec.name, opts)
+        check_header(spec.source, {"mapped column": list((opts.get("mapping") or {}).values()),
+                                   "axis": list(opts.get("axes") or [])}, f"dataset {spec.name!r}")
+
+
+def _check_dataset_options(name: str, opts: Mapping[str, Any]) -> None:
+    """ValueError naming an option of dataset ``name`` that the replay does not take."""
+    import difflib
+
+    known = _dataset_options()
+    unknown = [k for k in opts if k not in known]
+    if unknown:
+        hints = {k: difflib.get_close_matches(str(k), known, n=1, cutoff=0.5)
+                 for k in unknown}
+        said = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
+                         for k, h in hints.items())
+        raise ValueError(f"dataset {name!r}: unknown option(s) {said}; a dataset takes "
+                         f"'source' and {list(known)}")
+    if "mapping" in opts and not isinstance(opts["mapping"], Mapping):
+        raise ValueError(f"dataset {name!r}: 'mapping' must be a mapping such as "
+                         f"{{N: params, D: tokens}}, got {opts['mapping']!r}")
