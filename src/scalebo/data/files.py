@@ -3,6 +3,7 @@ command line's column mapping ``"N=params,D=tokens"``."""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pandas as pd
@@ -126,7 +127,7 @@ def check_header(path: str | Path, columns: dict[str, list[str]], name: str) -> 
         line = fh.readline().strip()
     seps = [",", *OTHER_SEPARATORS] if path.suffix.lower() == ".csv" else ["\t"]
     sep = next((s for s in seps if s in line), ",")
-    have = [c.strip().strip('"') for c in line.split(sep)]
+    have = [c.strip() for c in next(csv.reader([line], delimiter=sep), [])]  # quotes honoured
     for what, wanted in columns.items():
         absent = [c for c in wanted if c not in have]
         if absent:
