@@ -44,8 +44,8 @@ from scalebo.search.window import COST_RTOL
 #: A replay's progress callback: the fraction (0–1) of the run's budget committed so far.
 Progress = Callable[[float], None]
 
-__all__ = ["DEFAULT_METHOD", "MethodConfig", "ReplayRecord", "replay",
-           "unaffordable_budgets"]
+__all__ = ["DEFAULT_METHOD", "MethodConfig", "ReplayRecord", "envelope_out_of_reach", "replay",
+           "search_state", "unaffordable_budgets"]
 
 @dataclass(frozen=True)
 class ReplayRecord:
@@ -148,6 +148,16 @@ def _finish(loop: SearchLoop, problem: ReplayProblem, method: MethodConfig,
     while _step(loop, problem, method):
         if progress is not None:
             progress(loop.committed_budget / loop.budget)
+
+
+def search_state(problem: ReplayProblem, method: MethodConfig, budget: float, seed: int
+                 ) -> SearchLoop:
+    """The search loop of a replay of ``method`` run alone to ``budget`` (a fraction of
+    ``C_total``), nothing measured: its runs, surrogate and window, for diagnostics such as
+    ``benchmarks/error_decomposition.py``. Its runs equal the record's at that budget."""
+    loop = _make_loop(problem, method, budget, seed)
+    _finish(loop, problem, method)
+    return loop
 
 
 def _copy(loop: SearchLoop) -> SearchLoop:
