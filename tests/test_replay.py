@@ -338,3 +338,17 @@ def test_budgets_below_an_envelope_configuration_say_no_search_can_train_it():
         assert msg.startswith(f"budget {b:g} of C_total is below the cost of {n} of the "
                               f"reference envelope's {share.size} configurations")
         assert f"the costliest costs {top:.3g} of C_total" in msg
+
+
+def test_search_state_holds_the_runs_of_the_replay_at_that_budget():
+    from test_oracle import tiny_problem
+
+    from scalebo.bench.replay import MethodConfig, replay, search_state
+
+    problem = tiny_problem()
+    method = MethodConfig(posterior_samples=0, bootstrap_samples=0)
+    rec = replay(problem, method, 0.05, seed=1)
+    loop = search_state(problem, method, 0.05, seed=1)
+    trace = [t["index"] if isinstance(t, dict) else t.index for t in rec.trace]
+    assert list(loop.observed_indices) == trace and len(trace) > 3
+    assert loop.committed <= 0.05 * problem.C_total * (1 + 1e-9)
