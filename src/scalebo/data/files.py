@@ -81,10 +81,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise RunTableError(f"{path}: the file is empty; expected a header line of column "
                             "names and one row per run.")
     try:
-        if suffix == ".csv":
-            return _read_csv(path)
-        if suffix == ".tsv":
-            return pd.read_csv(path, sep="\t")
+        if suffix in (".csv", ".tsv"):
+            return pd.read_csv(path, sep=_header(path)[1])
         if suffix in (".parquet", ".pq"):
             return pd.read_parquet(path)
         if suffix in (".jsonl", ".ndjson"):
@@ -101,17 +99,18 @@ def read_table(path: str | Path) -> pd.DataFrame:
 OTHER_SEPARATORS = (";", "\t", "|")
 
 
-def _read_csv(path: Path) -> pd.DataFrame:
-    """A comma-separated file, or one separated by :data:`OTHER_SEPARATORS` when its header
-    line has no comma but one of them (decided on the header, so that decimal commas in the
-    values cannot make the comma parse fail first)."""
+def _header(path: Path) -> tuple[str, str]:
+    """A ``.csv`` / ``.tsv`` file's header line and its separator: a ``.tsv`` is tab-separated;
+    a ``.csv`` is comma-separated unless its header has no comma but one of
+    :data:`OTHER_SEPARATORS` (decided on the header, so that decimal commas in the values
+    cannot make the comma parse fail first)."""
     with open(path, encoding="utf-8", errors="replace") as fh:
-        header = fh.readline()
-    if "," not in header:
-        for sep in OTHER_SEPARATORS:
-            if sep in header:
-                return pd.read_csv(path, sep=sep)
-    return pd.read_csv(path)
+        line = fh.readline()
+    if path.suffix.lower() == ".tsv":
+        return line, "\t"
+    if "," in line:
+        return line, ","
+    return line, next((sep for sep in OTHER_SEPARATORS if sep in line), ",")
 
 
 def check_header(path: str | Path, columns: dict[str, list[str]], name: str) -> None:
@@ -123,11 +122,8 @@ def check_header(path: str | Path, columns: dict[str, list[str]], name: str) -> 
     path = Path(path)
     if path.suffix.lower() not in (".csv", ".tsv") or not path.is_file():
         return
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        line = fh.readline().strip()
-    seps = [",", *OTHER_SEPARATORS] if path.suffix.lower() == ".csv" else ["\t"]
-    sep = next((s for s in seps if s in line), ",")
-    have = [c.strip() for c in next(csv.reader([line], delimiter=sep), [])]  # quotes honoured
+    line, sep = _header(path)  # the separator the loader reads the file with
+    have = [c.strip() for c in next(csv.reader([line.strip()], delimiter=sep), [])]
     for what, wanted in columns.items():
         absent = [c for c in wanted if c not in have]
         if absent:
