@@ -20,12 +20,11 @@ import argparse
 
 import numpy as np
 
-from scalebo.bench.budget_measure import fantasy_scope, fantasy_surrogate
+from scalebo.bench.budget_measure import fill_in
 from scalebo.bench.metrics import law_metrics, observed_table
 from scalebo.bench.problems import load_problem
 from scalebo.bench.replay import DEFAULT_METHOD, search_state
 from scalebo.cli.arg_types import fraction
-from scalebo.search.fantasize import fantasize
 
 
 def error(problem, table) -> float:
@@ -37,11 +36,8 @@ def error(problem, table) -> float:
 def decompose(problem, seed: int, budget: float, method=DEFAULT_METHOD) -> dict:
     """The three errors of one replay and the untried reference-envelope configurations."""
     loop = search_state(problem, method, budget, seed)
-    idx, y = loop.observed_indices, loop.observed_losses
-    scope, cap = fantasy_scope(loop, method)
-    filled = fantasize(problem.grid, idx, y, fantasy_surrogate(loop, method, problem, seed),
-                       scope=scope, cap=cap, estimator=method.estimator, rng=seed,
-                       max_std_ratio=method.max_std_ratio)
+    idx = loop.observed_indices
+    filled = fill_in(problem, method, loop, seed)  # the fill-in a replay's record scores
     perfect = filled.copy()
     perfect["loss"] = problem.loss[perfect["grid_index"].to_numpy()]
     cells = problem.grid.cell_ids

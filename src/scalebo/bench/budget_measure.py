@@ -14,6 +14,7 @@ import copy
 import time
 
 import numpy as np
+import pandas as pd
 
 from scalebo.bench.intervals import bootstrap_summary, score_intervals
 from scalebo.bench.method import MethodConfig
@@ -33,8 +34,8 @@ from scalebo.search.loop import SearchLoop
 from scalebo.search.models.stack import gp_stack
 from scalebo.search.models.surrogates import make_surrogate
 
-__all__ = ["fantasy_scope", "fantasy_surrogate", "innermost", "measure", "method_surrogate",
-           "posterior_scope"]
+__all__ = ["fantasy_scope", "fantasy_surrogate", "fill_in", "innermost", "measure",
+           "method_surrogate", "posterior_scope"]
 
 
 def method_surrogate(method: MethodConfig, problem: ReplayProblem, seed: int, *,
@@ -87,6 +88,17 @@ def posterior_scope(loop: SearchLoop, method: MethodConfig) -> tuple[str, float 
     return ("grid", None) if method.posterior_scope == "grid" else fantasy_scope(loop, method)
 
 
+def fill_in(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, seed: int
+            ) -> pd.DataFrame:
+    """The fill-in table of ``loop``'s runs (observed losses, posterior estimates of the
+    untried configurations in :func:`fantasy_scope`; :func:`~scalebo.search.fantasize
+    .fantasize`), as a replay measures it. Raises what ``fantasize`` raises."""
+    scope, cap = fantasy_scope(loop, method)
+    return fantasize(problem.grid, loop.observed_indices, loop.observed_losses,
+                     fantasy_surrogate(loop, method, problem, seed), scope=scope, cap=cap,
+                     estimator=method.estimator, rng=seed, max_std_ratio=method.max_std_ratio)
+
+
 def measure(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, budget: float,
             seed: int, timings: dict) -> BudgetMetrics:
     """The metrics of ``loop``'s runs at ``budget`` (a fraction of ``C_total``): the fill-in
@@ -94,7 +106,7 @@ def measure(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, budg
     bootstrap (``bootstrap_samples``) as ``method`` asks, each failure kept as a message;
     wall-clock seconds are added to ``timings`` (``fantasize``, ``posterior``,
     ``metrics``)."""
-    idx, y = loop.observed_indices, loop.observed_losses
+    idx = loop.observed_indices
     fantasized, message = None, ""
     if method.fantasize:
         t0 = time.perf_counter()
@@ -102,11 +114,7 @@ def measure(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, budg
             message = "no observation: nothing to fantasize from"
         else:
             try:
-                scope, cap = fantasy_scope(loop, method)
-                fantasized = fantasize(
-                    problem.grid, idx, y, fantasy_surrogate(loop, method, problem, seed),
-                    scope=scope, cap=cap, estimator=method.estimator, rng=seed,
-                    max_std_ratio=method.max_std_ratio)
+                fantasized = fill_in(problem, method, loop, seed)
                 message = guard_note(fantasized.attrs.get("n_extrapolated", 0),
                                      method.max_std_ratio)
             except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
