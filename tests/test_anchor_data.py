@@ -5,7 +5,7 @@ import numpy as np
 import scalebo.search.admission as admission
 from scalebo.bench.method import MethodConfig
 from scalebo.bench.problems import load_problem
-from scalebo.bench.replay import _finish, _make_loop
+from scalebo.bench.replay import search_state
 
 
 def test_oellm_seed_0_at_5_percent_drops_an_off_envelope_anchor(data_dir, monkeypatch):
@@ -28,8 +28,7 @@ def test_oellm_seed_0_at_5_percent_drops_an_off_envelope_anchor(data_dir, monkey
     for rule in (True, False):
         if not rule:
             monkeypatch.setattr(admission, "anchor_dominated", lambda *a, **k: False)
-        loop = _make_loop(problem, method, 0.05, 0)
-        _finish(loop, problem, method)
+        loop = search_state(problem, method, 0.05, 0)
         trained[rule] = loop.observed_indices
     assert np.isin(anchor_cell, trained[False]).any()
     assert not np.isin(anchor_cell, trained[True]).any()

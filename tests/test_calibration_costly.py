@@ -22,7 +22,7 @@ from scalebo.bench.budget_measure import method_surrogate, posterior_scope
 from scalebo.bench.intervals import reference_losses
 from scalebo.bench.method import DEFAULT_METHOD
 from scalebo.bench.problems import problem_from_table
-from scalebo.bench.replay import _finish, _make_loop
+from scalebo.bench.replay import search_state
 from scalebo.bench.synthetic import make_synthetic
 from scalebo.laws import CHINCHILLA
 from scalebo.search.law_posterior import law_posterior
@@ -41,8 +41,7 @@ def _replay(seed: int) -> tuple:
         problem = problem_from_table(frame[["N", "D", "lr", "loss"]], name="costly",
                                      axes=("lr",),
                                      chinchilla_starts=CHINCHILLA.start_grid()[::300])
-    loop = _make_loop(problem, DEFAULT_METHOD, BUDGET, seed)
-    _finish(loop, problem, DEFAULT_METHOD)
+    loop = search_state(problem, DEFAULT_METHOD, BUDGET, seed)
     return problem, loop
 
 

@@ -35,7 +35,7 @@ from scalebo.bench.budget_measure import method_surrogate, posterior_scope
 from scalebo.bench.intervals import reference_losses
 from scalebo.bench.method import DEFAULT_METHOD
 from scalebo.bench.problems import problem_from_table
-from scalebo.bench.replay import _finish, _make_loop
+from scalebo.bench.replay import search_state
 from scalebo.bench.synthetic import DEFAULT_LAW, make_synthetic
 from scalebo.fitting.frontier import pareto_envelope
 from scalebo.fitting.robust import fit_law
@@ -65,8 +65,7 @@ def _replay(seed: int, budget: float) -> tuple:
     """Problem, finished default search and its posterior's scope on grid ``seed``."""
     problem = _problem(seed)
     method = DEFAULT_METHOD
-    loop = _make_loop(problem, method, budget, seed)
-    _finish(loop, problem, method)
+    loop = search_state(problem, method, budget, seed)
     return problem, loop, *posterior_scope(loop, method)
 
 

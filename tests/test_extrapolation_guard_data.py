@@ -5,7 +5,7 @@ import numpy as np
 from scalebo.bench.budget_measure import measure
 from scalebo.bench.method import MethodConfig
 from scalebo.bench.problems import load_problem
-from scalebo.bench.replay import _finish, _make_loop
+from scalebo.bench.replay import search_state
 
 
 def test_steplaw_seed_2_at_25_percent(data_dir):
@@ -17,8 +17,7 @@ def test_steplaw_seed_2_at_25_percent(data_dir):
     what was left out. The same runs are filled in with and without the guard."""
     problem = load_problem("steplaw", data_dir=data_dir)
     method = MethodConfig(posterior_samples=0, polish=0.0, refit_growth=0.0)
-    loop = _make_loop(problem, method, 0.25, 2)
-    _finish(loop, problem, method)
+    loop = search_state(problem, method, 0.25, 2)
     timings = dict.fromkeys(("fantasize", "posterior", "metrics"), 0.0)
     m = measure(problem, method, loop, 0.25, 2, timings)
     assert abs(m.observed["compute"].extrapolation_pct["1e+25"]) < 0.01

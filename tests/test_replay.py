@@ -158,10 +158,9 @@ def test_clipped_gp_clips_outliers_at_median_plus_k_iqr():
 
 def test_fantasy_scope_is_the_final_window_by_default(problem):
     from scalebo.bench.budget_measure import fantasy_scope
-    from scalebo.bench.replay import _finish, _make_loop
+    from scalebo.bench.replay import search_state
 
-    loop = _make_loop(problem, FAST, 0.05, 0)
-    _finish(loop, problem, FAST)
+    loop = search_state(problem, FAST, 0.05, 0)
     scope, cap = fantasy_scope(loop, FAST)
     assert scope == "window" and cap == loop.window_cap()
     assert cap >= problem.grid.cost[loop.observed_indices].max()
@@ -169,17 +168,15 @@ def test_fantasy_scope_is_the_final_window_by_default(problem):
     assert fantasy_scope(loop, FAST.with_(fantasize_scope="observed")) == ("window", None)
     assert fantasy_scope(loop, FAST.with_(fantasize_scope="grid")) == ("grid", None)
     full = FAST.with_(strategy="full")
-    full_loop = _make_loop(problem, full, 0.05, 0)
-    _finish(full_loop, problem, full)
+    full_loop = search_state(problem, full, 0.05, 0)
     assert fantasy_scope(full_loop, full) == ("grid", None)
 
 
 def test_the_law_posterior_samples_the_whole_grid_by_default(problem):
     from scalebo.bench.budget_measure import fantasy_scope, posterior_scope
-    from scalebo.bench.replay import _finish, _make_loop
+    from scalebo.bench.replay import search_state
 
-    loop = _make_loop(problem, FAST, 0.05, 0)
-    _finish(loop, problem, FAST)
+    loop = search_state(problem, FAST, 0.05, 0)
     assert posterior_scope(loop, FAST) == ("grid", None)
     old = FAST.with_(posterior_scope="fantasize")
     assert posterior_scope(loop, old) == fantasy_scope(loop, old)
