@@ -25,6 +25,8 @@ import warnings
 import numpy as np
 from joblib import Parallel, delayed
 
+from scalebo.cli.arg_types import coupling_share
+
 
 def one(dataset: str, seed: int, budget: float, tolerance: float, estimand: str,
         min_shrink: float, coupling: float | None) -> dict:
@@ -59,7 +61,7 @@ def main() -> int:
     ap.add_argument("--min-shrink", type=float, default=0.2,
                     help="noise_free: also stop when training everything left would narrow "
                          "the interval by less than this fraction")
-    ap.add_argument("--posterior-coupling", type=float, default=None, metavar="RHO",
+    ap.add_argument("--posterior-coupling", type=coupling_share, default=None, metavar="RHO",
                     help="the law posterior's cell coupling (default: the method's, 0.85)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--json", help="write every outcome to this file")
