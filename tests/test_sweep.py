@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from scalebo.bench import replay as replay_mod
@@ -481,6 +482,15 @@ def test_file_dataset_options_are_checked_and_its_content_is_in_the_key(tmp_path
     semi.write_text("params;D;lr;loss\n1e8;1e9;1e-3;3.0\n")
     check_replay_datasets(SweepConfig.from_dict(
         {**raw, "datasets": {"g": {"source": str(semi), "mapping": {"N": "params"}}}}).datasets)
+    pq = tmp_path / "grid.parquet"  # a Parquet schema is checked without reading its rows
+    pd.read_csv(runs).to_parquet(pq)
+    with pytest.raises(ValueError, match=r"mapped column\(s\) 'parmas' \(did you mean "
+                                         r"'params'\?\) not in the header of .*grid\.parquet; "
+                                         r"its columns: \['params', 'D', 'lr', 'loss'\]"):
+        check_replay_datasets(SweepConfig.from_dict(
+            {**raw, "datasets": {"g": {"source": str(pq), "mapping": {"N": "parmas"}}}}).datasets)
+    check_replay_datasets(SweepConfig.from_dict(
+        {**raw, "datasets": {"g": {"source": str(pq), "mapping": {"N": "params"}}}}).datasets)
     cfg.write_text(f"name: b\nseeds: 1\nbudgets: [0.05]\nmethods: {{w: {{}}}}\n"
                    f"datasets: {{g: {{source: {runs}, mapping: {{N: parmas}}}}}}\n")
     assert main(["bench", "run", str(cfg), "--out", str(out), "-q"]) == 2

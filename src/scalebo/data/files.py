@@ -113,17 +113,35 @@ def _header(path: Path) -> tuple[str, str]:
     return line, next((sep for sep in OTHER_SEPARATORS if sep in line), ",")
 
 
+def _column_names(path: Path) -> list[str] | None:
+    """A run table's column names read without its rows: a ``.csv`` / ``.tsv`` header line
+    (with the separator the loader uses) or a Parquet schema (file metadata only); None for
+    other formats or a schema that cannot be read (the loader then reports it)."""
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".tsv"):
+        line, sep = _header(path)
+        return [c.strip() for c in next(csv.reader([line.strip()], delimiter=sep), [])]
+    if suffix in (".parquet", ".pq"):
+        try:
+            import pyarrow.parquet as pq
+
+            return [str(c) for c in pq.read_schema(path).names if not str(c).startswith("__")]
+        except (OSError, ValueError, ImportError):
+            return None
+    return None
+
+
 def check_header(path: str | Path, columns: dict[str, list[str]], name: str) -> None:
-    """Raise :class:`RunTableError` when a ``.csv`` / ``.tsv`` file's header line lacks one
-    of ``columns`` (``{what: [column, ...]}``, e.g. ``{"mapped column": ["params"]}``), with
-    the closest names it has; other formats and unreadable files are left to the loader
-    (reading them costs what loading does). Lets a sweep refuse a typo in a dataset's
-    ``mapping`` or ``axes`` when its config is read rather than in every cell."""
+    """Raise :class:`RunTableError` when a ``.csv`` / ``.tsv`` file's header line or a
+    Parquet file's schema lacks one of ``columns`` (``{what: [column, ...]}``, e.g.
+    ``{"mapped column": ["params"]}``), with the closest names it has; JSON files and
+    unreadable files are left to the loader (JSON has no header: checking it costs what
+    loading does). Lets a sweep refuse a typo in a dataset's ``mapping`` or ``axes`` when its
+    config is read rather than in every cell."""
     path = Path(path)
-    if path.suffix.lower() not in (".csv", ".tsv") or not path.is_file():
+    have = _column_names(path) if path.is_file() else None
+    if have is None:
         return
-    line, sep = _header(path)  # the separator the loader reads the file with
-    have = [c.strip() for c in next(csv.reader([line.strip()], delimiter=sep), [])]
     for what, wanted in columns.items():
         absent = [c for c in wanted if c not in have]
         if absent:
