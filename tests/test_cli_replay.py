@@ -33,6 +33,12 @@ def test_replay_file_json_plot_and_errors(tmp_path):
     assert data["method"]["incumbent"] == "envelope" and data["method"]["ei_cost_power"] == 1.0
     assert all(m["spent_fraction"] <= m["budget"] + 1e-12 for m in data["metrics"])
     assert data["problem"]["n_configs"] == 72
+    # (1e8, 8e9) and (2e8, 4e9) cost the same; which of them is held out is said
+    assert [(c["N"], c["D"]) for c in data["problem"]["held_out_cells"]] == [(2e8, 4e9),
+                                                                           (2e8, 8e9)]
+    assert ("held out of the search, scored by heldout_mse: (N=2e+08, D=4e+09), (N=2e+08, "
+            "D=8e+09) (cells (N=1e+08, D=8e+09), (N=2e+08, D=4e+09) cost the same") in out.stderr
+    assert "(N=1e+08, D=8e+09) stay in the search" in data["problem"]["held_out_tie"]
     assert json.loads((tmp_path / "rec.json").read_text())["seed"] == 0
     assert (tmp_path / "trace.png").stat().st_size > 1000
 

@@ -143,3 +143,29 @@ def test_an_unidentified_reference_law_is_said(tmp_path):
         n for n in problem.notes if n.startswith(f"{path}: the reference chinchilla law is "
                                                  "not identified by the whole grid (unidentif")]
     assert len([n for n in problem.notes if "reference" in n]) == 1
+
+
+def test_which_of_equally_costly_cells_is_held_out_is_said(tmp_path):
+    """N and D double along the grid, so (1e8, 4e9) and (2e8, 2e9) cost the same 6·4e17
+    FLOPs; with 2 cells held out, the costliest (2e8, 4e9) and one of that tied pair are held
+    out. Which one was not reported anywhere (a new-user trial asked); by the documented order
+    (N, then D) it is the larger N."""
+    from scalebo.bench.problems import held_out_tie
+
+    path = grid_file(tmp_path / "tie", nan_row=0, repeat_row=None)
+    frame = pd.read_csv(path)
+    frame.loc[0, "loss"] = 4.0
+    frame.to_csv(path, index=False)
+    problem = load_problem(path, axes=AXES)
+    held = {(r.N, r.D) for r in problem.held_out_cells.itertuples()}
+    assert held == {(2e8, 4e9), (2e8, 2e9)}
+    tie = held_out_tie(problem.grid)
+    assert tie == ("cells (N=1e+08, D=4e+09), (N=2e+08, D=2e+09) cost the same (2.4e+18 FLOPs); "
+                   "of these, (N=2e+08, D=2e+09) held out (the larger N, then D), "
+                   "(N=1e+08, D=4e+09) stay in the search")
+    summary = problem.summary()
+    assert summary["held_out_tie"] == tie
+    assert [(c["N"], c["D"]) for c in summary["held_out_cells"]] == [(2e8, 2e9), (2e8, 4e9)]
+    # one cell held out: the costliest is unique, no tie to report; none held out: none
+    assert held_out_tie(load_problem(path, axes=AXES, n_held_out_cells=1).grid) is None
+    assert held_out_tie(load_problem(path, axes=AXES, n_held_out_cells=0).grid) is None

@@ -104,6 +104,9 @@ class ReplayProblem:
             "n_cells": int(self.grid.cell_cost.size),
             "axes": list(self.grid.axes),
             "n_held_out_configs": int(self.grid.held_out.sum()),
+            "held_out_cells": [{"N": float(r.N), "D": float(r.D), "C_cell": float(r.C)}
+                               for r in self.held_out_cells.itertuples()],
+            "held_out_tie": held_out_tie(self.grid),
             "C_total_flops": self.C_total,
             "floor_cells_fraction": self.floor_cells,
             "floor_envelope_fraction": self.floor_envelope,
@@ -227,6 +230,27 @@ def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarra
                          reference_compute=ref_c, reference_chinchilla=ref_ch,
                          envelope_idx=env, cell_best_idx=cells, held_out_cells=held_cells,
                          notes=notes, fit_starts={"chinchilla": chinchilla_starts})
+
+
+def held_out_tie(grid: Grid) -> str | None:
+    """Which of equally costly (N, D) cells are held out, when the held-out cells' cost is
+    shared by a cell that stays in the search; None otherwise. Cells of equal cost are ordered
+    by N, then D, and the last ones are held out (:meth:`Grid.from_frame`)."""
+    n_cell = int(grid.cell_cost.size)
+    k = int(np.unique(grid.cell_ids[grid.held_out]).size)
+    if k == 0 or grid.cell_cost[n_cell - k - 1] != grid.cell_cost[n_cell - k]:
+        return None
+    first = np.unique(grid.cell_ids, return_index=True)[1]  # one configuration per cell
+    N = grid.configs["N"].to_numpy()[first]
+    D = grid.configs["D"].to_numpy()[first]
+    tied = np.flatnonzero(grid.cell_cost == grid.cell_cost[n_cell - k])
+
+    def cells(ids: np.ndarray) -> str:
+        return ", ".join(f"(N={N[i]:.4g}, D={D[i]:.4g})" for i in ids)
+
+    return (f"cells {cells(tied)} cost the same ({grid.cell_cost[n_cell - k]:.4g} FLOPs); of "
+            f"these, {cells(tied[tied >= n_cell - k])} held out (the larger N, then D), "
+            f"{cells(tied[tied < n_cell - k])} stay in the search")
 
 
 def load_problem(

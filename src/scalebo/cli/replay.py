@@ -194,7 +194,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scalebo.bench.problems import load_problem
+    from scalebo.bench.problems import held_out_tie, load_problem
     from scalebo.bench.replay import (
         MethodConfig,
         envelope_out_of_reach,
@@ -222,6 +222,11 @@ def run(args: argparse.Namespace) -> int:
                                duplicates=args.duplicates)
     for note in problem.notes:
         log(f"note: {note}")
+    held = [f"(N={r.N:.4g}, D={r.D:.4g})" for r in problem.held_out_cells.itertuples()]
+    if held:
+        tie = held_out_tie(problem.grid)
+        log(f"held out of the search, scored by heldout_mse: {', '.join(held)}"
+            + (f" ({tie})" if tie else ""))
     records = list(args.record_budgets)
     log(f"replaying {method.label()} to {args.budget:g} of C_total, seed {args.seed} ...")
     with budget_bar(f"replay seed {args.seed}") as progress:
