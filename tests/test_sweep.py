@@ -346,9 +346,14 @@ def test_grouped_replay_equals_separate_replays(tmp_path):
     assert separate.n_tasks == 3 and separate.failed == 0, separate.describe()
     g, s = _contents(tmp_path / "g"), _contents(tmp_path / "s")
     assert g == s
-    runs = [json.loads(record_path(tmp_path / "g", c).read_text())["result"]["metrics"]["n_runs"]
-            for c in cfg.cells()]
-    assert runs == sorted(runs) and runs[0] < runs[-1]
+    metrics = [json.loads(record_path(tmp_path / "g", c).read_text())["result"]["metrics"]
+               for c in cfg.cells()]
+    spent = [m["spent_fraction"] for m in metrics]
+    # each budget's end phase (polish, anchor) forks from the shared search, so a larger
+    # budget need not hold more runs (13 at 2 %, 12 at 5 % on an AVX-512 CPU), but it spends
+    # within its own budget and the 10 % record more than all of 2 %
+    assert all(f <= c.budget * (1 + 1e-9) for f, c in zip(spent, cfg.cells(), strict=True))
+    assert spent[-1] > cfg.cells()[0].budget
 
 
 def _grid_csv(tmp_path: Path, nan_row: int) -> Path:
