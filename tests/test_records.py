@@ -219,6 +219,28 @@ def test_record_carries_its_numerical_environment(tmp_path):
     blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
     assert all(i["internal_api"] in env["blas"] and i["version"] in env["blas"] for i in blas)
     assert env == numerics_environment()
+    # NumPy's own SIMD kernels, as numpy.show_runtime() lists them: the same install rounds
+    # exp/log and sums differently on a CPU with AVX-512 (found: three tests flipped there)
+    import contextlib
+    import io
+    import os
+    import re
+    import subprocess
+    import sys
+
+    shown = io.StringIO()
+    with contextlib.redirect_stdout(shown):
+        numpy.show_runtime()
+    found = re.search(r"'found': \[([^\]]*)\]", shown.getvalue())
+    listed = [] if found is None else re.findall(r"'([^']+)'", found.group(1))
+    assert env["numpy_simd"] == (" ".join(listed) or "none")
+    if listed:  # turned off, they are gone from the record's environment
+        code = ("from scalebo.bench.records import numerics_environment as n; "
+                "print(n()['numpy_simd'])")
+        off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env={**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(listed)})
+        assert off.returncode == 0, off.stderr
+        assert off.stdout.strip() == "none"
     path = _ok_record(tmp_path)  # the environment is written and read back; not in the key
     assert read_record(path)["environment"] == env and CELL.key == path.stem
 

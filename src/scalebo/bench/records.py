@@ -128,11 +128,14 @@ def make_record(cell: Cell, status: str, result: Any, error: Mapping[str, str] |
 @functools.cache
 def numerics_environment() -> dict[str, str]:
     """What a record's numbers depend on besides scalebo's code, settings and data: the
-    versions of Python, NumPy and SciPy, and each BLAS library with the kernel it chose for
-    this CPU (``threadpoolctl``), e.g. ``{"python": "3.11.7", "numpy": "2.4.6", "scipy":
-    "1.17.1", "blas": "openblas 0.3.31 Haswell"}``. Two of them can round a sum differently,
-    and one rounding difference can change a surrogate's pick and every number after it, so
-    records computed in different environments can differ (a report warns when it mixes them).
+    versions of Python, NumPy and SciPy, the SIMD extensions NumPy dispatches its own kernels
+    to on this CPU, and each BLAS library with the kernel it chose (``threadpoolctl``), e.g.
+    ``{"python": "3.11.7", "numpy": "2.4.6", "numpy_simd": "X86_V3 X86_V4 AVX512_ICL",
+    "scipy": "1.17.1", "blas": "openblas 0.3.31 Haswell"}``. Two of them can round a sum or
+    an ``exp`` differently, and one rounding difference can change a surrogate's pick and
+    every number after it, so records computed in different environments can differ (a
+    report warns when it mixes them). The same install gives other records on a CPU with
+    AVX-512 than on one without (``NPY_DISABLE_CPU_FEATURES`` turns extensions off).
     """
     import platform
 
@@ -144,7 +147,18 @@ def numerics_environment() -> dict[str, str]:
                                                             "architecture"))
                    for i in threadpool_info() if i.get("user_api") == "blas"})
     return {"python": platform.python_version(), "numpy": numpy.__version__,
-            "scipy": scipy.__version__, "blas": "; ".join(blas) or "none found"}
+            "numpy_simd": _numpy_simd(), "scipy": scipy.__version__,
+            "blas": "; ".join(blas) or "none found"}
+
+
+def _numpy_simd() -> str:
+    """The SIMD extensions (beyond its baseline) that NumPy found and dispatches to, as
+    ``numpy.show_runtime()`` lists them; ``"unknown"`` where NumPy does not say."""
+    try:
+        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    except ImportError:
+        return "unknown"
+    return " ".join(f for f in __cpu_dispatch__ if __cpu_features__.get(f)) or "none"
 
 
 def write_json(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path:
