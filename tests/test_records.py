@@ -238,7 +238,8 @@ def test_record_carries_its_numerical_environment(tmp_path):
         code = ("from scalebo.bench.records import numerics_environment as n; "
                 "print(n()['numpy_simd'])")
         off = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             env={**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(listed)})
+                             env={**os.environ, "NPY_DISABLE_CPU_FEATURES": " ".join(
+                                 [os.environ.get("NPY_DISABLE_CPU_FEATURES", ""), *listed])})
         assert off.returncode == 0, off.stderr
         assert off.stdout.strip() == "none"
     path = _ok_record(tmp_path)  # the environment is written and read back; not in the key
