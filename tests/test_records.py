@@ -267,6 +267,19 @@ def test_records_of_several_environments_warn(tmp_path):
         df = load_records(tmp_path)
     assert "1 record(s): blas " in str(w[0].message) and "numpy 1.0.0" in str(w[0].message)
     assert df["key"].nunique() == 2
+    # the frame says which environments, and a report's header names them
+    from scalebo.bench.environment import describe_environments
+    from scalebo.bench.records import ENVIRONMENTS_ATTR
+
+    envs = df.attrs[ENVIRONMENTS_ATTR]
+    assert sorted(envs.values()) == [1, 1] and sum("numpy 1.0.0" in e for e in envs) == 1
+    said = describe_environments(envs)
+    assert said.startswith("The records come from 2 numerical environments")
+    assert "(1 records)" in said
+    mine = next(e for e in envs if "numpy 1.0.0" not in e)
+    here = describe_environments({mine: 2})
+    assert here == f"Numerical environment of every record: {mine}."
+    assert "numpy_simd " in here and describe_environments({}) == ""
 
 
 def test_load_records_tidy_layout(tmp_path):

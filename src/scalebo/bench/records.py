@@ -20,7 +20,6 @@ fitted on observed runs only), ``"fantasized"`` (observed + surrogate fill-in) o
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import os
@@ -35,6 +34,7 @@ from typing import Any
 
 import pandas as pd
 
+from scalebo.bench.environment import environments, numerics_environment, warn_environments
 from scalebo.bench.sweep_config import (
     RECORD_SCHEMA_VERSION,
     Cell,
@@ -46,7 +46,8 @@ from scalebo.bench.sweep_config import (
 from scalebo.outputs import jsonable, write_json_file
 
 __all__ = [
-    "ID_COLUMNS", "IGNORED_ATTR", "RECORD_SCHEMA", "RECORD_SCHEMA_VERSION", "TIMING_FIELDS",
+    "ENVIRONMENTS_ATTR", "ID_COLUMNS", "IGNORED_ATTR", "RECORD_SCHEMA", "RECORD_SCHEMA_VERSION",
+    "TIMING_FIELDS",
     "Cell", "DatasetSpec", "IgnoredRecord", "MethodSpec", "RecordError", "RecordWarning",
     "identity_key", "is_finished", "iter_records", "jsonable", "load_records", "make_record",
     "numerics_environment", "package_version", "read_record", "record_path", "record_state",
@@ -58,6 +59,9 @@ RECORD_SCHEMA = "scalebo.bench.record"
 TIMING_FIELDS = ("timing",)
 #: Key of ``load_records(...).attrs`` that holds the ignored files (:class:`IgnoredRecord`).
 IGNORED_ATTR = "ignored_records"
+#: Key of ``load_records(...).attrs`` that holds {environment: number of records}
+#: (:func:`~scalebo.bench.environment.environments`).
+ENVIRONMENTS_ATTR = "environments"
 _FIELDS = ("key", "cell", "status", "error", "result")
 
 
@@ -123,42 +127,6 @@ def make_record(cell: Cell, status: str, result: Any, error: Mapping[str, str] |
                    "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                    "host": socket.gethostname(), "pid": os.getpid()},
     }
-
-
-@functools.cache
-def numerics_environment() -> dict[str, str]:
-    """What a record's numbers depend on besides scalebo's code, settings and data: the
-    versions of Python, NumPy and SciPy, the SIMD extensions NumPy dispatches its own kernels
-    to on this CPU, and each BLAS library with the kernel it chose (``threadpoolctl``), e.g.
-    ``{"python": "3.11.7", "numpy": "2.4.6", "numpy_simd": "X86_V3 X86_V4 AVX512_ICL",
-    "scipy": "1.17.1", "blas": "openblas 0.3.31 Haswell"}``. Two of them can round a sum or
-    an ``exp`` differently, and one rounding difference can change a surrogate's pick and
-    every number after it, so records computed in different environments can differ (a
-    report warns when it mixes them). The same install gives other records on a CPU with
-    AVX-512 than on one without (``NPY_DISABLE_CPU_FEATURES`` turns extensions off).
-    """
-    import platform
-
-    import numpy
-    import scipy
-    from threadpoolctl import threadpool_info
-
-    blas = sorted({" ".join(str(i.get(k) or "?") for k in ("internal_api", "version",
-                                                            "architecture"))
-                   for i in threadpool_info() if i.get("user_api") == "blas"})
-    return {"python": platform.python_version(), "numpy": numpy.__version__,
-            "numpy_simd": _numpy_simd(), "scipy": scipy.__version__,
-            "blas": "; ".join(blas) or "none found"}
-
-
-def _numpy_simd() -> str:
-    """The SIMD extensions (beyond its baseline) that NumPy found and dispatches to, as
-    ``numpy.show_runtime()`` lists them; ``"unknown"`` where NumPy does not say."""
-    try:
-        from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
-    except ImportError:
-        return "unknown"
-    return " ".join(f for f in __cpu_dispatch__ if __cpu_features__.get(f)) or "none"
 
 
 def write_json(path: str | os.PathLike[str], payload: Mapping[str, Any]) -> Path:
@@ -273,20 +241,6 @@ def _differ(cells: Sequence[Mapping]) -> str:
     return "; ".join(parts)
 
 
-def _warn_environments(directory: str | os.PathLike[str], records: Sequence[Mapping]) -> None:
-    """Warn when the records were computed in more than one :func:`numerics_environment`
-    (records written before it was recorded are not counted): their numbers can differ."""
-    envs: dict[str, int] = defaultdict(int)
-    for rec in records:
-        if isinstance(rec.get("environment"), Mapping):
-            envs[", ".join(f"{k} {v}" for k, v in sorted(rec["environment"].items()))] += 1
-    if len(envs) > 1:
-        shown = "".join(f"\n  {n} record(s): {e}" for e, n in sorted(envs.items()))
-        warnings.warn(f"{directory}: the records were computed in {len(envs)} numerical "
-                      "environments; the same cell can round, pick and score differently in "
-                      f"each, and a report mixes them:{shown}", RecordWarning, stacklevel=3)
-
-
 def iter_records(directory: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """Every valid record of ``directory``, sorted by key; warns (:class:`RecordWarning`)
     naming each ignored file and why (see :func:`scan_records`)."""
@@ -356,12 +310,14 @@ def load_records(directory: str | os.PathLike[str], *, include_errors: bool = Fa
 
     Files that cannot be used (:func:`scan_records`) are listed in one :class:`RecordWarning`
     and in ``frame.attrs[IGNORED_ATTR]`` (a tuple of :class:`IgnoredRecord`); several
-    records of one dataset/method/seed/budget label also warn.
+    records of one dataset/method/seed/budget label also warn. ``frame.attrs[
+    ENVIRONMENTS_ATTR]``: the numerical environments the records were computed in
+    (:func:`environments`; a warning when there are several).
     """
     records, ignored = scan_records(directory)
     _warn_ignored(directory, ignored)
     _warn_duplicates(directory, records)
-    _warn_environments(directory, records)
+    warn_environments(directory, records, RecordWarning)
     frames: list[dict[str, Any]] = []
     for rec in records:
         cell = rec["cell"]
@@ -389,4 +345,5 @@ def load_records(directory: str | os.PathLike[str], *, include_errors: bool = Fa
         extra = [c for c in df.columns if c not in cols and c not in params]
         df = df[list(ID_COLUMNS) + params + ["kind", "metric", "value"] + extra]
     df.attrs[IGNORED_ATTR] = tuple(ignored)
+    df.attrs[ENVIRONMENTS_ATTR] = environments(records)
     return df

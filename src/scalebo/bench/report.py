@@ -21,9 +21,8 @@ Tables (Markdown, :func:`write_report`):
 * compute saved: the smallest budget fraction ``f`` at which the mean error at 1e25 FLOPs is
   ≤ a threshold (default 1 %), the saving factor ``1/f``, and the compute actually spent there
   as a fraction of ``C_total`` and as a multiple of the per-cell compute floor;
-* runs and recoveries (envelope %, cell %) per budget.
-
-Numbers below a table's display floor print as ``0.00`` (:func:`format_pm`).
+* runs and recoveries (envelope %, cell %) per budget; the header names the records'
+  numerical environments. Numbers below a display floor print as ``0.00`` (:func:`format_pm`).
 Figures (matplotlib, lazily, Agg; only for the methods in the records): per dataset a grid
 of recovery panels vs budget with ±1 SD bands (a colour per method; observed: dashed, open
 circles; fantasized: solid, filled squares), comparisons of methods that differ only in
@@ -46,9 +45,10 @@ import pandas as pd
 
 from scalebo.bench import calibration as cal
 from scalebo.bench.calibration import calibration_figure, calibration_section
+from scalebo.bench.environment import describe_environments
 from scalebo.bench.fit_rates import CONVERGED_HEADING, converged_table
 from scalebo.bench.oracle import report_oracle
-from scalebo.bench.records import IGNORED_ATTR, load_records
+from scalebo.bench.records import ENVIRONMENTS_ATTR, IGNORED_ATTR, load_records
 from scalebo.outputs import save_figure, write_text_file
 
 __all__ = ["ERROR_FLOOR_PCT", "EXTRAPOLATION_KEYS", "coefficient_table", "comparison_groups",
@@ -357,7 +357,7 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
              if ignored else ""),
           f"Law in the tables: `{law}`. Cells are mean ± SD over seeds; `n` is the number of "
           "seeds. `method + fantasize` = the same runs with the law fitted on observed + "
-          "surrogate-filled losses.", ""]
+          "surrogate-filled losses. " + describe_environments(full.attrs[ENVIRONMENTS_ATTR]), ""]
     orc, caption = None, ["Floor-oracle rows not computed (`--no-oracle`).", ""]
     if oracle:
         orc, caption = report_oracle(records_dir, frame, data_dir, law)
