@@ -490,7 +490,7 @@ def test_file_dataset_options_are_checked_and_its_content_is_in_the_key(tmp_path
     pq = tmp_path / "grid.parquet"  # a Parquet schema is checked without reading its rows
     pd.read_csv(runs).to_parquet(pq)
     with pytest.raises(ValueError, match=r"mapped column\(s\) 'parmas' \(did you mean "
-                                         r"'params'\?\) not in the header of .*grid\.parquet; "
+                                         r"'params'\?\) not in the schema of .*grid\.parquet; "
                                          r"its columns: \['params', 'D', 'lr', 'loss'\]"):
         check_replay_datasets(SweepConfig.from_dict(
             {**raw, "datasets": {"g": {"source": str(pq), "mapping": {"N": "parmas"}}}}).datasets)

@@ -150,5 +150,6 @@ def check_header(path: str | Path, columns: dict[str, list[str]], name: str) -> 
             hints = {c: difflib.get_close_matches(c, have, n=1, cutoff=0.6) for c in absent}
             said = ", ".join(f"{c!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
                              for c, h in hints.items())
-            raise RunTableError(f"{name}: {what}(s) {said} not in the header of {path}; its "
+            where = "header" if path.suffix.lower() in (".csv", ".tsv") else "schema"
+            raise RunTableError(f"{name}: {what}(s) {said} not in the {where} of {path}; its "
                                 f"columns: {have}.")
