@@ -242,6 +242,13 @@ def test_repeated_configuration_names_both_rows():
     frame = pd.concat([_frame(), _frame().iloc[[2]]], ignore_index=True)
     with pytest.raises(RunTableError, match=r"data rows 3 and 5 repeat the configuration"):
         load_runs(frame, mapping=MAP, hyperparameters=["lr"])
+    # values in 6 significant digits, the CLI's option before Python's spelling
+    odd = pd.DataFrame({"N": [1e8, 1e8], "D": [10**9.5] * 2, "loss": [3.0, 3.1]})
+    with pytest.raises(RunTableError) as info:
+        load_runs(odd)
+    assert "(N=1e+08, D=3.16228e+09); 1 row(s) repeat an earlier one. Average repeats with " \
+           "--duplicates mean (a sweep config: duplicates: mean in the dataset's options; " \
+           "Python: duplicates='mean')" in str(info.value)
 
 
 def test_repeats_averaged_with_mean():
@@ -428,8 +435,11 @@ def test_a_blank_cell_in_a_numeric_axis_is_named_not_silently_dropped():
     assert blank_axes(blank.assign(lr=1e-3).assign(width=[np.nan] + [1.0] * 7)) == {}
     assert blank_axes(blank.assign(lr=["1e-4", "3e-4", "", "3e-3"] * 2)).keys() == {"lr"}
     assert blank_axes(blank.assign(lr=["a", "b", "", "c"] * 2)) == {}  # names, not numbers
-    with pytest.raises(RunTableError, match=r"Column 'lr' varies inside \(N, D\) cells like a "
-                       r"hyperparameter but is blank on data row 3, so it is not one"), \
+    # the cause leads the error (it once came after "data rows 1 and 5 repeat ...")
+    with pytest.raises(RunTableError, match=r"^<DataFrame>: column 'lr' varies inside \(N, D\) "
+                       r"cells like a hyperparameter but is blank on data row 3, so it is not "
+                       r"one, and without it data rows 1 and 2 repeat the configuration "
+                       r"\(N=1e\+08, D=1e\+09\); 6 row\(s\) repeat an earlier one\. Fill"), \
             pytest.warns(UserWarning, match="but data row 3 is blank"):
         load_runs(blank)
     with pytest.warns(UserWarning, match=r"column 'lr' varies inside \(N, D\) cells like a "

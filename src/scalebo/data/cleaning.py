@@ -324,67 +324,6 @@ def _exclude(
     return frame.loc[~drop], excluded
 
 
-def _handle_duplicates(
-    frame: pd.DataFrame, keys: list[str], duplicates: str, name: str
-) -> pd.DataFrame:
-    group = frame.groupby(keys, sort=False).ngroup().to_numpy()
-    n_groups = int(group.max()) + 1
-    if n_groups == len(frame):
-        if duplicates == "mean":
-            frame = frame.assign(n_repeats=np.ones(len(frame), dtype=np.int64))
-        return frame
-    if duplicates == "error":
-        _, first_of_group = np.unique(group, return_index=True)
-        repeat = next(k for k in range(len(group)) if first_of_group[group[k]] != k)
-        partner = first_of_group[group[repeat]]
-        pos_a, pos_b = frame.index[partner], frame.index[repeat]
-        config = ", ".join(f"{k}={_scalar(frame[k].iloc[repeat])!r}" for k in keys)
-        texts = [c for c in frame.columns if c not in keys and c not in CANONICAL_COLUMNS
-                 and (_labels(frame[c]) and is_candidate_column(frame, c, allow_bool=True))
-                 and frame[c].iloc[partner] != frame[c].iloc[repeat]]
-        text = "" if not texts else (
-            f" They differ in the text column {texts[0]!r} "
-            f"({_scalar(frame[texts[0]].iloc[partner])!r} "
-            f"vs {_scalar(frame[texts[0]].iloc[repeat])!r}), so do not average them: name it "
-            "with the other hyperparameters to make it a categorical one (fit --hyperparameters, "
-            "replay --axes, hyperparameters= in Python), or fit each value's runs "
-            "separately.")
-        blanks = {} if texts else blank_axes(frame.reset_index(drop=True), keys=keys)
-        if blanks:
-            column, rows = next(iter(blanks.items()))
-            text = (f" Column {column!r} varies inside (N, D) cells like a hyperparameter but "
-                    f"is blank on {_rows(frame.index[rows])}, so it is not one: fill the "
-                    "value(s) in, or name the hyperparameter columns (fit --hyperparameters, "
-                    "replay --axes, hyperparameters= in Python).")
-        raise RunTableError(
-            f"{name}: data rows {pos_a + 1} and {pos_b + 1} repeat the configuration ({config}); "
-            f"{len(frame) - n_groups} row(s) repeat an earlier one." + (text or (
-                " Average repeats with duplicates='mean' (CLI: --duplicates mean; a sweep "
-                "config: duplicates: mean in the dataset's options), or name the column that "
-                "tells them apart as a hyperparameter."))
-        )
-    counts = np.bincount(group, minlength=n_groups)
-    mean_loss = np.bincount(group, weights=frame["loss"].to_numpy(), minlength=n_groups) / counts
-    _, first_of_group = np.unique(group, return_index=True)
-    merged = frame.iloc[first_of_group].copy()
-    merged["loss"] = mean_loss
-    merged["n_repeats"] = counts.astype(np.int64)
-    warnings.warn(
-        f"{name}: averaged the loss of repeated configurations: {len(frame)} runs merged "
-        f"into {n_groups} ({int((counts > 1).sum())} configuration(s) had repeats; other "
-        "columns keep the first run's values).",
-        UserWarning,
-        stacklevel=3,
-    )
-    return merged
-
-
-def _labels(series: pd.Series) -> bool:
-    """A column of names or booleans (not a numeric dtype other than bool)."""
-    return (pd.api.types.is_bool_dtype(series.dtype)
-            or not pd.api.types.is_numeric_dtype(series.dtype))
-
-
 def _scalar(value: object) -> object:
     """A numpy scalar as the Python value (for readable messages)."""
     return value.item() if isinstance(value, np.generic) else value

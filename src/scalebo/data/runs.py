@@ -44,7 +44,6 @@ from scalebo.data.cleaning import (
     _check_positive,
     _check_required,
     _exclude,
-    _handle_duplicates,
     _merge_run_id,
     _order_columns,
     _resolve_hyperparameters,
@@ -62,6 +61,7 @@ from scalebo.data.columns import (
     default_hyperparameters,
     is_categorical,
 )
+from scalebo.data.duplicates import handle_duplicates
 from scalebo.data.files import parse_mapping, read_table
 from scalebo.errors import RunTableError
 
@@ -269,7 +269,7 @@ def load_runs(
         _check_no_missing(frame.loc[valid, column], column, name)
 
     frame, excluded = _exclude(frame, diverged_above, name)
-    frame = _handle_duplicates(frame, ["N", "D", *hps, *config_columns], duplicates, name)
+    frame = handle_duplicates(frame, ["N", "D", *hps, *config_columns], duplicates, name)
     frame = _order_columns(frame, hps)
     excluded = excluded.reindex(columns=[*frame.columns.drop("n_repeats", errors="ignore"),
                                          "reason"])
