@@ -237,3 +237,20 @@ def test_proposals_use_the_column_names_of_the_users_files(campaign):
     same = json.loads(plain.stdout)["suggestions"]
     assert [(s["N"], s["D"], s["lr"], s["bs"]) for s in same] == [
         (s["params"], s["tokens"], s["lr"], s["bs"]) for s in sug]
+    # a YAML grid whose axes carry the user's names reads through the same --map (it once
+    # said "Axis 'N' is required"), and status's next lines use those names too
+    (path / "grid_user.yaml").write_text(
+        GRID_YAML.replace("  N:", "  params:").replace("  D:", "  tokens:"))
+    yaml_args = ["--grid", "grid_user.yaml", *args[3:]]
+    mapped = _scalebo("suggest", *yaml_args, "--format", "json", cwd=path)
+    assert mapped.returncode == 0, mapped.stderr
+    assert json.loads(mapped.stdout)["suggestions"] == sug
+    status = _scalebo("status", *[a for a in yaml_args if a not in ("--batch", "2")], cwd=path)
+    assert status.returncode == 0, status.stderr
+    nexts = [line for line in status.stdout.splitlines() if line.startswith("next ")]
+    assert nexts and all(line.split(": ", 1)[1].startswith("params ") for line in nexts)
+    both_axes = GRID_YAML.replace("  D:", "  tokens:") + "  params: [1e9]\n"
+    (path / "grid_both.yaml").write_text(both_axes)
+    both = _scalebo("suggest", "--grid", "grid_both.yaml", *args[3:], cwd=path)
+    assert both.returncode == 2
+    assert "the axes ['N', 'params'] are all the axis 'N'; keep one of them" in both.stderr

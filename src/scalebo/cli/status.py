@@ -11,6 +11,7 @@ from scalebo.cli.campaign_args import (
     add_campaign_arguments,
     anchor_dropped_note,
     cost_model,
+    file_columns,
     load_campaign,
 )
 from scalebo.cli.common import (
@@ -202,8 +203,10 @@ def run(args: argparse.Namespace) -> int:
                   else "intervals of the law the whole grid's recorded runs would give)"),
                format_table(rows, list(rows[0]), headers).rstrip("\n"),
                "", f"{'STOP' if status.stop else 'continue'}: {status.reason}"]
-        out += [f"next {i + 1}: {', '.join(f'{k} {format_number(v)}' for k, v in s.config.items())}"
-                f" ({s.reason})" for i, s in enumerate(proposed)]
+        names = file_columns(args)  # proposals in the user's column names, as suggest's
+        out += [f"next {i + 1}: "
+                + ", ".join(f"{names.get(k, k)} {format_number(v)}" for k, v in s.config.items())
+                + f" ({s.reason})" for i, s in enumerate(proposed)]
         out += [f"note: {n}" for n in status.notes]
         sys.stdout.write("\n".join(out) + "\n")
     return 0

@@ -139,7 +139,8 @@ def parse_budget(text: str | float) -> Budget:
 
 
 def campaign_grid(path: str | Path, mapping: Mapping[str, str] | None = None) -> Grid:
-    """The candidate configurations of a campaign, from YAML axes or a table file.
+    """The candidate configurations of a campaign, from YAML axes or a table file (either
+    read with ``mapping``: canonical name → the user's column name).
 
     A YAML grid (:func:`~scalebo.search.grid_file.read_grid_file`) keeps the
     ``held_out_cells`` it states and otherwise holds nothing out (a campaign trains whatever
@@ -158,7 +159,7 @@ def campaign_grid(path: str | Path, mapping: Mapping[str, str] | None = None) ->
     if path.suffix.lower() in (".yaml", ".yml"):
         from scalebo.search.grid_file import read_grid_file
 
-        axes, held = read_grid_file(path)
+        axes, held = read_grid_file(path, mapping)
         try:
             return Grid.from_axes(axes, n_held_out_cells=held or 0)
         except SearchError as err:

@@ -19,6 +19,7 @@ numbers. A single number (``lr: 3e-3``) is a one-value axis.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -91,9 +92,12 @@ def _unique_key_loader() -> type:
     return Loader
 
 
-def read_grid_file(path: str | Path) -> tuple[dict[str, list[Any]], int | None]:
+def read_grid_file(path: str | Path, mapping: Mapping[str, str] | None = None
+                   ) -> tuple[dict[str, list[Any]], int | None]:
     """``(axes, held_out_cells)`` of a grid YAML file, validated (see the module docstring);
-    ``held_out_cells`` is None when the file does not say.
+    ``held_out_cells`` is None when the file does not say. ``mapping`` (canonical name →
+    the user's column name, as ``--map N=params,D=tokens`` gives it) names axes as the run
+    tables do: an axis ``params`` is the axis ``N``.
 
     Raises:
         SearchError: any mistake in the file (names file, axis, item).
@@ -120,6 +124,15 @@ def read_grid_file(path: str | Path) -> tuple[dict[str, list[Any]], int | None]:
         raise SearchError(f"{path}: unknown key(s) {unknown}; a grid file has "
                           f"{list(GRID_KEYS)}.")
     axes = {str(k): _axis(path, str(k), v) for k, v in spec["axes"].items()}
+    if mapping:
+        canonical = {str(col): str(canon) for canon, col in mapping.items()}
+        renamed = [canonical.get(k, k) for k in axes]
+        twice = sorted({k for k in renamed if renamed.count(k) > 1})
+        if twice:
+            raise SearchError(f"{path}: with the mapping {dict(mapping)} the axes "
+                              f"{[k for k in axes if canonical.get(k, k) in twice]} are all "
+                              f"the axis {twice[0]!r}; keep one of them.")
+        axes = dict(zip(renamed, axes.values(), strict=True))
     for name in ("N", "D"):
         if name not in axes and name.lower() in axes:
             raise SearchError(f"{path}: axis {name.lower()!r} — did you mean {name!r}? (N "
