@@ -116,6 +116,22 @@ def test_a_one_column_csv_is_not_reread(tmp_path):
         load_runs(path)
 
 
+def test_mapping_mistakes_name_the_files_own_columns():
+    """A typo in --map gets the closest column; a required column left unmapped lists the
+    file's own names (it listed 'N', 'D' as renamed) and the whole --map to write."""
+    frame = pd.DataFrame({"model_params": [1e8, 2e8], "train_tokens": [1e9, 1e9],
+                          "final_loss": [3.0, 2.9]})
+    with pytest.raises(RunTableError) as info:
+        load_runs(frame, mapping={"N": "model_param", "D": "train_tokens", "loss": "final_loss"})
+    assert ("mapped column(s) {'N': 'model_param'} not found (did you mean 'model_params' for "
+            "'model_param'?)") in str(info.value)
+    with pytest.raises(RunTableError) as info:
+        load_runs(frame, mapping={"N": "model_params", "D": "train_tokens"})
+    assert ("missing required column(s) ['loss'] (N: parameters, D: tokens, loss: nats). The "
+            "file's columns: ['model_params', 'train_tokens', 'final_loss']. Map yours with "
+            "--map N=model_params,D=train_tokens,loss=final_loss") in str(info.value)
+
+
 def test_json_lines_in_a_json_file(tmp_path):
     path = tmp_path / "runs.json"
     _frame().to_json(path, orient="records", lines=True)
@@ -180,8 +196,9 @@ def test_missing_required_column_lists_columns_and_suggests_map():
         load_runs(_frame(), mapping={"N": "params"})
     message = str(info.value)
     assert "['D', 'loss']" in message and "'tokens'" in message
-    # the columns spell D and the loss in a common way: the hint names them
-    assert "--map D=tokens,loss=val_loss " in message
+    # the columns spell D and the loss in a common way: the hint names them, beside the
+    # mapping already given (the whole --map to write)
+    assert "--map N=params,D=tokens,loss=val_loss " in message
 
 
 def test_mapping_to_absent_column():

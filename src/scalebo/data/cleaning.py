@@ -62,9 +62,14 @@ def _apply_mapping(frame: pd.DataFrame, mapping: Mapping[str, str], name: str) -
         )
     absent = {key: col for key, col in mapping.items() if col not in frame.columns}
     if absent:
+        import difflib
+
+        have = [str(c) for c in frame.columns]
+        hints = {col: difflib.get_close_matches(str(col), have, n=1, cutoff=0.6)
+                 for col in absent.values()}
+        said = "".join(f" (did you mean {h[0]!r} for {col!r}?)" for col, h in hints.items() if h)
         raise RunTableError(
-            f"{name}: mapped column(s) {absent} not found; available columns: "
-            f"{list(frame.columns)}."
+            f"{name}: mapped column(s) {absent} not found{said}; available columns: {have}."
         )
     sources = list(mapping.values())
     if len(set(sources)) != len(sources):
@@ -86,15 +91,21 @@ def _apply_mapping(frame: pd.DataFrame, mapping: Mapping[str, str], name: str) -
     return renamed
 
 
-def _check_required(frame: pd.DataFrame, name: str) -> None:
+def _check_required(frame: pd.DataFrame, name: str,
+                    mapping: Mapping[str, str] | None = None) -> None:
+    """Raise when N, D or loss is missing after ``mapping`` (canonical → the file's column)
+    was applied; the message lists the file's own column names and the whole ``--map``."""
     missing = [col for col in REQUIRED_COLUMNS if col not in frame.columns]
     if missing:
+        mapping = {k: v for k, v in (mapping or {}).items() if k != v}
+        back = {canon: col for canon, col in mapping.items()}
         guess = suggested_mapping(frame.columns, missing)
-        example = ",".join(f"{col}={guess.get(col, '<column>')}" for col in missing)
+        example = ",".join([f"{k}={v}" for k, v in mapping.items()]
+                           + [f"{col}={guess.get(col, '<column>')}" for col in missing])
         raise RunTableError(
             f"{name}: missing required column(s) {missing} (N: parameters, D: tokens, "
-            f"loss: nats). Available columns: {list(frame.columns)}. Map yours with "
-            f"--map {example} (mapping={{...}} in Python)."
+            f"loss: nats). The file's columns: {[back.get(c, c) for c in frame.columns]}. "
+            f"Map yours with --map {example} (mapping={{...}} in Python)."
             + (" A table of compute and loss alone is not a run table; fit it as a formula: "
                "scalebo fit FILE --formula 'E + A*C**(-alpha)' --bounds "
                "E=0:10,A=0:1e8,alpha=0:2." if "C" in frame.columns and "loss" in frame.columns

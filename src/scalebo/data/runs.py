@@ -242,7 +242,7 @@ def load_runs(
 
     merged = _merge_run_id(mapping, run_id, name)
     frame = _apply_mapping(frame, merged, name)
-    _check_required(frame, name)
+    _check_required(frame, name, merged)
     for column in ("N", "D", "loss", "C"):
         if column in frame.columns:
             frame[column] = _to_float(frame[column], column, name, shown_column(column, merged))
