@@ -69,11 +69,17 @@ def test_replay_table_prints_the_law_intervals(tmp_path):
     assert "law intervals at 1e25 FLOPs" in out.stdout
     # every abbreviated column of the metric table is explained under it
     header = next(line.split() for line in out.stdout.splitlines() if "x_floor" in line)
-    legend = next(line for line in out.stdout.splitlines() if line.startswith("runs: "))
+    legend = next(line for line in out.stdout.splitlines() if line.startswith("source: "))
     for column in ("x_floor", "env_%", "cell_%", "heldout_mse", "|d|%@C", "spent"):
         assert column in legend, column
+    assert legend.startswith("source: observed = the law fitted on the runs trained, "
+                             "fantasized = on them plus")
+    assert "source: posterior = the law posterior" in out.stdout
     assert {"x_floor", "env_%", "cell_%", "|d|%@1e+25"} <= set(header)
     rec = json.loads((tmp_path / "rec.json").read_text())
+    for m in rec["metrics"]:  # a fill-in's note is printed, not left in the JSON only
+        if m["fantasized"] and m["fantasize_message"]:
+            assert f"note at {m['budget']:g}: {m['fantasize_message']}" in out.stdout
     post = rec["metrics"][0]["law_posterior"]["compute"]
     assert post["samples"] == 16
     rows = [line.split() for line in out.stdout.splitlines()

@@ -293,7 +293,10 @@ def _csv_rows(rec: Any) -> list[dict]:
     return rows
 
 
-_LEGEND = ("runs: configurations trained; spent: fraction of C_total; x_floor: spent / the "
+_LEGEND = ("source: observed = the law fitted on the runs trained, fantasized = on them plus "
+           "the surrogate's predicted losses of the untried configurations in the window (the "
+           "default point estimate); "
+           "runs: configurations trained; spent: fraction of C_total; x_floor: spent / the "
            "compute floor (the cost of every cell's best configuration); env_% / cell_%: "
            "share of the reference envelope's configurations / of the (N, D) cells' best "
            "configurations trained; heldout_mse: nats^2 on the held-out cells; |d|%@C: "
@@ -308,13 +311,18 @@ def _table(rec: Any) -> str:
     head = (f"{rec.dataset}: {rec.method.label()}, seed {rec.seed}; "
             f"{rec.timings['total']:.1f} s\n")
     out = head + format_table(rows, cols) + "\n" + _LEGEND
+    notes = [f"note at {m.budget:g}: {m.fantasize_message}" for m in rec.metrics
+             if m.fantasized is not None and m.fantasize_message]
+    out += "".join("\n" + n for n in notes)
     why = _failure_rows(rec)
     if why:
         out += ("\n\nwhy there is no estimate (fits that failed, law posteriors not drawn)\n"
                 + format_table(why, list(why[0])))
     intervals = _interval_rows(rec)
     if intervals:
-        out += ("\n\nlaw intervals at 1e25 FLOPs (loss, nats; covers: whether the full-grid "
+        out += ("\n\nlaw intervals at 1e25 FLOPs (loss, nats; source: posterior = the law "
+                "posterior, fits to draws of the untried configurations, bootstrap = fits to "
+                "resamples of the runs trained; covers: whether the full-grid "
                 "reference is inside the 80 % / 95 % interval; fits: sample fits that failed or "
                 "ended at a parameter bound)\n"
                 + format_table(intervals, list(intervals[0])))
