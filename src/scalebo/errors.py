@@ -25,6 +25,26 @@ def shown_config(config: dict) -> str:
     return "(" + ", ".join(f"{k}={one(v)}" for k, v in config.items()) + ")"
 
 
+def closest(name: object, known: list[str] | tuple[str, ...], cutoff: float = 0.6) -> str | None:
+    """The name among ``known`` closest to ``name`` (:func:`difflib.get_close_matches` at
+    ``cutoff``), or None: what a "did you mean" hint offers."""
+    import difflib
+
+    match = difflib.get_close_matches(str(name), list(known), n=1, cutoff=cutoff)
+    return match[0] if match else None
+
+
+def with_hints(names: list[str], known: list[str] | tuple[str, ...],
+               cutoff: float = 0.6) -> str:
+    """``names`` as messages list them, each with its :func:`closest` hint:
+    ``'parmas' (did you mean 'params'?), 'x'``."""
+    def one(name: str) -> str:
+        hint = closest(name, known, cutoff)
+        return f"{name!r}" + (f" (did you mean {hint!r}?)" if hint else "")
+
+    return ", ".join(one(n) for n in names)
+
+
 def shown_rows(rows: list[int]) -> str:
     """1-based data rows as messages show them: ``data row 4``, ``data rows 3 and 7``,
     ``data rows 1, 2 and 5``."""

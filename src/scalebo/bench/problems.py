@@ -32,7 +32,7 @@ import pandas as pd
 
 from scalebo.data.columns import default_hyperparameters
 from scalebo.data.runs import RunTable, load_runs
-from scalebo.errors import FitError
+from scalebo.errors import FitError, closest
 from scalebo.fitting.frontier import pareto_envelope
 from scalebo.fitting.robust import FitResult, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
@@ -324,11 +324,9 @@ def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir:
             return _build(name, mapping, axes, n_held, data_dir, seed, duplicates)
     path = Path(name)
     if not path.suffix and not path.exists():
-        import difflib
-
         known = list(REGISTERED)
-        close = difflib.get_close_matches(name, known, n=1)
-        raise ValueError(f"unknown dataset {name!r}" + (f" (did you mean {close[0]!r}?)"
+        close = closest(name, known)
+        raise ValueError(f"unknown dataset {name!r}" + (f" (did you mean {close!r}?)"
                          if close else "") + f"; replays take {known} or a run-table file "
                          "(.csv, .parquet, .jsonl, ...)")
     table = load_runs(path, mapping=dict(mapping) or None, hyperparameters=axes,

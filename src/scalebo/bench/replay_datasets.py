@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from scalebo.bench.sweep_config import DatasetSpec, _thaw
+from scalebo.errors import with_hints
 
 __all__ = ["check_replay_datasets"]
 
@@ -39,16 +40,11 @@ def check_replay_datasets(datasets: Iterable[DatasetSpec]) -> None:
 
 def _check_dataset_options(name: str, opts: Mapping[str, Any]) -> None:
     """ValueError naming an option of dataset ``name`` that the replay does not take."""
-    import difflib
-
     known = _dataset_options()
     unknown = [k for k in opts if k not in known]
     if unknown:
-        hints = {k: difflib.get_close_matches(str(k), known, n=1, cutoff=0.5)
-                 for k in unknown}
-        said = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
-                         for k, h in hints.items())
-        raise ValueError(f"dataset {name!r}: unknown option(s) {said}; a dataset takes "
+        raise ValueError(f"dataset {name!r}: unknown option(s) "
+                         f"{with_hints(unknown, known, cutoff=0.5)}; a dataset takes "
                          f"'source' and {list(known)}")
     if "mapping" in opts and not isinstance(opts["mapping"], Mapping):
         raise ValueError(f"dataset {name!r}: 'mapping' must be a mapping such as "

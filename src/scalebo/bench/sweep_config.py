@@ -196,17 +196,15 @@ def replay_method_settings(params: Mapping[str, Any]) -> dict[str, Any]:
     """The replay task's resolver: ``MethodConfig(**params).to_dict()``, every field of
     :class:`scalebo.bench.replay.MethodConfig` after defaults are filled in."""
     import dataclasses
-    import difflib
 
     from scalebo.bench.replay import MethodConfig
+    from scalebo.errors import with_hints
 
     fields = [f.name for f in dataclasses.fields(MethodConfig)]
     unknown = [k for k in params if k not in fields]
     if unknown:
-        hints = {k: difflib.get_close_matches(k, fields, n=1) for k in unknown}
-        said = ", ".join(f"{k!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
-                         for k, h in hints.items())
-        raise ValueError(f"unknown method field(s) {said}; MethodConfig fields: {fields}")
+        raise ValueError(f"unknown method field(s) {with_hints(unknown, fields)}; "
+                         f"MethodConfig fields: {fields}")
     return MethodConfig(**params).to_dict()
 
 

@@ -26,7 +26,7 @@ from scalebo.data.columns import (
     text_column,
     to_numbers,
 )
-from scalebo.errors import EXCLUDED_IN_PYTHON, ExcludedRunsWarning, RunTableError
+from scalebo.errors import EXCLUDED_IN_PYTHON, ExcludedRunsWarning, RunTableError, closest
 
 _ROWS_SHOWN = 5
 
@@ -62,12 +62,9 @@ def _apply_mapping(frame: pd.DataFrame, mapping: Mapping[str, str], name: str) -
         )
     absent = {key: col for key, col in mapping.items() if col not in frame.columns}
     if absent:
-        import difflib
-
         have = [str(c) for c in frame.columns]
-        hints = {col: difflib.get_close_matches(str(col), have, n=1, cutoff=0.6)
-                 for col in absent.values()}
-        said = "".join(f" (did you mean {h[0]!r} for {col!r}?)" for col, h in hints.items() if h)
+        hints = {col: closest(col, have) for col in absent.values()}
+        said = "".join(f" (did you mean {h!r} for {col!r}?)" for col, h in hints.items() if h)
         raise RunTableError(
             f"{name}: mapped column(s) {absent} not found{said}; available columns: {have}."
         )
@@ -98,13 +95,12 @@ def _check_required(frame: pd.DataFrame, name: str,
     missing = [col for col in REQUIRED_COLUMNS if col not in frame.columns]
     if missing:
         mapping = {k: v for k, v in (mapping or {}).items() if k != v}
-        back = {canon: col for canon, col in mapping.items()}
         guess = suggested_mapping(frame.columns, missing)
         example = ",".join([f"{k}={v}" for k, v in mapping.items()]
                            + [f"{col}={guess.get(col, '<column>')}" for col in missing])
         raise RunTableError(
             f"{name}: missing required column(s) {missing} (N: parameters, D: tokens, "
-            f"loss: nats). The file's columns: {[back.get(c, c) for c in frame.columns]}. "
+            f"loss: nats). The file's columns: {[mapping.get(c, c) for c in frame.columns]}. "
             f"Map yours with --map {example} (mapping={{...}} in Python)."
             + (" A table of compute and loss alone is not a run table; fit it as a formula: "
                "scalebo fit FILE --formula 'E + A*C**(-alpha)' --bounds "

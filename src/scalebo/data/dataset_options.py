@@ -15,13 +15,14 @@ reads as text, is converted), ``str``, ``bool``, ``Sequence[str]`` (a list of st
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from scalebo.errors import closest
 
 __all__ = ["DatasetOption", "check_dataset_options", "dataset_options", "options_help"]
 
@@ -154,8 +155,8 @@ def check_dataset_options(name: str, options: Mapping[str, Any]) -> dict[str, An
     out = {}
     for key, value in options.items():
         if key not in known:
-            close = difflib.get_close_matches(str(key), list(known), n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            close = closest(key, list(known))
+            hint = f" (did you mean {close!r}?)" if close else ""
             raise ValueError(f"dataset {name!r} has no option {key!r}{hint}; "
                              f"{_listing(name, known)}")
         try:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 
 from scalebo.data.columns import CANONICAL_COLUMNS
-from scalebo.errors import RunTableError
+from scalebo.errors import RunTableError, with_hints
 
 __all__ = ["SUFFIXES", "check_header", "parse_mapping", "read_table"]
 
@@ -145,11 +145,6 @@ def check_header(path: str | Path, columns: dict[str, list[str]], name: str) -> 
     for what, wanted in columns.items():
         absent = [c for c in wanted if c not in have]
         if absent:
-            import difflib
-
-            hints = {c: difflib.get_close_matches(c, have, n=1, cutoff=0.6) for c in absent}
-            said = ", ".join(f"{c!r}" + (f" (did you mean {h[0]!r}?)" if h else "")
-                             for c, h in hints.items())
             where = "header" if path.suffix.lower() in (".csv", ".tsv") else "schema"
-            raise RunTableError(f"{name}: {what}(s) {said} not in the {where} of {path}; its "
-                                f"columns: {have}.")
+            raise RunTableError(f"{name}: {what}(s) {with_hints(absent, have)} not in the "
+                                f"{where} of {path}; its columns: {have}.")
