@@ -194,7 +194,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scalebo.bench.problems import held_out_tie, load_problem
+    from scalebo.bench.problems import load_problem
     from scalebo.bench.replay import (
         MethodConfig,
         envelope_out_of_reach,
@@ -222,9 +222,10 @@ def run(args: argparse.Namespace) -> int:
                                duplicates=args.duplicates)
     for note in problem.notes:
         log(f"note: {note}")
-    held = [f"(N={r.N:.4g}, D={r.D:.4g})" for r in problem.held_out_cells.itertuples()]
+    summary = problem.summary()
+    held = [f"(N={c['N']:.4g}, D={c['D']:.4g})" for c in summary["held_out_cells"]]
     if held:
-        tie = held_out_tie(problem.grid)
+        tie = summary["held_out_tie"]
         log(f"held out of the search, scored by heldout_mse: {', '.join(held)}"
             + (f" ({tie})" if tie else ""))
     records = list(args.record_budgets)
@@ -235,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
     for message in [*unaffordable_budgets(rec, problem), *envelope_out_of_reach(rec, problem)]:
         warnings.warn(message, stacklevel=1)
     data = rec.to_dict()
-    data["problem"] = problem.summary()
+    data["problem"] = summary
     if args.json:
         write_json_file(data, args.json)
         log(f"wrote {args.json}")

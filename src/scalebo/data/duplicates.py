@@ -15,7 +15,7 @@ import pandas as pd
 
 from scalebo.data.cleaning import _rows, _scalar
 from scalebo.data.columns import CANONICAL_COLUMNS, blank_axes, is_candidate_column
-from scalebo.errors import RunTableError
+from scalebo.errors import RunTableError, shown_config
 
 __all__ = ["handle_duplicates"]
 
@@ -38,7 +38,7 @@ def handle_duplicates(
         repeat = next(k for k in range(len(group)) if first_of_group[group[k]] != k)
         partner = first_of_group[group[repeat]]
         pos_a, pos_b = frame.index[partner], frame.index[repeat]
-        config = ", ".join(f"{k}={_shown(frame[k].iloc[repeat])}" for k in keys)
+        config = shown_config({k: _scalar(frame[k].iloc[repeat]) for k in keys})
         texts = [c for c in frame.columns if c not in keys and c not in CANONICAL_COLUMNS
                  and (_labels(frame[c]) and is_candidate_column(frame, c, allow_bool=True))
                  and frame[c].iloc[partner] != frame[c].iloc[repeat]]
@@ -49,7 +49,7 @@ def handle_duplicates(
             "with the other hyperparameters to make it a categorical one (fit --hyperparameters, "
             "replay --axes, hyperparameters= in Python), or fit each value's runs "
             "separately.")
-        repeats = (f"data rows {pos_a + 1} and {pos_b + 1} repeat the configuration ({config}); "
+        repeats = (f"data rows {pos_a + 1} and {pos_b + 1} repeat the configuration {config}; "
                    f"{len(frame) - n_groups} row(s) repeat an earlier one")
         blanks = {} if texts else blank_axes(frame.reset_index(drop=True), keys=keys)
         if blanks:  # the cause first: a blank value made a hyperparameter column unusable
@@ -83,10 +83,3 @@ def _labels(series: pd.Series) -> bool:
     """A column of names or booleans (not a numeric dtype other than bool)."""
     return (pd.api.types.is_bool_dtype(series.dtype)
             or not pd.api.types.is_numeric_dtype(series.dtype))
-
-
-def _shown(value: object) -> str:
-    """A configuration value for a message: floats in 6 significant digits (3.16228e+09, not
-    3162277660.1683793), anything else as its repr."""
-    value = _scalar(value)
-    return f"{value:.6g}" if isinstance(value, float) else repr(value)
