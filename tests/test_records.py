@@ -28,6 +28,7 @@ from scalebo.bench.records import (
     read_record,
     record_path,
     record_state,
+    reportable_records,
     scan_records,
     write_record,
 )
@@ -312,6 +313,20 @@ def test_load_records_tidy_layout(tmp_path):
     assert len(err) == 1 and err["error"].iloc[0] == "ValueError: bad"
     (tmp_path / "empty").mkdir()
     assert load_records(tmp_path / "empty").empty
+
+
+def test_a_folder_of_failed_cells_is_refused_with_their_errors(tmp_path):
+    """A report of a sweep whose every cell failed says why instead of crashing (it raised
+    IndexError on the empty seed list); one ok record is enough to report."""
+    for seed, msg in [(0, "bad"), (1, "bad"), (2, "worse.")]:
+        write_record(tmp_path, make_record(Cell(CELL.dataset, CELL.method, seed, 0.05), "error",
+                                           None, {"type": "ValueError", "message": msg}, 1.0, 1))
+    with pytest.raises(ValueError, match=r"every record .* failed cell \(3 cells\), nothing to "
+                       r"report: 2 × ValueError: bad; 1 × ValueError: worse\. Fix the cause"):
+        reportable_records(tmp_path)
+    write_record(tmp_path, make_record(CELL, "ok", {"metrics": budget_metrics(0.05, -1.5)},
+                                       None, 1.0, 1))
+    assert set(reportable_records(tmp_path)["status"]) == {"ok", "error"}
 
 
 def test_param_columns_are_the_resolved_settings(tmp_path):

@@ -50,6 +50,7 @@ __all__ = [
     "TIMING_FIELDS",
     "Cell", "DatasetSpec", "IgnoredRecord", "MethodSpec", "RecordError", "RecordWarning",
     "identity_key", "is_finished", "iter_records", "jsonable", "load_records", "make_record",
+    "reportable_records",
     "numerics_environment", "package_version", "read_record", "record_path", "record_state",
     "scan_records", "write_json", "write_record",
 ]
@@ -347,3 +348,22 @@ def load_records(directory: str | os.PathLike[str], *, include_errors: bool = Fa
     df.attrs[IGNORED_ATTR] = tuple(ignored)
     df.attrs[ENVIRONMENTS_ATTR] = environments(records)
     return df
+
+
+def reportable_records(directory: str | os.PathLike[str]) -> pd.DataFrame:
+    """:func:`load_records` with failed cells included, for a report; ValueError when the
+    folder holds no record, or only records of failed cells (the message quotes their
+    errors, most frequent first, instead of a report with nothing in it)."""
+    full = load_records(directory, include_errors=True)
+    ignored = full.attrs.get(IGNORED_ATTR, ())
+    if full.empty:
+        why = f" ({len(ignored)} unusable record file(s) ignored)" if ignored else ""
+        raise ValueError(f"{directory} holds no scalebo record (*.json){why}.")
+    if not (full["status"] == "ok").any():
+        errors = full.drop_duplicates("key")["error"].value_counts()
+        shown = "; ".join(f"{n} × {e.rstrip('.')}" for e, n in errors.head(3).items())
+        more = f" (and {len(errors) - 3} other errors)" if len(errors) > 3 else ""
+        raise ValueError(f"every record in {directory} is of a failed cell ({errors.sum()} "
+                         f"cells), nothing to report: {shown}{more}. Fix the cause and rerun "
+                         "`scalebo bench run`, which recomputes failed cells.")
+    return full

@@ -48,7 +48,7 @@ from scalebo.bench.calibration import calibration_figure, calibration_section
 from scalebo.bench.environment import describe_environments
 from scalebo.bench.fit_rates import CONVERGED_HEADING, converged_table
 from scalebo.bench.oracle import report_oracle
-from scalebo.bench.records import ENVIRONMENTS_ATTR, IGNORED_ATTR, load_records
+from scalebo.bench.records import ENVIRONMENTS_ATTR, IGNORED_ATTR, reportable_records
 from scalebo.outputs import save_figure, write_text_file
 
 __all__ = ["ERROR_FLOOR_PCT", "EXTRAPOLATION_KEYS", "coefficient_table", "comparison_groups",
@@ -332,14 +332,12 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
         data_dir: Public datasets folder for the oracles (default ``$SCALEBO_DATA_DIR``).
 
     Returns:
-        Path of the Markdown file. Raises ``ValueError`` when the directory holds no record;
+        Path of the Markdown file. Raises ``ValueError`` when the directory holds no record
+        or only failed cells;
         unusable record files are named in a warning (``load_records``), counted in it.
     """
-    full = load_records(records_dir, include_errors=True)
+    full = reportable_records(records_dir)
     ignored = full.attrs.get(IGNORED_ATTR, ())
-    if full.empty:
-        why = f" ({len(ignored)} unusable record file(s) ignored)" if ignored else ""
-        raise ValueError(f"{records_dir} holds no scalebo record (*.json){why}.")
     frame = full[full["status"] == "ok"]
     summary = summarize(frame)
     out = Path(out_dir)
