@@ -154,6 +154,23 @@ def test_an_empty_file_says_so(tmp_path, name, text):
         load_runs(path)
 
 
+def test_spaces_around_column_names_are_removed_with_a_warning(tmp_path):
+    """'lr ' in a header is the column 'lr' for every command (``fit`` took 'lr ' as a
+    hyperparameter that ``--hyperparameters lr`` could not name, and a sweep's header check,
+    which strips names, passed while every cell failed); names that become equal are an
+    error."""
+    path = tmp_path / "runs.csv"
+    path.write_text("N, D ,lr ,loss\n1e8,2e9,1e-3,3.1\n2e8,4e9,1e-3,2.9\n")
+    with pytest.warns(UserWarning, match=r"runs.csv: spaces around column name\(s\) "
+                      r"\[' D ', 'lr '\] removed \(read as \['D', 'lr'\]\)"):
+        table = load_runs(path, hyperparameters=["lr"])
+    assert list(table.frame["lr"]) == [1e-3, 1e-3] and list(table.frame["D"]) == [2e9, 4e9]
+    path.write_text("N,D,lr,lr ,loss\n1e8,2e9,1e-3,2e-3,3.1\n")
+    with pytest.raises(RunTableError, match=r"runs.csv: columns differ only by spaces around "
+                                            r"their names \(\['lr'\]: \['lr', 'lr '\]\)"):
+        load_runs(path)
+
+
 def test_errors_name_the_file_column_behind_a_mapping(tmp_path):
     path = tmp_path / "runs.csv"
     path.write_text("params,tokens,final_loss\n1e8,2e9,3.1\n2e8,4e9,abc\n")

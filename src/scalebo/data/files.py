@@ -4,6 +4,7 @@ command line's column mapping ``"N=params,D=tokens"``."""
 from __future__ import annotations
 
 import csv
+import warnings
 from pathlib import Path
 
 import pandas as pd
@@ -82,17 +83,38 @@ def read_table(path: str | Path) -> pd.DataFrame:
                             "names and one row per run.")
     try:
         if suffix in (".csv", ".tsv"):
-            return pd.read_csv(path, sep=_header(path)[1])
-        if suffix in (".parquet", ".pq"):
-            return pd.read_parquet(path)
-        if suffix in (".jsonl", ".ndjson"):
-            return pd.read_json(path, lines=True, dtype=False)
-        try:
-            return pd.read_json(path, orient="records", dtype=False)
-        except ValueError:
-            return pd.read_json(path, lines=True, dtype=False)
+            frame = pd.read_csv(path, sep=_header(path)[1])
+        elif suffix in (".parquet", ".pq"):
+            frame = pd.read_parquet(path)
+        elif suffix in (".jsonl", ".ndjson"):
+            frame = pd.read_json(path, lines=True, dtype=False)
+        else:
+            try:
+                frame = pd.read_json(path, orient="records", dtype=False)
+            except ValueError:
+                frame = pd.read_json(path, lines=True, dtype=False)
     except (ValueError, OSError, ImportError) as exc:
         raise RunTableError(f"{path}: could not be read as {suffix[1:]}: {exc}") from exc
+    return _stripped_names(frame, path)
+
+
+def _stripped_names(frame: pd.DataFrame, path: Path) -> pd.DataFrame:
+    """``frame`` with spaces around its column names removed (``'lr '`` → ``'lr'``: a header
+    written by hand or a spreadsheet; every command, ``--map`` and ``--hyperparameters`` then
+    name it alike), with a warning naming them; RunTableError when two names become one."""
+    names = [c.strip() if isinstance(c, str) else c for c in frame.columns]
+    changed = [c for c, n in zip(frame.columns, names, strict=True) if c != n]
+    if not changed:
+        return frame
+    if len(set(names)) < len(names):
+        twins = sorted({n for n in names if names.count(n) > 1}, key=str)
+        raise RunTableError(f"{path}: columns differ only by spaces around their names "
+                            f"({twins}: {[c for c in frame.columns if str(c).strip() in twins]}); "
+                            "rename one of them.")
+    warnings.warn(f"{path}: spaces around column name(s) {changed} removed (read as "
+                  f"{[c.strip() for c in changed]}).", UserWarning, stacklevel=3)
+    frame.columns = names
+    return frame
 
 
 #: Separators a ``.csv`` may use instead of the comma, tried in this order.
