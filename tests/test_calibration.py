@@ -14,6 +14,7 @@ from scalebo.bench.calibration import (
     bootstrap_calibration,
     calibration_figure,
     calibration_summary,
+    calibration_table,
     covers,
     intervals,
     pooled_table,
@@ -121,6 +122,16 @@ def test_pooled_table_prints_targets_and_verdicts(records):
     assert (f"| window | compute | 57 % [{100 * lo:.0f} %, {100 * hi:.0f} %] | below | 71 % "
             in md)
     assert "| window | chinchilla | 100 % [" in md and md.count("above") == 2
+    assert md.count(" | 7 (+1 without) |") == 2  # the failed posterior is counted, not dropped
+
+
+def test_a_group_whose_every_replay_lacks_an_interval_is_shown(records):
+    """A budget at which every posterior failed (an envelope of 2 points) was left out of
+    the table, so the report looked as if it had not been asked for."""
+    iv = intervals(load_records(records))
+    md = calibration_table(iv[(iv["budget"] == 0.01) | (iv["seed"] == 3)])
+    assert "| toy | window | compute | 5 % | – | – | – | 0 (+1 without) |" in md
+    assert "| toy | window | compute | 1 % | 50 % | 75 % | 11.25 | 4 |" in md
 
 
 def test_report_calibration_section_and_figure(records, tmp_path):

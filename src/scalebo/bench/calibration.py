@@ -198,7 +198,7 @@ def calibration_table(iv: pd.DataFrame) -> str:
     """Markdown: rows dataset × method × law × budget; 80 %/95 % coverage, median 80 % width
     (% of the reference loss), n (and missing replays, when any)."""
     s = calibration_summary(iv)
-    s = s[s["n"] > 0]
+    s = s[s["n"] + s["missing"] > 0]  # a group whose every replay lacks an interval stays
     if s.empty:
         return "_no law posterior in the records_\n"
     lines = ["| dataset | method | law | budget | 80 % coverage | 95 % coverage | "
@@ -220,21 +220,23 @@ def _verdict(k: int, n: int, level: str) -> str:
 def pooled_table(iv: pd.DataFrame) -> str:
     """Markdown: per method × law, coverage pooled over datasets × seeds × budgets, with its
     95 % Wilson interval, the target range and whether it is met."""
-    ok = iv[iv["ok"].astype(bool)] if not iv.empty else iv
-    if ok.empty:
+    if iv.empty or not iv["ok"].astype(bool).any():
         return "_no law posterior in the records_\n"
     t80, t95 = (f"{100 * a:g}–{100 * b:g} %" for a, b in (TARGETS["80"], TARGETS["95"]))
     lines = [f"| method | law | 80 % coverage [95 % CI] | target {t80} | "
              f"95 % coverage [95 % CI] | target {t95} | median 80 % width (% of ref) | n |",
              "|---|---|---|---|---|---|---|---|"]
-    for (method, law), g in ok.groupby(["method", "law"], sort=False):
-        n, cells = len(g), []
+    for (method, law), every in iv.groupby(["method", "law"], sort=False):
+        g = every[every["ok"].astype(bool)]
+        n, cells, missing = len(g), [], len(every) - len(g)
         for level in LEVELS:
             k = int(g[f"covered_{level}"].sum())
             lo, hi = wilson_interval(k, n)
-            cells += [f"{_pct(k / n)} [{_pct(lo)}, {_pct(hi)}]", _verdict(k, n, level)]
+            cells += ([f"{_pct(k / n)} [{_pct(lo)}, {_pct(hi)}]", _verdict(k, n, level)]
+                      if n else ["–", "–"])
         lines.append(f"| {method} | {law} | " + " | ".join(cells)
-                     + f" | {_width(float(g['width_80_pct'].median()))} | {n} |")
+                     + f" | {_width(float(g['width_80_pct'].median()))} | {n}"
+                     + (f" (+{missing} without) |" if missing else " |"))
     return "\n".join(lines) + "\n"
 
 
@@ -304,7 +306,7 @@ def calibration_figure(iv: pd.DataFrame, path: Path, C: str = "1e+25") -> Path |
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     s = calibration_summary(iv)
-    s = s[s["n"] > 0]
+    s = s[s["n"] + s["missing"] > 0]  # a group whose every replay lacks an interval stays
     if s.empty:
         return None
     plt = _plt()
