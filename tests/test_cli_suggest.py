@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from scalebo.bench.synthetic import make_synthetic
+from scalebo.cli.common import exact_number
 
 GRID_YAML = """\
 axes:
@@ -254,3 +255,31 @@ def test_proposals_use_the_column_names_of_the_users_files(campaign):
     both = _scalebo("suggest", "--grid", "grid_both.yaml", *args[3:], cwd=path)
     assert both.returncode == 2
     assert "the axes ['N', 'params'] are all the axis 'N'; keep one of them" in both.stderr
+
+
+def test_exact_number_reads_back_to_the_grid_value():
+    assert [exact_number(v) for v in (1e9, 0.003, 256, np.float64(2.5e-4))] == [
+        "1e+09", "0.003", "256", "0.00025"]
+    lr = float(np.geomspace(1e-4, 1e-2, 7)[3])  # not 0.001 in binary: repr keeps every digit
+    assert float(exact_number(lr)) == lr and float(exact_number(4.9593113e-3)) == 4.9593113e-3
+
+
+def test_a_proposal_copied_from_the_table_is_on_the_grid(tmp_path):
+    """The table printed 6 digits (lr 0.0049593), which a runs file then held as an
+    off-grid configuration; grid values are printed so that they read back exactly."""
+    lrs = [4.9593113e-4, 1.23456789e-3, 4.9593113e-3]
+    (tmp_path / "grid.yaml").write_text(
+        f"axes:\n  N: [5.0e7, 1.0e8]\n  D: [1.0e9, 2.0e9]\n  lr: {lrs}\n")
+    out = _scalebo("suggest", "--grid", "grid.yaml", "--budget", "0.3", "-n", "4", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    header = lines[0].split()
+    rows = [ln.split() for ln in lines[1:lines.index("")]]
+    copied = [[r[header.index(c)] for c in ("N", "D", "lr")] for r in rows]
+    assert {float(c[2]) for c in copied} <= set(lrs)
+    assert any(c[2] in ("0.00049593113", "0.00123456789", "0.0049593113") for c in copied)
+    (tmp_path / "runs.csv").write_text(
+        "N,D,lr,loss\n" + "".join(f"{n},{d},{lr},3.0\n" for n, d, lr in copied))
+    out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "runs.csv", "--budget", "0.5",
+                   cwd=tmp_path)
+    assert out.returncode == 0, out.stderr

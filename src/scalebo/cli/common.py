@@ -327,6 +327,18 @@ def format_number(value: Any, digits: int = 5) -> str:
     return str(value)
 
 
+def exact_number(value: Any) -> str:
+    """A grid value as text that reads back to the same float: 6 significant digits when
+    they do (``1e+09``, ``0.003``), else the shortest exact form (``0.0049593113``), so a
+    proposal copied from a table into a runs file is on the grid."""
+    import numpy as np
+
+    if isinstance(value, (float, np.floating)) and math.isfinite(value):
+        short = f"{float(value):.6g}"
+        return short if float(short) == float(value) else repr(float(value))
+    return format_number(value)
+
+
 def format_table(
     rows: Iterable[Mapping[str, Any]],
     columns: Sequence[str],

@@ -18,6 +18,7 @@ from scalebo.cli.common import (
     add_format_argument,
     check_outputs,
     coupling_share,
+    exact_number,
     format_number,
     format_table,
     int_at_least,
@@ -205,7 +206,7 @@ def run(args: argparse.Namespace) -> int:
                "", f"{'STOP' if status.stop else 'continue'}: {status.reason}"]
         names = file_columns(args)  # proposals in the user's column names, as suggest's
         out += [f"next {i + 1}: "
-                + ", ".join(f"{names.get(k, k)} {format_number(v)}" for k, v in s.config.items())
+                + ", ".join(f"{names.get(k, k)} {exact_number(v)}" for k, v in s.config.items())
                 + f" ({s.reason})" for i, s in enumerate(proposed)]
         out += [f"note: {n}" for n in status.notes]
         sys.stdout.write("\n".join(out) + "\n")

@@ -15,6 +15,7 @@ from scalebo.cli.campaign_args import (
 from scalebo.cli.common import (
     add_format_argument,
     check_output_path,
+    exact_number,
     format_table,
     int_at_least,
     log,
@@ -126,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
         write_csv(rows, _columns(config_columns))
     elif args.format == "table":
         cols = [c for c in rows[0] if c != "reason"]
-        print(format_table(rows, cols))
+        exact = [{**r, **{c: exact_number(r.get(c)) for c in config_columns}} for r in rows]
+        print(format_table(exact, cols))
         for i, r in enumerate(rows):
             print(f"  {i + 1}. {r['reason']}")
         if res.message:
