@@ -194,6 +194,7 @@ def test_missing_column_is_named_and_map_fixes_it(compute_csv: Path) -> None:
     assert fixed.returncode == 0, fixed.stderr
     rows = list(csv.DictReader(io.StringIO(fixed.stdout)))
     assert [r["name"] for r in rows] == ["E", "A", "alpha"]
+    assert {r["status"] for r in rows} == {"converged"}
     assert float(rows[2]["estimate"]) == pytest.approx(COMPUTE_TRUTH["alpha"], rel=1e-5)
     assert rows[0]["lower"] == ""  # no bootstrap, no interval
 
@@ -361,6 +362,10 @@ def test_bootstrap_of_an_unidentified_fit_prints_no_interval(tmp_path: Path) -> 
         in proc.stdout
     assert "unidentified: cannot be identified: 6 runs but only 2 distinct values of C" \
         in proc.stdout
+    as_csv = run_cli("fit", str(path), "--hyperparameters", "seed", "--frontier", "all",
+                     "--format", "csv")  # a row read alone must not pass for an estimate
+    assert as_csv.returncode == 1
+    assert {r["status"] for r in csv.DictReader(io.StringIO(as_csv.stdout))} == {"unidentified"}
 
 
 def test_a_bootstrap_of_few_resamples_is_warned_about(compute_csv: Path) -> None:

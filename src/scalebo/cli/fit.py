@@ -83,8 +83,10 @@ failed or did not converge within the iteration limit, 2 bad input.
 
 #: Same as :data:`scalebo.fitting.summary.FRONTIERS` (literal so ``--help`` loads no numpy).
 FRONTIERS = ("envelope", "hull", "cell", "all")
-CSV_COLUMNS = ("kind", "name", "C", "estimate", "lower", "upper")
-FORMULA_CSV_COLUMNS = ("kind", "name", "at", "estimate", "lower", "upper")
+#: Long-format CSV columns; ``status`` is the fit's on every row (e.g. ``not identified``),
+#: so that a row read alone does not pass for a converged estimate.
+CSV_COLUMNS = ("kind", "name", "C", "estimate", "lower", "upper", "status")
+FORMULA_CSV_COLUMNS = ("kind", "name", "at", "estimate", "lower", "upper", "status")
 
 
 def _level(text: str) -> float:
@@ -289,7 +291,8 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_json(result)
     elif args.format == "csv":
-        write_csv(csv_rows(result), CSV_COLUMNS)
+        status = result["fit"]["status"]
+        write_csv([{**r, "status": status} for r in csv_rows(result)], CSV_COLUMNS)
     else:
         sys.stdout.write(render_table(result))
     return 0 if summary.fit.success else 1
@@ -332,7 +335,8 @@ def _run_formula(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_json(result)
     elif args.format == "csv":
-        write_csv(summary.rows(), FORMULA_CSV_COLUMNS)
+        write_csv([{**r, "status": str(summary.fit.status)} for r in summary.rows()],
+                  FORMULA_CSV_COLUMNS)
     else:
         sys.stdout.write(render_formula_table(result))
     return 0 if result["fit"]["status"] in ("converged", "bound hit") else 1
