@@ -411,3 +411,30 @@ def test_fit_says_which_columns_it_takes_as_hyperparameters(tmp_path, capsys):
         capsys.readouterr().err)
     cli_main([*args, "--hyperparameters", "learning_rate", "--duplicates", "mean"])
     assert "4 runs; hyperparameters: learning_rate (a cell's" in capsys.readouterr().err
+
+
+def test_a_compute_law_that_depends_on_its_frontier_says_so(tmp_path: Path) -> None:
+    """A coarse noise-free grid of a known Chinchilla law (5 N × 4 D): the envelope keeps
+    cells above the compute-optimal frontier and its law lands 8.5 % below the hull's at
+    1e25 FLOPs, which lies within 1 % of the true compute-optimal loss; a law fitted on points
+    of the frontier itself (envelope = hull) gets no note."""
+    from scalebo.data.runs import load_runs
+    from scalebo.fitting.summary import fit_summary
+
+    E, A, a, B, b = 1.80, 400.0, 0.34, 410.0, 0.28
+    N, D = (g.ravel() for g in np.meshgrid(np.geomspace(2e7, 1e9, 5), np.geomspace(4e8, 4e10, 4)))
+    path = tmp_path / "coarse.csv"
+    pd.DataFrame({"N": N, "D": D, "loss": E + A / N**a + B / D**b}).to_csv(path, index=False)
+    Ns = np.geomspace(1e6, 1e16, 400_001)
+    truth = float(np.min(E + A / Ns**a + B / (1e25 / (6 * Ns))**b))
+    with pytest.warns(UserWarning, match=r"lower convex hull of \(C, loss\) \(7 runs\)") as got:
+        s = fit_summary(load_runs(path), "compute", predict=(1e25,))
+    hull = float(re.search(r"predicts ([0-9.]+) at 1e\+25 FLOPs, \+8\.5 %", str(got[0].message))[1])
+    assert abs(hull - truth) / truth < 0.01 < abs(s.predictions[0]["loss"] - truth) / truth
+    assert any("lower convex hull" in w for w in s.to_dict()["warnings"])
+    on_frontier = tmp_path / "frontier.csv"  # every run on L(C): envelope and hull agree
+    C = np.geomspace(1e18, 1e22, 12)
+    pd.DataFrame({"N": C / 6e10, "D": 1e10, "loss": compute_law(C)}).to_csv(on_frontier,
+                                                                          index=False)
+    assert not [w for w in fit_summary(load_runs(on_frontier), "compute",
+                                       predict=(1e25,)).warnings if "hull" in w]
