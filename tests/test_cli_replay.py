@@ -160,3 +160,25 @@ def test_an_exactly_determined_fit_is_marked_exact_in_the_table():
     rows = _metric_rows(SimpleNamespace(metrics=[m]))
     assert [r["status"] for r in rows] == ["converged, exact", "converged", "failed"]
     assert 'status "exact"' in _LEGEND
+
+
+def test_an_interval_made_by_bound_hits_gets_a_note():
+    """A replay printed '±3 %' around a value 23 % off with only '39/64 at a bound' in its
+    fits column; half or more of the sample fits failed or at a bound now get a note."""
+    from types import SimpleNamespace
+
+    from scalebo.cli.replay_tables import untrusted_notes
+
+    def post(failed, bound):
+        return {"samples": 64, "n_failed": failed, "n_bound_hit": bound}
+
+    rec = SimpleNamespace(metrics=[
+        SimpleNamespace(budget=0.05, law_posterior={"compute": post(0, 39),
+                                                    "chinchilla": post(6, 20)}),
+        SimpleNamespace(budget=0.01, law_posterior={"compute": post(6, 26)}),
+        SimpleNamespace(budget=0.1, law_posterior=None),
+        SimpleNamespace(budget=0.2, law_posterior={"compute": post(64, 0)})])  # no interval
+    notes = untrusted_notes(rec)
+    assert len(notes) == 2 and notes[0].startswith(
+        "note at 0.05: 39 of the compute law posterior's 64 sample fits failed or ended at a "
+        "parameter bound") and notes[1].startswith("note at 0.01: 32 of the compute")

@@ -28,6 +28,7 @@ from scalebo.cli.common import (
     write_json,
     write_json_file,
 )
+from scalebo.cli.replay_tables import failure_rows, interval_rows, untrusted_notes
 
 NAME = "replay"
 HELP = "replay a budgeted search on a recorded grid and score the recovered law"
@@ -287,9 +288,9 @@ def _csv_rows(rec: Any) -> list[dict]:
                 for name, lm in (laws or {}).items()}
     rows = [{**r, "message": messages.get((r["budget"], r["source"], r["law"]), "")}
             for r in _metric_rows(rec)]
-    rows += _interval_rows(rec)
+    rows += interval_rows(rec)
     rows += [{"budget": r["budget"], "source": r["source"], "law": r["law"],
-              "message": r["reason"]} for r in _failure_rows(rec)
+              "message": r["reason"]} for r in failure_rows(rec)
              if r["source"] == "posterior" or (r["source"] == "fantasized" and r["law"] == "-")]
     return rows
 
@@ -315,11 +316,11 @@ def _table(rec: Any) -> str:
     notes = [f"note at {m.budget:g}: {m.fantasize_message}" for m in rec.metrics
              if m.fantasized is not None and m.fantasize_message]
     out += "".join("\n" + n for n in notes)
-    why = _failure_rows(rec)
+    why = failure_rows(rec)
     if why:
         out += ("\n\nwhy there is no estimate (fits that failed, law posteriors not drawn)\n"
                 + format_table(why, list(why[0])))
-    intervals = _interval_rows(rec)
+    intervals = interval_rows(rec)
     if intervals:
         out += ("\n\nlaw intervals at 1e25 FLOPs (loss, nats; source: posterior = the law "
                 "posterior, fits to draws of the untried configurations, bootstrap = fits to "
@@ -327,66 +328,5 @@ def _table(rec: Any) -> str:
                 "reference is inside the 80 % / 95 % interval; fits: sample fits that failed or "
                 "ended at a parameter bound)\n"
                 + format_table(intervals, list(intervals[0])))
+        out += "".join("\n" + n for n in untrusted_notes(rec))
     return out
-
-
-def _at_1e25(entry: dict, field: str) -> Any:
-    """A law-posterior summary's ``field`` at 1e25 FLOPs (None if absent)."""
-    return (entry.get(field) or {}).get("1e+25")
-
-
-def _failure_rows(rec: Any) -> list[dict]:
-    """One row per budget × source × law without an estimate, with the reason."""
-    rows = []
-    for m in rec.metrics:
-        for source, laws in (("observed", m.observed), ("fantasized", m.fantasized)):
-            for name, lm in (laws or {}).items():
-                if lm.params is None:
-                    rows.append({"budget": m.budget, "source": source, "law": name,
-                                 "reason": lm.message or lm.status})
-        if m.fantasized is None and m.fantasize_message:
-            rows.append({"budget": m.budget, "source": "fantasized", "law": "-",
-                         "reason": m.fantasize_message})
-        if m.law_posterior is None:
-            if m.posterior_message:
-                rows.append({"budget": m.budget, "source": "posterior", "law": "-",
-                             "reason": m.posterior_message})
-            continue
-        for name, entry in m.law_posterior.items():
-            q = _at_1e25(entry, "predicted_loss") or {}
-            if q.get("q10") is None:
-                rows.append({"budget": m.budget, "source": "posterior", "law": name,
-                             "reason": entry.get("message") or "no successful sample"})
-    return rows
-
-
-def _fits(entry: dict) -> str:
-    """``"ok"``, or how many of the S sample fits failed or ended at a parameter bound (an
-    interval such fits make is the bounds' spread, not the data's)."""
-    if "n_bound_hit" not in entry:  # a bootstrap summary: not counted
-        return "-"
-    parts = [f"{entry[k]}/{entry.get('samples')} {what}"
-             for k, what in (("n_failed", "failed"), ("n_bound_hit", "at a bound"))
-             if entry.get(k)]
-    return ", ".join(parts) or "ok"
-
-
-def _interval_rows(rec: Any) -> list[dict]:
-    """One row per budget × law × interval source (law posterior, observed bootstrap)."""
-    rows = []
-    for m in rec.metrics:
-        for source, table in (("posterior", m.law_posterior),
-                              ("bootstrap", m.observed_bootstrap)):
-            for law, entry in (table or {}).items():
-                q = _at_1e25(entry, "predicted_loss")
-                if not q or q.get("q10") is None:
-                    continue
-                cov = _at_1e25(entry, "covered") or {}
-                ref = _at_1e25(entry, "reference_loss")
-                rows.append({"budget": m.budget, "source": source, "law": law,
-                             "q02.5": q["q02.5"], "q10": q["q10"], "q50": q["q50"],
-                             "q90": q["q90"], "q97.5": q["q97.5"],
-                             "80%_halfwidth_%": 50 * (q["q90"] - q["q10"]) / q["q50"],
-                             "reference": ref, "covers_80": cov.get("80"),
-                             "covers_95": cov.get("95"), "fits": _fits(entry)})
-    return rows

@@ -1,0 +1,93 @@
+"""The tables ``scalebo replay`` prints below its metrics: why a budget has no estimate,
+the law intervals at 1e25 FLOPs (law posterior and observed-run bootstrap), and notes on
+intervals made mostly by sample fits at a parameter bound. Losses in nats."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["failure_rows", "interval_rows", "untrusted_notes"]
+
+#: A posterior interval whose sample fits failed or ended at a bound at least this often
+#: gets a note: its spread is then mostly the bounds', not the runs'.
+UNTRUSTED_SHARE = 0.5
+
+
+def _at_1e25(entry: dict, field: str) -> Any:
+    """A law-posterior summary's ``field`` at 1e25 FLOPs (None if absent)."""
+    return (entry.get(field) or {}).get("1e+25")
+
+
+def failure_rows(rec: Any) -> list[dict]:
+    """One row per budget × source × law without an estimate, with the reason."""
+    rows = []
+    for m in rec.metrics:
+        for source, laws in (("observed", m.observed), ("fantasized", m.fantasized)):
+            for name, lm in (laws or {}).items():
+                if lm.params is None:
+                    rows.append({"budget": m.budget, "source": source, "law": name,
+                                 "reason": lm.message or lm.status})
+        if m.fantasized is None and m.fantasize_message:
+            rows.append({"budget": m.budget, "source": "fantasized", "law": "-",
+                         "reason": m.fantasize_message})
+        if m.law_posterior is None:
+            if m.posterior_message:
+                rows.append({"budget": m.budget, "source": "posterior", "law": "-",
+                             "reason": m.posterior_message})
+            continue
+        for name, entry in m.law_posterior.items():
+            q = _at_1e25(entry, "predicted_loss") or {}
+            if q.get("q10") is None:
+                rows.append({"budget": m.budget, "source": "posterior", "law": name,
+                             "reason": entry.get("message") or "no successful sample"})
+    return rows
+
+
+def _fits(entry: dict) -> str:
+    """``"ok"``, or how many of the S sample fits failed or ended at a parameter bound (an
+    interval such fits make is the bounds' spread, not the data's)."""
+    if "n_bound_hit" not in entry:  # a bootstrap summary: not counted
+        return "-"
+    parts = [f"{entry[k]}/{entry.get('samples')} {what}"
+             for k, what in (("n_failed", "failed"), ("n_bound_hit", "at a bound"))
+             if entry.get(k)]
+    return ", ".join(parts) or "ok"
+
+
+def interval_rows(rec: Any) -> list[dict]:
+    """One row per budget × law × interval source (law posterior, observed bootstrap)."""
+    rows = []
+    for m in rec.metrics:
+        for source, table in (("posterior", m.law_posterior),
+                              ("bootstrap", m.observed_bootstrap)):
+            for law, entry in (table or {}).items():
+                q = _at_1e25(entry, "predicted_loss")
+                if not q or q.get("q10") is None:
+                    continue
+                cov = _at_1e25(entry, "covered") or {}
+                ref = _at_1e25(entry, "reference_loss")
+                rows.append({"budget": m.budget, "source": source, "law": law,
+                             "q02.5": q["q02.5"], "q10": q["q10"], "q50": q["q50"],
+                             "q90": q["q90"], "q97.5": q["q97.5"],
+                             "80%_halfwidth_%": 50 * (q["q90"] - q["q10"]) / q["q50"],
+                             "reference": ref, "covers_80": cov.get("80"),
+                             "covers_95": cov.get("95"), "fits": _fits(entry)})
+    return rows
+
+
+def untrusted_notes(rec: Any) -> list[str]:
+    """A note per budget × law whose law posterior had at least :data:`UNTRUSTED_SHARE` of
+    its S sample fits fail or end at a parameter bound, and an interval (not every fit
+    failed: the failure table says why); the stop rule does not trust such a law either
+    (:func:`~scalebo.search.stopping.stop_decision`)."""
+    notes = []
+    for m in rec.metrics:
+        for law, entry in (m.law_posterior or {}).items():
+            S = entry.get("samples") or 0
+            bad = (entry.get("n_failed") or 0) + (entry.get("n_bound_hit") or 0)
+            if S and (entry.get("n_failed") or 0) < S and bad >= UNTRUSTED_SHARE * S:
+                notes.append(f"note at {m.budget:g}: {bad} of the {law} law posterior's {S} "
+                             "sample fits failed or ended at a parameter bound; its interval "
+                             "is mostly the bounds' spread, not the runs': do not read it as "
+                             "how sure the law is (more compute at larger scales pins the law)")
+    return notes
