@@ -83,3 +83,16 @@ def test_a_noise_free_posterior_stops_at_the_noise_floor(problem):
     assert out.checks[: len(loose.checks)] == loose.checks  # the same checks up to its stop
     reference = replay_stop_rule(problem, DEFAULT_METHOD, order[:12], **kw)
     assert all(c.floor_ratio is None for c in reference.checks)  # no floor without noise_free
+
+
+def test_bound_note_at_half_the_samples_and_not_without_an_interval():
+    from scalebo.search.stopping import bound_note
+
+    def s(failed, bound, S=64):
+        return {"samples": S, "n_failed": failed, "n_bound_hit": bound}
+
+    assert bound_note(s(0, 31), "compute") is None  # 31 of 64: under half
+    assert bound_note(s(2, 30), "compute").startswith(
+        "32 of the compute law posterior's 64 sample fits failed or ended at a parameter bound")
+    assert bound_note(s(64, 0), "chinchilla") is None  # no interval to misread
+    assert bound_note(s(0, 0, S=0), "compute") is None and bound_note({}, "compute") is None

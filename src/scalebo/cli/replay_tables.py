@@ -6,11 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["failure_rows", "interval_rows", "untrusted_notes"]
+from scalebo.search.stopping import bound_note
 
-#: A posterior interval whose sample fits failed or ended at a bound at least this often
-#: gets a note: its spread is then mostly the bounds', not the runs'.
-UNTRUSTED_SHARE = 0.5
+__all__ = ["failure_rows", "interval_rows", "untrusted_notes"]
 
 
 def _at_1e25(entry: dict, field: str) -> Any:
@@ -76,18 +74,7 @@ def interval_rows(rec: Any) -> list[dict]:
 
 
 def untrusted_notes(rec: Any) -> list[str]:
-    """A note per budget × law whose law posterior had at least :data:`UNTRUSTED_SHARE` of
-    its S sample fits fail or end at a parameter bound, and an interval (not every fit
-    failed: the failure table says why); the stop rule does not trust such a law either
-    (:func:`~scalebo.search.stopping.stop_decision`)."""
-    notes = []
-    for m in rec.metrics:
-        for law, entry in (m.law_posterior or {}).items():
-            S = entry.get("samples") or 0
-            bad = (entry.get("n_failed") or 0) + (entry.get("n_bound_hit") or 0)
-            if S and (entry.get("n_failed") or 0) < S and bad >= UNTRUSTED_SHARE * S:
-                notes.append(f"note at {m.budget:g}: {bad} of the {law} law posterior's {S} "
-                             "sample fits failed or ended at a parameter bound; its interval "
-                             "is mostly the bounds' spread, not the runs': do not read it as "
-                             "how sure the law is (more compute at larger scales pins the law)")
-    return notes
+    """:func:`~scalebo.search.stopping.bound_note` of each budget × law posterior."""
+    return [f"note at {m.budget:g}: {note}" for m in rec.metrics
+            for law, entry in (m.law_posterior or {}).items()
+            if (note := bound_note(entry, law))]

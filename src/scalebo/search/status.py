@@ -35,6 +35,7 @@ from scalebo.search.law_samples import CELL_COUPLING
 from scalebo.search.stopping import (
     DEFAULT_MIN_SHRINK,
     DEFAULT_TOLERANCE,
+    bound_note,
     check_min_shrink,
     half_width,
     stop_decision,
@@ -182,7 +183,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     floor, ratios = _floor(grid, runs, estimand, posts, targets, n_samples, clip_iqr, seed,
                            kernel, trend, shift_optimum, cell_coupling)
     compute = posts.get("compute")
-    summary = compute.summary() if compute is not None else None
+    summaries = {k: v.summary() for k, v in posts.items()}
+    summary = summaries.get("compute")
     chin, chin_note = _allocation(posts.get("chinchilla"))
     rows, widths = [], {}
     for C in targets:
@@ -219,7 +221,9 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     if compute is not None and compute.predicted_loss.size == 0:
         message = message or ("no interval of the compute law: "
                               f"{compute.message or 'every posterior sample failed'}")
+    bounds = [n for k, v in summaries.items() if (n := bound_note(v, k))]
     notes = (*runs.notes, *([message] if message else []), *([chin_note] if chin_note else []),
+             *bounds,
              *([f"noise floor unavailable: {floor['message']}"]
                if floor and floor["message"] else []))
     return CampaignStatus(law=law, targets=tuple(rows), budget=float(budget),
@@ -227,7 +231,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                           remaining=remaining, n_completed=int(runs.completed.size),
                           n_failed=int(runs.failed.size), n_running=int(runs.running.size),
                           stop=stop, reason=reason, tolerance=tolerance,
-                          posterior={k: v.summary() for k, v in posts.items()}, notes=notes,
+                          posterior=summaries, notes=notes,
                           law_posteriors=posts, unit=grid.price_unit, estimand=estimand,
                           noise_floor=floor, min_shrink=min_shrink,
                           n_retried=int(runs.n_superseded))
