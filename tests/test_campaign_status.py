@@ -257,7 +257,7 @@ def test_status_plot_with_a_prediction_outside_its_interval(synthetic, tmp_path)
     error lengths ('yerr' must not contain negative values), so --plot crashed status."""
     import dataclasses
 
-    from scalebo.search.status_plot import plot_status
+    from scalebo.search.status_plot import plot_status, status_title
 
     frame, grid = synthetic
     runs = read_campaign_runs(frame.iloc[:40][["N", "D", "lr", "bs", "loss"]], grid)
@@ -268,6 +268,9 @@ def test_status_plot_with_a_prediction_outside_its_interval(synthetic, tmp_path)
     status = dataclasses.replace(status, targets=(off,))
     path = plot_status(grid, runs, status, tmp_path / "status.png")
     assert path.exists() and path.stat().st_size > 0
+    long = dataclasses.replace(status, reason="the budget is committed; " + "word " * 60)
+    lines = status_title(long).splitlines()  # the reason was one line, cut at both edges
+    assert len(lines) >= 4 and max(map(len, lines)) <= 95 and lines[1].startswith("continue: ")
 
 
 def test_a_retried_failed_run_keeps_both_rows(synthetic):

@@ -9,6 +9,7 @@ posterior's 80 % and 95 % bands, and each target's prediction with its 80 % inte
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.grid import Grid
 from scalebo.search.status import CampaignStatus
 
-__all__ = ["plot_status"]
+__all__ = ["plot_status", "status_title"]
 
 
 def _bands(post: Any, C: np.ndarray) -> tuple[np.ndarray, ...] | None:
@@ -31,6 +32,16 @@ def _bands(post: Any, C: np.ndarray) -> tuple[np.ndarray, ...] | None:
     E, A, a = (np.asarray(post.params[k])[:, None] for k in ("E", "A", "alpha"))
     curves = E + A * C[None, :] ** (-a)
     return tuple(np.quantile(curves, [0.025, 0.10, 0.90, 0.975], axis=0))
+
+
+def status_title(status: CampaignStatus, width: int = 95) -> str:
+    """The figure's title: the runs, the compute spent, and the stop decision with its reason
+    wrapped at ``width`` characters (a long reason was cut at the figure's edges)."""
+    spent = status.spent / status.C_total
+    reason = textwrap.fill(f"{'STOP' if status.stop else 'continue'}: {status.reason}", width)
+    return (f"campaign: {status.n_completed} completed, {status.n_failed} failed, "
+            f"{status.n_running} running; spent {spent:.2%} of the grid's "
+            f"{'C_total' if status.unit == 'FLOPs' else status.unit}\n{reason}")
 
 
 def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: str | Path, *,
@@ -115,12 +126,7 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
         axis.set_minor_formatter(ScalarFormatter())
     ax.set_xlabel("training compute C (FLOPs)")
     ax.set_ylabel("loss (nats)")
-    spent = status.spent / status.C_total
-    ax.set_title(title or (f"campaign: {status.n_completed} completed, {status.n_failed} "
-                           f"failed, {status.n_running} running; spent {spent:.2%} of the "
-                           f"grid's {'C_total' if status.unit == 'FLOPs' else status.unit}"
-                           f"\n{'STOP' if status.stop else 'continue'}: {status.reason}"),
-                 fontsize=9)
+    ax.set_title(title or status_title(status), fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
