@@ -32,7 +32,7 @@ import pandas as pd
 
 from scalebo.data.columns import default_hyperparameters
 from scalebo.data.runs import RunTable, load_runs
-from scalebo.errors import FitError, closest
+from scalebo.errors import EXCLUDED_IN_PYTHON, FitError, closest
 from scalebo.fitting.frontier import pareto_envelope
 from scalebo.fitting.robust import FitResult, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
@@ -302,7 +302,9 @@ def _load_cached(name: str, mapping: tuple, axes: tuple | None, n_held: int,
         unique.setdefault(str(w.message), w)
     for w in unique.values():
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
-    notes = tuple(dict.fromkeys([*unique, *problem.notes]))
+    # a record holds no RunTable: the loader's pointer to RunTable.excluded means nothing there
+    said = [m.replace(EXCLUDED_IN_PYTHON, "") for m in unique]
+    notes = tuple(dict.fromkeys([*said, *problem.notes]))
     return problem if notes == problem.notes else replace(problem, notes=notes)
 
 
