@@ -558,3 +558,14 @@ def test_missing_required_columns_name_the_likely_mapping(tmp_path):
     assert suggested_mapping(["params", "PARAMS", "tokens"], ["N", "D"]) == {"D": "tokens"}
     assert suggested_mapping(["n_params", "non-embedding params"], ["N"]) == {"N": "n_params"}
     assert suggested_mapping(["d"], ["N", "D"]) == {"D": "d"}
+
+
+def test_a_mistyped_hyperparameter_column_gets_the_closest_name(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("params,tokens,learning_rate,loss\n1e8,2e9,1e-3,3.1\n2e8,4e9,1e-3,2.9\n")
+    with pytest.raises(RunTableError, match=r"runs.csv: hyperparameter column\(s\) "
+                       r"\['learning_rat' \(did you mean 'learning_rate'\?\)\] not found; "
+                       r"available columns: \['N', 'D', 'learning_rate', 'loss', 'C', "
+                       r"'run_id'\] \(N, D, loss: as mapped; C: computed"):
+        load_runs(path, mapping={"N": "params", "D": "tokens"},
+                  hyperparameters=["learning_rat"])

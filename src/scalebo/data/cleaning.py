@@ -26,7 +26,13 @@ from scalebo.data.columns import (
     text_column,
     to_numbers,
 )
-from scalebo.errors import EXCLUDED_IN_PYTHON, ExcludedRunsWarning, RunTableError, closest
+from scalebo.errors import (
+    EXCLUDED_IN_PYTHON,
+    ExcludedRunsWarning,
+    RunTableError,
+    closest,
+    with_hints,
+)
 
 _ROWS_SHOWN = 5
 
@@ -114,8 +120,10 @@ def _check_columns_exist(
 ) -> None:
     missing = [col for col in columns if col not in frame.columns]
     if missing:
+        have = [str(c) for c in frame.columns]
         raise RunTableError(
-            f"{name}: {what}(s) {missing} not found; available columns: {list(frame.columns)}."
+            f"{name}: {what}(s) [{with_hints(missing, have)}] not found; available columns: "
+            f"{have} (N, D, loss: as mapped; C: computed when the file has none)."
         )
 
 
