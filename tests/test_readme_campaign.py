@@ -23,3 +23,20 @@ def test_campaign_example_runs_verbatim(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "next.json").is_file() and (tmp_path / "status.png").is_file()
     assert "STOP" in proc.stdout or "continue" in proc.stdout
+
+
+def test_python_examples_run_verbatim(tmp_path, monkeypatch):
+    """The README's runnable Python example, then its campaign continuation, in one
+    namespace: every name they show exists and takes the arguments written there."""
+    text = README.read_text()
+    first = re.search(r"A runnable example .*?```python\n(.*?)```", text, re.S)
+    then = re.search(r"<!-- python-campaign-example -->\s*```python\n(.*?)```", text, re.S)
+    assert first and then, "the README lost its Python examples"
+    monkeypatch.chdir(tmp_path)  # the example writes runs.csv
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    ns: dict = {}
+    exec(compile(first.group(1), "README: runnable example", "exec"), ns)
+    exec(compile(then.group(1), "README: campaign example", "exec"), ns)
+    assert len(ns["nxt"].suggestions) == 4 and not ns["status"].stop
+    lo, hi = ns["status"].targets[0].interval_80
+    assert lo < hi and set(ns["posts"]) == {"compute", "chinchilla"}
