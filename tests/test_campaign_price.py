@@ -62,9 +62,9 @@ def test_bad_price_names_file_row_and_column(priced, tmp_path):
     table.loc[6, "cost"] = -1.0
     bad = tmp_path / "bad.csv"
     table.to_csv(bad, index=False)
-    with pytest.raises(RunTableError, match=r"bad.csv: data row 7, column 'cost': expected a "
-                                            r"positive number \(GPU-hours of the "
-                                            r"configuration\), got -1.0\.$"):
+    with pytest.raises(RunTableError, match=r"bad.csv: data row 7, column 'cost' \(GPU-hours "
+                                            r"of the configuration\): expected a positive "
+                                            r"number, got -1.0\.$"):
         campaign_grid(bad)
 
 

@@ -35,16 +35,16 @@ def _write(name: str, text: str) -> str:
      "grid.csv: data row 2, column 'lr': expected a number, got 'abc' (the column is "
      "numeric: 1 of its 2 values is a number; a categorical column is mostly text)."),
     ("N,D,lr\n5e7,1e9,3e-4\n5e7,abc,1e-3\n", RunTableError,
-     "grid.csv: data row 2, column 'D': expected a positive number (tokens), got 'abc'."),
+     "grid.csv: data row 2, column 'D' (tokens): expected a positive number, got 'abc'."),
     ("N,D,lr\n5e7,1e9,3e-4\n-5e7,1e9,1e-3\n0,1e9,1e-3\n", RunTableError,
-     "grid.csv: data row 2, column 'N': expected a positive number (parameters), got "
+     "grid.csv: data row 2, column 'N' (parameters): expected a positive number, got "
      "-50000000.0; 1 more such rows."),
     ("N,D,lr,cost\n5e7,1e9,3e-4,1\n5e7,1e9,1e-3,\n", RunTableError,
-     "grid.csv: data row 2, column 'cost': expected a positive number (GPU-hours of the "
-     "configuration), got an empty value."),
+     "grid.csv: data row 2, column 'cost' (GPU-hours of the configuration): expected a "
+     "positive number, got an empty value."),
     ("N,D,C,lr\n5e7,1e9,3e17,3e-4\n5e7,1e9,0,1e-3\n", RunTableError,
-     "grid.csv: data row 2, column 'C': expected a positive number (FLOPs of the "
-     "configuration), got 0.0."),
+     "grid.csv: data row 2, column 'C' (FLOPs of the configuration): expected a positive "
+     "number, got 0.0."),
     ("N,D,lr\n5e7,1e9,3e-4\n5e7,1e9,\n1e8,1e9,1e-3\n", RunTableError,
      "grid.csv: data row 2, column 'lr': expected a number, got an empty value."),
     ("N,D,lr\n5e7,1e9,3e-4\n5e7,1e9,inf\n", RunTableError,
@@ -90,6 +90,11 @@ def test_categorical_numbers_and_mapping(here):
     grid = campaign_grid("g.jsonl", {"N": "params"})
     assert grid.axes == ("lr",) and list(grid.configs["lr"]) == [3e-4, 1e-3]
     assert not grid.categorical_axes
+    # a bad value of a mapped column is named as run tables name it (file column too)
+    _write("neg.csv", "params,D,lr\n5e7,1e9,3e-4\n-5e7,1e9,1e-3\n")
+    with pytest.raises(RunTableError, match=r"neg.csv: data row 2, column 'N' \(parameters; "
+                                            r"file column 'params'\): expected a positive"):
+        campaign_grid("neg.csv", {"N": "params"})
 
 
 def test_category_labels_match_without_surrounding_blanks(here):

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scalebo.data.cleaning import shown_column
 from scalebo.data.columns import (
     blank_cells,
     is_blank,
@@ -70,16 +71,20 @@ def _fail(path: Path, bad: list[int], column: str, expected: str, value: Any,
                          f"{expected}, got {_got(value)}{hint}{more}.")
 
 
-def _positive(path: Path, frame: pd.DataFrame, column: str) -> np.ndarray:
+def _positive(path: Path, frame: pd.DataFrame, column: str,
+              mapping: Mapping[str, str] | None) -> np.ndarray:
     """``column`` as float64; RunTableError at the first value that is not a positive,
-    finite number."""
+    finite number (the column named as the run tables name it: ``'D' (tokens; file column
+    'tokens')`` under ``--map D=tokens``)."""
     series = frame[column]
     numbers = to_numbers(series).to_numpy(dtype=np.float64)
     with np.errstate(invalid="ignore"):
         bad = np.flatnonzero(~np.isfinite(numbers) | (numbers <= 0))
     if bad.size:
-        raise _fail(path, bad.tolist(), column,
-                    f"a positive number ({POSITIVE_COLUMNS[column]})", series.iloc[bad[0]])
+        named = shown_column(column, mapping, POSITIVE_COLUMNS[column])
+        more = f"; {bad.size - 1} more such rows" if bad.size > 1 else ""
+        raise RunTableError(f"{path}: data row {bad[0] + 1}, column {named}: expected a "
+                            f"positive number, got {_got(series.iloc[bad[0]])}{more}.")
     return numbers
 
 
@@ -149,7 +154,7 @@ def read_grid_table(path: str | Path, mapping: Mapping[str, str] | None = None) 
     clean = frame.copy()
     for column in POSITIVE_COLUMNS:
         if column in frame.columns:
-            clean[column] = _positive(path, frame, column)
+            clean[column] = _positive(path, frame, column, mapping)
     params = [str(c) for c in frame.columns if _is_hyperparameter(frame, c)]
     for column in params:
         clean[column] = _hyperparameter(path, frame, column)
