@@ -351,3 +351,19 @@ def test_status_cell_coupling_moves_the_interval_not_the_point(synthetic):
     assert parser.parse_args([*base, "--posterior-coupling", "0"]).posterior_coupling == 0.0
     with pytest.raises(SystemExit):
         parser.parse_args([*base, "--posterior-coupling", "2"])
+
+
+def test_status_says_when_its_law_depends_on_the_frontier():
+    """Every configuration of a coarse noise-free grid of a known Chinchilla law trained
+    (5 N × 4 D): the status's law is the envelope's, 8.5 % below the hull's at 1e25 FLOPs
+    (the hull's lies within 1 % of the truth, see test_cli_fit); its intervals are about the
+    envelope's law only, and the status now says so."""
+    E, A, a, B, b = 1.80, 400.0, 0.34, 410.0, 0.28
+    N, D = (g.ravel() for g in np.meshgrid(np.geomspace(2e7, 1e9, 5), np.geomspace(4e8, 4e10, 4)))
+    frame = pd.DataFrame({"N": N, "D": D, "loss": E + A / N**a + B / D**b})
+    grid = Grid.from_frame(frame[["N", "D"]], n_held_out_cells=0)
+    status = campaign_status(grid, read_campaign_runs(frame, grid), grid.C_total,
+                             targets=(1e25,), n_samples=8)
+    note = [n for n in status.notes if "lower convex hull" in n]
+    assert len(note) == 1 and "+8.5 % from this fit's" in note[0]
+    assert "the intervals are about the envelope's law" in note[0]

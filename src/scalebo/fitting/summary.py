@@ -39,9 +39,9 @@ from scalebo.fitting.frontier import frontier as select_frontier
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, FitStatus, fit_law
 from scalebo.laws import GadreDownstreamLaw, Law, PowerLawSum, SigmoidDownstreamLaw, get_law
 
-__all__ = ["FRONTIERS", "FRONTIER_NOTE_PCT", "UNITS", "FitSummary", "default_frontier",
-           "fit_summary", "frontier_note", "law_formula", "prediction_kind", "predictions",
-           "select_points"]
+__all__ = ["FIT_ADVICE", "FRONTIERS", "FRONTIER_NOTE_PCT", "UNITS", "FitSummary",
+           "default_frontier", "fit_summary", "frontier_note", "law_formula", "prediction_kind",
+           "predictions", "select_points"]
 
 FRONTIERS = ("envelope", "hull", "cell", "all")
 #: Units of the canonical columns, as printed and written.
@@ -81,8 +81,14 @@ def default_frontier(law: Law) -> str:
 FRONTIER_NOTE_PCT = 1.0
 
 
+#: What :func:`frontier_note` advises by default (``scalebo fit``'s options).
+FIT_ADVICE = ("compare --frontier hull and the Chinchilla law's compute-optimal loss "
+              "(--law chinchilla)")
+
+
 def frontier_note(frame: pd.DataFrame, law: Law, target: str, fit: FitResult,
-                  compute: Sequence[float], huber_delta: float) -> str | None:
+                  compute: Sequence[float], huber_delta: float,
+                  advice: str = FIT_ADVICE) -> str | None:
     """A note when the compute law ``fit`` (on the Pareto envelope of ``frame``) predicts the
     loss at ``compute`` (FLOPs) more than :data:`FRONTIER_NOTE_PCT` % away from the same law
     fitted on the lower convex hull; None otherwise or when the hull fit fails.
@@ -93,7 +99,8 @@ def frontier_note(frame: pd.DataFrame, law: Law, target: str, fit: FitResult,
     made from a known Chinchilla law (5 N × 4 D, lognormal noise 0.2 %) the envelope fit was
     7.6 % below the true compute-optimal loss at 1e25 FLOPs and the hull fit 0.3 %; on other
     grids the hull is no better (README, "Fitting a law"). Which one is right the runs do not
-    say: the note reports the spread, a systematic uncertainty that no bootstrap shows."""
+    say: the note reports the spread, a systematic uncertainty that no bootstrap shows.
+    ``frame`` needs ``C`` (FLOPs) and ``target``; ``advice`` ends the note."""
     if not len(compute):
         return None
     try:
@@ -114,8 +121,7 @@ def frontier_note(frame: pd.DataFrame, law: Law, target: str, fit: FitResult,
     return (f"fitted on the lower convex hull of (C, {target}) ({len(hull)} runs) instead of "
             f"the envelope, the compute law predicts {b[j]:.4g} at {C[j, 0]:.3g} FLOPs, "
             f"{gap[j]:+.1f} % from this fit's {a[j]:.4g}: runs of a coarse grid above the "
-            "compute-optimal frontier shape the envelope's fit; compare --frontier hull and "
-            "the Chinchilla law's compute-optimal loss (--law chinchilla)")
+            f"compute-optimal frontier shape the envelope's fit; {advice}")
 
 
 def select_points(frame: pd.DataFrame, method: str, law: Law, target: str) -> pd.DataFrame:

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from scalebo.errors import SearchError
 from scalebo.search.campaign_runs import CampaignRuns
@@ -174,8 +175,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                                        clip_iqr=clip_iqr, seed=seed,
                                        kernel=kernel, trend=trend, estimand=estimand,
                                        shift_optimum=shift_optimum,
-                                       cell_coupling=cell_coupling,
-                                       keep_samples=estimand == "noise_free")
+                                       cell_coupling=cell_coupling, keep_samples=True)
         except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
             message = f"law posterior unavailable: {exc}"
     else:
@@ -222,6 +222,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         message = message or ("no interval of the compute law: "
                               f"{compute.message or 'every posterior sample failed'}")
     bounds = [n for k, v in summaries.items() if (n := bound_note(v, k))]
+    bounds += [n] if (n := _frontier_note(grid, compute, targets)) else []
     notes = (*runs.notes, *([message] if message else []), *([chin_note] if chin_note else []),
              *bounds,
              *([f"noise floor unavailable: {floor['message']}"]
@@ -249,6 +250,22 @@ def _allocation(chin: Any) -> tuple[dict | None, str]:
         return None, ("N*, D* not shown: the Chinchilla law L(N, D) is not identified by "
                       f"these runs ({chin.point.status}: {chin.point.message})")
     return chin.summary(), ""
+
+
+def _frontier_note(grid: Grid, compute: Any, targets: tuple[float, ...]) -> str | None:
+    """:func:`~scalebo.fitting.summary.frontier_note` of the point fit, on the posterior-mean
+    table of the whole grid (the campaign's own runs where trained)."""
+    if compute is None or compute.samples is None or compute.point is None \
+            or not compute.point.success:
+        return None
+    from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
+    from scalebo.fitting.summary import frontier_note
+
+    d = compute.samples
+    table = pd.DataFrame({"C": grid.cost[d.rows], "loss": d.mean})
+    return frontier_note(table, compute.point.law, "loss", compute.point, targets,
+                         DEFAULT_HUBER_DELTA, advice="the intervals are about the envelope's "
+                         "law, which the replays score, and do not hold this spread")
 
 
 def _law_status(compute: Any) -> dict[str, Any]:
