@@ -105,6 +105,15 @@ def test_config_parsing_and_cells(tmp_path):
         SweepConfig.from_dict({"seeds": 1, "datasets": ["a"], "methods": {"m": {}}})
     with pytest.raises(ValueError, match=r"fractions of C_total"):
         SweepConfig.from_dict({**CONFIG, "budgets": [5]})
+    with pytest.raises(ValueError, match=r"fractions of C_total .* got '5 percent'"):
+        SweepConfig.from_dict({**CONFIG, "budgets": ["5 percent"]})  # a float() error before
+    with pytest.raises(ValueError, match=r"method 'm'.*posterior_samples must be a number, "
+                                         r"got 'lots'"):  # it failed in every worker
+        SweepConfig.from_dict({**CONFIG, "methods": {"m": {"posterior_samples": "lots"}}})
+    with pytest.raises(ValueError, match=r"kernel must be one of \['matern52'"):
+        SweepConfig.from_dict({**CONFIG, "methods": {"m": {"kernel": "matern25"}}})
+    with pytest.raises(ValueError, match=r"fantasize must be true or false, got 'yes'"):
+        SweepConfig.from_dict({**CONFIG, "methods": {"m": {"fantasize": "yes"}}})
     with pytest.raises(ValueError, match="unknown sweep config keys"):
         SweepConfig.from_dict({**CONFIG, "seed": 1})
 
@@ -121,6 +130,22 @@ def test_a_dataset_file_that_does_not_exist_is_refused_before_any_cell(tmp_path,
     cfg = SweepConfig.from_dict(missing)  # once it exists: its content is in the key
     assert len(cfg.datasets[0].content_sha256) == 64
     assert SweepConfig.from_dict({**CONFIG, "datasets": ["not_a_file"]})  # a name: checked later
+
+
+def test_an_unknown_dataset_or_a_missing_data_folder_is_refused_before_any_cell(tmp_path,
+                                                                              monkeypatch):
+    """A typo in a dataset's name, or a registered dataset without SCALEBO_DATA_DIR, wrote
+    an error record for every cell; the replay's runner now refuses them, writing nothing."""
+    monkeypatch.delenv("SCALEBO_DATA_DIR", raising=False)
+    typo = SweepConfig.from_dict({**CONFIG, "datasets": ["oellm_englsh"]})
+    with pytest.raises(ValueError, match=r"unknown dataset 'oellm_englsh' \(did you mean "
+                                         r"'oellm_english'\?\)"):
+        run_sweep(typo, tmp_path / "typo", progress=False)
+    registered = SweepConfig.from_dict({**CONFIG, "datasets": ["steplaw"]})
+    with pytest.raises(ValueError, match=r"dataset 'steplaw' is read from the public datasets "
+                                         r"folder: set SCALEBO_DATA_DIR, pass --data-dir"):
+        run_sweep(registered, tmp_path / "nodir", progress=False)
+    assert not (tmp_path / "typo").exists() and not (tmp_path / "nodir").exists()
 
 
 def test_cell_key_is_stable_and_sensitive():

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, replace
+import numbers
+from dataclasses import asdict, dataclass, fields, replace
 
 from scalebo.search.acquisition import INCUMBENTS
 from scalebo.search.law_posterior import ESTIMANDS
 from scalebo.search.law_samples import CELL_COUPLING
+from scalebo.search.models.composite_kernels import KERNEL_NAMES
 from scalebo.search.models.trend import TREND_FORMS
 from scalebo.search.polish import POLISH
 
@@ -28,6 +30,7 @@ _CHOICES = {
     "cost_model": ("independent", "wsd"),
     "posterior_estimand": ESTIMANDS,
     "posterior_scope": ("grid", "fantasize"),
+    "kernel": KERNEL_NAMES,
 }
 
 
@@ -233,6 +236,13 @@ class MethodConfig:
     cooldown: float = 0.1
 
     def __post_init__(self) -> None:
+        for f in fields(self):  # a sweep config's 'lots' failed inside every worker
+            value = getattr(self, f.name)
+            flag = type(value).__name__ in ("bool", "bool_")  # Python's or numpy's
+            if f.type in ("int", "float") and (flag or not isinstance(value, numbers.Real)):
+                raise ValueError(f"MethodConfig.{f.name} must be a number, got {value!r}")
+            if f.type == "bool" and not flag:
+                raise ValueError(f"MethodConfig.{f.name} must be true or false, got {value!r}")
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"MethodConfig.{name} must be one of {list(allowed)}, got "

@@ -5,11 +5,13 @@ and axes its header holds — so that a typo fails the command (exit 2) instead 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 from scalebo.bench.sweep_config import DatasetSpec, _thaw
-from scalebo.errors import with_hints
+from scalebo.errors import closest, with_hints
 
 __all__ = ["check_replay_datasets"]
 
@@ -25,17 +27,39 @@ def _dataset_options() -> tuple[str, ...]:
     return tuple(list(inspect.signature(load_problem).parameters)[1:])
 
 
-def check_replay_datasets(datasets: Iterable[DatasetSpec]) -> None:
-    """ValueError naming a dataset option the replay's ``load_problem`` does not take, or a
-    mapped column or axis missing from a csv's header (a custom cell function may take
-    other options, so only the replay's runner checks them)."""
+def check_replay_datasets(datasets: Iterable[DatasetSpec], data_dir: str | None = None
+                          ) -> None:
+    """ValueError naming a dataset option the replay's ``load_problem`` does not take, a
+    source that is neither a registered dataset nor a file, a registered dataset without its
+    folder (no ``data_dir`` option, argument or ``$SCALEBO_DATA_DIR``), or a mapped column
+    or axis missing from a csv's header: each would fail in every cell (a custom cell
+    function may take other options and names, so only the replay's runner checks them)."""
     from scalebo.data.files import check_header
 
     for spec in datasets:
         opts = _thaw(spec.options) or {}
         _check_dataset_options(spec.name, opts)
+        _check_source(spec.source, opts.get("data_dir") or data_dir)
         check_header(spec.source, {"mapped column": list((opts.get("mapping") or {}).values()),
                                    "axis": list(opts.get("axes") or [])}, f"dataset {spec.name!r}")
+
+
+def _check_source(source: str, data_dir: str | None) -> None:
+    """ValueError for an unknown dataset name (with the closest registered one) or a
+    registered dataset whose folder is not given."""
+    from scalebo.bench.problems import REGISTERED
+    from scalebo.data.datasets import DATA_DIR_ENV
+
+    name = source.removeprefix("dataset:")
+    if name in REGISTERED:
+        if name != "synthetic" and not data_dir and not os.environ.get(DATA_DIR_ENV):
+            raise ValueError(f"dataset {name!r} is read from the public datasets folder: set "
+                             f"{DATA_DIR_ENV}, pass --data-dir, or give its data_dir option.")
+    elif not Path(source).suffix and not Path(source).exists():
+        hint = closest(name, list(REGISTERED))
+        raise ValueError(f"unknown dataset {name!r}" + (f" (did you mean {hint!r}?)" if hint
+                         else "") + f"; a sweep takes {list(REGISTERED)} or a run-table file "
+                         "(.csv, .parquet, .jsonl, ...) as a dataset's source.")
 
 
 def _check_dataset_options(name: str, opts: Mapping[str, Any]) -> None:

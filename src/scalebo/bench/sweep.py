@@ -334,14 +334,14 @@ def run_sweep(
     """
     t0 = time.perf_counter()
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     if cell_fn is None:
-        check_replay_datasets(config.datasets)
-        config = config.resolved(replay_method_settings)
         dd = str(data_dir) if data_dir is not None else None
+        check_replay_datasets(config.datasets, dd)
+        config = config.resolved(replay_method_settings)
         cell_fn = partial(replay_cell, data_dir=dd)
         group_fn = group_fn or partial(replay_group, data_dir=dd)
         budget_free = budget_free or replay_is_budget_free
+    out.mkdir(parents=True, exist_ok=True)  # after the checks: a refused config leaves none
     write_json(out / f"sweep_{config.name}.json",
                {**config.to_dict(), "scalebo_version": package_version(),
                 "schema_version": RECORD_SCHEMA_VERSION})

@@ -243,10 +243,13 @@ def _file_digest(source: str) -> str | None:
 
 
 def _parse_budget(value: Any) -> float:
-    if isinstance(value, str) and value.strip().endswith("%"):
-        out = float(value.strip()[:-1]) / 100.0
-    else:
-        out = float(value)
+    try:
+        if isinstance(value, str) and value.strip().endswith("%"):
+            out = float(value.strip()[:-1]) / 100.0
+        else:
+            out = float(value)
+    except (TypeError, ValueError):
+        out = math.nan
     if not (math.isfinite(out) and 0 < out <= 1):
         raise ValueError(f"budgets must be fractions of C_total in (0, 1] or 'x%', got {value!r}.")
     return out
