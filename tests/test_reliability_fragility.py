@@ -78,6 +78,22 @@ def test_cli_confidence_option(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert code == 0
     assert out["bootstrap"]["confidence_level"] == 0.8
+    # the table shows the bootstrap too (it was in the JSON only), and options that add no
+    # variant to these points say so (they were skipped without a word)
+    code = main(["fragility", str(path), "--no-leave-one-out", "--drop-count", "3",
+                 "--every-k", "2", "--huber-deltas", "1e-3", "--bootstrap", "10",
+                 "--confidence", "0.8"])
+    out, err = capsys.readouterr()
+    assert code == 0 and "bootstrap of the base points (10 resamples" in out
+    lines = out.splitlines()
+    first = lines[[i for i, ln in enumerate(lines) if ln.startswith("bootstrap of")][0] + 2]
+    name, lo, hi = first.split()  # the first quantity's row, below the header
+    assert name == "alpha" and float(lo) < float(hi)
+    assert "--every-k 2: the points have no 'run' column" in err
+    assert ("--drop-count 3: 4 model sizes; dropping the 3 smallest or largest needs at "
+            "least 6") in err
+    with pytest.raises(SystemExit):
+        parser.parse_args(["fragility", "x.csv", "--target", "0"])  # blamed the data before
 
 
 def test_unidentified_variants_are_reported_and_left_out_of_the_spread(tmp_path):

@@ -94,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("fitting")
     group.add_argument("--law", default="chinchilla",
                        help="law in (N, D): chinchilla (default) or powerlaw:N,D")
-    group.add_argument("--target", type=float, default=1e24,
+    group.add_argument("--target", type=positive_float, default=1e24,
                        help="compute in FLOPs at which N*, D* and the loss are reported "
                             "(default 1e24)")
     group.add_argument("--huber-delta", type=float, default=DEFAULT_HUBER_DELTA,
@@ -135,6 +135,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _extras(args: argparse.Namespace) -> dict:
     from scalebo.data.runs import load_runs, parse_mapping
+    from scalebo.errors import RunTableError
 
     extra = {}
     if args.runs == f"{DATASET_PREFIX}gemstones" and not args.no_dataset_variants:
@@ -143,10 +144,29 @@ def _extras(args: argparse.Namespace) -> dict:
         extra.update(gemstones_extras(args.data_dir))
     text = args.variant_map or args.map
     for name, path in args.variant_file:
-        extra[name] = load_runs(path, mapping=parse_mapping(text) if text else None,
-                                hyperparameters=(), duplicates=args.duplicates,
-                                diverged_above=args.diverged_above)
+        try:
+            extra[name] = load_runs(path, mapping=parse_mapping(text) if text else None,
+                                    hyperparameters=(), duplicates=args.duplicates,
+                                    diverged_above=args.diverged_above)
+        except RunTableError as exc:  # its --map hint is --variant-map for this file
+            raise RunTableError(f"{exc} A --variant-file's columns are mapped with "
+                                "--variant-map (default: --map).") from None
     return extra
+
+
+def _note_skipped_variants(args: argparse.Namespace, frame: object) -> None:
+    """Say when --every-k or --drop-count adds no variant to these points (they were
+    skipped without a word)."""
+    columns = getattr(frame, "columns", ())
+    if args.every_k and "run" not in columns:
+        log(f"note: --every-k {','.join(map(str, args.every_k))}: the points have no 'run' "
+            "column (checkpoints of one run share it), so no every-k-th checkpoint variant")
+    if args.drop_count and "N" in columns:
+        sizes = len(set(frame["N"]))  # type: ignore[index]
+        if sizes <= args.drop_count + 2:
+            log(f"note: --drop-count {args.drop_count}: {sizes} model sizes; dropping the "
+                f"{args.drop_count} smallest or largest needs at least {args.drop_count + 3}, "
+                "so no drop variants")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -158,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
     warn_few_resamples(args.bootstrap)
     table = load_input(args)
     extra = _extras(args)
+    _note_skipped_variants(args, table.frame if hasattr(table, "frame") else table)
     options = {
         "leave_one_out": not args.no_leave_one_out, "drop_count": args.drop_count,
         "every_k": tuple(args.every_k) if args.every_k else (2, 5),
@@ -189,6 +210,17 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(format_table(spread_rows,
                                       ("quantity", "base", "median", "min", "max",
                                        "rel_spread")))
+        boot = result.get("bootstrap")
+        if boot:
+            sys.stdout.write(f"bootstrap of the base points ({boot['n_resamples']} resamples, "
+                             f"{boot['n_failed']} failed, seed {boot['seed']}): "
+                             f"{100 * boot['confidence_level']:g} % percentile intervals\n")
+            sys.stdout.write(format_table(
+                [{"quantity": k, **v} for k, v in boot.items() if isinstance(v, dict)],
+                ("quantity", "lower", "upper")))
+    if args.format == "csv" and result.get("bootstrap"):
+        log("note: the bootstrap's intervals are in --format json (or --json PATH), not in "
+            "the CSV of variants")
     failed = [r["variant"] for r in rows if r["status"] in ("failed", "unidentified")]
     if failed:
         print(f"warning: {len(failed)} variant fit(s) failed or cannot be identified by their "
