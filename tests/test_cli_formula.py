@@ -177,3 +177,24 @@ def test_a_compute_only_table_is_pointed_to_a_formula_that_fits_it(tmp_path, cap
     params = json.loads(capsys.readouterr().out)["fit"]["params"]
     assert params["E"] == pytest.approx(1.8, rel=1e-3)
     assert params["alpha"] == pytest.approx(0.15, rel=1e-3)
+
+
+def test_c_in_a_formula_comes_from_mapped_n_and_d_or_a_mapped_c(tmp_path, capsys):
+    """README: C is 6·N·D when the table has N and D. Under --map N=params,D=tokens the
+    mapped N and D were refused as unused variables; without any, the error said the formula
+    used none of the variables []."""
+    N, D = (g.ravel() for g in np.meshgrid(np.geomspace(5e7, 2e9, 6), np.geomspace(1e9, 1e11, 6)))
+    C = 6 * N * D
+    path = tmp_path / "runs.csv"
+    pd.DataFrame({"params": N, "tokens": D, "flops": C,
+                  "loss": 1.8 + 900.0 * C ** -0.15}).to_csv(path, index=False)
+    law = ["--formula", "E + A*C**(-alpha)", "--bounds", "E=0:5,A=0:1e6,alpha=0:1",
+           "--format", "json", "--quiet"]
+    for mapping in ("N=params,D=tokens", "C=flops,N=params,D=tokens", "C=flops"):
+        assert main(["fit", str(path), *law, "--map", mapping]) == 0, mapping
+        params = json.loads(capsys.readouterr().out)["fit"]["params"]
+        assert params["alpha"] == pytest.approx(0.15, rel=1e-3), mapping
+    assert main(["fit", str(path), *law]) == 2
+    assert ("the formula uses C, the compute in FLOPs: give a C column (--map C=COL) or N and "
+            "D columns, C = 6·N·D (--map N=COL,D=COL); the table has ['params', 'tokens', "
+            "'flops', 'loss']") in capsys.readouterr().err

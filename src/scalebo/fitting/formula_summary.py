@@ -196,10 +196,18 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
     if bootstrap < 0:
         raise ValueError(f"bootstrap must be >= 0 resamples, got {bootstrap}")
     n_col, d_col = vmap.get("N", "N"), vmap.get("D", "D")
-    if ("C" in formula_names(formula) and "C" not in frame.columns and "C" not in vmap
-            and n_col in frame.columns and d_col in frame.columns):
-        frame = frame.assign(C=6.0 * frame[n_col].to_numpy(np.float64)  # FLOPs, as load_runs
-                             * frame[d_col].to_numpy(np.float64))
+    names = formula_names(formula)
+    if "C" in names and "C" not in bounds:
+        if "C" not in frame.columns and "C" not in vmap:
+            if n_col not in frame.columns or d_col not in frame.columns:
+                raise ValueError(f"{source}: the formula uses C, the compute in FLOPs: give "
+                                 "a C column (--map C=COL) or N and D columns, C = 6·N·D "
+                                 f"(--map N=COL,D=COL); the table has {list(frame.columns)}")
+            frame = frame.assign(C=6.0 * frame[n_col].to_numpy(np.float64)  # as load_runs
+                                 * frame[d_col].to_numpy(np.float64))
+        for k in ("N", "D"):  # mapped for C (or out of habit): not a variable of its own
+            if k not in names:
+                vmap.pop(k, None)
     if response not in frame.columns:
         raise RunTableError(f"{source}: no response column {response!r}; columns are "
                             f"{list(frame.columns)} (choose one with --response)")
@@ -208,7 +216,6 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
         bad = int(np.flatnonzero(~np.isfinite(y))[0])
         raise RunTableError(f"{source}: data row {bad + 1}, column {response!r}: "
                             f"{shown(frame[response].iloc[bad])} is not a finite number")
-    names = formula_names(formula)
     variables = [n for n in names if n not in bounds and (n in vmap or n in frame.columns)]
     law = formula_law(formula, variables, bounds)
     columns = {v: vmap.get(v, v) for v in law.variables}
