@@ -198,3 +198,27 @@ def test_c_in_a_formula_comes_from_mapped_n_and_d_or_a_mapped_c(tmp_path, capsys
     assert ("the formula uses C, the compute in FLOPs: give a C column (--map C=COL) or N and "
             "D columns, C = 6·N·D (--map N=COL,D=COL); the table has ['params', 'tokens', "
             "'flops', 'loss']") in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ({"tokens": (4, "2e1O")}, "runs.csv: data row 5, column 'tokens' (variable D): '2e1O' is "
+                              "not a finite number"),
+    ({"loss": (9, -0.5)}, "runs.csv: data row 10, column 'loss': -0.5 is not positive, which "
+                          "log residuals need (--residuals natural fits any sign)"),
+    ({"params": (3, 0.0)}, "runs.csv: data row 4, column 'params' (variable N) is 0.0, where "
+                           "powers of it are not finite"),
+])
+def test_formula_data_errors_name_file_row_and_column(tmp_path, capsys, bad, message):
+    """Formula fits said 'could not convert string to float', 'rows [9] are not' (0-based,
+    no column) or 'all 64 starts produced non-finite objectives' for these tables."""
+    N, D = (g.ravel() for g in np.meshgrid(np.geomspace(5e7, 2e9, 4), np.geomspace(1e9, 1e11, 4)))
+    frame = pd.DataFrame({"params": N, "tokens": D, "loss": 1.7 + 400 / N**0.34 + 400 / D**0.28})
+    frame = frame.astype(object)
+    for column, (row, value) in bad.items():
+        frame.loc[row, column] = value
+    path = tmp_path / "runs.csv"
+    frame.to_csv(path, index=False)
+    assert main(["fit", str(path), "--formula", "E + A/N**a + B/D**b", "--bounds",
+                 "E=0:5,A=0:1e5,a=0:1,B=0:1e5,b=0:1", "--map", "N=params,D=tokens",
+                 "--quiet"]) in (1, 2)
+    assert message in capsys.readouterr().err

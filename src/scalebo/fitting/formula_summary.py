@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo import __version__
-from scalebo.errors import RunTableError, shown
+from scalebo.errors import FitError, RunTableError, shown
 from scalebo.fitting.formula_bootstrap import FormulaBootstrapResult, bootstrap_formula
 from scalebo.fitting.formula_fit import fit_formula, table_inputs
 from scalebo.fitting.robust import FitResult
@@ -174,6 +174,17 @@ class FormulaFitSummary:
         }
 
 
+def _finite_column(frame: pd.DataFrame, column: str, source: str, what: str) -> np.ndarray:
+    """``frame[column]`` as float64; RunTableError at its first value that is not a finite
+    number, naming the file, the 1-based data row, the column and ``what`` it is."""
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)
+    if not np.isfinite(values).all():
+        bad = int(np.flatnonzero(~np.isfinite(values))[0])
+        raise RunTableError(f"{source}: data row {bad + 1}, column {column!r} ({what}): "
+                            f"{shown(frame[column].iloc[bad])} is not a finite number")
+    return values
+
+
 def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
                           bounds: Mapping[str, tuple[float, float]] | None = None,
                           variable_map: Mapping[str, str] | None = None,
@@ -211,21 +222,35 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
     if response not in frame.columns:
         raise RunTableError(f"{source}: no response column {response!r}; columns are "
                             f"{list(frame.columns)} (choose one with --response)")
-    y = pd.to_numeric(frame[response], errors="coerce").to_numpy(np.float64)
-    if not np.isfinite(y).all():
-        bad = int(np.flatnonzero(~np.isfinite(y))[0])
+    y = _finite_column(frame, response, source, "the response")
+    if residuals == "log" and not (y > 0).all():
+        bad = int(np.flatnonzero(~(y > 0))[0])
         raise RunTableError(f"{source}: data row {bad + 1}, column {response!r}: "
-                            f"{shown(frame[response].iloc[bad])} is not a finite number")
+                            f"{shown(frame[response].iloc[bad])} is not positive, which log "
+                            "residuals need (--residuals natural fits any sign)")
     variables = [n for n in names if n not in bounds and (n in vmap or n in frame.columns)]
     law = formula_law(formula, variables, bounds)
     columns = {v: vmap.get(v, v) for v in law.variables}
     points = tuple(parse_point(p, law.variables, columns=columns) for p in predict_at)
+    for v in law.variables:  # named by file, row and column (pandas named none)
+        if vmap.get(v, v) in frame.columns:
+            _finite_column(frame, vmap.get(v, v), source, f"variable {v}")
     X = table_inputs(law, frame, vmap)
     if progress is not None:
         progress(f"fitting {formula!r} to {len(y)} rows from {n_starts} starts ({residuals} "
                  "residuals)" + (f", then {bootstrap} bootstrap resamples in one batch"
                                  if bootstrap else "") + " ...")
-    fit = fit_formula(law, X, y, residuals=residuals, n_starts=n_starts, seed=seed)
+    try:
+        fit = fit_formula(law, X, y, residuals=residuals, n_starts=n_starts, seed=seed)
+    except FitError as exc:  # a power of a zero or negative input is not finite
+        bad = [(v, int(np.flatnonzero(X[:, j] <= 0)[0])) for j, v in enumerate(law.variables)
+               if np.any(X[:, j] <= 0)]
+        if not bad or "non-finite" not in str(exc):
+            raise
+        v, row = bad[0]
+        raise FitError(f"{exc}; {source}: data row {row + 1}, column {columns[v]!r} (variable "
+                       f"{v}) is {shown(X[row, list(law.variables).index(v)])}, where powers "
+                       "of it are not finite") from None
     boot = None
     if bootstrap:
         boot = bootstrap_formula(fit, X, y, residuals=residuals, n_resamples=bootstrap,
