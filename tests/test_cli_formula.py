@@ -222,3 +222,19 @@ def test_formula_data_errors_name_file_row_and_column(tmp_path, capsys, bad, mes
                  "E=0:5,A=0:1e5,a=0:1,B=0:1e5,b=0:1", "--map", "N=params,D=tokens",
                  "--quiet"]) in (1, 2)
     assert message in capsys.readouterr().err
+
+
+def test_a_formula_fit_at_a_bound_warns_in_the_users_names(tmp_path, capsys):
+    """A bound that excludes the truth (a ≥ 0.4, truth 0.34): status 'bound hit' said
+    'log_a at a bound' and no warning, while the table showed a = 0.4 [0.4, 0.4]."""
+    N, D = (g.ravel() for g in np.meshgrid(np.geomspace(5e7, 2e9, 6), np.geomspace(1e9, 1e11, 6)))
+    path = tmp_path / "runs.csv"
+    pd.DataFrame({"N": N, "D": D, "loss": 1.69 + 406.4 / N**0.34 + 410.7 / D**0.28}).to_csv(
+        path, index=False)
+    assert main(["fit", str(path), "--formula", "E + A/N**a + B/D**b", "--bounds",
+                 "E=0:5,A=0:1e5,a=0.4:1,B=0:1e5,b=0:1", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    said = "converged with a at a bound (a = 0.4 at its lower bound)"
+    assert f"warning: fit status 'bound hit': {said}; that value is the bound's" in err
+    result = json.loads(out)
+    assert result["fit"]["message"] == said and len(result["warnings"]) == 1

@@ -84,8 +84,9 @@ def test_bound_hit_is_reported():
     y = COMPUTE_LAW.predict(COMPUTE_LAW.from_natural({"E": 1.0, "A": 50, "alpha": 0.1}), C)
     fit = fit_law(law, C, y)
     assert fit.status == FitStatus.BOUND_HIT
-    assert "log_E" in fit.message
     assert fit.params["E"] == pytest.approx(np.exp(0.5))
+    # in the user's names with the value and which bound (it said 'log_E at a bound')
+    assert fit.message == f"converged with E at a bound (E = {np.exp(0.5):.4g} at its lower bound)"
 
 
 def test_iteration_limit_is_a_status_not_an_exception():

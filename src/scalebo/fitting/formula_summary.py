@@ -13,6 +13,7 @@ intervals when bootstrapped. See :mod:`scalebo.laws.formula` and
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,7 @@ from scalebo import __version__
 from scalebo.errors import FitError, RunTableError, shown
 from scalebo.fitting.formula_bootstrap import FormulaBootstrapResult, bootstrap_formula
 from scalebo.fitting.formula_fit import fit_formula, table_inputs
-from scalebo.fitting.robust import FitResult
+from scalebo.fitting.robust import FitResult, FitStatus
 from scalebo.laws.formula import FormulaLaw, formula_law, formula_names
 
 __all__ = ["FormulaFitSummary", "formula_fit_summary", "formula_inputs", "parse_point",
@@ -171,7 +172,18 @@ class FormulaFitSummary:
             "r2_in_sample": self.r2,
             "bootstrap": None if self.bootstrap is None else self.bootstrap.to_dict(),
             "predictions": self.predictions,
+            "warnings": [bound_warning(self.fit)] if bound_warning(self.fit) else [],
         }
+
+
+def bound_warning(fit: FitResult) -> str | None:
+    """The warning of a fit that ended with a parameter at its bound (None otherwise): its
+    value is the bound's, and a bootstrap interval there says nothing about the data."""
+    if fit.status is not FitStatus.BOUND_HIT:
+        return None
+    return (f"fit status 'bound hit': {fit.message}; that value is the bound's, not the data's "
+            "(and so is a bootstrap interval that collapses onto it): widen --bounds if the "
+            "value is plausible, else distrust the fit")
 
 
 def _finite_column(frame: pd.DataFrame, column: str, source: str, what: str) -> np.ndarray:
@@ -251,6 +263,8 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
         raise FitError(f"{exc}; {source}: data row {row + 1}, column {columns[v]!r} (variable "
                        f"{v}) is {shown(X[row, list(law.variables).index(v)])}, where powers "
                        "of it are not finite") from None
+    if bound_warning(fit):
+        warnings.warn(bound_warning(fit), RuntimeWarning, stacklevel=2)
     boot = None
     if bootstrap:
         boot = bootstrap_formula(fit, X, y, residuals=residuals, n_resamples=bootstrap,

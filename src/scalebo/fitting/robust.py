@@ -199,6 +199,21 @@ def run_starts(
                          max_iter=CONTINUE_FACTOR * max_iter, **POLISH_TOL)
 
 
+def bound_message(law: Law, x: np.ndarray, at_bound: np.ndarray) -> str:
+    """``converged with a, E at a bound (a = 0.4 at its lower bound, E = 5 at its upper
+    bound)``: the parameters in the user's (natural) names with their values, not the
+    optimizer's (``log_a``); :func:`~scalebo.search.stopping.stop_decision` reads the names
+    before `` at a bound``. ``x``: internal parameters; ``at_bound``: mask of those at a bound."""
+    natural = law.natural(x)
+    names = list(natural)
+    hit = [i for i in range(len(x)) if at_bound[i]]
+    said = ", ".join(
+        f"{names[i]} = {natural[names[i]]:.4g} at its "
+        f"{'lower' if abs(x[i] - law.lower[i]) <= abs(x[i] - law.upper[i]) else 'upper'} bound"
+        for i in hit)
+    return f"converged with {', '.join(names[i] for i in hit)} at a bound ({said})"
+
+
 def summarize_starts(
     law: Law, res: BatchedResult, *, huber_delta: float, n_obs: int, unidentified: str = ""
 ) -> FitResult:
@@ -240,9 +255,8 @@ def summarize_starts(
             f"(projected gradient {res.pgnorm[best]:.2e})"
         )
     elif np.any(at_bound):
-        names = [n for n, b in zip(law.param_names, at_bound, strict=True) if b]
         status = FitStatus.BOUND_HIT
-        message = f"converged with {', '.join(names)} at a bound"
+        message = bound_message(law, x, at_bound)
     else:
         status = FitStatus.CONVERGED
         message = f"converged; {n_agree} of {n_compared} converged starts agree"

@@ -81,7 +81,7 @@ def at_floor(width: float | None, ratio: float | None, *,
 def _unsettled(status: str, message: str) -> str:
     """Why the rule does not stop on a point fit with this status (not ``converged``)."""
     if status == "bound hit":
-        names = message.rsplit("with ", 1)[-1].removesuffix(" at a bound") if message else ""
+        names = message.split(" at a bound")[0].rsplit("with ", 1)[-1] if message else ""
         names = ", ".join(n.strip().removeprefix("log_") for n in names.split(",") if n)
         limit = "at their limits" if "," in names else "at its limit"
         return (f"the law's fit hit a bound ({names or 'a parameter'} {limit}): its "
