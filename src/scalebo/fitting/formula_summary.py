@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo import __version__
-from scalebo.errors import FitError, RunTableError, shown
+from scalebo.errors import FitError, RunTableError, shown, with_hints
 from scalebo.fitting.formula_bootstrap import FormulaBootstrapResult, bootstrap_formula
 from scalebo.fitting.formula_fit import fit_formula, table_inputs
 from scalebo.fitting.robust import FitResult, FitStatus
@@ -241,6 +241,18 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
                             f"{shown(frame[response].iloc[bad])} is not positive, which log "
                             "residuals need (--residuals natural fits any sign)")
     variables = [n for n in names if n not in bounds and (n in vmap or n in frame.columns)]
+    both = [n for n in names if n in bounds and n in vmap]
+    if both:
+        raise ValueError(f"{both} given bounds and mapped to a column (--map "
+                         f"{','.join(f'{n}={vmap[n]}' for n in both)}): a name of the formula "
+                         "is a variable (a column) or a parameter (with bounds), not both")
+    unknown = [n for n in names if n not in bounds and n not in variables]
+    if unknown and variables:
+        columns = [str(c) for c in frame.columns]
+        raise ValueError(f"{with_hints(unknown, [*columns, *vmap])} in formula {formula!r} "
+                         "is neither a column of the table nor a parameter with --bounds; "
+                         f"columns: {columns}" + (f", mapped: {vmap}" if vmap else "")
+                         + " (map a column to a name with --map NAME=COLUMN)")
     law = formula_law(formula, variables, bounds)
     columns = {v: vmap.get(v, v) for v in law.variables}
     points = tuple(parse_point(p, law.variables, columns=columns) for p in predict_at)
