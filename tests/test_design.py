@@ -5,6 +5,7 @@ known law, the acquisition on a hand-made Gaussian, nested checkpoints within bu
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -140,8 +141,8 @@ def _write(tmp_path, pool=None, target=None):
 def test_cli_replay_writes_checkpoints(tmp_path, capsys):
     args = _write(tmp_path)
     out = tmp_path / "out.json"
-    assert main([*args, "--budgets", "0.01,0.05", "--seed", "0", "--json", str(out)]) == 0
-    result = json.loads(out.read_text())
+    assert main([*args, "--budgets", "1%,0.05", "--seed", "0", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())  # 1% as every other command's budgets (refused)
     assert [c["budget"] for c in result["checkpoints"]] == [0.01, 0.05]
     for c in result["checkpoints"]:
         assert set(c) == {"budget", "spent_fraction", "n_observed", "r2", "params", "status",
@@ -179,12 +180,14 @@ def test_cli_bad_inputs_exit_2(tmp_path, capsys):
     pool, target = _frames()
     args = _write(tmp_path)
     assert main([*args, "--budgets", "0.01,2"]) == 2
+    assert "--budgets '0.01,2': expected a fraction of the pool's total cost in (0, 1], got " \
+        "'2' (for 2 % write 0.02 or 2%)" in capsys.readouterr().err
     assert main([*args, "--budget", "0.05"]) == 2  # --budget without --runs
     assert main([*args[:-5], "--cost", "6*N*Q", *args[-3:]]) == 2
     bad = pool.copy()
     bad.loc[3, "tokens"] = -1.0  # negative cost at data row 4
     assert main(_write(tmp_path, pool=bad)) == 2
-    assert "data row 4" in capsys.readouterr().err
+    assert re.search(r"data row 4: cost '6\*N\*D' = -[0-9.]+e\+07 is not", capsys.readouterr().err)
     assert main(_write(tmp_path, pool=pool.drop(columns="tokens"))) == 2
     grouped = pool.assign(g=["a", "b"] * 32)
     assert main([*_write(tmp_path, pool=grouped), "--group", "g"]) == 2

@@ -94,12 +94,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _budgets(text: str) -> tuple[float, ...]:
+    """``--budgets``: fractions of the pool's total cost, as ``0.05`` or ``5%`` (as every
+    other command's budgets)."""
+    from scalebo.cli.arg_types import fractions
+
     try:
-        out = tuple(float(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise ValueError(f"--budgets {text!r}: expected fractions like 0.01,0.05,0.1") from None
-    if not out or not all(0 < b <= 1 for b in out):
-        raise ValueError(f"--budgets {text!r}: each budget must be a fraction in (0, 1]")
+        out = tuple(fractions(text))
+    except argparse.ArgumentTypeError as exc:
+        raise ValueError(f"--budgets {text!r}: {exc}".replace("C_total", "the pool's total "
+                                                              "cost")) from None
+    if not out:
+        raise ValueError(f"--budgets {text!r}: expected fractions like 0.01,0.05,0.1 or 1%,5%")
     return out
 
 

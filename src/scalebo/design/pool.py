@@ -189,8 +189,8 @@ def make_pool(frame: pd.DataFrame, law: FormulaLaw, cost: str, *,
     c = evaluate_cost(cost, cols) * np.ones(len(frame))
     bad = np.flatnonzero(~(np.isfinite(c) & (c > 0)))
     if bad.size:
-        raise RunTableError(f"{source}: data row {bad[0] + 1}: cost {cost!r} = {c[bad[0]]!r} "
-                            "is not a positive finite number")
+        raise RunTableError(f"{source}: data row {bad[0] + 1}: cost {cost!r} = "
+                            f"{float(c[bad[0]]):g} is not a positive finite number")
     y = _response(frame, response, source, require_response)
     return Pool(X=X, cost=c, y=y, variables=law.variables, row_ids=tuple(frame.index.tolist()),
                 cost_expr=cost)
