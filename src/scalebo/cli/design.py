@@ -78,8 +78,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--method", choices=("variance", "random", "cheapest", "cost_weighted"),
       default="variance", help="replay: design method (default variance)")
     a("--budgets", default=DEFAULT_BUDGETS, metavar="B,...",
-      help="replay: checkpoint budgets as fractions of the pool's total cost (default "
-           f"{DEFAULT_BUDGETS})")
+      help="replay: checkpoint budgets as fractions of the pool's total cost, 0.05 or 5%% "
+           f"(default {DEFAULT_BUDGETS}); the checkpoints lie on one run up to the largest, "
+           "so a smaller budget's checkpoint holds the rows bought before the spend reached "
+           "it and depends on the largest budget listed (ScaleBench's protocol)")
     a("--seed", type=int_at_least(0), default=0,
       help="seed of fit starts and baseline draws (default 0)")
     a("--starts", type=int_at_least(1), default=64,
