@@ -170,3 +170,16 @@ def test_help_and_output_agree_on_run_counts():
     assert len(synthetic_runs()) == 1680 and len(synthetic_runs(**_quick_axes())) == 540
     assert "1,680 runs" in text and "1,600 acquirable runs" in text
     assert "540 runs (504 acquirable) instead of 1,680 (1,600)" in text
+
+
+def test_a_failed_bo_fit_says_why():
+    """demo --budget 0.001: both BO laws 'failed' with no reason (a 2-point envelope)."""
+    from scalebo.bench.demo import run_demo
+    from scalebo.cli.demo import _render as render
+
+    result = run_demo(quick=True, budget=0.001)
+    bo = [r for r in result.laws if r.name.startswith("BO")]
+    assert {r.status for r in bo} == {"failed"}
+    text = render(result)
+    assert ("note: BO observed (failed): its Pareto envelope of (compute, loss) has 2 points, "
+            "fewer than the compute law's 3 parameters") in text

@@ -83,6 +83,7 @@ class LawRow:
         compute_fraction: Their compute as a fraction of ``C_total``.
         flops: Their compute, FLOPs.
         status: Fit status or ``"exact"``.
+        message: Why the fit failed or is not trusted ('' for a converged one).
     """
 
     name: str
@@ -93,6 +94,7 @@ class LawRow:
     compute_fraction: float
     flops: float
     status: str
+    message: str = ""
 
     def __call__(self, C: np.ndarray | float) -> np.ndarray:
         """Loss in nats at compute ``C`` (FLOPs)."""
@@ -194,7 +196,8 @@ def _row(name: str, metrics: Any, lm: Any) -> LawRow:
     p = lm.params or {}
     return LawRow(name, float(p.get("E", np.nan)), float(p.get("A", np.nan)),
                   float(p.get("alpha", np.nan)), int(metrics.n_runs),
-                  float(metrics.spent_fraction), float(metrics.spent_flops), str(lm.status))
+                  float(metrics.spent_fraction), float(metrics.spent_flops), str(lm.status),
+                  "" if str(lm.status) == "converged" else str(lm.message or ""))
 
 
 def run_demo(*, quick: bool = False, budget: float = 0.05, seed: int = 0,

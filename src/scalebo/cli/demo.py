@@ -68,6 +68,8 @@ def _render(result) -> str:
     lines.append("fitted compute laws  L(C) = E + A / C^alpha  (C in FLOPs, L in nats)")
     lines.append(format_table(rows, ["law", "E", "A", "alpha", "runs", "compute %", "FLOPs",
                                      "status"]))
+    lines += [f"note: {r.name} ({r.status}): {r.message}" for r in result.laws
+              if r.message and not (same and r.name == "BO + fantasize")]
     if same:
         lines.append("note: BO + fantasize fitted the same law as BO observed (parameters "
                      "within 1e-6):\n      the fantasized losses left the (C, loss) envelope "
