@@ -120,3 +120,17 @@ def test_split_modules_are_re_exported():
     for name in ("Variant", "build_variants", "gemstones_extras"):
         assert getattr(frag, name) is getattr(variants, name)
         assert name in frag.__all__
+
+
+def test_powerlaw_n_d_keeps_its_exponents():
+    """powerlaw:N,D is Chinchilla's law with other names (alpha_N, alpha_D): its exponents
+    were shown as missing in the table and JSON, and a bootstrap would have raised KeyError."""
+    common = dict(target=1e22, leave_one_out=False, drop_count=0, every_k=(), huber_deltas=(),
+                  bootstrap=20, rng=1)
+    chin = fragility(_table(), base_starts=STARTS, **common)
+    power = fragility(_table(), law="powerlaw:N,D", **common)
+    a, b = chin.table.iloc[0], power.table.iloc[0]
+    assert b["alpha"] == pytest.approx(a["alpha"], rel=1e-3)
+    assert b["beta"] == pytest.approx(a["beta"], rel=1e-3)
+    assert b["alpha"] == pytest.approx(TRUE["alpha"], abs=0.05)
+    assert set(power.to_dict()["bootstrap"]) >= {"alpha", "beta", "E"}

@@ -31,8 +31,9 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -67,6 +68,19 @@ __all__ = [
 ]
 
 #: Quantities whose spread across variants is summarized.
+#: Chinchilla's parameter names and their names in ``powerlaw:N,D`` (the same law).
+CHINCHILLA_ALIASES = {"alpha": "alpha_N", "beta": "alpha_D", "A": "A_N", "B": "A_D"}
+
+
+def chinchilla_param(params: Mapping[str, Any], name: str) -> Any:
+    """``params[name]``, or its ``powerlaw:N,D`` alias (``alpha`` is ``alpha_N``, ``beta``
+    ``alpha_D``; both laws are ``E + A/N^α + B/D^β``); NaN when the law has neither (its
+    exponents were shown as missing)."""
+    if name in params:
+        return params[name]
+    return params.get(CHINCHILLA_ALIASES.get(name, name), math.nan)
+
+
 SPREAD_COLUMNS = ("alpha", "beta", "E", "N_opt", "D_opt", "tokens_per_param", "loss_at_target")
 #: Row statuses without a usable estimate: left out of the spread and the figure.
 UNUSABLE_STATUSES = ("failed", str(FitStatus.UNIDENTIFIED))
@@ -118,9 +132,8 @@ class VariantResult:
         return {
             "variant": self.name, "kind": self.kind, "n_points": self.n_points,
             "n_models": self.n_models, "huber_delta": self.huber_delta,
-            "alpha": self.params.get("alpha", math.nan), "beta": self.params.get("beta", math.nan),
-            "E": self.params.get("E", math.nan), "A": self.params.get("A", math.nan),
-            "B": self.params.get("B", math.nan), "N_opt": self.N_opt, "D_opt": self.D_opt,
+            **{k: chinchilla_param(self.params, k) for k in ("alpha", "beta", "E", "A", "B")},
+            "N_opt": self.N_opt, "D_opt": self.D_opt,
             "tokens_per_param": self.tokens_per_param, "loss_at_target": self.loss_at_target,
             "objective": self.objective, "status": self.status, "message": self.message,
         }
@@ -349,7 +362,7 @@ def _bootstrap_summary(fit: FitResult, base: Variant, target: float, n_resamples
     boot = bootstrap_fit(fit, X, y, n_resamples=n_resamples, rng=rng,
                          confidence_level=confidence_level)
     natural = boot.natural_samples
-    values = {"alpha": natural["alpha"], "beta": natural["beta"], "E": natural["E"]}
+    values = {k: chinchilla_param(natural, k) for k in ("alpha", "beta", "E")}
     opts = [compute_optimal(replace(fit, x=s), target) for s in boot.samples]
     values["N_opt"] = np.array([o.N_opt for o in opts])
     values["loss_at_target"] = np.array([o.loss for o in opts])

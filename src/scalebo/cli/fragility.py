@@ -203,7 +203,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "csv":
         write_csv(rows, [*COLUMNS, "objective", "huber_delta", "message"])
     else:
-        sys.stdout.write(f"law {report.law}, target C = {report.target:.3g} FLOPs\n")
+        law = report.law if report.law == args.law else f"{args.law} ({report.law})"
+        sys.stdout.write(f"law {law}, target C = {report.target:.3g} FLOPs\n")
         sys.stdout.write(format_table(rows, COLUMNS))
         spread_rows = [{"quantity": k, **v} for k, v in result["spread"].items()]
         sys.stdout.write("spread across variants\n")
