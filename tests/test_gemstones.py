@@ -80,3 +80,19 @@ def test_fragility_command_on_gemstones(data_dir, tmp_path):
     spread = result["spread"]["alpha"]
     assert spread["min"] <= rows["base"]["alpha"] <= spread["max"]
     assert (tmp_path / "f.png").stat().st_size > 10_000
+
+
+def test_gemstones_variants_change_one_thing_of_the_base(data_dir):
+    """--dataset-option validation=dclm: the 'val dclm' variant copied the base, and the
+    cooldown / half-lr variants measured the main validation set beside a dclm base."""
+    from scalebo.analysis.variants import gemstones_extras
+
+    default = gemstones_extras(data_dir)
+    assert list(default) == ["cooldown end", "cooldown start", "half lr", "val fineweb_edu",
+                             "val dclm", "checkpoints every 2B"]  # as before
+    with pytest.warns(UserWarning, match="exist on the main validation set only"):
+        dclm = gemstones_extras(data_dir, {"validation": "dclm"})
+    assert list(dclm) == ["val main", "val fineweb_edu"]
+    base = dclm["val main"].frame["loss"].to_numpy()
+    assert not np.allclose(base, dclm["val fineweb_edu"].frame["loss"].to_numpy())
+    assert "cooldown end" not in gemstones_extras(data_dir, {"variant": "cool_end"})

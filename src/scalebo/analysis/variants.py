@@ -112,24 +112,51 @@ def _ordinal(k: int) -> str:
     return f"{k}{suffix}"
 
 
-def gemstones_extras(data_dir=None) -> dict[str, RunTable]:
-    """Gemstones tables for the data variants (hot, to 100B tokens, unless named).
+def gemstones_extras(data_dir=None, base: Mapping[str, str] | None = None
+                     ) -> dict[str, RunTable]:
+    """Gemstones tables for the data variants, each changing one thing of the base table
+    (``base``: its ``variant`` and ``validation`` options, default ``hot`` on ``main``).
 
     ``cooldown end`` / ``cooldown start``: losses at the end / start of the 10 % cooldown
-    (20 models); ``half lr``: the half-learning-rate runs; ``val fineweb_edu`` / ``val dclm``:
-    the main runs' losses on other validation sets; ``checkpoints every 2B``: the same runs
-    with checkpoints every 477 steps (~2B tokens, 1,100 points).
+    (20 models); ``half lr``: the half-learning-rate runs; ``checkpoints every 2B``: the same
+    runs with checkpoints every 477 steps (~2B tokens, 1,100 points) — these on the main
+    validation set, so only for a base on it; ``val main`` / ``val fineweb_edu`` / ``val
+    dclm``: the base's checkpoints on the other validation sets. A variant equal to the base
+    is left out (``val dclm`` of a base on ``dclm`` copied it), and so is a validation set
+    that lacks the base's checkpoints, with a warning saying so.
     """
+    import warnings
+
     from scalebo.data.datasets import load_dataset
+    from scalebo.errors import RunTableError
+
+    variant = (base or {}).get("variant", "hot")
+    validation = (base or {}).get("validation", "main")
 
     def load(**kw):
         return load_dataset("gemstones", data_dir, **kw)
 
-    return {
-        "cooldown end": load(variant="cool_end"),
-        "cooldown start": load(variant="cool_begin"),
-        "half lr": load(variant="lr_ablation_hot"),
-        "val fineweb_edu": load(validation="fineweb_edu"),
-        "val dclm": load(validation="dclm"),
-        "checkpoints every 2B": load(variant="hot_477"),
-    }
+    out: dict[str, RunTable] = {}
+    on_main = {"cooldown end": "cool_end", "cooldown start": "cool_begin",
+               "half lr": "lr_ablation_hot", "checkpoints every 2B": "hot_477"}
+    skipped = []
+    for name in ("cooldown end", "cooldown start", "half lr", "val main", "val fineweb_edu",
+                 "val dclm", "checkpoints every 2B"):  # the order of the tables
+        val = name.removeprefix("val ")
+        if name in on_main:
+            if validation == "main" and on_main[name] != variant:
+                out[name] = load(variant=on_main[name])
+        elif val != validation:
+            try:
+                out[name] = load(variant=variant, validation=val)
+            except (RunTableError, ValueError):
+                skipped.append(val)
+    if skipped or validation != "main":
+        warnings.warn(f"gemstones variants of a base of variant {variant!r} on validation set "
+                      f"{validation!r}: " + "; ".join(
+                          ([f"no validation set(s) {skipped} for its checkpoints"] if skipped
+                           else []) + (["the cooldown, half-lr and 2B-checkpoint variants "
+                                        "exist on the main validation set only, so they are "
+                                        "left out"] if validation != "main" else [])),
+                      UserWarning, stacklevel=2)
+    return out

@@ -141,7 +141,7 @@ def _extras(args: argparse.Namespace) -> dict:
     if args.runs == f"{DATASET_PREFIX}gemstones" and not args.no_dataset_variants:
         from scalebo.analysis.fragility import gemstones_extras
 
-        extra.update(gemstones_extras(args.data_dir))
+        extra.update(gemstones_extras(args.data_dir, dict(args.dataset_option or [])))
     text = args.variant_map or args.map
     for name, path in args.variant_file:
         try:
