@@ -17,17 +17,16 @@ loss (nats) at every extrapolation compute and the reference law's loss there
 * **sharpness**: the median relative width of the 80 % interval, ``100·(q90 − q10)/ref``,
   in % of the reference loss;
 * ``n``: replays (seeds) with an interval and a reference; ``missing``: cells of the group
-  without one (posterior not computed, every sample fit failed, or no reference).
+  without one (posterior not computed, every sample fit failed, or no reference), counted in
+  the tables (``+k without``) for methods that have a law posterior at all.
 
 The project's target (:data:`TARGETS`): pooled over datasets × seeds × budgets, the 80 %
 interval covers in 70–90 % of replays and the 95 % interval in 88–99 %. Pooled coverages
 come with a 95 % Wilson score interval of the binomial proportion, so that a handful of
 seeds is not read as a verdict.
 
-Not computed here: the bootstrap over observed runs (``scalebo fit --bootstrap``,
-:func:`scalebo.fitting.bootstrap.bootstrap_fit`). :func:`bootstrap_calibration` is the hook for
-it: it reads a bootstrap only if the records carry one, and returns None otherwise.
-"""
+Not computed here: the bootstrap over observed runs (``scalebo fit --bootstrap``); the hook
+:func:`bootstrap_calibration` reads one only if the records carry one (else None)."""
 
 from __future__ import annotations
 
@@ -189,16 +188,15 @@ def _pct(x: float, digits: int = 0) -> str:
 
 def _width(x: float) -> str:
     """Table text of a width in %: ``0.00`` below :data:`WIDTH_FLOOR_PCT`, 3 digits below 0.01."""
-    if not math.isfinite(x):
-        return "–"
-    return "0.00" if x < WIDTH_FLOOR_PCT else (f"{x:.3g}" if x < 0.01 else f"{x:.2f}")
+    return "–" if not math.isfinite(x) else "0.00" if x < WIDTH_FLOOR_PCT else (
+        f"{x:.3g}" if x < 0.01 else f"{x:.2f}")
 
 
 def calibration_table(iv: pd.DataFrame) -> str:
     """Markdown: rows dataset × method × law × budget; 80 %/95 % coverage, median 80 % width
     (% of the reference loss), n (and missing replays, when any)."""
-    s = calibration_summary(iv)
-    s = s[s["n"] + s["missing"] > 0]  # a group whose every replay lacks an interval stays
+    s = calibration_summary(iv)  # a budget whose every replay lacks an interval stays
+    s = s[s["method"].isin(set(iv.loc[iv["ok"].astype(bool), "method"]))]
     if s.empty:
         return "_no law posterior in the records_\n"
     lines = ["| dataset | method | law | budget | 80 % coverage | 95 % coverage | "
@@ -229,6 +227,8 @@ def pooled_table(iv: pd.DataFrame) -> str:
     for (method, law), every in iv.groupby(["method", "law"], sort=False):
         g = every[every["ok"].astype(bool)]
         n, cells, missing = len(g), [], len(every) - len(g)
+        if not n:
+            continue  # a method without a law posterior (the caption names it)
         for level in LEVELS:
             k = int(g[f"covered_{level}"].sum())
             lo, hi = wilson_interval(k, n)
@@ -305,8 +305,8 @@ def calibration_figure(iv: pd.DataFrame, path: Path, C: str = "1e+25") -> Path |
     """
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    s = calibration_summary(iv)
-    s = s[s["n"] + s["missing"] > 0]  # a group whose every replay lacks an interval stays
+    s = calibration_summary(iv)  # a budget whose every replay lacks an interval stays
+    s = s[s["method"].isin(set(iv.loc[iv["ok"].astype(bool), "method"]))]
     if s.empty:
         return None
     plt = _plt()
