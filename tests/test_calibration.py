@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 from test_records import budget_metrics
 
@@ -132,6 +133,10 @@ def test_a_group_whose_every_replay_lacks_an_interval_is_shown(records):
     md = calibration_table(iv[(iv["budget"] == 0.01) | (iv["seed"] == 3)])
     assert "| toy | window | compute | 5 % | – | – | – | 0 (+1 without) |" in md
     assert "| toy | window | compute | 1 % | 50 % | 75 % | 11.25 | 4 |" in md
+    # a method without any law posterior (Full in the main comparison) gets no row at all
+    none = iv.assign(method="full", ok=False, key=iv["key"] + "f")
+    both = pd.concat([iv, none], ignore_index=True)
+    assert "| full |" not in calibration_table(both) and "| full |" not in pooled_table(both)
 
 
 def test_report_calibration_section_and_figure(records, tmp_path):
