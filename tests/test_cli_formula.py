@@ -245,3 +245,19 @@ def test_a_formula_fit_at_a_bound_warns_in_the_users_names(tmp_path, capsys):
     assert f"warning: fit status 'bound hit': {said}; that value is the bound's" in err
     result = json.loads(out)
     assert result["fit"]["message"] == said and len(result["warnings"]) == 1
+
+
+def test_c_from_bad_n_or_d_and_a_one_variable_typo_name_the_file_row_and_column(tmp_path,
+                                                                                capsys):
+    """Review of the checks above: text or a zero in the N/D columns C is computed from gave
+    pandas' words or blamed a column 'C' the file lacks; a typo in a one-variable formula
+    said 'uses none of the variables []'."""
+    path = tmp_path / "runs.csv"
+    path.write_text("params,tokens,loss\n1e8,2e9,3.1\n2e8,0,2.9\n4e8,8e9,2.7\n8e8,1.6e10,2.5\n")
+    law = ["--bounds", "E=0:5,A=0:1e5,a=0:1", "--quiet"]
+    assert main(["fit", str(path), "--formula", "E + A*C**(-a)", *law,
+                 "--map", "N=params,D=tokens"]) == 2
+    assert ("runs.csv: data row 2, column 'tokens' (D, for C = 6·N·D): 0.0 is not a positive, "
+            "finite number") in capsys.readouterr().err
+    assert main(["fit", str(path), "--formula", "E + A*parms**(-a)", *law]) == 2
+    assert "'parms' (did you mean 'params'?) in formula" in capsys.readouterr().err

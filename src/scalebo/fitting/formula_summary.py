@@ -172,7 +172,7 @@ class FormulaFitSummary:
             "r2_in_sample": self.r2,
             "bootstrap": None if self.bootstrap is None else self.bootstrap.to_dict(),
             "predictions": self.predictions,
-            "warnings": [bound_warning(self.fit)] if bound_warning(self.fit) else [],
+            "warnings": [w for w in (bound_warning(self.fit),) if w],
         }
 
 
@@ -186,14 +186,19 @@ def bound_warning(fit: FitResult) -> str | None:
             "value is plausible, else distrust the fit")
 
 
-def _finite_column(frame: pd.DataFrame, column: str, source: str, what: str) -> np.ndarray:
+def _finite_column(frame: pd.DataFrame, column: str, source: str, what: str, *,
+                   positive: bool = False) -> np.ndarray:
     """``frame[column]`` as float64; RunTableError at its first value that is not a finite
-    number, naming the file, the 1-based data row, the column and ``what`` it is."""
+    (``positive``: and positive) number, naming the file, the 1-based data row, the column
+    and ``what`` it is."""
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(np.float64)
-    if not np.isfinite(values).all():
-        bad = int(np.flatnonzero(~np.isfinite(values))[0])
+    with np.errstate(invalid="ignore"):
+        bad_rows = np.flatnonzero(~np.isfinite(values) | (positive & ~(values > 0)))
+    if bad_rows.size:
+        bad = int(bad_rows[0])
         raise RunTableError(f"{source}: data row {bad + 1}, column {column!r} ({what}): "
-                            f"{shown(frame[column].iloc[bad])} is not a finite number")
+                            f"{shown(frame[column].iloc[bad])} is not a "
+                            f"{'positive, ' if positive else ''}finite number")
     return values
 
 
@@ -226,8 +231,9 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
                 raise ValueError(f"{source}: the formula uses C, the compute in FLOPs: give "
                                  "a C column (--map C=COL) or N and D columns, C = 6·N·D "
                                  f"(--map N=COL,D=COL); the table has {list(frame.columns)}")
-            frame = frame.assign(C=6.0 * frame[n_col].to_numpy(np.float64)  # as load_runs
-                                 * frame[d_col].to_numpy(np.float64))
+            n, d = (_finite_column(frame, c, source, f"{k}, for C = 6·N·D", positive=True)
+                    for c, k in ((n_col, "N"), (d_col, "D")))
+            frame = frame.assign(C=6.0 * n * d)  # FLOPs, as load_runs
         for k in ("N", "D"):  # mapped for C (or out of habit): not a variable of its own
             if k not in names:
                 vmap.pop(k, None)
@@ -247,7 +253,7 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
                          f"{','.join(f'{n}={vmap[n]}' for n in both)}): a name of the formula "
                          "is a variable (a column) or a parameter (with bounds), not both")
     unknown = [n for n in names if n not in bounds and n not in variables]
-    if unknown and variables:
+    if unknown:
         columns = [str(c) for c in frame.columns]
         raise ValueError(f"{with_hints(unknown, [*columns, *vmap])} in formula {formula!r} "
                          "is neither a column of the table nor a parameter with --bounds; "
@@ -275,8 +281,8 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
         raise FitError(f"{exc}; {source}: data row {row + 1}, column {columns[v]!r} (variable "
                        f"{v}) is {shown(X[row, list(law.variables).index(v)])}, where powers "
                        "of it are not finite") from None
-    if bound_warning(fit):
-        warnings.warn(bound_warning(fit), RuntimeWarning, stacklevel=2)
+    if (said := bound_warning(fit)) is not None:
+        warnings.warn(said, RuntimeWarning, stacklevel=2)
     boot = None
     if bootstrap:
         boot = bootstrap_formula(fit, X, y, residuals=residuals, n_resamples=bootstrap,
