@@ -134,3 +134,16 @@ def test_powerlaw_n_d_keeps_its_exponents():
     assert b["beta"] == pytest.approx(a["beta"], rel=1e-3)
     assert b["alpha"] == pytest.approx(TRUE["alpha"], abs=0.05)
     assert set(power.to_dict()["bootstrap"]) >= {"alpha", "beta", "E"}
+
+
+def test_skipped_variants_follow_build_variants_rules():
+    from scalebo.analysis.variants import build_variants, skipped_variants
+
+    frame = _table(sizes=(5e7, 1e8, 2e8, 4e8)).assign(run=lambda f: f["N"].astype(str))
+    kinds = {v.kind for v in build_variants(frame, drop_count=2, every_k=(1,),
+                                            leave_one_out=False, huber_deltas=())}
+    assert kinds == {"base"}  # 4 sizes cannot lose 2 and keep 3; k = 1 is the base
+    assert skipped_variants(frame, 2, (1,)) == [
+        "--drop-count 2: 4 model sizes; dropping the 2 smallest or largest needs at least 5, "
+        "so no drop variants", "--every-k 1: every checkpoint is the base itself, so no variant"]
+    assert skipped_variants(frame, 1, (2,)) == []  # both add variants

@@ -89,14 +89,14 @@ def build_variants(
         for n in sizes:
             variants.append(Variant(f"leave out N={n:.4g}", "leave_one_out",
                                     base[base["N"] != n], huber_delta))
-    if drop_count and sizes.size > drop_count + 2:
+    if drop_count and drops_possible(sizes.size, drop_count):
         variants.append(Variant(f"drop {drop_count} smallest", "drop_smallest",
                                 base[base["N"] > sizes[drop_count - 1]], huber_delta))
         variants.append(Variant(f"drop {drop_count} largest", "drop_largest",
                                 base[base["N"] < sizes[-drop_count]], huber_delta))
     if "run" in base.columns:
         for k in every_k:
-            if k > 1:
+            if k > 1:  # every 1st checkpoint is the base
                 variants.append(Variant(f"every {_ordinal(k)} checkpoint", "every_kth",
                                         every_kth(base, k), huber_delta))
     for delta in huber_deltas:
@@ -107,6 +107,29 @@ def build_variants(
     return variants
 
 
+def drops_possible(n_sizes: int, drop_count: int) -> bool:
+    """Whether ``drop k smallest / largest`` leaves a fit 3 model sizes (of ``n_sizes``)."""
+    return n_sizes > drop_count + 2
+
+
+def skipped_variants(frame: pd.DataFrame, drop_count: int, every_k: Sequence[int]
+                     ) -> list[str]:
+    """Why the asked-for drop and every-k-th variants add nothing to these points (empty
+    when they all do), by the rules of :func:`build_variants`."""
+    out = []
+    n_sizes = frame["N"].nunique() if "N" in frame.columns else 0
+    if drop_count and not drops_possible(n_sizes, drop_count):
+        out.append(f"--drop-count {drop_count}: {n_sizes} model sizes; dropping the "
+                   f"{drop_count} smallest or largest needs at least {drop_count + 3}, so no "
+                   "drop variants")
+    if every_k and "run" not in frame.columns:
+        out.append(f"--every-k {','.join(map(str, every_k))}: the points have no 'run' column "
+                   "(checkpoints of one run share it), so no every-k-th checkpoint variant")
+    elif 1 in every_k:
+        out.append("--every-k 1: every checkpoint is the base itself, so no variant")
+    return out
+
+
 def _ordinal(k: int) -> str:
     suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
     return f"{k}{suffix}"
@@ -114,8 +137,8 @@ def _ordinal(k: int) -> str:
 
 def gemstones_extras(data_dir=None, base: Mapping[str, str] | None = None
                      ) -> dict[str, RunTable]:
-    """Gemstones tables for the data variants, each changing one thing of the base table
-    (``base``: its ``variant`` and ``validation`` options, default ``hot`` on ``main``).
+    """Gemstones tables for the data variants of a base table (``base``: its ``variant`` and
+    ``validation`` options, default ``hot`` on ``main``), none of them equal to the base.
 
     ``cooldown end`` / ``cooldown start``: losses at the end / start of the 10 % cooldown
     (20 models); ``half lr``: the half-learning-rate runs; ``checkpoints every 2B``: the same
@@ -149,7 +172,7 @@ def gemstones_extras(data_dir=None, base: Mapping[str, str] | None = None
         elif val != validation:
             try:
                 out[name] = load(variant=variant, validation=val)
-            except (RunTableError, ValueError):
+            except RunTableError:  # the set lacks some of the base's checkpoints
                 skipped.append(val)
     if skipped or validation != "main":
         warnings.warn(f"gemstones variants of a base of variant {variant!r} on validation set "

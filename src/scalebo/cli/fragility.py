@@ -114,7 +114,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     var = parser.add_argument_group("variants")
     var.add_argument("--no-leave-one-out", action="store_true",
                      help="skip the leave-one-model-out variants")
-    var.add_argument("--drop-count", type=int_at_least(0), default=3,
+    var.add_argument("--drop-count", type=int_at_least(0), default=None,
                      help="K of 'drop K smallest/largest' (0 to skip; default 3)")
     var.add_argument("--every-k", type=int_at_least(1), action="append", default=None,
                      help="checkpoint spacing K (repeatable; default 2 and 5)")
@@ -148,25 +148,12 @@ def _extras(args: argparse.Namespace) -> dict:
             extra[name] = load_runs(path, mapping=parse_mapping(text) if text else None,
                                     hyperparameters=(), duplicates=args.duplicates,
                                     diverged_above=args.diverged_above)
-        except RunTableError as exc:  # its --map hint is --variant-map for this file
+        except RunTableError as exc:  # a missing column: mapped with --variant-map here
+            if "missing required column" not in str(exc):
+                raise
             raise RunTableError(f"{exc} A --variant-file's columns are mapped with "
                                 "--variant-map (default: --map).") from None
     return extra
-
-
-def _note_skipped_variants(args: argparse.Namespace, frame: object) -> None:
-    """Say when --every-k or --drop-count adds no variant to these points (they were
-    skipped without a word)."""
-    columns = getattr(frame, "columns", ())
-    if args.every_k and "run" not in columns:
-        log(f"note: --every-k {','.join(map(str, args.every_k))}: the points have no 'run' "
-            "column (checkpoints of one run share it), so no every-k-th checkpoint variant")
-    if args.drop_count and "N" in columns:
-        sizes = len(set(frame["N"]))  # type: ignore[index]
-        if sizes <= args.drop_count + 2:
-            log(f"note: --drop-count {args.drop_count}: {sizes} model sizes; dropping the "
-                f"{args.drop_count} smallest or largest needs at least {args.drop_count + 3}, "
-                "so no drop variants")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -178,9 +165,14 @@ def run(args: argparse.Namespace) -> int:
     warn_few_resamples(args.bootstrap)
     table = load_input(args)
     extra = _extras(args)
-    _note_skipped_variants(args, table.frame if hasattr(table, "frame") else table)
+    from scalebo.analysis.variants import skipped_variants
+
+    every_k = tuple(args.every_k) if args.every_k else ()  # the default (2, 5): no note
+    for why in skipped_variants(table.frame, args.drop_count or 0, every_k):  # as asked
+        log(f"note: {why}")
     options = {
-        "leave_one_out": not args.no_leave_one_out, "drop_count": args.drop_count,
+        "leave_one_out": not args.no_leave_one_out,
+        "drop_count": 3 if args.drop_count is None else args.drop_count,
         "every_k": tuple(args.every_k) if args.every_k else (2, 5),
         "huber_deltas": args.huber_deltas, "extra": extra,
     }
