@@ -107,11 +107,16 @@ def test_config_parsing_and_cells(tmp_path):
         SweepConfig.from_dict({**CONFIG, "budgets": [5]})
     with pytest.raises(ValueError, match=r"fractions of C_total .* got '5 percent'"):
         SweepConfig.from_dict({**CONFIG, "budgets": ["5 percent"]})  # a float() error before
-    with pytest.raises(ValueError, match=r"method 'm'.*posterior_samples must be a number, "
+    with pytest.raises(ValueError, match=r"method 'm'.*posterior_samples must be an integer, "
                                          r"got 'lots'"):  # it failed in every worker
         SweepConfig.from_dict({**CONFIG, "methods": {"m": {"posterior_samples": "lots"}}})
     with pytest.raises(ValueError, match=r"kernel must be one of \['matern52'"):
         SweepConfig.from_dict({**CONFIG, "methods": {"m": {"kernel": "matern25"}}})
+    with pytest.raises(ValueError, match=r"target_compute must be a number, got '1e25' \(YAML "
+                                         r"reads 1e25 as text: write 1.0e\+25\)"):
+        SweepConfig.from_dict({**CONFIG, "methods": {"m": {"target_compute": "1e25"}}})
+    with pytest.raises(ValueError, match=r"posterior_samples must be an integer, got 2.5"):
+        SweepConfig.from_dict({**CONFIG, "methods": {"m": {"posterior_samples": 2.5}}})
     with pytest.raises(ValueError, match=r"fantasize must be true or false, got 'yes'"):
         SweepConfig.from_dict({**CONFIG, "methods": {"m": {"fantasize": "yes"}}})
     with pytest.raises(ValueError, match="unknown sweep config keys"):

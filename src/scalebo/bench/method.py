@@ -34,6 +34,14 @@ _CHOICES = {
 }
 
 
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class MethodConfig:
     """A search strategy (defaults chosen by ``benchmarks/replay_baseline.py`` and, since 0.3,
@@ -239,8 +247,13 @@ class MethodConfig:
         for f in fields(self):  # a sweep config's 'lots' failed inside every worker
             value = getattr(self, f.name)
             flag = type(value).__name__ in ("bool", "bool_")  # Python's or numpy's
-            if f.type in ("int", "float") and (flag or not isinstance(value, numbers.Real)):
-                raise ValueError(f"MethodConfig.{f.name} must be a number, got {value!r}")
+            kind = {"int": numbers.Integral, "float": numbers.Real}.get(str(f.type))
+            if kind is not None and (flag or not isinstance(value, kind)):
+                hint = (" (YAML reads 1e25 as text: write 1.0e+25)" if isinstance(value, str)
+                        and _is_number(value) else "")
+                raise ValueError(f"MethodConfig.{f.name} must be "
+                                 f"{'an integer' if kind is numbers.Integral else 'a number'}, "
+                                 f"got {value!r}{hint}")
             if f.type == "bool" and not flag:
                 raise ValueError(f"MethodConfig.{f.name} must be true or false, got {value!r}")
         for name, allowed in _CHOICES.items():
