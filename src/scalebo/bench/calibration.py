@@ -195,8 +195,9 @@ def _width(x: float) -> str:
 def calibration_table(iv: pd.DataFrame) -> str:
     """Markdown: rows dataset × method × law × budget; 80 %/95 % coverage, median 80 % width
     (% of the reference loss), n (and missing replays, when any)."""
-    s = calibration_summary(iv)  # a budget whose every replay lacks an interval stays
-    s = s[s["method"].isin(set(iv.loc[iv["ok"].astype(bool), "method"]))]
+    s = calibration_summary(iv)  # a budget whose every replay lacks an interval stays, for
+    drawn = iv.loc[iv["ok"].astype(bool), ["method", "law"]]  # a method × law drawn at all
+    s = s.merge(drawn.drop_duplicates(), on=["method", "law"])
     if s.empty:
         return "_no law posterior in the records_\n"
     lines = ["| dataset | method | law | budget | 80 % coverage | 95 % coverage | "
@@ -228,12 +229,11 @@ def pooled_table(iv: pd.DataFrame) -> str:
         g = every[every["ok"].astype(bool)]
         n, cells, missing = len(g), [], len(every) - len(g)
         if not n:
-            continue  # a method without a law posterior (the caption names it)
+            continue  # a method × law never drawn (as in calibration_table)
         for level in LEVELS:
             k = int(g[f"covered_{level}"].sum())
             lo, hi = wilson_interval(k, n)
-            cells += ([f"{_pct(k / n)} [{_pct(lo)}, {_pct(hi)}]", _verdict(k, n, level)]
-                      if n else ["–", "–"])
+            cells += [f"{_pct(k / n)} [{_pct(lo)}, {_pct(hi)}]", _verdict(k, n, level)]
         lines.append(f"| {method} | {law} | " + " | ".join(cells)
                      + f" | {_width(float(g['width_80_pct'].median()))} | {n}"
                      + (f" (+{missing} without) |" if missing else " |"))
@@ -305,8 +305,8 @@ def calibration_figure(iv: pd.DataFrame, path: Path, C: str = "1e+25") -> Path |
     """
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-    s = calibration_summary(iv)  # a budget whose every replay lacks an interval stays
-    s = s[s["method"].isin(set(iv.loc[iv["ok"].astype(bool), "method"]))]
+    s = calibration_summary(iv)
+    s = s[s["n"] > 0]
     if s.empty:
         return None
     plt = _plt()
