@@ -38,7 +38,8 @@ from scalebo.fitting.robust import FitResult, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
 from scalebo.search.grid import Grid
 
-__all__ = ["ReplayProblem", "load_problem", "problem_from_table", "REGISTERED"]
+__all__ = ["REGISTERED", "ReplayProblem", "check_dataset_name", "load_problem",
+           "problem_from_table"]
 
 #: Names accepted by :func:`load_problem` besides file paths.
 REGISTERED = ("steplaw", "oellm_english", "synthetic")
@@ -308,6 +309,19 @@ def _load_cached(name: str, mapping: tuple, axes: tuple | None, n_held: int,
     return problem if notes == problem.notes else replace(problem, notes=notes)
 
 
+def check_dataset_name(name: str) -> None:
+    """ValueError for a replay dataset ``name`` that is neither registered (``REGISTERED``,
+    with or without ``dataset:``) nor a path with a suffix or that exists, with the closest
+    registered name."""
+    bare = name.removeprefix("dataset:")
+    if bare in REGISTERED or Path(name).suffix or Path(name).exists():
+        return
+    close = closest(bare, list(REGISTERED))
+    raise ValueError(f"unknown dataset {bare!r}" + (f" (did you mean {close!r}?)" if close
+                     else "") + f"; replays take {list(REGISTERED)} or a run-table file "
+                     "(.csv, .parquet, .jsonl, ...)")
+
+
 def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir: str | None,
            seed: int, duplicates: str = "error") -> ReplayProblem:
     if name == "synthetic":
@@ -325,12 +339,7 @@ def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir:
         if name in REGISTERED:
             return _build(name, mapping, axes, n_held, data_dir, seed, duplicates)
     path = Path(name)
-    if not path.suffix and not path.exists():
-        known = list(REGISTERED)
-        close = closest(name, known)
-        raise ValueError(f"unknown dataset {name!r}" + (f" (did you mean {close!r}?)"
-                         if close else "") + f"; replays take {known} or a run-table file "
-                         "(.csv, .parquet, .jsonl, ...)")
+    check_dataset_name(name)
     table = load_runs(path, mapping=dict(mapping) or None, hyperparameters=axes,
                       duplicates=duplicates)  # type: ignore[arg-type]
     return problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held)

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 from scalebo.bench.sweep_config import DatasetSpec, _thaw
-from scalebo.errors import closest, with_hints
+from scalebo.errors import with_hints
 
 __all__ = ["check_replay_datasets"]
 
@@ -45,21 +44,16 @@ def check_replay_datasets(datasets: Iterable[DatasetSpec], data_dir: str | None 
 
 
 def _check_source(source: str, data_dir: str | None) -> None:
-    """ValueError for an unknown dataset name (with the closest registered one) or a
-    registered dataset whose folder is not given."""
-    from scalebo.bench.problems import REGISTERED
-    from scalebo.data.datasets import DATA_DIR_ENV
+    """ValueError for an unknown dataset name (:func:`~scalebo.bench.problems.
+    check_dataset_name`) or a dataset of the public folder whose folder is not given."""
+    from scalebo.bench.problems import check_dataset_name
+    from scalebo.data.datasets import DATA_DIR_ENV, DATASETS
 
+    check_dataset_name(source)
     name = source.removeprefix("dataset:")
-    if name in REGISTERED:
-        if name != "synthetic" and not data_dir and not os.environ.get(DATA_DIR_ENV):
-            raise ValueError(f"dataset {name!r} is read from the public datasets folder: set "
-                             f"{DATA_DIR_ENV}, pass --data-dir, or give its data_dir option.")
-    elif not Path(source).suffix and not Path(source).exists():
-        hint = closest(name, list(REGISTERED))
-        raise ValueError(f"unknown dataset {name!r}" + (f" (did you mean {hint!r}?)" if hint
-                         else "") + f"; a sweep takes {list(REGISTERED)} or a run-table file "
-                         "(.csv, .parquet, .jsonl, ...) as a dataset's source.")
+    if name in DATASETS and not data_dir and not os.environ.get(DATA_DIR_ENV):
+        raise ValueError(f"dataset {name!r} is read from the public datasets folder: set "
+                         f"{DATA_DIR_ENV}, pass --data-dir, or give its data_dir option.")
 
 
 def _check_dataset_options(name: str, opts: Mapping[str, Any]) -> None:
