@@ -64,11 +64,12 @@ def _plain(value: Any) -> Any:
 
 
 def _fail(path: Path, bad: list[int], column: str, expected: str, value: Any,
-          hint: str = "") -> RunTableError:
-    """The error for the first of the 0-based positions ``bad`` of ``column``."""
+          hint: str = "", named: str | None = None) -> RunTableError:
+    """The error for the first of the 0-based positions ``bad`` of ``column`` (``named``:
+    the column as the message names it, default quoted)."""
     more = f"; {len(bad) - 1} more such rows" if len(bad) > 1 else ""
-    return RunTableError(f"{path}: data row {bad[0] + 1}, column {column!r}: expected "
-                         f"{expected}, got {_got(value)}{hint}{more}.")
+    return RunTableError(f"{path}: data row {bad[0] + 1}, column {named or repr(column)}: "
+                         f"expected {expected}, got {_got(value)}{hint}{more}.")
 
 
 def _positive(path: Path, frame: pd.DataFrame, column: str,
@@ -81,10 +82,8 @@ def _positive(path: Path, frame: pd.DataFrame, column: str,
     with np.errstate(invalid="ignore"):
         bad = np.flatnonzero(~np.isfinite(numbers) | (numbers <= 0))
     if bad.size:
-        named = shown_column(column, mapping, POSITIVE_COLUMNS[column])
-        more = f"; {bad.size - 1} more such rows" if bad.size > 1 else ""
-        raise RunTableError(f"{path}: data row {bad[0] + 1}, column {named}: expected a "
-                            f"positive number, got {_got(series.iloc[bad[0]])}{more}.")
+        raise _fail(path, bad.tolist(), column, "a positive number", series.iloc[bad[0]],
+                    named=shown_column(column, mapping, POSITIVE_COLUMNS[column]))
     return numbers
 
 
