@@ -11,7 +11,7 @@ import pytest
 
 from scalebo.bench.problems import load_problem
 from scalebo.bench.synthetic import make_synthetic
-from scalebo.errors import ExcludedRunsWarning
+from scalebo.errors import EXCLUDED_IN_PYTHON, ExcludedRunsWarning
 
 AXES = ["lr", "bs"]
 
@@ -46,7 +46,7 @@ def test_loading_warnings_become_notes_and_are_shown_once(tmp_path):
     # ... and every one of them is in the notes, which records carry.
     # (without the loader's pointer to RunTable.excluded: a record holds no RunTable)
     assert [n for n in problem.notes if excluded in n] == [
-        m.replace(" They are listed in RunTable.excluded.", "") for m in messages if excluded in m]
+        m.replace(EXCLUDED_IN_PYTHON, "") for m in messages if excluded in m]
     assert not any("RunTable" in n for n in problem.notes)
     assert any("averaged the loss of repeated configurations: 54 runs merged into 53 (1 "
                "configuration(s) had repeats" in n for n in problem.notes)

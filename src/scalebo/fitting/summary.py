@@ -105,6 +105,8 @@ def frontier_note(frame: pd.DataFrame, law: Law, target: str, fit: FitResult,
         return None
     try:
         hull = select_points(frame, "hull", law, target)
+        if len(hull) == fit.n_obs:  # the hull's runs are the envelope's: the same fit
+            return None
         X = hull[list(law.variables)].to_numpy(dtype=np.float64)
         other = fit_law(law, X, hull[target].to_numpy(dtype=np.float64),
                         huber_delta=huber_delta, starts=law.start_grid(law.prepare(X)))
@@ -115,13 +117,15 @@ def frontier_note(frame: pd.DataFrame, law: Law, target: str, fit: FitResult,
     C = np.asarray(compute, dtype=np.float64)[:, None]
     a, b = fit.predict(C), other.predict(C)
     gap = 100 * (b - a) / a
-    j = int(np.argmax(np.abs(gap)))
-    if not np.isfinite(gap[j]) or abs(gap[j]) <= FRONTIER_NOTE_PCT:
+    if not np.isfinite(gap).any():
+        return None
+    j = int(np.nanargmax(np.abs(gap)))
+    if abs(gap[j]) <= FRONTIER_NOTE_PCT:
         return None
     return (f"fitted on the lower convex hull of (C, {target}) ({len(hull)} runs) instead of "
             f"the envelope, the compute law predicts {b[j]:.4g} at {C[j, 0]:.3g} FLOPs, "
             f"{gap[j]:+.1f} % from this fit's {a[j]:.4g}: runs of a coarse grid above the "
-            f"compute-optimal frontier shape the envelope's fit; {advice}")
+            f"compute-optimal frontier may shape the envelope's fit; {advice}")
 
 
 def select_points(frame: pd.DataFrame, method: str, law: Law, target: str) -> pd.DataFrame:
