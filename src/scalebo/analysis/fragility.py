@@ -67,7 +67,6 @@ __all__ = [
     "plot_fragility",
 ]
 
-#: Quantities whose spread across variants is summarized.
 #: Chinchilla's parameter names and their names in ``powerlaw:N,D`` (the same law).
 CHINCHILLA_ALIASES = {"alpha": "alpha_N", "beta": "alpha_D", "A": "A_N", "B": "A_D"}
 
@@ -81,6 +80,7 @@ def chinchilla_param(params: Mapping[str, Any], name: str) -> Any:
     return params.get(CHINCHILLA_ALIASES.get(name, name), math.nan)
 
 
+#: Quantities whose spread across variants is summarized.
 SPREAD_COLUMNS = ("alpha", "beta", "E", "N_opt", "D_opt", "tokens_per_param", "loss_at_target")
 #: Row statuses without a usable estimate: left out of the spread and the figure.
 UNUSABLE_STATUSES = ("failed", str(FitStatus.UNIDENTIFIED))
