@@ -6,6 +6,7 @@ import math
 import numbers
 from dataclasses import asdict, dataclass, fields, replace
 
+from scalebo.data.columns import parse_number
 from scalebo.search.acquisition import INCUMBENTS
 from scalebo.search.law_posterior import ESTIMANDS
 from scalebo.search.law_samples import CELL_COUPLING
@@ -32,14 +33,6 @@ _CHOICES = {
     "posterior_scope": ("grid", "fantasize"),
     "kernel": KERNEL_NAMES,
 }
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 @dataclass(frozen=True)
@@ -250,7 +243,7 @@ class MethodConfig:
             kind = {"int": numbers.Integral, "float": numbers.Real}.get(str(f.type))
             if kind is not None and (flag or not isinstance(value, kind)):
                 hint = (" (YAML reads 1e25 as text: write 1.0e+25)" if isinstance(value, str)
-                        and _is_number(value) else "")
+                        and parse_number(value) is not None else "")
                 raise ValueError(f"MethodConfig.{f.name} must be "
                                  f"{'an integer' if kind is numbers.Integral else 'a number'}, "
                                  f"got {value!r}{hint}")
