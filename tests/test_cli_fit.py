@@ -440,3 +440,29 @@ def test_a_compute_law_that_depends_on_its_frontier_says_so(tmp_path: Path) -> N
                                                                           index=False)
     assert not [w for w in fit_summary(load_runs(on_frontier), "compute",
                                        predict=(1e25,)).warnings if "hull" in w]
+
+
+@pytest.mark.parametrize("law", ["gadre", "sigmoid"])
+def test_a_downstream_table_without_n_and_d_is_pointed_to_a_formula_that_fits_it(tmp_path,
+                                                                                 capsys, law):
+    """gadre / sigmoid take the loss alone, yet the run-table loader asked for N and D; the
+    error now gives the formula, and that command recovers the law the table was made from."""
+    import shlex
+
+    L = np.linspace(2.0, 4.2, 30)
+    err = (0.9 - 5.0 * np.exp(-1.2 * L) if law == "gadre"
+           else 0.6 / (1 + np.exp(-3.0 * (L - 3.0))) + 0.2)
+    path = tmp_path / "down.csv"
+    pd.DataFrame({"val_loss": L, "err": err}).to_csv(path, index=False)
+    assert cli_main(["fit", str(path), "--law", law, "--response", "err", "--quiet"]) == 2
+    said = capsys.readouterr().err
+    command = shlex.split(said.split(", e.g. ")[1].split(" (--map")[0])
+    command = [str(path) if a == "FILE" else "err" if a == "ERROR_COLUMN" else a
+               for a in command[2:]]
+    assert cli_main(["fit", *command, "--map", "loss=val_loss", "--format", "json",
+                     "--quiet"]) == 0
+    params = json.loads(capsys.readouterr().out)["fit"]["params"]
+    truth = {"epsilon": 0.9, "k": 5.0, "gamma": 1.2} if law == "gadre" else {
+        "a": 0.6, "k": 3.0, "L0": 3.0, "b": 0.2}
+    for name, value in truth.items():
+        assert params[name] == pytest.approx(value, rel=1e-3), name

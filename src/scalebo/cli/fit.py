@@ -254,8 +254,10 @@ def run(args: argparse.Namespace) -> int:
         return _run_formula(args)
     if args.predict_at:
         raise ValueError("--predict-at needs --formula; for a built-in law use --predict C")
+    from scalebo.errors import RunTableError
     from scalebo.fitting.summary import fit_summary, prediction_kind
     from scalebo.laws import get_law
+    from scalebo.laws.downstream import AS_FORMULA
 
     law = get_law(args.law)
     if args.predict and prediction_kind(law) is None:
@@ -264,7 +266,16 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--plot needs a law in C or in (N, D), not {law.name!r}")
     check_outputs(args)
     seen: list[str] = []
-    table = _collect(lambda: load_input(args), seen)
+    try:
+        table = _collect(lambda: load_input(args), seen)
+    except RunTableError as exc:
+        if law.name in AS_FORMULA and "missing required column" in str(exc):
+            raise RunTableError(f"{exc} Law {law.name!r} takes the loss alone: a table "
+                                "without N and D is fitted as a formula, e.g. scalebo fit "
+                                f"FILE --formula '{AS_FORMULA[law.name]}' --response "
+                                "ERROR_COLUMN (--map loss=COL for another loss column)."
+                                ) from None
+        raise
     log(f"{len(table)} runs; hyperparameters: {', '.join(table.hyperparameters) or 'none'} "
         "(a cell's best run is the lowest loss over them; --hyperparameters to choose)")
     if args.bootstrap:

@@ -22,6 +22,14 @@ def _clamped_log(pred: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.where(ok, np.log(safe), np.log(_TINY)), np.where(ok, 1.0 / safe, 0.0)
 
 
+#: Each law as ``scalebo fit --formula`` takes it (formula, then its ``--bounds``), for a
+#: table of loss and error alone (the built-in laws read run tables, which need N and D).
+AS_FORMULA = {
+    "gadre": "epsilon - k*exp(-gamma*loss)' --bounds 'epsilon=0:1,k=0:1e4,gamma=0:10",
+    "sigmoid": "a/(1 + exp(-k*(loss - L0))) + b' --bounds 'a=0:1,k=0:100,L0=0:10,b=0:1",
+}
+
+
 @dataclass(frozen=True)
 class GadreDownstreamLaw(Law):
     """Gadre et al. (2024, eq. 4): benchmark error ``Err(L) = ε − k · exp(−γ · L)``.
