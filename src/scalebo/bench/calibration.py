@@ -67,10 +67,8 @@ def _law_order(law: str) -> tuple[int, str]:
 
 def covers(lo: np.ndarray, hi: np.ndarray, ref: np.ndarray, rtol: float = COVER_RTOL
            ) -> np.ndarray:
-    """Whether ``[lo, hi]`` contains ``ref`` within ``rtol·|ref|`` (elementwise, bool).
-
-    ``max(lo − ref, ref − hi, 0) ≤ rtol·|ref|``; False where any input is NaN.
-    """
+    """Whether ``[lo, hi]`` contains ``ref`` within ``rtol·|ref|`` (elementwise, bool):
+    ``max(lo − ref, ref − hi, 0) ≤ rtol·|ref|``; False where any input is NaN."""
     lo, hi, ref = (np.asarray(a, dtype=np.float64) for a in (lo, hi, ref))
     gap = np.maximum(np.maximum(lo - ref, ref - hi), 0.0)
     with np.errstate(invalid="ignore"):
@@ -188,16 +186,17 @@ def _pct(x: float, digits: int = 0) -> str:
 
 def _width(x: float) -> str:
     """Table text of a width in %: ``0.00`` below :data:`WIDTH_FLOOR_PCT`, 3 digits below 0.01."""
-    return "–" if not math.isfinite(x) else "0.00" if x < WIDTH_FLOOR_PCT else (
-        f"{x:.3g}" if x < 0.01 else f"{x:.2f}")
+    if not math.isfinite(x):
+        return "–"
+    return "0.00" if x < WIDTH_FLOOR_PCT else (f"{x:.3g}" if x < 0.01 else f"{x:.2f}")
 
 
 def calibration_table(iv: pd.DataFrame) -> str:
     """Markdown: rows dataset × method × law × budget; 80 %/95 % coverage, median 80 % width
     (% of the reference loss), n (and missing replays, when any)."""
-    s = calibration_summary(iv)  # a budget whose every replay lacks an interval stays, for
-    drawn = iv.loc[iv["ok"].astype(bool), ["method", "law"]]  # a method × law drawn at all
-    s = s.merge(drawn.drop_duplicates(), on=["method", "law"])
+    # a budget whose every replay lacks an interval stays, for a method × law drawn at all
+    drawn = iv.loc[iv["ok"].astype(bool), ["method", "law"]].drop_duplicates()
+    s = calibration_summary(iv).merge(drawn, on=["method", "law"])
     if s.empty:
         return "_no law posterior in the records_\n"
     lines = ["| dataset | method | law | budget | 80 % coverage | 95 % coverage | "
