@@ -185,7 +185,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     compute = posts.get("compute")
     summaries = {k: v.summary() for k, v in posts.items()}
     summary = summaries.get("compute")
-    chin, chin_note = _allocation(posts.get("chinchilla"))
+    chin, chin_note = _allocation(posts.get("chinchilla"), summaries.get("chinchilla"))
     rows, widths = [], {}
     for C in targets:
         key = target_key(C)
@@ -221,10 +221,10 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     if compute is not None and compute.predicted_loss.size == 0:
         message = message or ("no interval of the compute law: "
                               f"{compute.message or 'every posterior sample failed'}")
-    bounds = [n for k, v in summaries.items() if (n := bound_note(v, k))]
-    bounds += [n] if (n := _frontier_note(grid, compute, targets)) else []
+    law_notes = [bound_note(v, k) for k, v in summaries.items()]
+    law_notes.append(_frontier_note(grid, compute, targets))
     notes = (*runs.notes, *([message] if message else []), *([chin_note] if chin_note else []),
-             *bounds,
+             *(n for n in law_notes if n),
              *([f"noise floor unavailable: {floor['message']}"]
                if floor and floor["message"] else []))
     return CampaignStatus(law=law, targets=tuple(rows), budget=float(budget),
@@ -238,9 +238,9 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                           n_retried=int(runs.n_superseded))
 
 
-def _allocation(chin: Any) -> tuple[dict | None, str]:
-    """The Chinchilla posterior's summary, whose medians give N* and D*, when its point fit
-    converged; else None and a note saying why N* and D* are not shown (a fit at a bound
+def _allocation(chin: Any, summary: dict | None) -> tuple[dict | None, str]:
+    """The Chinchilla posterior's ``summary``, whose medians give N* and D*, when its point
+    fit converged; else None and a note saying why N* and D* are not shown (a fit at a bound
     places them at the bound, not where the runs do)."""
     if chin is None:
         return None, ""
@@ -249,7 +249,7 @@ def _allocation(chin: Any) -> tuple[dict | None, str]:
     if str(chin.point.status) != "converged":
         return None, ("N*, D* not shown: the Chinchilla law L(N, D) is not identified by "
                       f"these runs ({chin.point.status}: {chin.point.message})")
-    return chin.summary(), ""
+    return summary, ""
 
 
 def _frontier_note(grid: Grid, compute: Any, targets: tuple[float, ...]) -> str | None:
