@@ -50,9 +50,8 @@ __all__ = [
     "TIMING_FIELDS",
     "Cell", "DatasetSpec", "IgnoredRecord", "MethodSpec", "RecordError", "RecordWarning",
     "identity_key", "is_finished", "iter_records", "jsonable", "load_records", "make_record",
-    "reportable_records",
     "numerics_environment", "package_version", "read_record", "record_path", "record_state",
-    "scan_records", "write_json", "write_record",
+    "reportable_records", "scan_records", "write_json", "write_record",
 ]
 
 RECORD_SCHEMA = "scalebo.bench.record"

@@ -1,6 +1,7 @@
-"""The datasets of a replay sweep, checked when its config is read: options that
-:func:`scalebo.bench.problems.load_problem` takes, and for a csv run table the mapped columns
-and axes its header holds — so that a typo fails the command (exit 2) instead of every cell.
+"""The datasets of a replay sweep, checked before any cell runs: options that
+:func:`scalebo.bench.problems.load_problem` takes, a source that is a registered dataset (with
+its data folder) or a file, and for a csv or Parquet run table the mapped columns and axes its
+header or schema holds — so that a typo fails the command (exit 2) instead of every cell.
 """
 
 from __future__ import annotations

@@ -273,14 +273,14 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
     try:
         fit = fit_formula(law, X, y, residuals=residuals, n_starts=n_starts, seed=seed)
     except FitError as exc:  # a power of a zero or negative input is not finite
-        bad = [(v, int(np.flatnonzero(X[:, j] <= 0)[0])) for j, v in enumerate(law.variables)
-               if np.any(X[:, j] <= 0)]
+        bad = [(j, v) for j, v in enumerate(law.variables) if np.any(X[:, j] <= 0)]
         if not bad or "non-finite" not in str(exc):
             raise
-        v, row = bad[0]
+        j, v = bad[0]
+        row = int(np.flatnonzero(X[:, j] <= 0)[0])
         raise FitError(f"{exc}; {source}: data row {row + 1}, column {columns[v]!r} (variable "
-                       f"{v}) is {shown(X[row, list(law.variables).index(v)])}, where powers "
-                       "of it are not finite") from None
+                       f"{v}) is {shown(X[row, j])}, where powers of it are not finite"
+                       ) from None
     if (said := bound_warning(fit)) is not None:
         warnings.warn(said, RuntimeWarning, stacklevel=2)
     boot = None
