@@ -103,9 +103,11 @@ def test_config_parsing_and_cells(tmp_path):
     assert len(cfg.cells()) == 4
     with pytest.raises(ValueError, match="missing 'budgets'"):
         SweepConfig.from_dict({"seeds": 1, "datasets": ["a"], "methods": {"m": {}}})
-    with pytest.raises(ValueError, match=r"fractions of C_total"):
+    with pytest.raises(ValueError, match=r"budgets: .*fraction of C_total in \(0, 1\], got 5 "
+                                         r"\(for 5 % write 0.05 or 5%\)"):
         SweepConfig.from_dict({**CONFIG, "budgets": [5]})
-    with pytest.raises(ValueError, match=r"fractions of C_total .* got '5 percent'"):
+    with pytest.raises(ValueError, match=r"fraction of C_total such as 0.05 or 5%, got "
+                                         r"'5 percent'"):
         SweepConfig.from_dict({**CONFIG, "budgets": ["5 percent"]})  # a float() error before
     with pytest.raises(ValueError, match=r"method 'm'.*posterior_samples must be an integer, "
                                          r"got 'lots'"):  # it failed in every worker

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,6 +41,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from scalebo.search.budget import parse_fraction
 
 __all__ = ["RECORD_SCHEMA_VERSION", "Cell", "DatasetSpec", "MethodResolver", "MethodSpec",
            "SweepConfig", "identity_key", "package_version",
@@ -244,15 +245,9 @@ def _file_digest(source: str) -> str | None:
 
 def _parse_budget(value: Any) -> float:
     try:
-        if isinstance(value, str) and value.strip().endswith("%"):
-            out = float(value.strip()[:-1]) / 100.0
-        else:
-            out = float(value)
-    except (TypeError, ValueError):
-        out = math.nan
-    if not (math.isfinite(out) and 0 < out <= 1):
-        raise ValueError(f"budgets must be fractions of C_total in (0, 1] or 'x%', got {value!r}.")
-    return out
+        return parse_fraction(value)
+    except ValueError as exc:
+        raise ValueError(f"budgets: {exc}.") from None
 
 
 def _parse_seeds(value: Any) -> tuple[int, ...]:

@@ -38,18 +38,14 @@ def positive_float(text: str) -> float:
 
 
 def fraction(text: str) -> float:
-    """argparse type: a fraction of C_total in (0, 1], as ``0.05`` or ``5%``."""
-    raw = str(text).strip()
+    """argparse type: a fraction of C_total in (0, 1], as ``0.05`` or ``5%``
+    (:func:`~scalebo.search.budget.parse_fraction`)."""
+    from scalebo.search.budget import parse_fraction
+
     try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a fraction such as 0.05 or 5%, got "
-                                         f"{text!r}") from None
-    if not (math.isfinite(value) and 0 < value <= 1):
-        hint = f" (for {value:g} % write {value / 100:g} or {value:g}%)" if value > 1 else ""
-        raise argparse.ArgumentTypeError(f"expected a fraction of C_total in (0, 1], got "
-                                         f"{text!r}{hint}")
-    return value
+        return parse_fraction(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _checked_float(text: str, ok: Callable[[float], bool], example: str,

@@ -17,7 +17,6 @@ search starts at once.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo.errors import BudgetExhausted, SearchError
+from scalebo.search.budget import Budget, parse_budget
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
@@ -41,101 +41,6 @@ __all__ = ["DEFAULT_N_INITIAL", "Budget", "campaign_gp", "campaign_grid", "campa
 
 #: Size of a campaign's initial design, completed runs included.
 DEFAULT_N_INITIAL = 5
-
-
-#: Suffixes of a budget in GPU-hours (case-insensitive), e.g. ``500GPUh``, ``500 GPU-hours``.
-GPU_HOUR_SUFFIXES = ("gpu-hours", "gpu_hours", "gpu hours", "gpuhours", "gpu-h", "gpuh")
-
-
-@dataclass(frozen=True)
-class Budget:
-    """A campaign budget: a ``fraction`` of the grid's total, ``flops``, or ``gpu_hours``."""
-
-    fraction: float | None = None
-    flops: float | None = None
-    gpu_hours: float | None = None
-
-    def resolve(self, grid: Grid) -> float:
-        """The budget in the grid's budget unit (:attr:`Grid.price_unit`).
-
-        A grid without a price (no ``cost`` column) budgets in FLOPs: a fraction of
-        ``C_total`` or FLOPs. A priced grid (GPU-hours per configuration) budgets in
-        GPU-hours: a fraction of its total price or GPU-hours.
-
-        An amount above the grid's total is kept (every configuration fits) with a
-        UserWarning that says how many times the total it is: often a typo in the exponent.
-
-        Raises:
-            ValueError: GPU-hours for a grid without a cost column, or FLOPs for a priced one.
-        """
-        if self.fraction is not None:
-            return self.fraction * grid.budget_total
-        if self.gpu_hours is not None:
-            if grid.price is None:
-                raise ValueError(f"a budget in GPU-hours ({self.gpu_hours:g}) needs a grid "
-                                 "table with a 'cost' column (GPU-hours of each "
-                                 "configuration); give this grid a fraction or FLOPs")
-            amount = float(self.gpu_hours)
-        elif grid.price is not None:
-            raise ValueError(f"this grid prices its configurations in {grid.price_unit} (its "
-                             f"'cost' column); give the budget as a fraction or in "
-                             f"{grid.price_unit} (e.g. 500GPUh), not {self.flops:.3g} FLOPs")
-        else:
-            amount = float(self.flops)  # type: ignore[arg-type]
-        if amount > grid.budget_total * (1 + 1e-9):
-            warnings.warn(f"the budget {self} is {amount / grid.budget_total:.3g}× the grid's "
-                          f"total ({grid.budget_total:.4g} {grid.price_unit}): every "
-                          "configuration fits, and the campaign may train the whole grid",
-                          UserWarning, stacklevel=2)
-        return amount
-
-    def __str__(self) -> str:
-        if self.fraction is not None:
-            return f"{self.fraction:g} of the grid's total"
-        return (f"{self.flops:.3g} FLOPs" if self.flops is not None
-                else f"{self.gpu_hours:.6g} GPU-hours")
-
-
-def parse_budget(text: str | float) -> Budget:
-    """``"0.05"`` or ``"5%"`` (a fraction of the grid's total in (0, 1]), ``"2e21FLOPs"``,
-    or GPU-hours (``"500GPUh"``, ``"500 GPU-hours"``, :data:`GPU_HOUR_SUFFIXES`).
-
-    Raises:
-        ValueError: anything else, with the accepted forms.
-    """
-    raw = str(text).strip()
-    number, unit = raw, ""
-    low = raw.lower()
-    gpu = next((x for x in GPU_HOUR_SUFFIXES if low.endswith(x)), None)
-    if gpu is not None:
-        number, unit = raw[: -len(gpu)].strip(), "gpuh"
-    elif low.endswith("flops"):
-        number, unit = raw[: -len("flops")].strip(), "flops"
-    elif low.endswith("%"):
-        number, unit = raw[:-1].strip(), "%"
-    try:
-        value = float(number)
-    except ValueError:
-        raise ValueError(f"budget {raw!r}: expected a fraction of C_total such as 0.05, an "
-                         "amount of compute such as 2e21FLOPs, or GPU-hours such as 500GPUh "
-                         "(grids with a cost column)") from None
-    if not np.isfinite(value) or value <= 0:
-        raise ValueError(f"budget {raw!r} must be positive and finite")
-    if unit == "flops":
-        return Budget(flops=value)
-    if unit == "gpuh":
-        return Budget(gpu_hours=value)
-    if unit == "%":
-        value /= 100
-    if value > 1:
-        as_percent = (f"for {value:g} % write {value / 100:g} (or {value:g}%); "
-                      if unit != "%" and value <= 100 else "")
-        as_amount = (f"for an amount of compute write {number}FLOPs, or {number}GPUh for a "
-                     "grid priced in GPU-hours" if unit != "%" and value > 100 else
-                     "for an amount of compute write e.g. 2e21FLOPs")
-        raise ValueError(f"budget {raw!r}: a fraction of C_total is at most 1 (100%); "
-                         f"{as_percent}{as_amount}")
-    return Budget(fraction=value)
 
 
 def campaign_grid(path: str | Path, mapping: Mapping[str, str] | None = None) -> Grid:
