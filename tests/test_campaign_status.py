@@ -328,6 +328,32 @@ def test_no_allocation_from_a_chinchilla_law_at_a_bound(tmp_path):
     assert any(n.startswith("N*, D* not shown: the Chinchilla law") for n in st.notes)
 
 
+def test_runs_that_cannot_identify_a_law_give_no_allocation_and_no_stop(synthetic):
+    # A trial's campaign: four learning rates of the cheapest cell. The posterior-mean table
+    # fills every other cell from the GP, and the Chinchilla law converged on it, so the
+    # status printed N* = D* = sqrt(C/6) (alpha = beta at 2) where `fit` said unidentified.
+    grid = Grid.from_frame(pd.DataFrame(
+        [(n, d, lr) for n in (5e7, 1e8, 2e8, 4e8, 8e8, 1.6e9)
+         for d in (1e9, 3e9, 1e10, 3e10, 1e11) for lr in 5e-4 * 2.0 ** np.arange(6)],
+        columns=["N", "D", "lr"]), n_held_out_cells=0)
+    runs = read_campaign_runs(pd.DataFrame({
+        "N": [5e7] * 4, "D": [1e9] * 4, "lr": [2e-3, 4e-3, 8e-3, 1.6e-2],
+        "loss": [6.09537, 6.08618, 6.11126, 6.1538]}), grid)
+    st = campaign_status(grid, runs, 0.1 * grid.C_total, targets=(1e24,), n_samples=16)
+    assert str(st.law_posteriors["chinchilla"].point.status) == "converged"  # on the table
+    assert st.targets[0].N_opt is None and st.targets[0].D_opt_80 is None
+    assert any("the completed runs cannot identify the Chinchilla law L(N, D) (4 runs but "
+               "only 1 distinct (N, D) point; the law has 5 parameters)" in n for n in st.notes)
+    # two compute levels, every configuration of both: the compute law's 3 parameters
+    frame, grid = synthetic
+    two = frame[(frame["N"] == frame["N"].min()) & (frame["D"] <= np.sort(frame["D"].unique())[1])]
+    st = campaign_status(grid, read_campaign_runs(two[["N", "D", "lr", "bs", "loss"]], grid),
+                         0.2 * grid.C_total, targets=(1e21,), n_samples=16)
+    assert not st.stop and st.law["status"] == "unidentified"
+    assert st.reason.startswith("the law's fit is unidentified (the completed runs: 16 runs "
+                                "but only 2 distinct values of C; the law has 3 parameters)")
+
+
 def test_status_cell_coupling_moves_the_interval_not_the_point(synthetic):
     """``campaign_status(..., cell_coupling=)`` (``scalebo status --posterior-coupling``):
     the point fit is the same, the interval is drawn with or without the cells' shared

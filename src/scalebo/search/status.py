@@ -185,7 +185,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     compute = posts.get("compute")
     summaries = {k: v.summary() for k, v in posts.items()}
     summary = summaries.get("compute")
-    chin, chin_note = _allocation(posts.get("chinchilla"), summaries.get("chinchilla"))
+    chin, chin_note = _allocation(posts.get("chinchilla"), summaries.get("chinchilla"),
+                                  grid.configs[["N", "D"]].to_numpy()[runs.completed])
     rows, widths = [], {}
     for C in targets:
         key = target_key(C)
@@ -205,17 +206,20 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                                  median=q.get("q50") if q else None,
                                  floor_half_width_pct=None if w is None or r is None
                                  else 100 * r * w))
+    settled = _law_status(compute, grid.cost[runs.completed])
     stop, reason = stop_decision(widths, remaining=remaining, cheapest_left=cheapest,
                                  tolerance=tolerance, unit=grid.price_unit,
                                  floor_ratios=ratios, min_shrink=min_shrink,
-                                 n_running=int(runs.running.size), **_law_status(compute))
+                                 n_running=int(runs.running.size), **settled)
     law: dict[str, Any] = {"name": "compute", "formula": "L(C) = E + A/C^alpha"}
     if compute is not None and compute.point is not None:
-        law |= {"params": compute.point.params, "status": str(compute.point.status),
+        law |= {"params": compute.point.params, "status": settled["law_status"],
                 "fitted_on": "observed + fantasized (posterior mean of the whole grid)"
                 if estimand == "reference" else
                 "latent posterior mean of every configuration of the grid, trained ones "
                 "included"}
+        if settled["law_status"] == "unidentified":
+            law["message"] = settled["law_message"]
     else:
         law |= {"params": None, "status": None, "message": message or compute.message}
     if compute is not None and compute.predicted_loss.size == 0:
@@ -238,10 +242,13 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                           n_retried=int(runs.n_superseded))
 
 
-def _allocation(chin: Any, summary: dict | None) -> tuple[dict | None, str]:
+def _allocation(chin: Any, summary: dict | None, trained: np.ndarray) -> tuple[dict | None, str]:
     """The Chinchilla posterior's ``summary``, whose medians give N* and D*, when its point
-    fit converged; else None and a note saying why N* and D* are not shown (a fit at a bound
-    places them at the bound, not where the runs do)."""
+    fit converged and the completed runs' ``(N, D)`` (``trained``, one row per run) can
+    identify the law by themselves; else None and a note saying why N* and D* are not
+    shown (a fit at a bound places them at the bound, not where the runs do; a fit that
+    the posterior-mean table's GP-filled cells alone make converge places them where the
+    GP's prior does)."""
     if chin is None:
         return None, ""
     if chin.point is None:
@@ -249,6 +256,13 @@ def _allocation(chin: Any, summary: dict | None) -> tuple[dict | None, str]:
     if str(chin.point.status) != "converged":
         return None, ("N*, D* not shown: the Chinchilla law L(N, D) is not identified by "
                       f"these runs ({chin.point.status}: {chin.point.message})")
+    from scalebo.fitting.identifiability import identification_problem
+
+    problem = identification_problem(chin.point.law, trained)
+    if problem:
+        return None, ("N*, D* not shown: the completed runs cannot identify the Chinchilla "
+                      f"law L(N, D) ({problem}); its fit on the posterior-mean table "
+                      "converges only on the cells the GP fills in")
     return summary, ""
 
 
@@ -268,10 +282,17 @@ def _frontier_note(grid: Grid, compute: Any, targets: tuple[float, ...]) -> str 
                          "law, which the replays score, and do not hold this spread")
 
 
-def _law_status(compute: Any) -> dict[str, Any]:
-    """The compute law's point-fit status for the stop rule (none without a fit)."""
+def _law_status(compute: Any, trained_C: np.ndarray) -> dict[str, Any]:
+    """The compute law's point-fit status for the stop rule (none without a fit):
+    ``unidentified`` when the completed runs' compute (``trained_C``, FLOPs, one per run)
+    cannot identify the law by themselves, whatever the posterior-mean table's fit says."""
     if compute is None or compute.point is None:
         return {}
+    from scalebo.fitting.identifiability import identification_problem
+
+    problem = identification_problem(compute.point.law, trained_C[:, None])
+    if problem:
+        return {"law_status": "unidentified", "law_message": f"the completed runs: {problem}"}
     return {"law_status": str(compute.point.status), "law_message": compute.point.message}
 
 
