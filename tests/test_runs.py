@@ -266,6 +266,27 @@ def test_non_finite_and_diverged_losses_are_excluded_with_a_warning():
     ]
 
 
+def test_a_campaigns_failed_and_running_rows_are_excluded_with_a_warning():
+    # A trial: `fit` on a campaign's runs file used a failed run's 2.5 and a running run's
+    # 2.6 as finished losses, which `suggest` and `status` ignore.
+    frame = _frame().assign(status=["completed", " Failed", "RUNNING", ""])
+    with pytest.warns(ExcludedRunsWarning, match=r"excluded 2 of 4 runs: 2 status failed or "
+                                                 r"running, so not a finished run's loss "
+                                                 r"\(data rows 2, 3\)"):
+        table = load_runs(frame, mapping=MAP)
+    assert table.frame.index.tolist() == [0, 3] and "status" not in table.hyperparameters
+    assert table.excluded["reason"].tolist() == [ExclusionReason.NOT_COMPLETED] * 2
+    # a failed run may have no loss, or none that is positive: no error for it
+    frame.loc[1, "val_loss"] = -1.0
+    with pytest.warns(ExcludedRunsWarning):
+        assert len(load_runs(frame, mapping=MAP)) == 2
+    # a status column of other values is not a campaign's: nothing is excluded for it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(load_runs(_frame().assign(status=["ok", "ok", "retry", "ok"]),
+                             mapping=MAP)) == 4
+
+
 def test_all_runs_excluded_is_an_error():
     frame = _frame().assign(val_loss=np.nan)
     with pytest.raises(RunTableError, match="nothing is left"):

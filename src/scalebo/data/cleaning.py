@@ -25,6 +25,7 @@ from scalebo.data.columns import (
     suggested_mapping,
     text_column,
     to_numbers,
+    unfinished_runs,
 )
 from scalebo.errors import (
     EXCLUDED_IN_PYTHON,
@@ -299,8 +300,9 @@ def _exclude(
     frame: pd.DataFrame, diverged_above: float | None, name: str
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     loss = frame["loss"].to_numpy(dtype=np.float64)
+    unfinished = unfinished_runs(frame)
     finite = np.isfinite(loss)
-    nonpositive = np.flatnonzero(finite & (loss <= 0))
+    nonpositive = np.flatnonzero(finite & (loss <= 0) & ~unfinished)
     if nonpositive.size:
         raise RunTableError(
             f"{name}: column 'loss' (nats), {_rows(nonpositive)}: expected a loss > 0, got "
@@ -314,21 +316,24 @@ def _exclude(
         if not np.isfinite(diverged_above):
             raise RunTableError(f"diverged_above must be a finite loss, got {diverged_above!r}.")
         reason[finite & (loss > diverged_above)] = ExclusionReason.DIVERGED
+    reason[unfinished] = ExclusionReason.NOT_COMPLETED
     drop = reason != ""
     if drop.all():
         raise RunTableError(
             f"{name}: all {len(frame)} runs have a non-finite or diverged loss "
-            f"(diverged_above={diverged_above}); nothing is left to fit."
+            f"(diverged_above={diverged_above}) or a status other than completed; nothing is "
+            "left to fit."
         )
     excluded = frame.loc[drop].assign(reason=reason[drop])
     if drop.any():
         parts = []
-        for why in (ExclusionReason.NON_FINITE, ExclusionReason.DIVERGED):
+        labels = {ExclusionReason.NON_FINITE: "non-finite loss",
+                  ExclusionReason.DIVERGED: f"diverged (loss > {diverged_above})",
+                  ExclusionReason.NOT_COMPLETED: "status failed or running, so not a "
+                                                 "finished run's loss"}
+        for why, label in labels.items():
             rows = np.flatnonzero(reason == why)
             if rows.size:
-                label = "non-finite loss" if why is ExclusionReason.NON_FINITE else (
-                    f"diverged (loss > {diverged_above})"
-                )
                 parts.append(f"{rows.size} {label} ({_rows(rows)})")
         warnings.warn(
             f"{name}: excluded {int(drop.sum())} of {len(frame)} runs: {'; '.join(parts)}."

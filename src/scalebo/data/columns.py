@@ -9,10 +9,11 @@ from enum import StrEnum
 import numpy as np
 import pandas as pd
 
-__all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "UNMAPPED_SUFFIX",
-           "ExclusionReason", "blank_axes", "blank_cells", "default_hyperparameters", "is_blank",
-           "is_candidate_column", "is_categorical",
-           "numeric_typos", "parse_number", "suggested_mapping", "text_column", "to_numbers"]
+__all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "UNFINISHED_STATUSES",
+           "UNMAPPED_SUFFIX", "ExclusionReason", "blank_axes", "blank_cells",
+           "default_hyperparameters", "is_blank", "is_candidate_column", "is_categorical",
+           "numeric_typos", "parse_number", "suggested_mapping", "text_column", "to_numbers",
+           "unfinished_runs"]
 
 #: Names that ``mapping`` may assign, in the order they appear in ``RunTable.frame``.
 CANONICAL_COLUMNS: tuple[str, ...] = ("run_id", "N", "D", "C", "loss")
@@ -20,8 +21,11 @@ CANONICAL_COLUMNS: tuple[str, ...] = ("run_id", "N", "D", "C", "loss")
 REQUIRED_COLUMNS: tuple[str, ...] = ("N", "D", "loss")
 #: Column names never chosen as default hyperparameters.
 BOOKKEEPING_COLUMNS: frozenset[str] = frozenset(
-    {*CANONICAL_COLUMNS, "n_repeats", "reason", "seed"}
+    {*CANONICAL_COLUMNS, "n_repeats", "reason", "seed", "status"}
 )
+#: Values of a campaign's ``status`` column (case-insensitive, blank: completed) whose loss is
+#: not a finished run's (:mod:`scalebo.search.campaign_runs`); :func:`unfinished_runs`.
+UNFINISHED_STATUSES: frozenset[str] = frozenset({"failed", "running"})
 #: Suffix given to a source column whose name is taken by a mapped column.
 UNMAPPED_SUFFIX = "_unmapped"
 
@@ -80,6 +84,22 @@ class ExclusionReason(StrEnum):
     """The loss is above the ``diverged_above`` threshold given to :func:`load_runs`."""
     DROPPED = "dropped"
     """Removed at an explicit request of the caller (e.g. a loader's ``drop_highest_loss``)."""
+    NOT_COMPLETED = "not_completed"
+    """A campaign's ``status`` column says ``failed`` or ``running``: its loss, if any, is not
+    a finished run's."""
+
+
+def unfinished_runs(frame: pd.DataFrame) -> np.ndarray:
+    """Mask of the rows whose ``status`` column says failed or running, when the column is a
+    campaign's (every non-blank value completed, failed or running, case-insensitive); all
+    False without such a column (a ``status`` column of other values is left alone)."""
+    if "status" not in frame.columns:
+        return np.zeros(len(frame), dtype=bool)
+    said = np.array(["" if is_blank(v) else str(v).strip().lower() for v in frame["status"]],
+                    dtype=object)
+    if not set(said) <= {"", "completed", *UNFINISHED_STATUSES}:
+        return np.zeros(len(frame), dtype=bool)
+    return np.isin(said, list(UNFINISHED_STATUSES))
 
 
 

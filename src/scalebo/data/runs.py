@@ -60,6 +60,7 @@ from scalebo.data.columns import (
     ExclusionReason,
     default_hyperparameters,
     is_categorical,
+    unfinished_runs,
 )
 from scalebo.data.duplicates import handle_duplicates
 from scalebo.data.files import parse_mapping, read_table
@@ -258,7 +259,8 @@ def load_runs(
     _check_columns_exist(frame, config_columns, "config column", name)
     for column in config_columns:
         _check_no_missing(frame[column], column, name)
-    valid = np.isfinite(frame["loss"].to_numpy(dtype=np.float64))  # the others are excluded
+    valid = (np.isfinite(frame["loss"].to_numpy(dtype=np.float64))  # the others are excluded
+             & ~unfinished_runs(frame))
     hps = _resolve_hyperparameters(frame, hyperparameters, config_columns, name, valid)
     for column in hps:
         if hyperparameters is not None and (is_categorical(frame[column]) or
