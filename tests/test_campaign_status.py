@@ -354,6 +354,32 @@ def test_runs_that_cannot_identify_a_law_give_no_allocation_and_no_stop(syntheti
                                 "but only 2 distinct values of C; the law has 3 parameters)")
 
 
+def test_status_notes_when_the_chinchilla_law_disagrees_with_its_interval():
+    # A trial's campaign on a grid whose largest models (1.6e9) are far below N* at the
+    # target (8e9): every run trained, the compute law's interval at 1e24 FLOPs collapsed on
+    # 2.60 nats and the status said STOP, while the known law's compute-optimal loss is
+    # 2.177, next to the Chinchilla posterior's, which the status computed and hid.
+    E, A, a, B, b = 1.8, 400.0, 0.34, 1100.0, 0.28
+    rows = [(n, d, lr) for n in (5e7, 1e8, 2e8, 4e8, 8e8, 1.6e9)
+            for d in (1e9, 3e9, 1e10, 3e10, 1e11) for lr in (1e-3, 2e-3, 4e-3)]
+    frame = pd.DataFrame(rows, columns=["N", "D", "lr"])
+    frame["loss"] = (E + A / frame.N**a + B / frame.D**b
+                     + 0.03 * np.log(frame.lr / (3e-3 * (frame.N / 1e8) ** -0.3)) ** 2)
+    grid = Grid.from_frame(frame[["N", "D", "lr"]], n_held_out_cells=0)
+    st = campaign_status(grid, read_campaign_runs(frame, grid), grid.C_total,
+                         targets=(1e24,), n_samples=16, tolerance=0.01)
+    N = np.geomspace(1e8, 1e12, 40001)
+    truth = (E + A / N**a + B / (1e24 / (6 * N)) ** b).min()  # 2.177
+    t = st.targets[0]
+    assert not t.interval_80[0] <= truth <= t.interval_80[1]  # the compute law's is off
+    chin = st.posterior["chinchilla"]["predicted_loss"]["1e+24"]
+    assert chin["q50"] == pytest.approx(truth, rel=0.005) and chin["q90"] < t.interval_80[0]
+    note = next(n for n in st.notes if n.startswith("the Chinchilla law L(N, D) predicts"))
+    assert f"{chin['q50']:.4f} nats at 1e+24 FLOPs" in note and "do not overlap" in note
+    assert st.stop and st.reason.endswith("the Chinchilla law's loss lies outside it (see the "
+                                          "notes)")
+
+
 def test_status_cell_coupling_moves_the_interval_not_the_point(synthetic):
     """``campaign_status(..., cell_coupling=)`` (``scalebo status --posterior-coupling``):
     the point fit is the same, the interval is drawn with or without the cells' shared

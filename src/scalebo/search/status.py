@@ -227,6 +227,10 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                               f"{compute.message or 'every posterior sample failed'}")
     law_notes = [bound_note(v, k) for k, v in summaries.items()]
     law_notes.append(_frontier_note(grid, compute, targets))
+    law_notes.append(_law_form_note(summary, chin, targets))
+    if stop and law_notes[-1]:
+        reason += ("; this is the compute law's interval only: the Chinchilla law's loss lies "
+                   "outside it (see the notes)")
     notes = (*runs.notes, *([message] if message else []), *([chin_note] if chin_note else []),
              *(n for n in law_notes if n),
              *([f"noise floor unavailable: {floor['message']}"]
@@ -280,6 +284,31 @@ def _frontier_note(grid: Grid, compute: Any, targets: tuple[float, ...]) -> str 
     return frontier_note(table, compute.point.law, "loss", compute.point, targets,
                          DEFAULT_HUBER_DELTA, advice="the intervals are about the envelope's "
                          "law, which the replays score, and do not hold this spread")
+
+
+def _law_form_note(compute: dict | None, chinchilla: dict | None,
+                   targets: tuple[float, ...]) -> str | None:
+    """A note where the Chinchilla law's compute-optimal loss (posterior ``chinchilla``
+    summary, shown only when its point fit converged and the runs identify it) and the compute
+    law's (``compute``) have disjoint 80 % intervals: the law's form, which neither interval
+    holds, then matters more than the runs left to train."""
+    said = []
+    for C in targets:
+        key = target_key(C)
+        q = (compute or {}).get("predicted_loss", {}).get(key)
+        c = (chinchilla or {}).get("predicted_loss", {}).get(key)
+        if q and c and (c["q90"] < q["q10"] or c["q10"] > q["q90"]):
+            said.append(f"{c['q50']:.4f} nats at {C:.3g} FLOPs (80 %: {c['q10']:.4f}–"
+                        f"{c['q90']:.4f}), {100 * (c['q50'] / q['q50'] - 1):+.2g} % from the "
+                        f"compute law's {q['q50']:.4f} ({q['q10']:.4f}–{q['q90']:.4f})")
+    if not said:
+        return None
+    return ("the Chinchilla law L(N, D) predicts a compute-optimal loss of " + "; ".join(said)
+            + ": the two laws' 80 % intervals do not overlap, so the compute law's interval "
+            "does not say how sure the loss is, only how sure that law is (the compute law "
+            "follows the grid's envelope, which at the grid's edge can lie above the "
+            "compute-optimal frontier; the Chinchilla law assumes its form beyond the grid); "
+            "compare `scalebo fit --law chinchilla --predict C`")
 
 
 def _law_status(compute: Any, trained_C: np.ndarray) -> dict[str, Any]:
