@@ -81,7 +81,7 @@ def test_status_pending_counts_compute_and_is_not_proposed(campaign, capsys):
     ("N,D,lr\n2e8,1e10,3e-3\n2e8,1e10,3e-3\n",
      "pending.csv: data rows 1 and 2 are the same configuration (N=2e+08, D=1e+10, "
      "C=1.2e+19, lr=0.003), run more than once without failing; "
-     "keep one run per configuration (average repeats, or drop the older one); failed "
+     "keep one run per configuration (average repeats into one row, or drop the older one); failed "
      "attempts may stay beside their retry."),
 ])
 def test_pending_errors_name_the_file_and_its_rows(campaign, capsys, text, message):

@@ -380,6 +380,27 @@ def test_status_notes_when_the_chinchilla_law_disagrees_with_its_interval():
                                           "notes)")
 
 
+def test_a_run_in_a_held_out_cell_is_spent_noted_and_set_aside(synthetic):
+    # A trial's grid file said held_out_cells: 2 and one run landed in such a cell: the
+    # status counted it as spent, left it out of the law without a word, and could not
+    # suggest anything ("Indices [175] are in held-out cells, which are never acquired").
+    from scalebo.search.campaign import suggest_runs
+
+    frame, _ = synthetic
+    grid = Grid.from_frame(frame[["N", "D", "lr", "bs"]], n_held_out_cells=2)
+    held = frame[grid.held_out].iloc[[0]]
+    cheap = frame[(6 * frame["N"] * frame["D"] <= 2e18) & ~grid.held_out].iloc[:6]
+    rows = pd.concat([cheap, held])[["N", "D", "lr", "bs", "loss"]]
+    runs = read_campaign_runs(rows, grid)
+    assert runs.completed.size == 6 and not grid.held_out[runs.completed].any()
+    assert runs.spent() == pytest.approx(float((6 * rows["N"] * rows["D"]).sum()))
+    assert any(n.startswith("data row 7: in the grid's held-out cells (2 costliest")
+               for n in runs.notes)
+    st = campaign_status(grid, runs, 0.2 * grid.C_total, targets=(1e21,), n_samples=8)
+    assert st.spent == pytest.approx(runs.spent()) and st.n_completed == 6
+    assert len(suggest_runs(grid, runs, 0.2 * grid.C_total, batch=2, seed=0).suggestions) == 2
+
+
 def test_status_cell_coupling_moves_the_interval_not_the_point(synthetic):
     """``campaign_status(..., cell_coupling=)`` (``scalebo status --posterior-coupling``):
     the point fit is the same, the interval is drawn with or without the cells' shared

@@ -72,6 +72,8 @@ class CampaignRuns:
             in the grid's budget unit; counted as spent. n_superseded: how many such rows.
         rows: where each grid index's run is written: ``(source, 1-based data row)`` of the
             row that stands for it (what errors about it name).
+        held_out_cost: cost of runs in the grid's held-out cells (any status), which the
+            search and the law do not use; counted as spent.
     """
 
     completed: np.ndarray = field(default_factory=lambda: _EMPTY)
@@ -84,14 +86,16 @@ class CampaignRuns:
     superseded_cost: float = 0.0
     n_superseded: int = 0
     rows: dict[int, tuple[str, int]] = field(default_factory=dict)
+    held_out_cost: float = 0.0
 
     def spent(self, grid: Grid | None = None, cost_model: CostModel | None = None) -> float:
         """Cost of completed and failed runs in the grid's budget unit: their ``cost`` (a
         cost column, else the grid's); under a ``wsd`` cost model the completed ones as
         families (its total; the cost column of a completed run is then not used) and failed
-        ones at their own cost; failed attempts that were retried at their own cost too."""
+        ones at their own cost; failed attempts that were retried, and runs in held-out
+        cells, at their own cost too."""
         return self._compute((self.completed, self.failed), grid, cost_model) + \
-            self.superseded_cost
+            self.superseded_cost + self.held_out_cost
 
     def pending(self, grid: Grid | None = None, cost_model: CostModel | None = None) -> float:
         """Cost committed to running runs (under ``wsd``: what they add to the rest)."""
@@ -148,6 +152,7 @@ class CampaignRuns:
                        superseded_cost=self.superseded_cost
                        + sum(self.cost[int(g)] for g in self.failed[retried]),
                        n_superseded=self.n_superseded + int(retried.sum()),
+                       held_out_cost=self.held_out_cost + more.held_out_cost,
                        cost={**self.cost, **more.cost}, rows={**self.rows, **more.rows},
                        notes=(*self.notes, *(f"{more.source}: {n}" for n in more.notes)))
 
@@ -302,6 +307,14 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
         kinds.append(RunStatus.FAILED)
     row_cost = np.where(np.isfinite(cost), cost, np.asarray(grid.budget_cost)[idx])
     keep, superseded = _one_row_per_configuration(grid, idx, kinds, name, notes)
+    held = keep & np.asarray(grid.held_out)[idx]  # SearchLoop refuses them: set aside
+    if held.any():
+        notes.append(f"{shown_rows((np.flatnonzero(held) + 1).tolist())}: in the grid's "
+                     f"held-out cells ({grid.n_held_out_cells} costliest, held out for "
+                     "benchmarks: 'held_out_cells' of a YAML grid, Grid's n_held_out_cells "
+                     "in Python): the compute counts as spent, but neither the law nor the "
+                     "search uses the run")
+        keep &= ~held
     groups: dict[RunStatus, list[int]] = {s: [] for s in RunStatus}
     losses: list[float] = []
     for pos in np.flatnonzero(keep):
@@ -315,7 +328,8 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
                         failed=as_idx[RunStatus.FAILED], running=as_idx[RunStatus.RUNNING],
                         cost=costs, notes=tuple(notes), source=name,
                         superseded_cost=float(row_cost[superseded].sum()),
-                        n_superseded=int(superseded.size), rows=rows)
+                        n_superseded=int(superseded.size), rows=rows,
+                        held_out_cost=float(row_cost[held].sum()))
 
 
 def _one_row_per_configuration(grid: Grid, idx: np.ndarray, kinds: list[RunStatus],
@@ -331,10 +345,9 @@ def _one_row_per_configuration(grid: Grid, idx: np.ndarray, kinds: list[RunStatu
         if len(live) > 1:
             raise SearchError(f"{name}: {shown_rows([p + 1 for p in live])} are the same "
                               f"configuration {shown_config(grid.config(g))}, run more than "
-                              "once without "
-                              "failing; keep one run per configuration (average repeats, or "
-                              "drop the older one); failed attempts may stay beside their "
-                              "retry.")
+                              "once without failing; keep one run per configuration "
+                              "(average repeats into one row, or drop the older one); failed "
+                              "attempts may stay beside their retry.")
         stay = live[0] if live else int(rows[-1])
         for p in rows:
             if p != stay:
