@@ -172,6 +172,20 @@ def test_batch_is_n_and_q_is_quiet_in_every_command():
     assert parser.parse_args(["-q", "fit", "runs.csv"]).quiet is True
 
 
+def test_quiet_keeps_the_notes_about_the_runs(campaign):
+    # A trial: with -q a completed row whose loss is NaN became a failed run without a word
+    # (the README says --quiet silences progress only).
+    path, frame = campaign
+    runs = frame.iloc[[0, 1, 2, 7, 12, 20]].copy()
+    runs.iloc[3, runs.columns.get_loc("loss")] = np.nan
+    runs.to_csv(path / "nan.csv", index=False)
+    out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "nan.csv", "--budget", "0.3",
+                   "-q", cwd=path)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == ["note: data row 4: counted as failed because its loss "
+                                       "is missing or not finite"]
+
+
 def test_a_failed_run_retried_through_pending(campaign):
     # A failed configuration whose retry is in flight (--pending): the retry is pending, the
     # failed attempt stays spent, and the retry is not suggested again.

@@ -71,6 +71,7 @@ __all__ = [
     "jsonable",
     "load_input",
     "log",
+    "note",
     "set_quiet",
     "tolerance",
     "write_csv",
@@ -127,6 +128,12 @@ def warn(message: object) -> str:
     text = str(message).replace(EXCLUDED_IN_PYTHON, "")
     print(f"warning: {text}", file=sys.stderr, flush=True)
     return text
+
+
+def note(message: object) -> None:
+    """Print ``note: <message>`` to stderr, also under ``--quiet``: what the data or the
+    options did (a run counted as failed, excluded runs, a variant skipped), not progress."""
+    print(f"note: {message}", file=sys.stderr, flush=True)
 
 
 def log(message: str) -> None:

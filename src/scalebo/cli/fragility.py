@@ -20,6 +20,7 @@ from scalebo.cli.common import (
     int_at_least,
     load_input,
     log,
+    note,
     positive_float,
     warn_few_resamples,
     write_csv,
@@ -169,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
 
     every_k = tuple(args.every_k) if args.every_k else ()  # the default (2, 5): no note
     for why in skipped_variants(table.frame, args.drop_count or 0, every_k):  # as asked
-        log(f"note: {why}")
+        note(why)
     options = {
         "leave_one_out": not args.no_leave_one_out,
         "drop_count": 3 if args.drop_count is None else args.drop_count,

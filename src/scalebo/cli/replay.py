@@ -23,6 +23,7 @@ from scalebo.cli.common import (
     guard_ratio,
     int_at_least,
     log,
+    note,
     polish_share,
     write_csv,
     write_json,
@@ -221,8 +222,8 @@ def run(args: argparse.Namespace) -> int:
         problem = load_problem(args.dataset, mapping=mapping, axes=axes,
                                n_held_out_cells=args.held_out_cells, data_dir=args.data_dir,
                                duplicates=args.duplicates)
-    for note in problem.notes:
-        log(f"note: {note}")
+    for text in problem.notes:
+        note(text)
     summary = problem.summary()
     held = [f"(N={c['N']:.4g}, D={c['D']:.4g})" for c in summary["held_out_cells"]]
     if held:

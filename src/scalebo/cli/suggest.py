@@ -19,6 +19,7 @@ from scalebo.cli.common import (
     format_table,
     int_at_least,
     log,
+    note,
     write_csv,
     write_json,
     write_json_file,
@@ -102,10 +103,10 @@ def run(args: argparse.Namespace) -> int:
             f"{d:.4g}), proposed once nothing else fits (--anchor 0: none)")
     if res.anchor_dropped is not None:
         log(anchor_dropped_note(*res.anchor_dropped))
-    for note in runs.notes:
-        log(f"note: {note}")
+    for text in runs.notes:
+        note(text)
     if res.message:
-        log(f"note: {res.message}")
+        note(res.message)
     rows = []
     for s, price in zip(res.suggestions, res.prices, strict=True):
         row = {names.get(k, k): v for k, v in s.config.items()}
