@@ -73,16 +73,21 @@ def test_status_pending_counts_compute_and_is_not_proposed(campaign, capsys):
      "already completed in runs.csv (data row 2); list each run once (a finished run belongs "
      "in the runs table only)."),
     ("N,D\n5e7,1e9\n",
-     "pending.csv: columns ['lr'] are missing (need ['N', 'D', 'lr']); rename them (--map) or "
-     "add them."),
+     "pending.csv: column 'lr' is missing; other axes are matched by name (--map renames "
+     "only run_id, N, D, C, loss): rename the file's column or the grid's axis (the grid's "
+     "columns: ['N', 'D', 'lr'])"),
+    ("N,D,LR\n5e7,1e9,2e-3\n",  # a trial: the hint sent them to --map lr=LR, an error
+     "pending.csv: column 'lr' (the file has 'LR') is missing; other axes are matched by "
+     "name (--map renames only run_id, N, D, C, loss): rename the file's column or the "
+     "grid's axis (the grid's columns: ['N', 'D', 'lr'])"),
     ("N,D,lr\n5e7,1e9,2e-3\n",
      "pending.csv: 1 of 1 rows are not on the grid (data row 1; first: (N=5e+07, D=1e+09, "
      "lr=0.002)). Add their values to the grid axes or drop those runs."),
     ("N,D,lr\n2e8,1e10,3e-3\n2e8,1e10,3e-3\n",
      "pending.csv: data rows 1 and 2 are the same configuration (N=2e+08, D=1e+10, "
      "C=1.2e+19, lr=0.003), run more than once without failing; "
-     "keep one run per configuration (average repeats into one row, or drop the older one); failed "
-     "attempts may stay beside their retry."),
+     "keep one run per configuration (average repeats into one row, or drop the older one); "
+     "failed attempts may stay beside their retry."),
 ])
 def test_pending_errors_name_the_file_and_its_rows(campaign, capsys, text, message):
     with open("pending.csv", "w") as fh:

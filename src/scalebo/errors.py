@@ -8,6 +8,8 @@ Three outcomes, as in SciPy and the Open-Athena scaling-law package:
 * anything else returns a result with a ``status`` and a ``message``.
 """
 
+from collections.abc import Iterable, Sequence
+
 
 def shown(value: object) -> str:
     """A table value as a :class:`RunTableError` message shows it: text quoted, numbers plain
@@ -105,3 +107,25 @@ class ExcludedRunsWarning(UserWarning):
 
 #: The sentence ending an :class:`ExcludedRunsWarning`, for library users.
 EXCLUDED_IN_PYTHON = " They are listed in RunTable.excluded."
+
+
+def missing_columns(missing: list[str], have: Iterable[object],
+                    renamable: Sequence[str]) -> str:
+    """``columns 'lr' (the file has 'LR') are missing; ...``: each missing column with the
+    file's column of the same name but for case (else the closest), and how to fix it:
+    ``--map`` renames only the ``renamable`` (canonical) columns, other axes match by name."""
+    have = [str(c) for c in have]
+
+    def one(c: str) -> str:
+        near = next((h for h in have if h.lower() == c.lower()), None) or closest(c, have)
+        return f"{c!r}" + (f" (the file has {near!r})" if near else "")
+
+    canonical = [c for c in missing if c in renamable]
+    how = [f"--map {','.join(f'{c}=<column>' for c in canonical)} names the file's column for "
+           f"{', '.join(canonical)}"] if canonical else []
+    if len(canonical) < len(missing):
+        how.append("other axes are matched by name (--map renames only "
+                   f"{', '.join(renamable)}): rename the file's column or the grid's "
+                   "axis")
+    return (f"column{'s' if len(missing) > 1 else ''} {', '.join(one(c) for c in missing)} "
+            f"{'are' if len(missing) > 1 else 'is'} missing; {'; '.join(how)}")

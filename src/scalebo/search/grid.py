@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scalebo.data.columns import default_hyperparameters
-from scalebo.errors import SearchError, shown_config, shown_rows
+from scalebo.data.columns import CANONICAL_COLUMNS, default_hyperparameters
+from scalebo.errors import SearchError, missing_columns, shown_config, shown_rows
 
 #: Relative tolerance used by :meth:`Grid.index_of` to match numeric values to grid values.
 INDEX_RTOL = 1e-6
@@ -357,10 +357,8 @@ class Grid:
         missing = [c for c in self.input_columns if c not in frame.columns]
         where = f"{source}: " if source else ""
         if missing:
-            raise SearchError(
-                f"{where}columns {missing} are missing (need {list(self.input_columns)}); "
-                "rename them (--map) or add them."
-            )
+            said = missing_columns(missing, frame.columns, CANONICAL_COLUMNS)
+            raise SearchError(f"{where}{said} (the grid's columns: {list(self.input_columns)})")
         n = len(frame)
         codes = np.zeros((n, len(self.input_columns)), dtype=np.int64)
         grid_codes = np.zeros((self.n_configs, len(self.input_columns)), dtype=np.int64)
@@ -397,3 +395,4 @@ class Grid:
                 "the grid axes or drop those runs."
             )
         return out
+
