@@ -77,8 +77,18 @@ def test_index_of_tolerance_and_off_grid(grid):
     off = pd.DataFrame({"N": [1e6, 1e6], "D": [1e9, 1e9], "lr": [1e-3, 5e-3], "opt": ["sgd"] * 2})
     off.index = ["a", "b"]
     # a non-integer index: rows are named by their 1-based position in the table
-    with pytest.raises(SearchError, match=r"1 of 2 rows are not on the grid \(data row 2;"):
+    with pytest.raises(SearchError, match=r"1 of 2 rows are not on the grid \(data row 2; "
+                                          r"first: .*: lr 0.005 is not a grid value \(nearest "
+                                          r"0.01\)\)"):  # 0.69 from 1e-2 in log, 1.61 from 1e-3
         grid.index_of(off)
+    with pytest.raises(SearchError, match=r"first: .*: opt 'sdg' is not a grid value \(the "
+                                          r"grid has 'adam', 'sgd'\)"):
+        grid.index_of(off.assign(lr=1e-3, opt=["sgd", "sdg"]))
+    pairs = Grid.from_frame(pd.DataFrame({"N": [1e6, 2e6], "D": [1e9, 2e9], "lr": [1e-3, 1e-2]}),
+                            ["lr"], n_held_out_cells=0)
+    with pytest.raises(SearchError, match=r"first: \(N=1e\+06, D=1e\+09, lr=0.01\): each value "
+                                          r"is on the grid, but not this combination\)"):
+        pairs.index_of(pd.DataFrame({"N": [1e6], "D": [1e9], "lr": [1e-2]}))
     with pytest.raises(SearchError, match="missing"):
         grid.index_of(off.drop(columns="opt"))
 

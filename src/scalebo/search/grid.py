@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scalebo.data.columns import CANONICAL_COLUMNS, default_hyperparameters
-from scalebo.errors import SearchError, missing_columns, shown_config, shown_rows
+from scalebo.data.columns import default_hyperparameters
+from scalebo.errors import SearchError
 
 #: Relative tolerance used by :meth:`Grid.index_of` to match numeric values to grid values.
 INDEX_RTOL = 1e-6
@@ -353,46 +353,7 @@ class Grid:
         Raises:
             SearchError: a column is missing or some rows are not on the grid (names them).
         """
-        frame = frame.frame if hasattr(frame, "frame") else frame
-        missing = [c for c in self.input_columns if c not in frame.columns]
-        where = f"{source}: " if source else ""
-        if missing:
-            said = missing_columns(missing, frame.columns, CANONICAL_COLUMNS)
-            raise SearchError(f"{where}{said} (the grid's columns: {list(self.input_columns)})")
-        n = len(frame)
-        codes = np.zeros((n, len(self.input_columns)), dtype=np.int64)
-        grid_codes = np.zeros((self.n_configs, len(self.input_columns)), dtype=np.int64)
-        off = np.zeros(n, dtype=bool)
-        for j, col in enumerate(self.input_columns):
-            if col in self.categorical_axes:
-                gvals = self.configs[col].astype(str).str.strip().to_numpy()
-                uniq, grid_codes[:, j] = np.unique(gvals, return_inverse=True)
-                lookup = {u: i for i, u in enumerate(uniq)}
-                fv = frame[col].astype(str).str.strip().to_numpy()
-                codes[:, j] = [lookup.get(x, -1) for x in fv]
-            else:
-                uniq, grid_codes[:, j] = np.unique(
-                    self.configs[col].to_numpy(np.float64), return_inverse=True
-                )
-                fv = frame[col].to_numpy(dtype=np.float64)
-                close = np.abs(fv[:, None] - uniq[None, :]) <= INDEX_RTOL * np.maximum(
-                    np.abs(fv[:, None]), np.abs(uniq[None, :])
-                )
-                codes[:, j] = np.where(close.any(axis=1), close.argmax(axis=1), -1)
-            off |= codes[:, j] < 0
-        table = {tuple(r): i for i, r in enumerate(grid_codes.tolist())}
-        out = np.full(n, -1, dtype=np.int64)
-        for i in np.flatnonzero(~off):
-            out[i] = table.get(tuple(codes[i].tolist()), -1)
-        bad = np.flatnonzero(out < 0)
-        if bad.size:
-            integer = pd.api.types.is_integer_dtype(frame.index.dtype)
-            rows = [int(frame.index[b]) + 1 if integer else int(b) + 1 for b in bad[:5]]
-            example = shown_config(frame.iloc[bad[0]][list(self.input_columns)].to_dict())
-            raise SearchError(
-                f"{where}{bad.size} of {n} rows are not on the grid ({shown_rows(rows)}"
-                f"{' …' if bad.size > 5 else ''}; first: {example}). Add their values to "
-                "the grid axes or drop those runs."
-            )
-        return out
+        from scalebo.search.grid_match import match_rows
+
+        return match_rows(self, frame, source)
 

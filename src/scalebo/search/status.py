@@ -228,7 +228,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     law_notes = [bound_note(v, k) for k, v in summaries.items()]
     law_notes.append(_frontier_note(grid, compute, targets))
     law_notes.append(_law_form_note(summary, chin, targets))
-    if stop and law_notes[-1] and reason.startswith("the 80 % interval"):  # not the budget
+    if stop and law_notes[-1] and not reason.startswith("the budget"):
         reason += ("; this is the compute law's interval only: the Chinchilla law's loss lies "
                    "outside it (see the notes)")
     notes = (*runs.notes, *([message] if message else []), *([chin_note] if chin_note else []),
