@@ -16,14 +16,16 @@ __all__ = ["MIN_RESAMPLES", "TOLERANCE_WARN", "fraction", "fractions", "int_at_l
 MIN_RESAMPLES = 100
 
 
-def warn_few_resamples(n: int, option: str = "--bootstrap") -> None:
-    """Warn (on stderr, as every warning) when ``0 < n < MIN_RESAMPLES``."""
+def warn_few_resamples(n: int, option: str = "--bootstrap", confidence: float = 0.95) -> None:
+    """Warn (on stderr, as every warning) when ``0 < n < MIN_RESAMPLES``; ``confidence``:
+    the interval's level, whose ends the message names."""
     if 0 < n < MIN_RESAMPLES:
         import warnings
 
+        tail = 50 * (1 - confidence)
         warnings.warn(f"{option} {n}: percentile intervals from so few resamples are rough "
-                      f"(the 2.5 % and 97.5 % ends need tails); use at least {MIN_RESAMPLES}, "
-                      "1000 is typical", UserWarning, stacklevel=2)
+                      f"(the {tail:g} % and {100 - tail:g} % ends need tails); use at least "
+                      f"{MIN_RESAMPLES}, 1000 is typical", UserWarning, stacklevel=2)
 
 
 def positive_float(text: str) -> float:

@@ -249,7 +249,7 @@ def _collect(fn: Callable[[], Any], sink: list[str]) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``scalebo fit`` (see :mod:`scalebo.fitting.summary`); returns the exit code."""
-    warn_few_resamples(args.bootstrap)
+    warn_few_resamples(args.bootstrap, confidence=args.confidence)
     if args.formula:
         return _run_formula(args)
     if args.predict_at:

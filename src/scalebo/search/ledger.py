@@ -116,7 +116,9 @@ class ObservationLedger:
         if y.shape != arr.shape:
             raise SearchError(f"Got {arr.size} indices but {y.size} losses; pass one per index.")
         if not np.all(np.isfinite(y)):
-            raise SearchError(f"Losses must be finite, got {y.tolist()} for rows {arr.tolist()}.")
+            raise SearchError(f"Losses must be finite, got {y.tolist()} for rows {arr.tolist()}; "
+                              "record a crashed or diverged run with mark_failed (its compute "
+                              "stays spent, and it is not proposed again).")
         dup = arr[self._observed[arr]]
         if dup.size:
             raise SearchError(f"Rows {dup.tolist()} are already observed; average repeats first.")

@@ -128,7 +128,8 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
     ax.set_ylabel("loss (nats)")
     ax.set_title(title or status_title(status), fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=7, loc="upper right")
+    if ax.get_legend_handles_labels()[0]:  # nothing drawn yet (no runs): no empty legend
+        ax.legend(fontsize=7, loc="upper right")
     fig.tight_layout()
     out = save_figure(fig, path, dpi=120)
     plt.close(fig)
