@@ -159,6 +159,19 @@ def test_all_runs_frontier_is_biased_upwards(compute_csv: Path) -> None:
     assert abs(out["fit"]["params"]["E"] - COMPUTE_TRUTH["E"]) > 1e-3
 
 
+def test_frontier_all_says_it_fits_off_optimal_settings(tmp_path: Path) -> None:
+    # A trial: with --frontier all the log still said "a cell's best run is the lowest loss".
+    rows = [{"N": n, "D": d, "lr": lr, "loss": float(chinchilla_law(n, d)) + 0.03 * k ** 2}
+            for n in (1e8, 3e8, 1e9) for d in (2e9, 6e9, 2e10) for k, lr in enumerate((1e-3, 3e-3))]
+    path = tmp_path / "lr.csv"
+    pd.DataFrame(rows).to_csv(path, index=False)
+    proc = run_cli("fit", str(path), "--law", "chinchilla", "--frontier", "all")
+    assert "--frontier all fits every run, off-optimal lr included" in proc.stderr
+    assert "lowest loss" not in proc.stderr
+    proc = run_cli("fit", str(path), "--law", "chinchilla")
+    assert "hyperparameters: lr (a cell's best run is the lowest loss over them" in proc.stderr
+
+
 def test_chinchilla_recovered_with_plot_json_and_allocation(
     chinchilla_csv: Path, tmp_path: Path
 ) -> None:

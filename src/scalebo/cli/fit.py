@@ -276,8 +276,11 @@ def run(args: argparse.Namespace) -> int:
                                 "ERROR_COLUMN (--map loss=COL for another loss column)."
                                 ) from None
         raise
-    log(f"{len(table)} runs; hyperparameters: {', '.join(table.hyperparameters) or 'none'} "
-        "(a cell's best run is the lowest loss over them; --hyperparameters to choose)")
+    hps = ", ".join(table.hyperparameters) or "none"
+    log(f"{len(table)} runs; hyperparameters: {hps} (a cell's best run is the lowest loss over "
+        "them; --hyperparameters to choose)" if args.frontier != "all" or hps == "none" else
+        f"--frontier all fits every run, off-optimal {hps} included: the law describes the "
+        "average setting, not the best one (the default fits each (N, D) cell's best run)")
     if args.bootstrap:
         log(f"fitting {law.name}, then {args.bootstrap} bootstrap resamples in one batched "
             "fit ...")
