@@ -376,8 +376,8 @@ def test_status_notes_when_the_chinchilla_law_disagrees_with_its_interval():
     assert chin["q50"] == pytest.approx(truth, rel=0.005) and chin["q90"] < t.interval_80[0]
     note = next(n for n in st.notes if n.startswith("the Chinchilla law L(N, D) predicts"))
     assert f"{chin['q50']:.4f} nats at 1e+24 FLOPs" in note and "do not overlap" in note
-    assert st.stop and st.reason.endswith("the Chinchilla law's loss lies outside it (see the "
-                                          "notes)")
+    assert st.stop and st.reason.endswith("; the Chinchilla law's loss lies outside the "
+                                          "compute law's 80 % interval (see the notes)")
 
 
 def test_a_run_in_a_held_out_cell_is_spent_noted_and_set_aside(synthetic):
@@ -399,6 +399,15 @@ def test_a_run_in_a_held_out_cell_is_spent_noted_and_set_aside(synthetic):
     st = campaign_status(grid, runs, 0.2 * grid.C_total, targets=(1e21,), n_samples=8)
     assert st.spent == pytest.approx(runs.spent()) and st.n_completed == 6
     assert len(suggest_runs(grid, runs, 0.2 * grid.C_total, batch=2, seed=0).suggestions) == 2
+    # running there: pending, not spent; listed again as in flight: the usual error
+    flying = rows.assign(status=["completed"] * 6 + ["running"])
+    runs = read_campaign_runs(flying, grid)
+    cost = float(6 * held["N"].iloc[0] * held["D"].iloc[0])
+    assert runs.pending() == pytest.approx(cost) and runs.spent() == pytest.approx(
+        float((6 * cheap["N"] * cheap["D"]).sum()))
+    with pytest.raises(SearchError, match="is already running in <DataFrame>"):
+        runs.with_running(read_campaign_runs(held[["N", "D", "lr", "bs"]].assign(
+            status="running"), grid))
 
 
 def test_status_cell_coupling_moves_the_interval_not_the_point(synthetic):

@@ -166,7 +166,7 @@ def test_frontier_all_says_it_fits_off_optimal_settings(tmp_path: Path) -> None:
     path = tmp_path / "lr.csv"
     pd.DataFrame(rows).to_csv(path, index=False)
     proc = run_cli("fit", str(path), "--law", "chinchilla", "--frontier", "all")
-    assert "--frontier all fits every run, off-optimal lr included" in proc.stderr
+    assert "every run is fitted (--frontier all), off-optimal lr included" in proc.stderr
     assert "lowest loss" not in proc.stderr
     proc = run_cli("fit", str(path), "--law", "chinchilla")
     assert "hyperparameters: lr (a cell's best run is the lowest loss over them" in proc.stderr

@@ -280,6 +280,15 @@ def test_a_campaigns_failed_and_running_rows_are_excluded_with_a_warning():
     frame.loc[1, "val_loss"] = -1.0
     with pytest.warns(ExcludedRunsWarning):
         assert len(load_runs(frame, mapping=MAP)) == 2
+    # a campaign's words beside others: failed and running still out, the others named
+    odd = _frame().assign(status=["completed", "crashed", "failed", ""])
+    with pytest.warns(UserWarning) as caught:
+        assert load_runs(odd, mapping=MAP).frame.index.tolist() == [0, 1, 3]
+    assert [str(w.message) for w in caught] == [
+        "<DataFrame>: column 'status' has 'crashed', not completed, failed or running: those "
+        "rows are fitted as finished runs",
+        "<DataFrame>: excluded 1 of 4 runs: 1 status failed or running, so not a finished "
+        "run's loss (data row 3). They are listed in RunTable.excluded."]
     # a status column of other values is not a campaign's: nothing is excluded for it
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -255,7 +255,7 @@ def run(args: argparse.Namespace) -> int:
     if args.predict_at:
         raise ValueError("--predict-at needs --formula; for a built-in law use --predict C")
     from scalebo.errors import RunTableError
-    from scalebo.fitting.summary import fit_summary, prediction_kind
+    from scalebo.fitting.summary import default_frontier, fit_summary, prediction_kind
     from scalebo.laws import get_law
     from scalebo.laws.downstream import AS_FORMULA
 
@@ -277,10 +277,11 @@ def run(args: argparse.Namespace) -> int:
                                 ) from None
         raise
     hps = ", ".join(table.hyperparameters) or "none"
+    every = (args.frontier or default_frontier(law)) == "all" and table.hyperparameters
     log(f"{len(table)} runs; hyperparameters: {hps} (a cell's best run is the lowest loss over "
-        "them; --hyperparameters to choose)" if args.frontier != "all" or hps == "none" else
-        f"--frontier all fits every run, off-optimal {hps} included: the law describes the "
-        "average setting, not the best one (the default fits each (N, D) cell's best run)")
+        "them; --hyperparameters to choose)" if not every else
+        f"every run is fitted (--frontier all{'' if args.frontier else ', the law default'}), "
+        f"off-optimal {hps} included: the law describes the average setting, not the best")
     if args.bootstrap:
         log(f"fitting {law.name}, then {args.bootstrap} bootstrap resamples in one batched "
             "fit ...")

@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
     from scalebo.analysis.fragility import StartPolicy, fragility, plot_fragility
 
     check_outputs(args)
-    warn_few_resamples(args.bootstrap)
+    warn_few_resamples(args.bootstrap, confidence=args.confidence)
     table = load_input(args)
     extra = _extras(args)
     from scalebo.analysis.variants import skipped_variants

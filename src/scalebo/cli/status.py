@@ -23,6 +23,7 @@ from scalebo.cli.common import (
     format_table,
     int_at_least,
     log,
+    note,
     positive_float,
     tolerance,
     write_csv,
@@ -152,12 +153,12 @@ def run(args: argparse.Namespace) -> int:
             if res.anchor_cell is not None:
                 result["held_back"] = res.held_back
                 result["anchor_cell"] = dict(zip(("N", "D"), res.anchor_cell, strict=True))
-                log(f"note: the next runs hold back {res.held_back:.4g} {res.unit} for the "
-                    f"anchor run (N {res.anchor_cell[0]:.4g}, D {res.anchor_cell[1]:.4g})")
+                note(f"the next runs hold back {res.held_back:.4g} {res.unit} for the "
+                     f"anchor run (N {res.anchor_cell[0]:.4g}, D {res.anchor_cell[1]:.4g})")
             if res.anchor_dropped is not None:
-                log(f"note: {anchor_dropped_note(*res.anchor_dropped)}")
+                note(anchor_dropped_note(*res.anchor_dropped))
         except SearchError as exc:
-            log(f"note: no next runs: {exc}")
+            note(f"no next runs: {exc}")
     result["next"] = [{**s.config, "predicted_loss": s.predicted_mean, "cost": p,
                        "reason": s.reason} for s, p in zip(proposed, prices, strict=True)]
     if args.plot:

@@ -300,7 +300,11 @@ def _exclude(
     frame: pd.DataFrame, diverged_above: float | None, name: str
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     loss = frame["loss"].to_numpy(dtype=np.float64)
-    unfinished = unfinished_runs(frame)
+    unfinished, unknown = unfinished_runs(frame)
+    if unknown:
+        warnings.warn(f"{name}: column 'status' has {', '.join(map(repr, unknown[:5]))}, not "
+                      "completed, failed or running: those rows are fitted as finished runs",
+                      UserWarning, stacklevel=3)
     finite = np.isfinite(loss)
     nonpositive = np.flatnonzero(finite & (loss <= 0) & ~unfinished)
     if nonpositive.size:

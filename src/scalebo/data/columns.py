@@ -23,8 +23,8 @@ REQUIRED_COLUMNS: tuple[str, ...] = ("N", "D", "loss")
 BOOKKEEPING_COLUMNS: frozenset[str] = frozenset(
     {*CANONICAL_COLUMNS, "n_repeats", "reason", "seed", "status"}
 )
-#: Values of a campaign's ``status`` column (case-insensitive, blank: completed) whose loss is
-#: not a finished run's (:mod:`scalebo.search.campaign_runs`); :func:`unfinished_runs`.
+#: Values of a ``status`` column (case-insensitive; a campaign's, blank: completed) whose loss
+#: is not a finished run's (:mod:`scalebo.search.campaign_runs`); :func:`unfinished_runs`.
 UNFINISHED_STATUSES: frozenset[str] = frozenset({"failed", "running"})
 #: Suffix given to a source column whose name is taken by a mapped column.
 UNMAPPED_SUFFIX = "_unmapped"
@@ -89,18 +89,20 @@ class ExclusionReason(StrEnum):
     a finished run's."""
 
 
-def unfinished_runs(frame: pd.DataFrame) -> np.ndarray:
-    """Mask of the rows whose ``status`` column says failed or running, when the column is a
-    campaign's (every non-blank value completed, failed or running, case-insensitive); all
-    False without such a column (a ``status`` column of other values is left alone)."""
+def unfinished_runs(frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
+    """``(mask, unknown)``: the rows whose ``status`` column says failed or running
+    (case-insensitive, surrounding blanks ignored), and, when the column uses a campaign's
+    words at all, its other values (e.g. ``'crashed'``), which the caller should warn
+    about: those rows count as finished. No ``status`` column: nothing, and no values."""
     if "status" not in frame.columns:
-        return np.zeros(len(frame), dtype=bool)
+        return np.zeros(len(frame), dtype=bool), []
     said = np.array(["" if is_blank(v) else str(v).strip().lower() for v in frame["status"]],
                     dtype=object)
-    if not set(said) <= {"", "completed", *UNFINISHED_STATUSES}:
-        return np.zeros(len(frame), dtype=bool)
-    return np.isin(said, list(UNFINISHED_STATUSES))
-
+    mask = np.isin(said, list(UNFINISHED_STATUSES))
+    campaign = mask.any() or "completed" in set(said)
+    known = {"", "completed", *UNFINISHED_STATUSES}
+    return mask, sorted({str(v) for v in frame["status"] if not is_blank(v)
+                         and str(v).strip().lower() not in known}) if campaign else []
 
 
 def parse_number(value: object) -> float | None:

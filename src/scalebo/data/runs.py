@@ -206,7 +206,7 @@ def load_runs(
             :func:`~scalebo.data.columns.text_column`'s rule) or of booleans is a categorical
             hyperparameter, kept as text (:attr:`RunTable.categorical`). Default: every
             numeric column that is not bookkeeping (``run_id``, ``N``, ``D``, ``C``, ``loss``,
-            ``n_repeats``, ``reason``, ``seed``, any name containing ``loss``, ``*_unmapped``,
+            ``n_repeats``, ``reason``, ``seed``, ``status``, any name containing ``loss``, ``*_unmapped``,
             ``config_columns``), has no missing value, and varies inside at least one (N, D)
             cell — a column fixed per cell (width, depth, ``D/N``) is a property of the cell,
             not a search axis. This default is a guess: pass the names for real work.
@@ -222,7 +222,8 @@ def load_runs(
             or ``"<DataFrame>"``); loaders that prepare a DataFrame pass their file here.
 
     Returns:
-        The validated :class:`RunTable`; rows with NaN/inf loss or a diverged loss are in
+        The validated :class:`RunTable`; rows with NaN/inf loss or a diverged loss, and rows
+        whose ``status`` column says failed or running (a campaign's runs file), are in
         ``excluded``, counted in an :class:`~scalebo.errors.ExcludedRunsWarning`.
 
     Raises:
@@ -260,7 +261,7 @@ def load_runs(
     for column in config_columns:
         _check_no_missing(frame[column], column, name)
     valid = (np.isfinite(frame["loss"].to_numpy(dtype=np.float64))  # the others are excluded
-             & ~unfinished_runs(frame))
+             & ~unfinished_runs(frame)[0])
     hps = _resolve_hyperparameters(frame, hyperparameters, config_columns, name, valid)
     for column in hps:
         if hyperparameters is not None and (is_categorical(frame[column]) or

@@ -72,8 +72,9 @@ class CampaignRuns:
             in the grid's budget unit; counted as spent. n_superseded: how many such rows.
         rows: where each grid index's run is written: ``(source, 1-based data row)`` of the
             row that stands for it (what errors about it name).
-        held_out_cost: cost of runs in the grid's held-out cells (any status), which the
-            search and the law do not use; counted as spent.
+        set_aside: runs in the grid's held-out cells, which the search and the law do not use:
+            grid index → status value (``completed``, ``failed``, ``running``); their cost
+            counts as spent, or pending while running.
     """
 
     completed: np.ndarray = field(default_factory=lambda: _EMPTY)
@@ -86,24 +87,31 @@ class CampaignRuns:
     superseded_cost: float = 0.0
     n_superseded: int = 0
     rows: dict[int, tuple[str, int]] = field(default_factory=dict)
-    held_out_cost: float = 0.0
+    set_aside: dict[int, str] = field(default_factory=dict)
 
     def spent(self, grid: Grid | None = None, cost_model: CostModel | None = None) -> float:
         """Cost of completed and failed runs in the grid's budget unit: their ``cost`` (a
         cost column, else the grid's); under a ``wsd`` cost model the completed ones as
         families (its total; the cost column of a completed run is then not used) and failed
-        ones at their own cost; failed attempts that were retried, and runs in held-out
-        cells, at their own cost too."""
+        ones at their own cost; failed attempts that were retried, and finished runs set
+        aside in held-out cells, at their own cost too."""
         return self._compute((self.completed, self.failed), grid, cost_model) + \
-            self.superseded_cost + self.held_out_cost
+            self.superseded_cost + self._set_aside_cost(running=False)
 
     def pending(self, grid: Grid | None = None, cost_model: CostModel | None = None) -> float:
         """Cost committed to running runs (under ``wsd``: what they add to the rest)."""
+        aside = self._set_aside_cost(running=True)
         if cost_model is None or cost_model.kind == "independent":
-            return float(sum(self.cost[int(i)] for i in self.running))
+            return float(sum(self.cost[int(i)] for i in self.running)) + aside
         everything = self._compute((self.completed, self.failed, self.running), grid,
                                    cost_model)
-        return everything - self._compute((self.completed, self.failed), grid, cost_model)
+        return everything - self._compute((self.completed, self.failed), grid, cost_model) \
+            + aside
+
+    def _set_aside_cost(self, running: bool) -> float:
+        """Own cost of the runs set aside in held-out cells that are (not) running."""
+        return float(sum(self.cost[g] for g, st in self.set_aside.items()
+                         if (st == RunStatus.RUNNING.value) == running))
 
     def _compute(self, groups: tuple[np.ndarray, ...], grid: Grid | None,
                  cost_model: CostModel | None) -> float:
@@ -136,7 +144,9 @@ class CampaignRuns:
                            rows={g: (name, row) for g, (_, row) in more.rows.items()})
         state = {int(i): RunStatus.COMPLETED for i in self.completed}
         state |= {int(i): RunStatus.RUNNING for i in self.running}
-        clash = [int(g) for g in more.running if int(g) in state]
+        state |= {g: RunStatus(st) for g, st in self.set_aside.items()
+                  if st != RunStatus.FAILED.value}
+        clash = [int(g) for g in [*more.running, *more.set_aside] if int(g) in state]
         if clash:
             g = clash[0]
             config = "" if grid is None else f", configuration {shown_config(grid.config(g))},"
@@ -147,12 +157,13 @@ class CampaignRuns:
                               f"{source}{at}{more_rows}; list each run once (a finished run "
                               "belongs in the runs table only).")
         retried = np.isin(self.failed, more.running)
+        again = [g for g in more.set_aside if g in self.set_aside]  # failed there, retried
         return replace(self, running=np.concatenate([self.running, more.running]),
                        failed=self.failed[~retried],
                        superseded_cost=self.superseded_cost
-                       + sum(self.cost[int(g)] for g in self.failed[retried]),
-                       n_superseded=self.n_superseded + int(retried.sum()),
-                       held_out_cost=self.held_out_cost + more.held_out_cost,
+                       + sum(self.cost[int(g)] for g in [*self.failed[retried], *again]),
+                       n_superseded=self.n_superseded + int(retried.sum()) + len(again),
+                       set_aside={**self.set_aside, **more.set_aside},
                        cost={**self.cost, **more.cost}, rows={**self.rows, **more.rows},
                        notes=(*self.notes, *(f"{more.source}: {n}" for n in more.notes)))
 
@@ -312,12 +323,11 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
         notes.append(f"{shown_rows((np.flatnonzero(held) + 1).tolist())}: in the grid's "
                      f"held-out cells ({grid.n_held_out_cells} costliest, held out for "
                      "benchmarks: 'held_out_cells' of a YAML grid, Grid's n_held_out_cells "
-                     "in Python): the compute counts as spent, but neither the law nor the "
-                     "search uses the run")
-        keep &= ~held
+                     "in Python): the compute counts as spent (pending while running), but "
+                     "neither the law nor the search uses the run")
     groups: dict[RunStatus, list[int]] = {s: [] for s in RunStatus}
     losses: list[float] = []
-    for pos in np.flatnonzero(keep):
+    for pos in np.flatnonzero(keep & ~held):
         groups[kinds[pos]].append(int(idx[pos]))
         if kinds[pos] is RunStatus.COMPLETED:
             losses.append(float(loss[pos]))
@@ -329,7 +339,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
                         cost=costs, notes=tuple(notes), source=name,
                         superseded_cost=float(row_cost[superseded].sum()),
                         n_superseded=int(superseded.size), rows=rows,
-                        held_out_cost=float(row_cost[held].sum()))
+                        set_aside={int(idx[p]): kinds[p].value for p in np.flatnonzero(held)})
 
 
 def _one_row_per_configuration(grid: Grid, idx: np.ndarray, kinds: list[RunStatus],

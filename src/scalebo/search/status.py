@@ -207,6 +207,11 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                                  floor_half_width_pct=None if w is None or r is None
                                  else 100 * r * w))
     settled = _law_status(compute, grid.cost[runs.completed])
+    for name, key, value in (("compute", "identified_by_runs",
+                              settled.get("law_status") != "unidentified"),
+                             ("chinchilla", "allocation_shown", chin is not None)):
+        if name in summaries:  # JSON: what the text says about this law (see the notes)
+            summaries[name] = {**summaries[name], key: value}
     stop, reason = stop_decision(widths, remaining=remaining, cheapest_left=cheapest,
                                  tolerance=tolerance, unit=grid.price_unit,
                                  floor_ratios=ratios, min_shrink=min_shrink,
@@ -228,9 +233,9 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     law_notes = [bound_note(v, k) for k, v in summaries.items()]
     law_notes.append(_frontier_note(grid, compute, targets))
     law_notes.append(_law_form_note(summary, chin, targets))
-    if stop and law_notes[-1] and not reason.startswith("the budget"):
-        reason += ("; this is the compute law's interval only: the Chinchilla law's loss lies "
-                   "outside it (see the notes)")
+    if stop and law_notes[-1]:
+        reason += ("; the Chinchilla law's loss lies outside the compute law's 80 % interval "
+                   "(see the notes)")
     notes = (*runs.notes, *([message] if message else []), *([chin_note] if chin_note else []),
              *(n for n in law_notes if n),
              *([f"noise floor unavailable: {floor['message']}"]
@@ -295,9 +300,11 @@ def _law_form_note(compute: dict | None, chinchilla: dict | None,
     said = []
     for C in targets:
         key = target_key(C)
-        q = (compute or {}).get("predicted_loss", {}).get(key)
-        c = (chinchilla or {}).get("predicted_loss", {}).get(key)
-        if q and c and (c["q90"] < q["q10"] or c["q10"] > q["q90"]):
+        q = (compute or {}).get("predicted_loss", {}).get(key) or {}
+        c = (chinchilla or {}).get("predicted_loss", {}).get(key) or {}
+        if None in (q.get("q10"), q.get("q90"), c.get("q10"), c.get("q90")):
+            continue  # every sample of a law failed: no interval to compare
+        if c["q90"] < q["q10"] or c["q10"] > q["q90"]:
             said.append(f"{c['q50']:.4f} nats at {C:.3g} FLOPs (80 %: {c['q10']:.4f}–"
                         f"{c['q90']:.4f}), {100 * (c['q50'] / q['q50'] - 1):+.2g} % from the "
                         f"compute law's {q['q50']:.4f} ({q['q10']:.4f}–{q['q90']:.4f})")
