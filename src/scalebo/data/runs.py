@@ -206,8 +206,9 @@ def load_runs(
             :func:`~scalebo.data.columns.text_column`'s rule) or of booleans is a categorical
             hyperparameter, kept as text (:attr:`RunTable.categorical`). Default: every
             numeric column that is not bookkeeping (``run_id``, ``N``, ``D``, ``C``, ``loss``,
-            ``n_repeats``, ``reason``, ``seed``, ``status``, any name containing ``loss``, ``*_unmapped``,
-            ``config_columns``), has no missing value, and varies inside at least one (N, D)
+            ``n_repeats``, ``reason``, ``seed``, ``status``, any name containing ``loss``,
+            ``*_unmapped``, ``config_columns``), has no missing value, and varies inside at
+            least one (N, D)
             cell — a column fixed per cell (width, depth, ``D/N``) is a property of the cell,
             not a search axis. This default is a guess: pass the names for real work.
         duplicates: What to do with repeated configurations (same N, D, hyperparameters and
