@@ -213,8 +213,8 @@ def run(args: argparse.Namespace) -> int:
                 [{"quantity": k, **v} for k, v in boot.items() if isinstance(v, dict)],
                 ("quantity", "lower", "upper")))
     if args.format == "csv" and result.get("bootstrap"):
-        log("note: the bootstrap's intervals are in --format json (or --json PATH), not in "
-            "the CSV of variants")
+        note("the bootstrap's intervals are in --format json (or --json PATH), not in the "
+             "CSV of variants")
     failed = [r["variant"] for r in rows if r["status"] in ("failed", "unidentified")]
     if failed:
         print(f"warning: {len(failed)} variant fit(s) failed or cannot be identified by their "

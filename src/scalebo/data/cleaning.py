@@ -25,7 +25,6 @@ from scalebo.data.columns import (
     suggested_mapping,
     text_column,
     to_numbers,
-    unfinished_runs,
 )
 from scalebo.errors import (
     EXCLUDED_IN_PYTHON,
@@ -297,10 +296,14 @@ def _check_typos(frame: pd.DataFrame, columns: Sequence[str], name: str) -> list
 
 
 def _exclude(
-    frame: pd.DataFrame, diverged_above: float | None, name: str
+    frame: pd.DataFrame, diverged_above: float | None, name: str,
+    unfinished: tuple[np.ndarray, list[str]],
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``(kept, excluded)``: the rows without a finite, positive, not diverged loss, and those
+    ``unfinished`` says failed or running (:func:`~scalebo.data.columns.unfinished_runs`'s
+    ``(mask, unknown values)``), go to ``excluded`` with their reason and one warning."""
     loss = frame["loss"].to_numpy(dtype=np.float64)
-    unfinished, unknown = unfinished_runs(frame)
+    unfinished, unknown = unfinished
     if unknown:
         warnings.warn(f"{name}: column 'status' has {', '.join(map(repr, unknown[:5]))}, not "
                       "completed, failed or running: those rows are fitted as finished runs",

@@ -99,10 +99,11 @@ def unfinished_runs(frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     said = np.array(["" if is_blank(v) else str(v).strip().lower() for v in frame["status"]],
                     dtype=object)
     mask = np.isin(said, list(UNFINISHED_STATUSES))
-    campaign = mask.any() or "completed" in set(said)
+    if not (mask.any() or "completed" in set(said)):  # not a campaign's column
+        return mask, []
     known = {"", "completed", *UNFINISHED_STATUSES}
-    return mask, sorted({str(v) for v in frame["status"] if not is_blank(v)
-                         and str(v).strip().lower() not in known}) if campaign else []
+    return mask, sorted({str(v).strip() for v, s in zip(frame["status"], said, strict=True)
+                         if s not in known})
 
 
 def parse_number(value: object) -> float | None:

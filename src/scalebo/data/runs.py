@@ -261,8 +261,9 @@ def load_runs(
     _check_columns_exist(frame, config_columns, "config column", name)
     for column in config_columns:
         _check_no_missing(frame[column], column, name)
+    unfinished = unfinished_runs(frame)
     valid = (np.isfinite(frame["loss"].to_numpy(dtype=np.float64))  # the others are excluded
-             & ~unfinished_runs(frame)[0])
+             & ~unfinished[0])
     hps = _resolve_hyperparameters(frame, hyperparameters, config_columns, name, valid)
     for column in hps:
         if hyperparameters is not None and (is_categorical(frame[column]) or
@@ -272,7 +273,7 @@ def load_runs(
         frame[column] = _to_float(frame[column], column, name)
         _check_no_missing(frame.loc[valid, column], column, name)
 
-    frame, excluded = _exclude(frame, diverged_above, name)
+    frame, excluded = _exclude(frame, diverged_above, name, unfinished)
     frame = handle_duplicates(frame, ["N", "D", *hps, *config_columns], duplicates, name)
     frame = _order_columns(frame, hps)
     excluded = excluded.reindex(columns=[*frame.columns.drop("n_repeats", errors="ignore"),

@@ -356,4 +356,3 @@ class Grid:
         from scalebo.search.grid_match import match_rows
 
         return match_rows(self, frame, source)
-

@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo.errors import SearchError
+from scalebo.fitting.identifiability import identification_problem
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
@@ -207,11 +208,10 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                                  floor_half_width_pct=None if w is None or r is None
                                  else 100 * r * w))
     settled = _law_status(compute, grid.cost[runs.completed])
-    for name, key, value in (("compute", "identified_by_runs",
-                              settled.get("law_status") != "unidentified"),
-                             ("chinchilla", "allocation_shown", chin is not None)):
-        if name in summaries:  # JSON: what the text says about this law (see the notes)
-            summaries[name] = {**summaries[name], key: value}
+    if summary is not None:  # JSON: what the text says about each law (see the notes)
+        summary["identified_by_runs"] = settled.get("law_status") != "unidentified"
+    if "chinchilla" in summaries:
+        summaries["chinchilla"]["allocation_shown"] = chin is not None
     stop, reason = stop_decision(widths, remaining=remaining, cheapest_left=cheapest,
                                  tolerance=tolerance, unit=grid.price_unit,
                                  floor_ratios=ratios, min_shrink=min_shrink,
@@ -265,8 +265,6 @@ def _allocation(chin: Any, summary: dict | None, trained: np.ndarray) -> tuple[d
     if str(chin.point.status) != "converged":
         return None, ("N*, D* not shown: the Chinchilla law L(N, D) is not identified by "
                       f"these runs ({chin.point.status}: {chin.point.message})")
-    from scalebo.fitting.identifiability import identification_problem
-
     problem = identification_problem(chin.point.law, trained)
     if problem:
         return None, ("N*, D* not shown: the completed runs cannot identify the Chinchilla "
@@ -324,8 +322,6 @@ def _law_status(compute: Any, trained_C: np.ndarray) -> dict[str, Any]:
     cannot identify the law by themselves, whatever the posterior-mean table's fit says."""
     if compute is None or compute.point is None:
         return {}
-    from scalebo.fitting.identifiability import identification_problem
-
     problem = identification_problem(compute.point.law, trained_C[:, None])
     if problem:
         return {"law_status": "unidentified", "law_message": f"the completed runs: {problem}"}
