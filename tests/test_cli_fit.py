@@ -209,7 +209,7 @@ def test_missing_column_is_named_and_map_fixes_it(compute_csv: Path) -> None:
     assert [r["name"] for r in rows] == ["E", "A", "alpha"]
     assert {r["status"] for r in rows} == {"converged"}
     assert float(rows[2]["estimate"]) == pytest.approx(COMPUTE_TRUTH["alpha"], rel=1e-5)
-    assert rows[0]["lower"] == ""  # no bootstrap, no interval
+    assert rows[0]["lower"] == rows[0]["level"] == ""  # no bootstrap, no interval, no level
 
 
 def test_bad_inputs_exit_2_in_process(
@@ -301,6 +301,18 @@ def test_json_equals_library_fit_summary(compute_csv: Path) -> None:
                           bootstrap=30, seed=4, predict=[1e24, 1e25])
     assert json.loads(proc.stdout) == json.loads(json.dumps(jsonable(summary.to_dict())))
     assert summary.bootstrap is not None and summary.predictions[1]["loss_interval"]
+
+
+def test_csv_rows_carry_their_interval_level(compute_csv: Path) -> None:
+    """A CSV row read alone says which interval its lower/upper are (--confidence)."""
+    proc = run_cli("fit", str(compute_csv), "--map", "N=params", "--bootstrap", "30",
+                   "--confidence", "0.8", "--predict", "1e24", "--format", "csv", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader(io.StringIO(proc.stdout)))
+    assert [(r["kind"], r["name"]) for r in rows] == [
+        ("parameter", "E"), ("parameter", "A"), ("parameter", "alpha"), ("prediction", "loss")]
+    for r in rows:
+        assert r["level"] == "0.8" and float(r["lower"]) <= float(r["upper"]), r
 
 
 def test_output_in_missing_folder_fails_before_fitting(compute_csv: Path, tmp_path: Path,

@@ -120,8 +120,8 @@ def test_bootstrap_intervals_for_parameters_and_points(vocab_csv, capsys):
     assert lo - 1e-4 <= truth <= hi + 1e-4 and hi - lo < 1e-3
     assert main([*base, "--format", "csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "kind,name,at,estimate,lower,upper,status" and len(lines) == 1 + 5 + 1
-    assert all(line.endswith(",converged") for line in lines[1:])
+    assert lines[0] == "kind,name,at,estimate,lower,upper,level,status" and len(lines) == 1 + 5 + 1
+    assert all(line.endswith(",0.9,converged") for line in lines[1:])  # each row has its level
     assert lines[-1].startswith('prediction,unigram_normalized_loss,"V=100000,P=1e+10,D=1e+11"')
     assert main(base) == 0
     table = capsys.readouterr().out

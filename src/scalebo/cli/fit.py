@@ -29,8 +29,6 @@ from scalebo.cli.common import (
     add_format_argument,
     add_input_arguments,
     check_outputs,
-    format_number,
-    format_table,
     input_epilog,
     int_at_least,
     load_input,
@@ -38,9 +36,16 @@ from scalebo.cli.common import (
     positive_float,
     warn,
     warn_few_resamples,
-    write_csv,
     write_json,
     write_json_file,
+)
+from scalebo.cli.fit_output import (
+    CSV_COLUMNS,
+    FORMULA_CSV_COLUMNS,
+    csv_rows,
+    render_formula_table,
+    render_table,
+    write_fit_csv,
 )
 from scalebo.fitting.defaults import DEFAULT_HUBER_DELTA
 
@@ -83,10 +88,6 @@ failed or did not converge within the iteration limit, 2 bad input.
 
 #: Same as :data:`scalebo.fitting.summary.FRONTIERS` (literal so ``--help`` loads no numpy).
 FRONTIERS = ("envelope", "hull", "cell", "all")
-#: Long-format CSV columns; ``status`` is the fit's on every row (e.g. ``not identified``),
-#: so that a row read alone does not pass for a converged estimate.
-CSV_COLUMNS = ("kind", "name", "C", "estimate", "lower", "upper", "status")
-FORMULA_CSV_COLUMNS = ("kind", "name", "at", "estimate", "lower", "upper", "status")
 
 
 def _level(text: str) -> float:
@@ -155,83 +156,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 # --------------------------------------------------------------------------- printing
-
-
-def starts_line(fit: dict[str, Any]) -> str:
-    """``starts  4500 tried, 4500 converged, 64 of the 64 best (polished) agree with the
-    best``: agreement counted among the starts it is judged on (``n_compared``)."""
-    among = "" if fit["n_compared"] >= fit["n_converged"] else \
-        f"of the {fit['n_compared']} best (polished) "
-    return (f"starts      {fit['n_starts']} tried, {fit['n_converged']} converged, "
-            f"{fit['n_agree']} {among}agree with the best")
-
-
-def render_table(result: dict[str, Any]) -> str:
-    """The readable report printed by ``--format table``."""
-    law, runs, fit = result["law"], result["runs"], result["fit"]
-    boot = result["bootstrap"]
-    units = ", ".join(f"{v} {u}" for v, u in law["units"].items() if u)
-    lines = [f"law         {law['name']}: {law['formula']}" + (f"   ({units})" if units else "")]
-    excl = ", ".join(f"{n} {r}" for r, n in runs["excluded_by_reason"].items())
-    lines.append(
-        f"runs        {runs['used']} fitted ({result['frontier']}) of {runs['loaded']} valid"
-        f"; {runs['excluded']} excluded" + (f" ({excl})" if excl else "")
-        + f"   [{result['source']}]"
-    )
-    lines.append(f"status      {_status_line(fit)}")
-    lines.append(
-        f"objective   {fit['objective']:.6g} (summed Huber, delta {fit['huber_delta']:g}, "
-        "natural-log residuals)"
-    )
-    lines.append(starts_line(fit))
-    if boot is not None:
-        lines.append(
-            f"bootstrap   {boot['n_resamples']} resamples (seed {boot['seed']}), "
-            f"{boot['n_failed']} failed{_unidentified(boot)}; "
-            f"{100 * boot['confidence_level']:g}% percentile intervals"
-        )
-    lines.append("")
-    rows = []
-    for name, value in fit["params"].items():
-        lo, hi = boot["intervals"].get(name, (None, None)) if boot else (None, None)
-        rows.append({"name": name, "estimate": value, "lower": lo, "upper": hi})
-    lines.append("parameters")
-    lines.append(format_table(rows, ["name", "estimate", "lower", "upper"]).rstrip("\n"))
-    preds = result["predictions"]
-    if preds:
-        lines.append("")
-        lines.append("predictions (C in FLOPs, loss in nats, N* parameters, D* tokens)")
-        fields = [f for f in ("loss", "N_opt", "D_opt", "tokens_per_param") if f in preds[0]]
-        heads = {"loss": "loss", "N_opt": "N*", "D_opt": "D*", "tokens_per_param": "D*/N*"}
-        rows = []
-        for p in preds:
-            row = {"C": p["C"]}
-            for f in fields:
-                iv = p.get(f"{f}_interval")
-                row[f] = format_number(p[f]) + (
-                    f" [{format_number(iv[0], 4)}, {format_number(iv[1], 4)}]" if iv else ""
-                )
-            rows.append(row)
-        lines.append(format_table(rows, ["C", *fields],
-                                  ["C", *(heads[f] for f in fields)]).rstrip("\n"))
-    return "\n".join(lines) + "\n"
-
-
-def csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Long-format rows (kind, name, C, estimate, lower, upper) for ``--format csv``."""
-    boot = result["bootstrap"]
-    rows = []
-    for name, value in result["fit"]["params"].items():
-        lo, hi = boot["intervals"].get(name, (None, None)) if boot else (None, None)
-        rows.append({"kind": "parameter", "name": name, "estimate": value,
-                     "lower": lo, "upper": hi})
-    for p in result["predictions"]:
-        for f in ("loss", "N_opt", "D_opt", "tokens_per_param"):
-            if f in p:
-                iv = p.get(f"{f}_interval") or (None, None)
-                rows.append({"kind": "prediction", "name": f, "C": p["C"], "estimate": p[f],
-                             "lower": iv[0], "upper": iv[1]})
-    return rows
 
 
 # --------------------------------------------------------------------------- command
@@ -306,8 +230,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_json(result)
     elif args.format == "csv":
-        status = result["fit"]["status"]
-        write_csv([{**r, "status": status} for r in csv_rows(result)], CSV_COLUMNS)
+        write_fit_csv(csv_rows(result), result["fit"]["status"], args.confidence, CSV_COLUMNS)
     else:
         sys.stdout.write(render_table(result))
     return 0 if summary.fit.success else 1
@@ -350,51 +273,8 @@ def _run_formula(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_json(result)
     elif args.format == "csv":
-        write_csv([{**r, "status": str(summary.fit.status)} for r in summary.rows()],
-                  FORMULA_CSV_COLUMNS)
+        write_fit_csv(summary.rows(), str(summary.fit.status), args.confidence,
+                   FORMULA_CSV_COLUMNS)
     else:
         sys.stdout.write(render_formula_table(result))
     return 0 if result["fit"]["status"] in ("converged", "bound hit") else 1
-
-
-def render_formula_table(result: dict[str, Any]) -> str:
-    """The readable report of ``scalebo fit --formula --format table``."""
-    fit, boot, law = result["fit"], result["bootstrap"], result["law"]
-    lines = [f"law         {law['formula']}   (variables {law['variables']})",
-             f"rows        {result['n_rows']}; response {law['response']}; "
-             f"{result['residuals']} residuals",
-             f"status      {_status_line(fit)}",
-             starts_line(fit),
-             f"R^2         {format_number(result['r2_in_sample'])} (in sample)"]
-    if boot is not None:
-        lines.append(f"bootstrap   {boot['n_resamples']} resamples of the rows (seed "
-                     f"{boot['seed']}, {boot['starts_per_resample']} starts each), "
-                     f"{boot['n_failed']} failed{_unidentified(boot)}; "
-                     f"{100 * boot['confidence_level']:g}% percentile intervals")
-    iv = boot["intervals"] if boot else {}
-    rows = [{"name": k, "estimate": v, "lower": iv.get(k, (None, None))[0],
-             "upper": iv.get(k, (None, None))[1]} for k, v in fit["params"].items()]
-    lines += ["", "parameters",
-              format_table(rows, ["name", "estimate", "lower", "upper"]).rstrip("\n")]
-    if result["predictions"]:
-        names = list(law["variables"])
-        rows = []
-        for p in result["predictions"]:
-            band = p["interval"]
-            rows.append({**p["at"], "prediction": format_number(p["prediction"]) + (
-                f" [{format_number(band[0], 4)}, {format_number(band[1], 4)}]" if band else "")})
-        lines += ["", f"predictions of {law['response']}",
-                  format_table(rows, [*names, "prediction"]).rstrip("\n")]
-    return "\n".join(lines) + "\n"
-
-
-def _unidentified(boot: dict) -> str:
-    """`` (k of them could not identify the law)`` when some resamples could not."""
-    k = int(boot.get("n_unidentified") or 0)
-    return f" ({k} of them could not identify the law)" if k else ""
-
-
-def _status_line(fit: dict) -> str:
-    """``status: message``, without saying the status twice (``converged: converged; ...``)."""
-    status, message = str(fit["status"]), str(fit["message"])
-    return message if message.startswith(status) else f"{status}: {message}"
