@@ -191,7 +191,9 @@ def test_noise_free_status_csv_says_its_estimand_and_floor(synthetic, tmp_path):
     frame, grid = synthetic
     frame[["N", "D", "lr", "bs"]].to_csv(tmp_path / "grid.csv", index=False)
     half = frame.sample(frac=0.5, random_state=0)
-    half[["N", "D", "lr", "bs", "loss"]].to_csv(tmp_path / "runs.csv", index=False)
+    runs = half[["N", "D", "lr", "bs", "loss"]].assign(status="completed")
+    failed = runs.iloc[[0]].assign(loss=9.9, status="failed")  # an attempt, then a retry
+    pd.concat([failed, runs]).to_csv(tmp_path / "runs.csv", index=False)
     cmd = [sys.executable, "-m", "scalebo.cli", "status", "--grid", str(tmp_path / "grid.csv"),
            "--runs", str(tmp_path / "runs.csv"), "--budget", "1", "--samples", "16",
            "--target", "1e21", "--target", "1e22", "--estimand", "noise_free", "--next", "0",
@@ -200,6 +202,9 @@ def test_noise_free_status_csv_says_its_estimand_and_floor(synthetic, tmp_path):
     assert proc.returncode == 0, proc.stderr
     table = pd.read_csv(io.StringIO(proc.stdout))
     assert list(table["estimand"]) == ["noise_free", "noise_free"]
+    notes = json.loads((tmp_path / "status.json").read_text())["notes"]
+    assert "data row 1: status failed, so its loss 9.9 is not used" in notes[0]
+    assert all(f"note: {n}" in proc.stderr for n in notes)  # not lost under --format csv
     assert (table["floor_half_width_pct"] <= table["half_width_pct"] + 1e-12).all()
     assert (table["floor_half_width_pct"] > 0).all()
     status = json.loads((tmp_path / "status.json").read_text())

@@ -185,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
         write_json(result)
     elif args.format == "csv":
         write_csv([_csv_row(t, status) for t in status.targets], CSV_COLUMNS)
+        for text in status.notes:  # the table prints them; a CSV has no room for them
+            note(text)
     else:
         law = status.law
         params = ", ".join(f"{k} {format_number(v)}" for k, v in (law.get("params") or {}).items())
