@@ -467,6 +467,32 @@ def test_a_compute_law_that_depends_on_its_frontier_says_so(tmp_path: Path) -> N
                                        predict=(1e25,)).warnings if "hull" in w]
 
 
+def test_a_compute_law_on_runs_of_one_token_count_says_it_is_not_compute_optimal(
+        tmp_path: Path) -> None:
+    """Runs of a known Chinchilla law that all train on D = 2e10 tokens: C = 6ND varies with N
+    alone, the fitted L(C) tends to L(∞, 2e10) = E + B/D^β (a floor no compute-optimal run
+    has), so its prediction at 1e25 FLOPs lies 21 % above the compute-optimal loss; the fit
+    says so. The same law on a grid of several N and D gets no such note."""
+    from scalebo.data.runs import load_runs
+    from scalebo.fitting.summary import fit_summary
+
+    E, A, a, B, b = 1.69, 406.4, 0.34, 410.7, 0.28
+    N = np.geomspace(2e7, 2e9, 8)
+    path = tmp_path / "one_d.csv"
+    pd.DataFrame({"N": N, "D": 2e10, "loss": E + A / N**a + B / 2e10**b}).to_csv(path,
+                                                                                index=False)
+    with pytest.warns(UserWarning, match=r"every run has D = 2e\+10 tokens: C varies with N"):
+        s = fit_summary(load_runs(path), "compute", predict=(1e25,))
+    Ns = np.geomspace(1e6, 1e16, 400_001)
+    optimal = float(np.min(E + A / Ns**a + B / (1e25 / (6 * Ns))**b))
+    assert s.predictions[0]["loss"] > 1.15 * optimal
+    assert any("not compute-optimal losses" in w for w in s.warnings)
+    grid = tmp_path / "grid.csv"
+    Ng, Dg = (g.ravel() for g in np.meshgrid(N, np.geomspace(1e9, 1e11, 5)))
+    pd.DataFrame({"N": Ng, "D": Dg, "loss": E + A / Ng**a + B / Dg**b}).to_csv(grid, index=False)
+    assert not [w for w in fit_summary(load_runs(grid), "compute").warnings if "every run" in w]
+
+
 @pytest.mark.parametrize("law", ["gadre", "sigmoid"])
 def test_a_downstream_table_without_n_and_d_is_pointed_to_a_formula_that_fits_it(tmp_path,
                                                                                  capsys, law):

@@ -40,8 +40,8 @@ from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, FitStatus, fi
 from scalebo.laws import GadreDownstreamLaw, Law, PowerLawSum, SigmoidDownstreamLaw, get_law
 
 __all__ = ["FIT_ADVICE", "FRONTIERS", "FRONTIER_NOTE_PCT", "UNITS", "FitSummary",
-           "default_frontier", "fit_summary", "frontier_note", "law_formula", "prediction_kind",
-           "predictions", "select_points"]
+           "default_frontier", "fit_summary", "frontier_note", "law_formula", "one_size_note",
+           "prediction_kind", "predictions", "select_points"]
 
 FRONTIERS = ("envelope", "hull", "cell", "all")
 #: Units of the canonical columns, as printed and written.
@@ -126,6 +126,26 @@ def frontier_note(frame: pd.DataFrame, law: Law, target: str, fit: FitResult,
             f"the envelope, the compute law predicts {b[j]:.4g} at {C[j, 0]:.3g} FLOPs, "
             f"{gap[j]:+.1f} % from this fit's {a[j]:.4g}: runs of a coarse grid above the "
             f"compute-optimal frontier may shape the envelope's fit; {advice}")
+
+
+def one_size_note(runs: pd.DataFrame) -> str | None:
+    """A note when the ``runs`` a compute law is fitted to (columns ``N``, ``D`` when present)
+    all share one model size ``N`` or one token count ``D`` (two runs or more); None
+    otherwise.
+
+    Then C = 6·N·D varies along one axis only: the envelope is the loss against the other at
+    that fixed value, not the compute-optimal frontier, and the law's prediction at another
+    C is not the loss of a compute-optimal run there."""
+    for axis, other, unit in (("D", "N", "tokens"), ("N", "D", "parameters")):
+        if len(runs) < 2 or axis not in runs or other not in runs:
+            return None
+        values = runs[axis].unique()
+        if len(values) == 1:
+            return (f"every run has {axis} = {values[0]:.4g} {unit}: C varies with "
+                    f"{other} alone, so the compute law is the loss along {other} at that "
+                    f"{axis}, not the compute-optimal frontier, and its predictions are not "
+                    f"compute-optimal losses; a compute-optimal law needs runs of several {axis}")
+    return None
 
 
 def select_points(frame: pd.DataFrame, method: str, law: Law, target: str) -> pd.DataFrame:
@@ -320,8 +340,10 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
         note = (frontier_note(table.frame, law, target, fit, predict, huber_delta)
                 if method == "envelope" and prediction_kind(law) == "compute" and fit.success
                 else None)
-        if note:
-            warnings.warn(note, UserWarning, stacklevel=2)
+        for text in (note, one_size_note(table.frame) if prediction_kind(law) == "compute"
+                     else None):
+            if text:
+                warnings.warn(text, UserWarning, stacklevel=2)
     for w in caught:  # re-emitted for the caller's own filters: recorded, not swallowed
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
     return FitSummary(table=table, law=law, frontier=method, target=target, points=points,
