@@ -9,9 +9,11 @@ cells do not show), the envelope point is then a few millinats above the cell's 
 the law's extrapolation moves by as much as its own spread.
 
 With ``polish = f`` (a share of the budget), once ``1 − f`` of the budget is committed every
-pick goes to the **costliest cell of the observed envelope** whose best run has an untried,
-affordable neighbour — the same configuration one step away along one hyperparameter axis
-(:func:`axis_neighbours`) — and trains the neighbour with the lowest posterior mean, however
+pick goes to a cell of the observed envelope whose best run has an untried, affordable
+neighbour — the same configuration one step away along one hyperparameter axis
+(:func:`axis_neighbours`) — the one with the largest ``C² / runs`` (:func:`polish_order`: the
+costliest first, until it holds (C / C')² times the runs of a cheaper cell C'), and trains
+the neighbour with the lowest posterior mean, however
 sure the surrogate is that it is worse, since that is where it can be wrong (tried, not
 kept: skipping neighbours whose mean minus one standard deviation lies above the cell's best
 undid the gain). When no envelope cell has a neighbour left, the search goes on as usual. The rule
@@ -20,7 +22,11 @@ call makes the same picks as one long loop.
 
 Measured (docs/reproduction.md, "What changed in 0.4.0"; seeds 0-9, |error| of the compute
 law at 1e25 FLOPs at 1 / 5 / 10 % of C_total, no polish -> 0.2): OELLM-English 2.06 / 0.84 /
-0.22 -> 2.06 / 0.82 / 0.07 %, StepLaw 15.16 / 1.79 / 0.00 -> 8.70 / 1.84 / 0.00 %.
+0.22 -> 2.06 / 0.82 / 0.07 %, StepLaw 15.16 / 1.79 / 0.00 -> 8.70 / 1.84 / 0.00 %. Until
+0.4.10 the costliest cell went first until its best run had no untried neighbour left, and on
+StepLaw at 5 % a cheaper envelope cell with 3 runs kept a best run 7.7 mnats above its
+optimum (the law 9.6 % off) while the two costliest took 11 and 15 (docs/reproduction.md,
+"What changed in 0.4.10": seeds 0-19, StepLaw at 5 % 1.71 -> 0.87 %).
 """
 
 from __future__ import annotations
@@ -36,7 +42,8 @@ from scalebo.search.grid import Grid
 #: Default share of the budget polished (``MethodConfig.polish``, ``scalebo suggest --polish``).
 POLISH = 0.2
 
-__all__ = ["POLISH", "axis_neighbours", "nats_predictor", "polish_phase", "polish_pick"]
+__all__ = ["POLISH", "axis_neighbours", "nats_predictor", "polish_order", "polish_phase",
+           "polish_pick"]
 
 
 def polish_phase(committed: float, budget: float, share: float) -> bool:
@@ -75,6 +82,23 @@ def axis_neighbours(grid: Grid, row: int) -> np.ndarray:
     return np.unique(np.concatenate(out)) if out else np.zeros(0, dtype=np.int64)
 
 
+def polish_order(cost: np.ndarray, runs: np.ndarray) -> np.ndarray:
+    """Order in which envelope cells are polished: by ``cost² / runs`` decreasing, the
+    costlier first among equals.
+
+    A cell's leverage on the law's extrapolation grows with its compute ``cost`` (FLOPs), and
+    the chance that its best run is still off the cell's optimum falls with the ``runs`` it
+    holds (≥ 1). Measured against the costliest first (0.4.0-0.4.9) and against ``cost^a /
+    runs`` with a = 0 (the fewest runs first), 0.5 and 1 (docs/reproduction.md, 0.4.10):
+    smaller powers spread the polish over more cells and left OELLM-English's costliest cells,
+    whose best learning rate moves with scale, untried at 10 % of C_total (0.07 -> 0.22 %
+    with a = 0.5).
+    """
+    cost = np.asarray(cost, dtype=np.float64)
+    score = 2.0 * np.log(cost) - np.log(np.maximum(np.asarray(runs, dtype=np.float64), 1.0))
+    return np.lexsort((-cost, -score))
+
+
 def nats_predictor(model: Any, X: np.ndarray, mu: float, sd: float
                    ) -> Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """``predict`` for :func:`polish_pick`: posterior mean and std in nats at grid rows, from a
@@ -99,15 +123,18 @@ def polish_pick(grid: Grid, observed_idx: np.ndarray, observed_y: np.ndarray,
 
     Returns:
         ``(row, mean, std, reason)``: the neighbour with the lowest posterior mean (nats) in
-        the costliest envelope cell that has one, and a sentence for the trace.
+        the first envelope cell of :func:`polish_order` that has one, and a sentence for the
+        trace.
     """
     idx = np.asarray(observed_idx, dtype=np.int64)
     y = np.asarray(observed_y, dtype=np.float64)
     if idx.size == 0:
         return None
-    env = idx[pareto_envelope(grid.cost[idx], y)]
-    for e in env[np.argsort(-grid.cost[env], kind="stable")]:  # a cell's envelope run is
-        cand = axis_neighbours(grid, int(e))                   # its best (one cost per cell)
+    env = idx[pareto_envelope(grid.cost[idx], y)]  # a cell's envelope run is its best
+    runs = np.array([np.count_nonzero(grid.cell_ids[idx] == grid.cell_ids[e]) for e in env])
+    for e, n in zip(env[order := polish_order(grid.cost[env], runs)], runs[order],
+                    strict=True):
+        cand = axis_neighbours(grid, int(e))
         cand = cand[admissible[cand]]
         if not cand.size:
             continue
@@ -120,5 +147,6 @@ def polish_pick(grid: Grid, observed_idx: np.ndarray, observed_y: np.ndarray,
         return (int(cand[j]), float(mean[j]), float(std[j]),
                 f"polish: lowest predicted loss among {cand.size} untried neighbour(s) of the "
                 f"best run ({y[idx == e][0]:.5g} nats) of the cell N={cfg['N']:.3g}, "
-                f"D={cfg['D']:.3g}, the costliest of the observed envelope with one left")
+                f"D={cfg['D']:.3g} ({n} run(s)), the first of the observed envelope by "
+                "compute² / runs with one left")
     return None
