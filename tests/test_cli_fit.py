@@ -493,6 +493,22 @@ def test_a_compute_law_on_runs_of_one_token_count_says_it_is_not_compute_optimal
     assert not [w for w in fit_summary(load_runs(grid), "compute").warnings if "every run" in w]
 
 
+def test_one_model_size_is_noted_and_one_cell_is_not() -> None:
+    """The other axis: runs of one N at several D get the note (N this time); runs of one cell
+    (one N, one D, several learning rates) have no C to vary along and get none; D values
+    equal but for rounding count as one."""
+    from scalebo.fitting.summary import one_size_note
+
+    D = np.geomspace(1e9, 1e11, 6)
+    note = one_size_note(pd.DataFrame({"N": 3e8, "D": D * (1 + 1e-13 * np.arange(6))}))
+    assert note is not None and note.startswith("every run has N = 3e+08 parameters: C varies "
+                                                "with D alone")
+    assert one_size_note(pd.DataFrame({"N": [1e8] * 4, "D": [2e10] * 4})) is None
+    assert one_size_note(pd.DataFrame({"N": 1e8, "D": 2e10 * (1 + 1e-13 * np.arange(3))})) \
+        is None
+    assert one_size_note(pd.DataFrame({"C": [1e18, 1e19], "loss": [3.0, 2.8]})) is None
+
+
 @pytest.mark.parametrize("law", ["gadre", "sigmoid"])
 def test_a_downstream_table_without_n_and_d_is_pointed_to_a_formula_that_fits_it(tmp_path,
                                                                                  capsys, law):

@@ -1,5 +1,6 @@
 """Polish (scalebo.search.polish): the end of a budget trains untried one-step neighbours of
-the best runs in the observed envelope's costliest cells, lowest posterior mean first."""
+the best runs of the observed envelope's cells (by compute² / runs), lowest posterior mean
+first."""
 
 import json
 
@@ -108,7 +109,8 @@ def test_polish_order_is_compute_squared_over_runs():
     costlier first; a cell counted with no runs weighs as one with one."""
     cost = np.array([1e20, 2e20, 2e20, 3e19])
     assert polish_order(cost, np.array([1, 5, 3, 1])).tolist() == [2, 0, 1, 3]
-    assert polish_order(np.array([1e20, 2e20]), np.array([1, 4])).tolist() == [1, 0]  # a tie
+    for scale in (1e19, 1e20, 3e21):  # exact ties, whatever the rounding of the logarithms
+        assert polish_order(np.array([scale, 2 * scale]), np.array([1, 4])).tolist() == [1, 0]
     assert polish_order(np.array([1e20, 2e20]), np.array([0, 1])).tolist() == [1, 0]
 
 
@@ -136,6 +138,12 @@ def test_a_cheaper_envelope_cell_with_fewer_runs_goes_before_a_costlier_well_tri
         cell = dear if first == "dear" else cheap
         assert g.cell_ids[row] == g.cell_ids[cell[0]], (n_dear, reason)
         assert f"({1 if first == 'cheap' else n_dear} run(s))" in reason
+    obs = np.array(cheap + dear[:2])  # a third run of the costlier cell in flight counts
+    admissible = np.ones(g.n_configs, bool)
+    admissible[obs] = admissible[dear[2]] = False
+    row, *_ = polish_pick(g, obs, np.array([3.2, 3.1, 3.0]), admissible, predict,
+                          pending_idx=np.array([dear[2]]))
+    assert g.cell_ids[row] == g.cell_ids[cheap[0]]
 
 
 def test_a_search_polishes_only_the_end_of_its_budget(grid):

@@ -71,7 +71,7 @@ def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: 
     group.add_argument("--polish", type=polish_share, default=0.2, metavar="SHARE",
                        help="once all but SHARE of the budget is committed, suggest untried "
                             "neighbours (one step along one hyperparameter) of the best runs "
-                            "of the loss envelope's cells first, by compute² / runs (default 0.2, "
+                            "of the loss envelope's cells first, by compute^2 / runs (default 0.2, "
                             "as in replays; 0: none)")
     add_cost_model_arguments(group)
 

@@ -155,9 +155,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           "observed vs predicted and residuals) (PNG, PDF, SVG) to PATH")
 
 
-# --------------------------------------------------------------------------- printing
-
-
 # --------------------------------------------------------------------------- command
 
 
@@ -230,7 +227,8 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_json(result)
     elif args.format == "csv":
-        write_fit_csv(csv_rows(result), result["fit"]["status"], args.confidence, CSV_COLUMNS)
+        write_fit_csv(csv_rows(result), result["fit"]["status"],
+                      (result["bootstrap"] or {}).get("confidence_level"), CSV_COLUMNS)
     else:
         sys.stdout.write(render_table(result))
     return 0 if summary.fit.success else 1
@@ -273,8 +271,9 @@ def _run_formula(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_json(result)
     elif args.format == "csv":
-        write_fit_csv(summary.rows(), str(summary.fit.status), args.confidence,
-                   FORMULA_CSV_COLUMNS)
+        write_fit_csv(summary.rows(), str(summary.fit.status),
+                      summary.bootstrap and summary.bootstrap.confidence_level,
+                      FORMULA_CSV_COLUMNS)
     else:
         sys.stdout.write(render_formula_table(result))
     return 0 if result["fit"]["status"] in ("converged", "bound hit") else 1

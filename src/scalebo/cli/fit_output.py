@@ -5,6 +5,7 @@ Units as in the fit's JSON: losses in nats, C in FLOPs, N* in parameters, D* in 
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from scalebo.cli.common import format_number, format_table, write_csv
@@ -93,11 +94,16 @@ def csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def write_fit_csv(rows: list[dict[str, Any]], status: str, level: float,
-               columns: tuple[str, ...]) -> None:
-    """``rows`` as CSV, each with the fit's status and, where it has an interval, its level."""
-    write_csv([{**r, "status": status, "level": None if r["lower"] is None else level}
-               for r in rows], columns)
+def write_fit_csv(rows: list[dict[str, Any]], status: str, level: float | None,
+                  columns: tuple[str, ...]) -> None:
+    """``rows`` as CSV, each with the fit's status and, where it has an interval (both ends
+    finite), its confidence ``level`` (a fraction, e.g. 0.95)."""
+    write_csv([{**r, "status": status, "level": level if _finite(r["lower"])
+                and _finite(r["upper"]) else None} for r in rows], columns)
+
+
+def _finite(value: Any) -> bool:
+    return value is not None and math.isfinite(float(value))
 
 
 def render_formula_table(result: dict[str, Any]) -> str:

@@ -127,7 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--polish", type=polish_share, default=None, metavar="SHARE",
                        help="once all but SHARE of the budget is committed, train untried "
                             "neighbours (one step along one hyperparameter) of the best runs "
-                            "of the loss envelope's cells first, by compute² / runs (default 0.2 "
+                            "of the loss envelope's cells first, by compute^2 / runs (default 0.2 "
                             "since 0.4.0; 0: none)")
     group.add_argument("--extrapolation-guard", type=guard_ratio, default=None,
                        metavar="RATIO",

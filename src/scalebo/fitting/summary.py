@@ -129,19 +129,20 @@ def frontier_note(frame: pd.DataFrame, law: Law, target: str, fit: FitResult,
 
 
 def one_size_note(runs: pd.DataFrame) -> str | None:
-    """A note when the ``runs`` a compute law is fitted to (columns ``N``, ``D`` when present)
-    all share one model size ``N`` or one token count ``D`` (two runs or more); None
-    otherwise.
+    """A note when the run table a compute law comes from (``runs``, every loaded run, not only
+    the fitted frontier; columns ``N``, ``D``) holds one model size ``N`` or one token count
+    ``D`` and several of the other (equal to 9 significant digits); None otherwise.
 
     Then C = 6·N·D varies along one axis only: the envelope is the loss against the other at
     that fixed value, not the compute-optimal frontier, and the law's prediction at another
     C is not the loss of a compute-optimal run there."""
+    if "N" not in runs or "D" not in runs:
+        return None
+    levels = {k: np.unique(np.round(np.log(runs[k].to_numpy(dtype=np.float64)), 9))
+              for k in ("N", "D")}
     for axis, other, unit in (("D", "N", "tokens"), ("N", "D", "parameters")):
-        if len(runs) < 2 or axis not in runs or other not in runs:
-            return None
-        values = runs[axis].unique()
-        if len(values) == 1:
-            return (f"every run has {axis} = {values[0]:.4g} {unit}: C varies with "
+        if levels[axis].size == 1 and levels[other].size > 1:
+            return (f"every run has {axis} = {runs[axis].iloc[0]:.4g} {unit}: C varies with "
                     f"{other} alone, so the compute law is the loss along {other} at that "
                     f"{axis}, not the compute-optimal frontier, and its predictions are not "
                     f"compute-optimal losses; a compute-optimal law needs runs of several {axis}")

@@ -170,8 +170,8 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
             back and suggested once nothing else fits, unless the runs then dominate the
             cell (:mod:`scalebo.search.anchor`; the
             replayed default). It is placed once any run of that cell is done or running.
-        polish: share of the budget at whose end untried neighbours of the best runs in the
-            envelope's costliest cells are suggested first (0: none;
+        polish: share of the budget at whose end untried neighbours of the envelope's best
+            runs are suggested first, by compute² / runs (0: none;
             :mod:`scalebo.search.polish`, the replayed default).
 
     Raises:

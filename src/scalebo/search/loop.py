@@ -22,7 +22,7 @@ One step of :meth:`SearchLoop.ask`:
 With ``anchor = f > 0`` one run of the costliest cell costing at most ``f × budget`` is held
 back until nothing else fits, then its lowest posterior mean is returned (dropped while
 observed runs dominate the cell; :mod:`scalebo.search.anchor`). ``polish``: the budget's end
-tries neighbours of the envelope's costliest best runs (:mod:`scalebo.search.polish`).
+tries neighbours of the envelope's best runs, by compute² / runs (:mod:`scalebo.search.polish`).
 
 With ``acquisition="target"`` the score is the expected reduction of the law's variance at
 ``target_compute`` per unit cost, from an ensemble over the current window (Full: the grid),
@@ -102,7 +102,7 @@ class SearchLoop(Admission):
         anchor: Largest share of the budget the anchor run may cost, in [0, 1) (0: none,
             the default here; replays and campaigns use 0.7).
         polish: Share of the budget, in [0, 1), at whose end the search tries neighbours
-            of the best runs in the envelope's costliest cells first (0: never, the default
+            of the envelope's best runs first, by compute² / runs (0: never, the default
             here; ignored by ``acquisition="random"``; :mod:`scalebo.search.polish`).
         rng: Seed or generator; the initial design is drawn first, from it.
     """
@@ -369,7 +369,7 @@ class SearchLoop(Admission):
                       picks: list[int]) -> bool:
         """Pick (and trace) the next polish run (:func:`polish_pick`); False if none."""
         hit = polish_pick(self.grid, self.observed_indices, self.observed_losses, admissible,
-                          nats_predictor(model, self._X, mu, sd))
+                          nats_predictor(model, self._X, mu, sd), np.flatnonzero(self._pending))
         if hit is not None:
             self._record(picks, hit[0], np.inf, (hit[1], hit[2], None), hit[3], fitted=True)
         return hit is not None

@@ -1,4 +1,4 @@
-"""Polish: the end of a budget tries the neighbours of the best runs in the dearest cells.
+"""Polish: the end of a budget tries the neighbours of the best runs in the envelope's cells.
 
 A compute law is fitted on the Pareto envelope of (compute, loss), and its extrapolation
 leans on the envelope's costliest points. EI per unit cost spends little in those cells: a run
@@ -12,7 +12,8 @@ With ``polish = f`` (a share of the budget), once ``1 − f`` of the budget is c
 pick goes to a cell of the observed envelope whose best run has an untried, affordable
 neighbour — the same configuration one step away along one hyperparameter axis
 (:func:`axis_neighbours`) — the one with the largest ``C² / runs`` (:func:`polish_order`: the
-costliest first, until it holds (C / C')² times the runs of a cheaper cell C'), and trains
+costliest first, until it holds more than (C / C')² times the runs of a cheaper cell C';
+runs in flight count), and trains
 the neighbour with the lowest posterior mean, however
 sure the surrogate is that it is worse, since that is where it can be wrong (tried, not
 kept: skipping neighbours whose mean minus one standard deviation lies above the cell's best
@@ -96,7 +97,7 @@ def polish_order(cost: np.ndarray, runs: np.ndarray) -> np.ndarray:
     """
     cost = np.asarray(cost, dtype=np.float64)
     score = 2.0 * np.log(cost) - np.log(np.maximum(np.asarray(runs, dtype=np.float64), 1.0))
-    return np.lexsort((-cost, -score))
+    return np.lexsort((-cost, -np.round(score, 9)))  # ties exact, not up to rounding
 
 
 def nats_predictor(model: Any, X: np.ndarray, mu: float, sd: float
@@ -111,8 +112,8 @@ def nats_predictor(model: Any, X: np.ndarray, mu: float, sd: float
 
 def polish_pick(grid: Grid, observed_idx: np.ndarray, observed_y: np.ndarray,
                 admissible: np.ndarray,
-                predict: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
-                ) -> tuple[int, float, float, str] | None:
+                predict: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+                pending_idx: np.ndarray | None = None) -> tuple[int, float, float, str] | None:
     """The next polish run, or None when no envelope cell has a neighbour left to try.
 
     Args:
@@ -120,6 +121,8 @@ def polish_pick(grid: Grid, observed_idx: np.ndarray, observed_y: np.ndarray,
         observed_idx, observed_y: Trained rows ``(n,)`` and their losses ``(n,)``, nats.
         admissible: Rows that may be started now ``(n_cfg,)`` bool (untried, affordable).
         predict: Posterior mean and standard deviation in nats at grid rows ``(m,)``.
+        pending_idx: Rows in flight (running, or picked earlier in the same batch): they
+            count among their cell's runs in :func:`polish_order`.
 
     Returns:
         ``(row, mean, std, reason)``: the neighbour with the lowest posterior mean (nats) in
@@ -131,9 +134,11 @@ def polish_pick(grid: Grid, observed_idx: np.ndarray, observed_y: np.ndarray,
     if idx.size == 0:
         return None
     env = idx[pareto_envelope(grid.cost[idx], y)]  # a cell's envelope run is its best
-    runs = np.array([np.count_nonzero(grid.cell_ids[idx] == grid.cell_ids[e]) for e in env])
-    for e, n in zip(env[order := polish_order(grid.cost[env], runs)], runs[order],
-                    strict=True):
+    held = idx if pending_idx is None else np.concatenate([idx, np.asarray(pending_idx)])
+    runs = np.bincount(grid.cell_ids[held.astype(np.int64)],
+                       minlength=int(grid.cell_ids.max()) + 1)[grid.cell_ids[env]]
+    order = polish_order(grid.cost[env], runs)
+    for e, n in zip(env[order], runs[order], strict=True):
         cand = axis_neighbours(grid, int(e))
         cand = cand[admissible[cand]]
         if not cand.size:
