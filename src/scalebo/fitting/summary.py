@@ -131,7 +131,7 @@ def frontier_note(frame: pd.DataFrame, law: Law, target: str, fit: FitResult,
 def one_size_note(runs: pd.DataFrame) -> str | None:
     """A note when the run table a compute law comes from (``runs``, every loaded run, not only
     the fitted frontier; columns ``N``, ``D``) holds one model size ``N`` or one token count
-    ``D`` and several of the other (equal to 9 significant digits); None otherwise.
+    ``D`` and several of the other (values within a relative 1e-9 count as one); None otherwise.
 
     Then C = 6·N·D varies along one axis only: the envelope is the loss against the other at
     that fixed value, not the compute-optimal frontier, and the law's prediction at another
