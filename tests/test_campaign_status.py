@@ -330,7 +330,11 @@ def test_no_allocation_from_a_chinchilla_law_at_a_bound(tmp_path):
     chin = st.law_posteriors["chinchilla"].point
     assert chin is not None and str(chin.status) != "converged"
     assert st.targets[0].N_opt is None and st.targets[0].N_opt_80 is None
-    assert any(n.startswith("N*, D* not shown: the Chinchilla law") for n in st.notes)
+    # 3 distinct (N, D) points for 5 parameters: the runs, not the bound, are the reason
+    assert any(n.startswith("N*, D* not shown: the completed runs cannot identify the "
+                            "Chinchilla law L(N, D) (5 runs but only 3 distinct (N, D) points")
+               and f"its fit on the posterior-mean table ends {chin.status}" in n
+               for n in st.notes), st.notes
 
 
 def test_runs_that_cannot_identify_a_law_give_no_allocation_and_no_stop(synthetic):
@@ -345,7 +349,9 @@ def test_runs_that_cannot_identify_a_law_give_no_allocation_and_no_stop(syntheti
         "N": [5e7] * 4, "D": [1e9] * 4, "lr": [2e-3, 4e-3, 8e-3, 1.6e-2],
         "loss": [6.09537, 6.08618, 6.11126, 6.1538]}), grid)
     st = campaign_status(grid, runs, 0.1 * grid.C_total, targets=(1e24,), n_samples=16)
-    assert str(st.law_posteriors["chinchilla"].point.status) == "converged"  # on the table
+    # on the table it converged where this was written; with NumPy's AVX-512 kernels and
+    # OpenBLAS's SkylakeX ones it ends at a bound: either way the runs decide, not the table
+    assert str(st.law_posteriors["chinchilla"].point.status) in ("converged", "bound hit")
     assert st.targets[0].N_opt is None and st.targets[0].D_opt_80 is None
     assert any("the completed runs cannot identify the Chinchilla law L(N, D) (4 runs but "
                "only 1 distinct (N, D) point; the law has 5 parameters)" in n for n in st.notes)

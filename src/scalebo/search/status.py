@@ -262,14 +262,15 @@ def _allocation(chin: Any, summary: dict | None, trained: np.ndarray) -> tuple[d
         return None, ""
     if chin.point is None:
         return None, f"N*, D* not shown: no Chinchilla law L(N, D) ({chin.message})"
-    if str(chin.point.status) != "converged":
-        return None, ("N*, D* not shown: the Chinchilla law L(N, D) is not identified by "
-                      f"these runs ({chin.point.status}: {chin.point.message})")
-    problem = identification_problem(chin.point.law, trained)
-    if problem:
+    status = str(chin.point.status)
+    if problem := identification_problem(chin.point.law, trained):  # the root cause first
+        table = ("converges only on the cells the GP fills in" if status == "converged"
+                 else f"ends {status}")
         return None, ("N*, D* not shown: the completed runs cannot identify the Chinchilla "
-                      f"law L(N, D) ({problem}); its fit on the posterior-mean table "
-                      "converges only on the cells the GP fills in")
+                      f"law L(N, D) ({problem}); its fit on the posterior-mean table {table}")
+    if status != "converged":
+        return None, ("N*, D* not shown: the Chinchilla law L(N, D) is not identified by "
+                      f"these runs ({status}: {chin.point.message})")
     return summary, ""
 
 
