@@ -98,13 +98,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _budgets(text: str) -> tuple[float, ...]:
     """``--budgets``: fractions of the pool's total cost, as ``0.05`` or ``5%`` (as every
     other command's budgets)."""
-    from scalebo.cli.arg_types import fractions
+    from scalebo.search.budget import parse_fraction
 
     try:
-        out = tuple(fractions(text))
-    except argparse.ArgumentTypeError as exc:
-        raise ValueError(f"--budgets {text!r}: {exc}".replace("C_total", "the pool's total "
-                                                              "cost")) from None
+        out = tuple(parse_fraction(t, of="the pool's total cost") for t in text.split(",")
+                    if t.strip())
+    except ValueError as exc:
+        raise ValueError(f"--budgets {text!r}: {exc}") from None
     if not out:
         raise ValueError(f"--budgets {text!r}: expected fractions like 0.01,0.05,0.1 or 1%,5%")
     return out

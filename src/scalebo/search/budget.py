@@ -114,8 +114,9 @@ def parse_budget(text: str | float) -> Budget:
     return Budget(fraction=value)
 
 
-def parse_fraction(value: object) -> float:
-    """A fraction of ``C_total`` in (0, 1] from a number or text: ``0.05``, ``"0.05"``, ``"5%"``.
+def parse_fraction(value: object, of: str = "C_total") -> float:
+    """A fraction of ``C_total`` in (0, 1] from a number or text: ``0.05``, ``"0.05"``, ``"5%"``;
+    ``of``: what it is a fraction of, as messages name it (``design``: the pool's total cost).
 
     Raises:
         ValueError: not a number, or outside (0, 1]; for a value in (1, 100] the message says
@@ -125,10 +126,10 @@ def parse_fraction(value: object) -> float:
     try:
         out = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
     except ValueError:
-        raise ValueError(f"expected a fraction of C_total such as 0.05 or 5%, got "
+        raise ValueError(f"expected a fraction of {of} such as 0.05 or 5%, got "
                          f"{value!r}") from None
     if not (math.isfinite(out) and 0 < out <= 1):
         hint = (f" (for {out:g} % write {out / 100:g} or {out:g}%)"
                 if 1 < out <= 100 and not raw.endswith("%") else "")
-        raise ValueError(f"expected a fraction of C_total in (0, 1], got {value!r}{hint}")
+        raise ValueError(f"expected a fraction of {of} in (0, 1], got {value!r}{hint}")
     return out
