@@ -87,6 +87,9 @@ def test_bound_hit_is_reported():
     assert fit.params["E"] == pytest.approx(np.exp(0.5))
     # in the user's names with the value and which bound (it said 'log_E at a bound')
     assert fit.message == f"converged with E at a bound (E = {np.exp(0.5):.4g} at its lower bound)"
+    assert fit.at_bound == ("E",)  # what the stop rule names, without reading the message
+    inside = fit_law(COMPUTE_LAW, C, y)  # the default bounds hold the truth (E = 1)
+    assert inside.status == FitStatus.CONVERGED and inside.at_bound == ()
 
 
 def test_iteration_limit_is_a_status_not_an_exception():

@@ -177,9 +177,12 @@ def test_the_rule_never_stops_on_a_law_at_a_bound():
     10 % below the full grid's law, and the rule said STOP. Not any more, unless the budget
     is gone or every configuration is trained."""
     kw = dict(remaining=1e20, cheapest_left=1e18, law_status="bound hit",
-              law_message="converged with log_E at a bound")
+              law_message="converged with E at a bound (E = 1e-05 at its lower bound)",
+              law_at_bound=("E",))
     stop, why = stop_decision({1e25: 0.0015}, **kw)
-    assert not stop and "hit a bound (E at its limit)" in why and "log_E" not in why
+    assert not stop and "hit a bound (E at its limit)" in why
+    two = stop_decision({1e25: 0.0015}, **{**kw, "law_at_bound": ("E", "alpha")})[1]
+    assert "hit a bound (E, alpha at their limits)" in two
     assert not stop_decision({1e25: 0.04}, floor_ratios={1e25: 1.0}, **kw)[0]
     assert stop_decision({1e25: 0.0015}, **{**kw, "remaining": 1e17})[0]
     assert stop_decision({1e25: 0.0015}, **{**kw, "cheapest_left": None})[0]

@@ -116,6 +116,13 @@ class FitResult:
         not unidentified)."""
         return self.status in (FitStatus.CONVERGED, FitStatus.BOUND_HIT)
 
+    @property
+    def at_bound(self) -> tuple[str, ...]:
+        """Natural names (``E``, ``alpha``, …) of the parameters at a bound of the law, in
+        the law's order; empty when none is (the test behind :attr:`FitStatus.BOUND_HIT`)."""
+        names = list(self.law.natural(self.x))
+        return tuple(names[i] for i in np.flatnonzero(bound_mask(self.law, self.x)))
+
     def predict(self, X: np.ndarray) -> np.ndarray:
         """Prediction in natural units at inputs ``X`` of shape ``(n, k)`` (k = variables)."""
         return self.law.predict(self.x, X)
@@ -199,11 +206,20 @@ def run_starts(
                          max_iter=CONTINUE_FACTOR * max_iter, **POLISH_TOL)
 
 
+def bound_mask(law: Law, x: np.ndarray) -> np.ndarray:
+    """Which internal parameters of ``x`` lie at a finite bound of ``law`` (within 1e-8 of
+    the bound's span, at least 1e-8), ``(p,)`` bool."""
+    span = law.upper - law.lower
+    tol = 1e-8 * np.maximum(span, 1)
+    at = (np.abs(x - law.lower) <= tol) | (np.abs(x - law.upper) <= tol)
+    return at & np.isfinite(span)
+
+
 def bound_message(law: Law, x: np.ndarray, at_bound: np.ndarray) -> str:
     """``converged with a, E at a bound (a = 0.4 at its lower bound, E = 5 at its upper
     bound)``: the parameters in the user's (natural) names with their values, not the
-    optimizer's (``log_a``); :func:`~scalebo.search.stopping.stop_decision` reads the names
-    before `` at a bound``. ``x``: internal parameters; ``at_bound``: mask of those at a bound."""
+    optimizer's (``log_a``). ``x``: internal parameters; ``at_bound``: mask of those at a
+    bound (:func:`bound_mask`)."""
     natural = law.natural(x)
     names = list(natural)
     hit = [i for i in range(len(x)) if at_bound[i]]
@@ -243,11 +259,7 @@ def summarize_starts(
     close_f = res.fun[judged] <= fun + 1e-6 * abs(fun) + 1e-14
     close_x = np.all(np.abs(res.x[judged] - x) <= 1e-3 * (1 + np.abs(x)), axis=1)
     n_agree, n_compared = int(np.sum(close_f & close_x)), int(judged.sum())
-    span = law.upper - law.lower
-    at_bound = (np.abs(x - law.lower) <= 1e-8 * np.maximum(span, 1)) | (
-        np.abs(x - law.upper) <= 1e-8 * np.maximum(span, 1)
-    )
-    at_bound &= np.isfinite(span)
+    at_bound = bound_mask(law, x)
     if not np.any(conv):
         status = FitStatus.MAX_ITER
         message = (

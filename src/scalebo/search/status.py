@@ -326,7 +326,8 @@ def _law_status(compute: Any, trained_C: np.ndarray) -> dict[str, Any]:
     problem = identification_problem(compute.point.law, trained_C[:, None])
     if problem:
         return {"law_status": "unidentified", "law_message": f"the completed runs: {problem}"}
-    return {"law_status": str(compute.point.status), "law_message": compute.point.message}
+    return {"law_status": str(compute.point.status), "law_message": compute.point.message,
+            "law_at_bound": compute.point.at_bound}
 
 
 def _floor(grid: Grid, runs: CampaignRuns, estimand: str, posts: dict[str, Any],

@@ -22,7 +22,7 @@ law): such an interval measures the optimizer's bound, not the data.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 __all__ = ["DEFAULT_MIN_SHRINK", "DEFAULT_TOLERANCE", "UNTRUSTED_SHARE", "at_floor",
            "bound_note", "check_min_shrink", "half_width", "stop_decision"]
@@ -78,12 +78,13 @@ def at_floor(width: float | None, ratio: float | None, *,
     return width <= tolerance or (ratio is not None and ratio >= 1 - min_shrink)
 
 
-def _unsettled(status: str, message: str) -> str:
-    """Why the rule does not stop on a point fit with this status (not ``converged``)."""
+def _unsettled(status: str, message: str, at_bound: Sequence[str]) -> str:
+    """Why the rule does not stop on a point fit with this status (not ``converged``);
+    ``at_bound``: the parameters at a bound (:attr:`~scalebo.fitting.robust.FitResult
+    .at_bound`)."""
     if status == "bound hit":
-        names = message.split(" at a bound")[0].rsplit("with ", 1)[-1] if message else ""
-        names = ", ".join(n.strip().removeprefix("log_") for n in names.split(",") if n)
-        limit = "at their limits" if "," in names else "at its limit"
+        names = ", ".join(at_bound)
+        limit = "at their limits" if len(at_bound) > 1 else "at its limit"
         return (f"the law's fit hit a bound ({names or 'a parameter'} {limit}): its "
                 "interval reflects the bound, not the runs; runs that reach further in "
                 "compute may pin the law down")
@@ -99,12 +100,13 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
                   floor_ratios: Mapping[float, float | None] | None = None,
                   min_shrink: float = DEFAULT_MIN_SHRINK,
                   law_status: str | None = None, law_message: str = "",
-                  n_running: int = 0) -> tuple[bool, str]:
+                  law_at_bound: Sequence[str] = (), n_running: int = 0) -> tuple[bool, str]:
     """``(stop, reason)`` from the 80 % half-widths at each target (FLOPs → relative width),
     the remaining budget and the cost of the cheapest configuration still untried (None:
     none left), both in ``unit`` (the grid's budget unit), and, for a noise-free interval,
     the noise-floor ratio at each target (:class:`~scalebo.search.noise_floor.NoiseFloor`;
-    None: no floor clause). ``law_status`` (and ``law_message``): the point fit's
+    None: no floor clause). ``law_status`` (and ``law_message``, and ``law_at_bound``, the
+    natural names of the parameters at a bound): the point fit's
     :class:`~scalebo.fitting.robust.FitStatus`; anything but ``"converged"`` keeps the
     campaign going while budget is left (None: not checked). ``n_running``: runs in flight;
     when the budget (or the grid) is used up while some are, the reason says to wait for
@@ -126,7 +128,7 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
         return False, (f"no interval at {', '.join(f'{C:.3g}' for C in missing)} FLOPs yet "
                        "(too few runs, or the law posterior failed: see the notes)")
     if law_status is not None and law_status != "converged":
-        return False, _unsettled(law_status, law_message)
+        return False, _unsettled(law_status, law_message, law_at_bound)
     wide = {C: w for C, w in widths.items() if w > tolerance}
     ratios = dict(floor_ratios or {})
     if wide:
