@@ -108,8 +108,10 @@ def run(args: argparse.Namespace) -> int:
     if res.message:
         note(res.message)
     rows = []
-    for s, price in zip(res.suggestions, res.prices, strict=True):
+    for k, (s, price) in enumerate(zip(res.suggestions, res.prices, strict=True)):
         row = {names.get(k, k): v for k, v in s.config.items()}
+        if res.wsd_runs:  # which training run the row is a cooldown of
+            row["wsd_run"] = res.run_numbers[k]
         row.update(predicted_loss=s.predicted_mean, predicted_std=s.predicted_std,
                    cost=price, cap=s.cap if np.isfinite(s.cap) else None,
                    acquisition=s.acquisition_value, reason=s.reason)
@@ -123,24 +125,31 @@ def run(args: argparse.Namespace) -> int:
               "anchor_dropped": (None if res.anchor_dropped is None else
                                  dict(zip(nd, res.anchor_dropped, strict=True))),
               "message": res.message, "notes": list(runs.notes), "stop": False}
+    if res.wsd_runs:
+        result["wsd_runs"] = [r.to_dict(names) for r in res.wsd_runs]
     _write(args, result)
     if args.format == "csv":
-        write_csv(rows, _columns(config_columns))
+        write_csv(rows, _columns(config_columns, wsd=bool(res.wsd_runs)))
     elif args.format == "table":
         cols = [c for c in rows[0] if c != "reason"]
         exact = [{**r, **{c: exact_number(r.get(c)) for c in config_columns}} for r in rows]
         print(format_table(exact, cols))
         for i, r in enumerate(rows):
             print(f"  {i + 1}. {r['reason']}")
+        if res.wsd_runs:
+            print()
+            for run in res.wsd_runs:
+                print(f"  {run.describe(names)}")
         if res.message:
             print(f"\nnote: {res.message}")
     return 0
 
 
-def _columns(config: list[str]) -> list[str]:
-    """The CSV header: the grid's configuration columns, then what each proposal adds."""
-    return [*config, "predicted_loss", "predicted_std", "cost", "cap", "acquisition",
-            "reason"]
+def _columns(config: list[str], wsd: bool = False) -> list[str]:
+    """The CSV header: the grid's configuration columns, then what each proposal adds
+    (``wsd``: the number of the WSD run each row is a cooldown of)."""
+    return [*config, *(["wsd_run"] if wsd else []), "predicted_loss", "predicted_std", "cost",
+            "cap", "acquisition", "reason"]
 
 
 def _write(args: argparse.Namespace, result: dict) -> None:

@@ -35,6 +35,7 @@ from scalebo.search.loop import SearchLoop
 from scalebo.search.models.stack import gp_stack
 from scalebo.search.polish import POLISH
 from scalebo.search.trace import Suggestion
+from scalebo.search.wsd_runs import WsdRun, wsd_runs
 
 __all__ = ["DEFAULT_N_INITIAL", "Budget", "campaign_gp", "campaign_grid", "campaign_posterior",
            "grid_rows", "parse_budget", "SuggestResult", "suggest_runs"]
@@ -104,6 +105,9 @@ class SuggestResult:
             in ``unit`` (0: none, the anchor cell has a run, or the runs dominate it).
         anchor_cell: the anchor cell's ``(N, D)`` (parameters, tokens) while held back.
         anchor_dropped: the anchor cell's ``(N, D)`` when the runs dominate it at its turn.
+        wsd_runs: under the ``wsd`` cost model, the training runs the suggestions make up
+            (one per family: :func:`~scalebo.search.wsd_runs.wsd_runs`); empty otherwise.
+        run_numbers: each suggestion's run number in ``wsd_runs`` (in order picked).
     """
 
     suggestions: list[Suggestion]
@@ -118,6 +122,8 @@ class SuggestResult:
     held_back: float = 0.0
     anchor_cell: tuple[float, float] | None = None
     anchor_dropped: tuple[float, float] | None = None
+    wsd_runs: tuple[WsdRun, ...] = ()
+    run_numbers: tuple[int, ...] = ()
 
 
 def campaign_gp(grid: Grid, seed: int = 0, *, clip_iqr: float = 5.0,
@@ -163,7 +169,8 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         n_initial: initial design size; completed runs count toward it.
         cost_model: independent runs (default) or WSD checkpoints
             (:mod:`scalebo.search.cost_model`): budgets and admissibility use the marginal
-            cost of a configuration given what is trained, failed or running.
+            cost of a configuration given what is trained or running; under ``wsd`` the
+            result also groups the suggestions into training runs (``wsd_runs``).
         kernel, trend, shift_optimum: the GP (:func:`campaign_gp`).
         anchor: largest share of the budget the anchor run may cost (0: none): one
             configuration of the costliest cell costing at most ``anchor × budget`` is held
@@ -231,10 +238,16 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                                   f" (the cheapest untried configuration costs {cheapest:.4g})"
                                   if cheapest is not None else
                                   " (every configuration is tried)") + ".", account)
+    families: tuple[tuple[WsdRun, ...], tuple[int, ...]] = ((), ())
+    if model.kind == "wsd":
+        picked = [s.index for s in suggestions]  # the loop now counts them as pending
+        families = wsd_runs(grid, picked, np.setdiff1d(
+            np.concatenate([loop.observed_indices, loop.pending_indices]), picked))
     return SuggestResult(suggestions=suggestions, message=message,
                          prices=_prices(grid, model, loop, suggestions),
                          held_back=held_back, anchor_cell=anchor_cell,
-                         anchor_dropped=dropped, **account)
+                         anchor_dropped=dropped, wsd_runs=families[0],
+                         run_numbers=families[1], **account)
 
 
 def _prices(grid: Grid, model: CostModel, loop: SearchLoop,
