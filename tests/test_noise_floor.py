@@ -176,16 +176,39 @@ def test_the_rule_never_stops_on_a_law_at_a_bound():
     """A StepLaw campaign at 6 % of its compute: E at its lower bound, a ±0.15 % interval
     10 % below the full grid's law, and the rule said STOP. Not any more, unless the budget
     is gone or every configuration is trained."""
+    # the names come from law_at_bound, not from the message text (here it names another)
     kw = dict(remaining=1e20, cheapest_left=1e18, law_status="bound hit",
-              law_message="converged with E at a bound (E = 1e-05 at its lower bound)",
+              law_message="converged with alpha at a bound (alpha = 0 at its lower bound)",
               law_at_bound=("E",))
     stop, why = stop_decision({1e25: 0.0015}, **kw)
-    assert not stop and "hit a bound (E at its limit)" in why
+    assert not stop and "hit a bound (E at its limit)" in why and "alpha" not in why
     two = stop_decision({1e25: 0.0015}, **{**kw, "law_at_bound": ("E", "alpha")})[1]
     assert "hit a bound (E, alpha at their limits)" in two
+    unnamed = stop_decision({1e25: 0.0015}, **{**kw, "law_at_bound": ()})[1]
+    assert "hit a bound (a parameter at its limit)" in unnamed
     assert not stop_decision({1e25: 0.04}, floor_ratios={1e25: 1.0}, **kw)[0]
     assert stop_decision({1e25: 0.0015}, **{**kw, "remaining": 1e17})[0]
     assert stop_decision({1e25: 0.0015}, **{**kw, "cheapest_left": None})[0]
     assert stop_decision({1e25: 0.0015}, **{**kw, "law_status": "converged"})[0]
 
 
+
+
+def test_status_hands_the_fits_bound_names_to_the_rule():
+    """``status`` passes the point fit's :attr:`FitResult.at_bound` to the rule (a fit whose
+    E bound excludes the truth, E = 1 under a lower bound of e^0.5)."""
+    from types import SimpleNamespace
+
+    from scalebo.fitting.robust import fit_law
+    from scalebo.laws import COMPUTE_LAW, PowerLawSum, PowerTerm
+    from scalebo.search.status import _law_status
+
+    law = PowerLawSum("bounded", (PowerTerm("C", "A", "alpha"),), log_E_bounds=(0.5, 3.0))
+    C = np.geomspace(1e18, 1e22, 12)
+    y = COMPUTE_LAW.predict(COMPUTE_LAW.from_natural({"E": 1.0, "A": 50, "alpha": 0.1}), C)
+    fit = fit_law(law, C, y)
+    settled = _law_status(SimpleNamespace(point=fit), C)
+    assert settled == {"law_status": "bound hit", "law_message": fit.message,
+                       "law_at_bound": ("E",)}
+    assert "hit a bound (E at its limit)" in stop_decision(
+        {1e25: 0.001}, remaining=1e20, cheapest_left=1e18, **settled)[1]

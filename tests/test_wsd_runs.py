@@ -39,46 +39,60 @@ def test_a_batch_is_grouped_into_runs_by_hand():
     grid = Grid.from_axes({"N": [1e8, 3e8], "D": [2e9, 6e9, 2e10], "lr": [1e-3, 3e-3]})
     picked = _rows(grid, [(1e8, 2e9, 1e-3), (3e8, 2e9, 3e-3), (1e8, 2e10, 1e-3),
                           (1e8, 6e9, 3e-3)])
-    earlier = _rows(grid, [(1e8, 6e9, 1e-3), (1e8, 6e9, 1e-3), (3e8, 2e10, 1e-3)])
-    runs, numbers = wsd_runs(grid, picked, np.array(earlier))
+    completed = _rows(grid, [(1e8, 6e9, 1e-3), (3e8, 2e10, 1e-3)])
+    running = _rows(grid, [(1e8, 2e10, 3e-3)])
+    runs, numbers = wsd_runs(grid, picked, np.array(completed), np.array(running), 0.1)
     assert numbers == (1, 2, 1, 3)  # in the order each family is first picked
     one, two, three = runs
     assert (one.N, dict(one.hyperparameters)) == (1e8, {"lr": 1e-3})
-    assert one.cooldowns == (2e9, 2e10) and one.earlier == (6e9,) and one.train_to == 2e10
-    assert two.earlier == () and two.train_to == 2e9  # N = 3e8 at lr 1e-3 is another family
-    assert three.cooldowns == (6e9,) and three.earlier == () and three.train_to == 6e9
-    said = one.describe()
-    assert said.startswith("wsd run 1 (N 1e+08, lr 0.001): continues the run with "
-                           "checkpoints at D 6e+09")
-    assert said.endswith("resume its stable phase at D 6e+09, train it to D 2e+10, cool "
-                         "down at D 2e+09, 2e+10")
-    assert "a new run; train the stable phase to D 2e+09" in two.describe()
-    # a cooldown below the run's longest checkpoint adds no stable tokens
-    back, _ = wsd_runs(grid, picked[:1], np.array(earlier))
-    assert "passed these token counts already: cool down at D 2e+09" in back[0].describe()
-    # the user's column names
-    assert back[0].describe({"N": "params", "D": "tokens"}).startswith(
+    assert one.cooldowns == (2e9, 2e10) and one.completed == (6e9,) and one.running == ()
+    # the stable phase ends f·D before each checkpoint: it reached 0.9 · 6e9, goes to 0.9 · 2e10
+    assert one.stable_from == pytest.approx(5.4e9) and one.stable_to == pytest.approx(1.8e10)
+    assert one.describe() == (
+        "wsd run 1 (N 1e+08, lr 0.001): the run with checkpoints at D 6e+09 (completed): "
+        "branch off its stable phase and cool down from 1.8e+09 tokens to D 2e+09; continue "
+        "its stable phase from 5.4e+09 to 1.8e+10 tokens and cool down from 1.8e+10 tokens "
+        "to D 2e+10")
+    assert two.earlier == () and two.stable_from == 0  # N = 3e8 at lr 1e-3 is another family
+    assert two.describe() == ("wsd run 2 (N 3e+08, lr 0.003): a new run; train the stable "
+                              "phase to 1.8e+09 tokens and cool down from 1.8e+09 tokens to "
+                              "D 2e+09")
+    # a checkpoint in flight beyond the branch point: wait for it to pass there
+    assert three.running == (2e10,) and three.stable_to == pytest.approx(1.8e10)
+    assert three.describe().endswith(
+        "checkpoints at D 2e+10 (running): branch off its stable phase and cool down from "
+        "5.4e+09 tokens to D 6e+09 (once the run in flight has passed the branch point)")
+    # the user's column names; the configuration nested, so no axis clashes with a key
+    assert one.describe({"N": "params", "D": "tokens"}).startswith(
         "wsd run 1 (params 1e+08, lr 0.001): the run with checkpoints at tokens 6e+09")
-    assert three.to_dict({"N": "params"}) == {"run": 3, "params": 1e8, "lr": 3e-3,
-                                              "train_to": 6e9, "cooldowns": [6e9],
-                                              "earlier": []}
+    assert three.to_dict({"N": "params"}) == {
+        "run": 3, "config": {"params": 1e8, "lr": 3e-3}, "stable_from": pytest.approx(1.8e10),
+        "stable_to": pytest.approx(1.8e10), "cooldowns": [6e9], "completed": [],
+        "running": [2e10], "cooldown_fraction": 0.1}
 
 
 def test_the_budget_charges_each_run_what_it_costs_by_hand(tmp_path):
     (tmp_path / "grid.yaml").write_text(GRID_YAML)
     grid = campaign_grid(tmp_path / "grid.yaml")
-    runs = read_campaign_runs(RUNS, grid)
-    f = 0.1
-    res = suggest_runs(grid, runs, 0.3 * grid.budget_total, batch=6,
-                       cost_model=CostModel("wsd", f))
-    assert res.wsd_runs and len(res.run_numbers) == len(res.suggestions) == 6
+    # a failed checkpoint shares nothing with its family (the cost model's rule)
+    failed = pd.DataFrame({"N": [3e8], "D": [6e9], "lr": [1e-4], "loss": [np.nan],
+                           "status": ["failed"]})
+    runs = read_campaign_runs(pd.concat([RUNS, failed], ignore_index=True), grid)
+    f = 0.2
+    res = suggest_runs(grid, runs, grid.budget_total, batch=40,
+                       cost_model=CostModel("wsd", f))  # every untried configuration
+    assert len(res.run_numbers) == len(res.suggestions) == 36 - 7  # failed: not again
+    assert max(len(r.cooldowns) for r in res.wsd_runs) >= 2  # some run has several rows
+    assert any(r.completed for r in res.wsd_runs) and any(not r.earlier for r in res.wsd_runs)
     for run in res.wsd_runs:
         charged = sum(p for p, k in zip(res.prices, res.run_numbers, strict=True)
                       if k == run.number)
-        last = max(run.earlier, default=0.0)  # the stable phase resumes there
-        by_hand = 6 * run.N * ((1 - f) * max(run.train_to - last, 0.0) + f * sum(run.cooldowns))
+        # stable tokens beyond the existing stable phase, plus every cooldown of f·D
+        by_hand = 6 * run.N * ((run.stable_to - run.stable_from) + f * sum(run.cooldowns))
         assert charged == pytest.approx(by_hand, rel=1e-12)
-        assert not set(run.cooldowns) & set(run.earlier)  # nothing is trained twice
+    lost = [r for r in res.wsd_runs if r.N == 3e8 and dict(r.hyperparameters) == {"lr": 1e-4}]
+    assert len(lost) == 1 and lost[0].earlier == ()  # the failed 6e9 is not a checkpoint
+    assert 6e9 not in lost[0].cooldowns  # nor proposed again (no --retry-failed)
     # independent runs: no grouping
     plain = suggest_runs(grid, runs, 0.3 * grid.budget_total, batch=2)
     assert plain.wsd_runs == () and plain.run_numbers == ()
@@ -102,10 +116,17 @@ def test_suggest_names_the_run_of_every_row(tmp_path):
     for run in res["wsd_runs"]:
         mine = [s for s in res["suggestions"] if s["wsd_run"] == run["run"]]
         assert sorted(s["D"] for s in mine) == run["cooldowns"]
-        assert {(s["N"], s["lr"]) for s in mine} == {(run["N"], run["lr"])}
+        assert {(s["N"], s["lr"]) for s in mine} == {tuple(run["config"].values())}
     table = _suggest("--cost-model", "wsd", cwd=tmp_path)
     assert table.returncode == 0 and "wsd run 1 (N " in table.stdout
     csv = _suggest("--cost-model", "wsd", "--format", "csv", cwd=tmp_path)
     assert csv.stdout.splitlines()[0].startswith("N,D,C,lr,wsd_run,predicted_loss")
     plain = _suggest("--format", "json", cwd=tmp_path)
     assert "wsd_runs" not in json.loads(plain.stdout)
+    # nothing left to propose (exit 3): the same CSV columns and JSON keys under wsd
+    spent = _suggest("--cost-model", "wsd", "--format", "csv", "--budget", "1e18FLOPs",
+                    cwd=tmp_path)
+    assert spent.returncode == 3 and spent.stdout.splitlines()[0] == csv.stdout.splitlines()[0]
+    done = _suggest("--cost-model", "wsd", "--format", "json", "--budget", "1e18FLOPs",
+                    cwd=tmp_path)
+    assert done.returncode == 3 and json.loads(done.stdout)["wsd_runs"] == []

@@ -81,6 +81,7 @@ def run(args: argparse.Namespace) -> int:
     grid, runs, budget = load_campaign(args)
     names = file_columns(args)  # proposals in the user's column names (--map)
     config_columns = [names.get(c, c) for c in grid.configs.columns]
+    wsd = args.cost_model == "wsd"  # the same columns and keys on every exit
     try:
         res = suggest_runs(grid, runs, budget, batch=args.batch,
                            retry_failed=args.retry_failed, schedule=args.schedule,
@@ -91,9 +92,10 @@ def run(args: argparse.Namespace) -> int:
                            polish=args.polish)
     except BudgetExhausted as exc:  # exit 3, but a worker reading the JSON must see it too
         _write(args, {"suggestions": [], **exc.account, "message": str(exc),
-                      "notes": list(runs.notes), "stop": True})
+                      "notes": list(runs.notes), "stop": True,
+                      **({"wsd_runs": []} if wsd else {})})
         if args.format == "csv":  # the header alone: a reader sees zero proposals
-            write_csv([], _columns(config_columns))
+            write_csv([], _columns(config_columns, wsd=wsd))
         raise
     log(f"{runs.counts()}; spent {res.spent:.4g} + pending {res.pending:.4g} of budget "
         f"{res.budget:.4g} {res.unit} ({res.budget / res.C_total:.4g} of the grid's total)")
@@ -108,10 +110,10 @@ def run(args: argparse.Namespace) -> int:
     if res.message:
         note(res.message)
     rows = []
-    for k, (s, price) in enumerate(zip(res.suggestions, res.prices, strict=True)):
+    for pick, (s, price) in enumerate(zip(res.suggestions, res.prices, strict=True)):
         row = {names.get(k, k): v for k, v in s.config.items()}
         if res.wsd_runs:  # which training run the row is a cooldown of
-            row["wsd_run"] = res.run_numbers[k]
+            row["wsd_run"] = res.run_numbers[pick]
         row.update(predicted_loss=s.predicted_mean, predicted_std=s.predicted_std,
                    cost=price, cap=s.cap if np.isfinite(s.cap) else None,
                    acquisition=s.acquisition_value, reason=s.reason)
@@ -125,11 +127,11 @@ def run(args: argparse.Namespace) -> int:
               "anchor_dropped": (None if res.anchor_dropped is None else
                                  dict(zip(nd, res.anchor_dropped, strict=True))),
               "message": res.message, "notes": list(runs.notes), "stop": False}
-    if res.wsd_runs:
+    if wsd:
         result["wsd_runs"] = [r.to_dict(names) for r in res.wsd_runs]
     _write(args, result)
     if args.format == "csv":
-        write_csv(rows, _columns(config_columns, wsd=bool(res.wsd_runs)))
+        write_csv(rows, _columns(config_columns, wsd=wsd))
     elif args.format == "table":
         cols = [c for c in rows[0] if c != "reason"]
         exact = [{**r, **{c: exact_number(r.get(c)) for c in config_columns}} for r in rows]

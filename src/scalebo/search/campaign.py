@@ -238,16 +238,16 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                                   f" (the cheapest untried configuration costs {cheapest:.4g})"
                                   if cheapest is not None else
                                   " (every configuration is tried)") + ".", account)
-    families: tuple[tuple[WsdRun, ...], tuple[int, ...]] = ((), ())
+    grouped: tuple[tuple[WsdRun, ...], tuple[int, ...]] = ((), ())
     if model.kind == "wsd":
         picked = [s.index for s in suggestions]  # the loop now counts them as pending
-        families = wsd_runs(grid, picked, np.setdiff1d(
-            np.concatenate([loop.observed_indices, loop.pending_indices]), picked))
+        grouped = wsd_runs(grid, picked, loop.observed_indices,
+                           np.setdiff1d(loop.pending_indices, picked), model.cooldown)
     return SuggestResult(suggestions=suggestions, message=message,
                          prices=_prices(grid, model, loop, suggestions),
                          held_back=held_back, anchor_cell=anchor_cell,
-                         anchor_dropped=dropped, wsd_runs=families[0],
-                         run_numbers=families[1], **account)
+                         anchor_dropped=dropped, wsd_runs=grouped[0],
+                         run_numbers=grouped[1], **account)
 
 
 def _prices(grid: Grid, model: CostModel, loop: SearchLoop,

@@ -4,11 +4,13 @@
   the grid has a ``C`` column), and a set costs the sum.
 * ``wsd`` (warmup-stable-decay, cooldown fraction ``f``, default 0.1) — configurations that
   share ``N`` and every hyperparameter (a *family*: they differ only in ``D``) are one run
-  trained to its longest ``D``, with a cooldown branched off for every shorter ``D``. For a
+  whose stable phase reaches ``(1 − f)·`` its longest ``D``; the checkpoint at ``D`` is a
+  cooldown of ``f·D`` tokens branched off the stable phase at ``(1 − f)·D``. For a
   family whose trained token counts are ``D_1 … D_k``, the cost is
   ``c·((1 − f)·max_j D_j + f·Σ_j D_j)`` with ``c = C/D`` the family's FLOPs per token
   (``6·N``): the stable phase is shared and each checkpoint pays its cooldown. Extending a
-  family costs only the difference (:meth:`CostModel.marginal`).
+  family costs only the difference (:meth:`CostModel.marginal`); which runs a batch of
+  suggestions makes up: :mod:`scalebo.search.wsd_runs`.
 
 Costs are FLOPs, or with ``priced=True`` the grid's budget unit
 (:attr:`~scalebo.search.grid.Grid.budget_cost`, e.g. GPU-hours from a ``cost`` column; under

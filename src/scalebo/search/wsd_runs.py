@@ -1,15 +1,17 @@
 """Which training runs a batch of suggestions asks for under ``--cost-model wsd``.
 
-Under the ``wsd`` cost model (:mod:`scalebo.search.cost_model`) the configurations that share
-``N`` and every hyperparameter (a *family*) are one warmup-stable-decay run: its stable phase
-is trained to the family's longest ``D`` (tokens) and a cooldown is branched off at every
-``D`` of the family that is asked for. A batch of suggestions is therefore a set of runs, not
-of independent trainings: two suggestions of one family are one run with two cooldowns, and
-a suggestion whose family already has checkpoints (completed or in flight) continues that
-run, paying only the stable tokens beyond its longest checkpoint and the new cooldown — which
-is what the campaign's budget charged. :func:`wsd_runs` groups a batch by family and says,
-per run, how far to train the stable phase and where to cool down, so that a user launches
-one run per family instead of one per row.
+Under the ``wsd`` cost model (:mod:`scalebo.search.cost_model`, cooldown fraction ``f``) the
+configurations that share ``N`` and every hyperparameter (a *family*) are one
+warmup-stable-decay run: its stable phase runs to ``(1 − f)·D_max`` tokens, and the
+checkpoint at ``D`` tokens is a cooldown of ``f·D`` tokens branched off the stable phase at
+``(1 − f)·D`` — the family costs ``c·((1 − f)·D_max + f·ΣD)``. A batch of suggestions is
+therefore a set of runs, not of independent trainings: two suggestions of one family are one
+run with two cooldowns, and a suggestion whose family already has checkpoints (completed or
+running) continues that run: its cooldown branches off the existing stable phase, or the
+stable phase resumes where it ended. That is what the campaign's budget charged.
+:func:`wsd_runs` groups a batch by family and says, per run, how far to train the stable
+phase and where to branch each cooldown, so that a user launches one job per family instead
+of one per row. Token counts are tokens (``D``'s unit).
 """
 
 from __future__ import annotations
@@ -28,63 +30,96 @@ __all__ = ["WsdRun", "wsd_runs"]
 
 @dataclass(frozen=True)
 class WsdRun:
-    """One WSD run that a batch of suggestions starts or continues.
+    """One WSD run that a batch of suggestions starts or continues (token counts in tokens).
 
     Attributes:
         number: 1-based, in the order the batch first picks the family.
         N: Parameters.
         hyperparameters: ``(axis, value)`` of every hyperparameter axis of the family.
-        cooldowns: Tokens ``D`` of the checkpoints this batch asks for, ascending.
-        earlier: Tokens ``D`` of the family's checkpoints already completed or running,
-            ascending (empty: a new run).
-        train_to: Tokens the stable phase must reach: the largest ``D`` of both.
+        cooldowns: ``D`` of the checkpoints this batch asks for, ascending.
+        completed: ``D`` of the family's completed checkpoints, ascending.
+        running: ``D`` of its checkpoints in flight, ascending.
+        cooldown: The cooldown fraction ``f`` of the cost model.
     """
 
     number: int
     N: float
     hyperparameters: tuple[tuple[str, Any], ...]
     cooldowns: tuple[float, ...]
-    earlier: tuple[float, ...]
-    train_to: float
+    completed: tuple[float, ...]
+    running: tuple[float, ...]
+    cooldown: float
+
+    @property
+    def earlier(self) -> tuple[float, ...]:
+        """``D`` of every checkpoint the family already has, completed or running."""
+        return tuple(sorted(self.completed + self.running))
+
+    @property
+    def stable_from(self) -> float:
+        """Tokens the existing stable phase reaches (0 for a new run)."""
+        return (1 - self.cooldown) * max(self.earlier, default=0.0)
+
+    @property
+    def stable_to(self) -> float:
+        """Tokens the stable phase must reach for this batch (at least :attr:`stable_from`)."""
+        return (1 - self.cooldown) * max(self.cooldowns + self.earlier)
 
     def describe(self, names: Mapping[str, str] | None = None) -> str:
         """One line for a person, in the user's column names (``names``: canonical → file)."""
         names = names or {}
-        n, d = names.get("N", "N"), names.get("D", "D")
+        d = names.get("D", "D")
         hyper = "".join(f", {names.get(k, k)} {_value(v)}" for k, v in self.hyperparameters)
-        head = f"wsd run {self.number} ({n} {self.N:.4g}{hyper}): "
-        at = f"cool down at {d} " + ", ".join(f"{x:.4g}" for x in self.cooldowns)
+        head = f"wsd run {self.number} ({names.get('N', 'N')} {self.N:.4g}{hyper}): "
+
+        def branch(ds: Sequence[float]) -> str:
+            return ", ".join(f"from {(1 - self.cooldown) * x:.4g} tokens to {d} {x:.4g}"
+                             for x in ds)
+
         if not self.earlier:
-            return head + f"a new run; train the stable phase to {d} {self.train_to:.4g}, {at}"
-        had = (f"the run with checkpoints at {d} "
-               + ", ".join(f"{x:.4g}" for x in self.earlier) + " (completed or running)")
-        last = max(self.earlier)
-        if self.train_to > last:
-            return (head + f"continues {had}: resume its stable phase at {d} {last:.4g}, "
-                    f"train it to {d} {self.train_to:.4g}, {at}")
-        return head + f"{had} passed these token counts already: {at} from its stable phase"
+            return (head + f"a new run; train the stable phase to {self.stable_to:.4g} "
+                    f"tokens and cool down {branch(self.cooldowns)}")
+        had = ", ".join(f"{x:.4g} ({'running' if x in self.running else 'completed'})"
+                        for x in self.earlier)
+        inside = [x for x in self.cooldowns if (1 - self.cooldown) * x <= self.stable_from]
+        beyond = [x for x in self.cooldowns if (1 - self.cooldown) * x > self.stable_from]
+        parts = []
+        if inside:
+            wait = (" (once the run in flight has passed the branch point)"
+                    if max(self.earlier) in self.running else "")
+            parts.append(f"branch off its stable phase and cool down {branch(inside)}{wait}")
+        if beyond:
+            parts.append(f"continue its stable phase from {self.stable_from:.4g} to "
+                         f"{self.stable_to:.4g} tokens and cool down {branch(beyond)}")
+        return head + f"the run with checkpoints at {d} {had}: " + "; ".join(parts)
 
     def to_dict(self, names: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """JSON-ready, in the user's column names (``names``: canonical → file)."""
+        """JSON-ready, in the user's column names (``names``: canonical → file); the family's
+        configuration under ``config`` (so that no axis name can clash with a key)."""
         names = names or {}
-        out: dict[str, Any] = {"run": self.number, names.get("N", "N"): self.N}
-        out |= {names.get(k, k): v for k, v in self.hyperparameters}
-        return out | {"train_to": self.train_to, "cooldowns": list(self.cooldowns),
-                      "earlier": list(self.earlier)}
+        config = {names.get("N", "N"): self.N}
+        config |= {names.get(k, k): v for k, v in self.hyperparameters}
+        return {"run": self.number, "config": config, "stable_from": self.stable_from,
+                "stable_to": self.stable_to, "cooldowns": list(self.cooldowns),
+                "completed": list(self.completed), "running": list(self.running),
+                "cooldown_fraction": self.cooldown}
 
 
 def _value(v: Any) -> str:
+    """A hyperparameter value for a sentence (floats to 4 significant digits)."""
     return f"{v:.4g}" if isinstance(v, float) else str(v)
 
 
-def wsd_runs(grid: Grid, picked: Sequence[int], earlier: np.ndarray
-             ) -> tuple[tuple[WsdRun, ...], tuple[int, ...]]:
+def wsd_runs(grid: Grid, picked: Sequence[int], completed: np.ndarray, running: np.ndarray,
+             cooldown: float) -> tuple[tuple[WsdRun, ...], tuple[int, ...]]:
     """The WSD runs of a batch and the run number of each pick.
 
     Args:
         grid: The campaign's grid.
         picked: Grid rows suggested, in the order picked.
-        earlier: Grid rows already completed or running (any order; repeats allowed).
+        completed, running: Grid rows already completed, and in flight (failed runs share
+            nothing with a family, as in the cost model, and are not passed).
+        cooldown: The cost model's cooldown fraction ``f``.
 
     Returns:
         ``(runs, numbers)``: one :class:`WsdRun` per family among ``picked``, numbered in the
@@ -93,21 +128,23 @@ def wsd_runs(grid: Grid, picked: Sequence[int], earlier: np.ndarray
     """
     fam = families(grid)
     D = grid.configs["D"].to_numpy(np.float64)
-    earlier = np.asarray(earlier, dtype=np.int64).ravel()
     order: list[int] = []
-    numbers = []
+    numbers: list[int] = []
     for i in picked:
-        f = int(fam[int(i)])
-        if f not in order:
-            order.append(f)
-        numbers.append(order.index(f) + 1)
-    runs = []
-    for k, f in enumerate(order, start=1):
-        mine = sorted({float(D[int(i)]) for i in picked if fam[int(i)] == f})
-        before = sorted({float(x) for x in D[earlier[fam[earlier] == f]]})
-        first = grid.config(next(int(i) for i in picked if fam[int(i)] == f))
-        runs.append(WsdRun(number=k, N=float(first["N"]),
+        if int(fam[int(i)]) not in order:
+            order.append(int(fam[int(i)]))
+        numbers.append(order.index(int(fam[int(i)])) + 1)
+
+    def tokens(rows: Any, family: int) -> tuple[float, ...]:
+        rows = np.asarray(rows, dtype=np.int64).ravel()
+        return tuple(sorted({float(x) for x in D[rows[fam[rows] == family]]}))
+
+    runs: list[WsdRun] = []
+    for number, family in enumerate(order, start=1):
+        first = grid.config(next(int(i) for i in picked if fam[int(i)] == family))
+        runs.append(WsdRun(number=number, N=float(first["N"]),
                            hyperparameters=tuple((a, first[a]) for a in grid.axes),
-                           cooldowns=tuple(mine), earlier=tuple(before),
-                           train_to=max(mine + before)))
+                           cooldowns=tokens(picked, family),
+                           completed=tokens(completed, family),
+                           running=tokens(running, family), cooldown=float(cooldown)))
     return tuple(runs), tuple(numbers)
