@@ -50,18 +50,18 @@ def test_a_batch_is_grouped_into_runs_by_hand():
     assert one.stable_from == pytest.approx(5.4e9) and one.stable_to == pytest.approx(1.8e10)
     assert one.describe() == (
         "wsd run 1 (N 1e+08, lr 0.001): the run with checkpoints at D 6e+09 (completed): "
-        "branch off its stable phase and cool down from 1.8e+09 tokens to D 2e+09; continue "
-        "its stable phase from 5.4e+09 to 1.8e+10 tokens and cool down from 1.8e+10 tokens "
-        "to D 2e+10")
+        "branch off its stable phase and cool down from 1.8e+09 to 2e+09 tokens; continue "
+        "its stable phase from 5.4e+09 to 1.8e+10 tokens and cool down from 1.8e+10 to "
+        "2e+10 tokens")
     assert two.earlier == () and two.stable_from == 0  # N = 3e8 at lr 1e-3 is another family
     assert two.describe() == ("wsd run 2 (N 3e+08, lr 0.003): a new run; train the stable "
-                              "phase to 1.8e+09 tokens and cool down from 1.8e+09 tokens to "
-                              "D 2e+09")
+                              "phase to 1.8e+09 tokens and cool down from 1.8e+09 to 2e+09 "
+                              "tokens")
     # a checkpoint in flight beyond the branch point: wait for it to pass there
     assert three.running == (2e10,) and three.stable_to == pytest.approx(1.8e10)
     assert three.describe().endswith(
         "checkpoints at D 2e+10 (running): branch off its stable phase and cool down from "
-        "5.4e+09 tokens to D 6e+09 (once the run in flight has passed the branch point)")
+        "5.4e+09 to 6e+09 tokens (once the run in flight has passed the branch point)")
     # the user's column names; the configuration nested, so no axis clashes with a key
     assert one.describe({"N": "params", "D": "tokens"}).startswith(
         "wsd run 1 (params 1e+08, lr 0.001): the run with checkpoints at tokens 6e+09")

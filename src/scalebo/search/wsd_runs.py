@@ -73,7 +73,7 @@ class WsdRun:
         head = f"wsd run {self.number} ({names.get('N', 'N')} {self.N:.4g}{hyper}): "
 
         def branch(ds: Sequence[float]) -> str:
-            return ", ".join(f"from {(1 - self.cooldown) * x:.4g} tokens to {d} {x:.4g}"
+            return ", ".join(f"from {(1 - self.cooldown) * x:.4g} to {x:.4g} tokens"
                              for x in ds)
 
         if not self.earlier:
