@@ -51,12 +51,9 @@ def render_table(result: dict[str, Any]) -> str:
             f"{100 * boot['confidence_level']:g}% percentile intervals"
         )
     lines.append("")
-    rows = []
-    for name, value in fit["params"].items():
-        lo, hi = boot["intervals"].get(name, (None, None)) if boot else (None, None)
-        rows.append({"name": name, "estimate": value, "lower": lo, "upper": hi})
     lines.append("parameters")
-    lines.append(format_table(rows, ["name", "estimate", "lower", "upper"]).rstrip("\n"))
+    lines.append(format_table(_param_rows(fit["params"], boot),
+                              ["name", "estimate", "lower", "upper"]).rstrip("\n"))
     preds = result["predictions"]
     if preds:
         lines.append("")
@@ -79,12 +76,8 @@ def render_table(result: dict[str, Any]) -> str:
 
 def csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     """Long-format rows (kind, name, C, estimate, lower, upper) for ``--format csv``."""
-    boot = result["bootstrap"]
-    rows = []
-    for name, value in result["fit"]["params"].items():
-        lo, hi = boot["intervals"].get(name, (None, None)) if boot else (None, None)
-        rows.append({"kind": "parameter", "name": name, "estimate": value,
-                     "lower": lo, "upper": hi})
+    rows = [{"kind": "parameter", **r}
+            for r in _param_rows(result["fit"]["params"], result["bootstrap"])]
     for p in result["predictions"]:
         for f in ("loss", "N_opt", "D_opt", "tokens_per_param"):
             if f in p:
@@ -100,6 +93,14 @@ def write_fit_csv(rows: list[dict[str, Any]], status: str, level: float | None,
     finite), its confidence ``level`` (a fraction, e.g. 0.95)."""
     write_csv([{**r, "status": status, "level": level if _finite(r["lower"])
                 and _finite(r["upper"]) else None} for r in rows], columns)
+
+
+def _param_rows(params: dict[str, float], boot: dict | None) -> list[dict[str, Any]]:
+    """One row per fitted parameter: ``name``, ``estimate`` and the bootstrap's interval
+    (``lower``, ``upper``; None without a bootstrap or an interval for it)."""
+    iv = boot["intervals"] if boot else {}
+    return [{"name": k, "estimate": v, "lower": iv.get(k, (None, None))[0],
+             "upper": iv.get(k, (None, None))[1]} for k, v in params.items()]
 
 
 def _finite(value: Any) -> bool:
@@ -120,11 +121,9 @@ def render_formula_table(result: dict[str, Any]) -> str:
                      f"{boot['seed']}, {boot['starts_per_resample']} starts each), "
                      f"{boot['n_failed']} failed{_unidentified(boot)}; "
                      f"{100 * boot['confidence_level']:g}% percentile intervals")
-    iv = boot["intervals"] if boot else {}
-    rows = [{"name": k, "estimate": v, "lower": iv.get(k, (None, None))[0],
-             "upper": iv.get(k, (None, None))[1]} for k, v in fit["params"].items()]
-    lines += ["", "parameters",
-              format_table(rows, ["name", "estimate", "lower", "upper"]).rstrip("\n")]
+    lines += ["", "parameters", format_table(_param_rows(fit["params"], boot),
+                                             ["name", "estimate", "lower", "upper"]
+                                             ).rstrip("\n")]
     if result["predictions"]:
         names = list(law["variables"])
         rows = []
