@@ -462,3 +462,28 @@ def test_status_says_when_its_law_depends_on_the_frontier():
     gap = re.search(r"\+([0-9.]+) % from this fit's", note[0])
     assert len(note) == 1 and gap and 7 < float(gap[1]) < 10  # 8.5 % when written
     assert "the intervals are about the envelope's law" in note[0]
+
+
+def test_status_names_the_compute_laws_parameter_at_a_bound(tmp_path):
+    # Losses of a pure power law in compute (E = 0, under the fit's lower bound of e^-10):
+    # all but one configuration trained, the compute law's fit ends with E at its bound. JSON names
+    # it in law.at_bound, the text beside the law, and the rule does not stop on it.
+    rows = [(n, d, lr, 40.0 * (6 * n * d) ** -0.08 * (1 + 0.02 * np.log(lr / 3e-4) ** 2))
+            for n in (1e8, 3e8, 1e9) for d in (2e9, 6e9, 2e10) for lr in (1e-4, 3e-4, 1e-3)]
+    frame = pd.DataFrame(rows, columns=["N", "D", "lr", "loss"])
+    frame[["N", "D", "lr"]].to_csv(tmp_path / "grid.csv", index=False)
+    frame.iloc[1:].to_csv(tmp_path / "runs.csv", index=False)  # one left untried
+    base = [sys.executable, "-m", "scalebo.cli", "status", "--grid", str(tmp_path / "grid.csv"),
+            "--runs", str(tmp_path / "runs.csv"), "--budget", "1e22FLOPs", "--samples", "16",
+            "--quiet"]
+    proc = subprocess.run([*base, "--format", "json"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    law = json.loads(proc.stdout)["law"]
+    assert law["status"] == "bound hit" and law["at_bound"] == ["E"]
+    assert law["params"]["E"] == pytest.approx(np.exp(-10), rel=1e-3)
+    out = json.loads(proc.stdout)
+    assert out["stop"] is False and "E at its limit" in out["reason"]
+    text = subprocess.run(base, capture_output=True, text=True, timeout=120)
+    assert text.returncode == 0, text.stderr
+    assert "(bound hit: E at its limit)" in text.stdout, text.stdout

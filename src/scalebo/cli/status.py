@@ -103,6 +103,19 @@ def _median(value: float | None, iv: list[float] | None) -> str:
                                       f" ({format_number(iv[0], 2)}–{format_number(iv[1], 2)})")
 
 
+def _shaky(law: dict[str, Any]) -> str:
+    """`` (<status>: why)`` after a law whose fit is not ``converged``: the parameters the fit
+    left at a bound, or that the runs do not identify it."""
+    at_bound = law.get("at_bound") or ()
+    if at_bound:
+        why = f": {', '.join(at_bound)} at {'their limits' if len(at_bound) > 1 else 'its limit'}"
+    elif law.get("status") == "unidentified":
+        why = ": not identified by these runs"
+    else:
+        why = ""
+    return f" ({law['status']}{why})"
+
+
 def _csv_row(t: Any, status: Any) -> dict[str, Any]:
     """One target's CSV row (:data:`CSV_COLUMNS`; an interval's ends empty without it); the
     campaign's stop decision, its reason and its budget account repeat on every row."""
@@ -192,7 +205,7 @@ def run(args: argparse.Namespace) -> int:
         params = ", ".join(f"{k} {format_number(v)}" for k, v in (law.get("params") or {}).items())
         shaky = law.get("status") not in (None, "converged")
         out = [f"law         {law['formula']}: {params or law.get('message', '-')}"
-               + (f" ({law['status']}: not identified by these runs)" if shaky else ""),
+               + (_shaky(law) if shaky else ""),
                f"runs        {status.n_completed} completed, {status.n_failed} failed, "
                f"{status.n_running} running" + (
                    f"; {status.n_retried} failed attempt{'s' if status.n_retried > 1 else ''} "

@@ -219,6 +219,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     law: dict[str, Any] = {"name": "compute", "formula": "L(C) = E + A/C^alpha"}
     if compute is not None and compute.point is not None:
         law |= {"params": compute.point.params, "status": settled["law_status"],
+                "at_bound": list(settled.get("law_at_bound", ())),
                 "fitted_on": "observed + fantasized (posterior mean of the whole grid)"
                 if estimand == "reference" else
                 "latent posterior mean of every configuration of the grid, trained ones "
