@@ -88,6 +88,37 @@ def test_steplaw_counts(steplaw):
     assert len(small) == 47 and small["lr"].nunique() == 5
 
 
+def test_steplaw_moe_counts_active_parameters(data_dir):
+    # steplaw/SOURCE.md: 708 rows, 4 D, 9 lr, 5 bs; its 3 total sizes (about 2.15e9) hide four
+    # models of different sparsity, which N = active parameters (the file's Na) tells apart
+    table = load_dataset("steplaw_moe", data_dir)
+    frame = table.frame
+    assert len(table) == 708 and table.n_excluded == 0 and table.hyperparameters == ("lr", "bs")
+    assert sorted(frame["N"].unique().tolist()) == [187_973_632, 232_579_072, 590_436_352,
+                                                    1_241_270_272]
+    assert frame["N_total"].nunique() == 3 and frame["N_total"].between(2.15e9, 2.16e9).all()
+    assert sorted(frame["D"].unique().tolist()) == [2e9, 4e9, 8e9, 2e10]
+    assert frame.groupby(["N", "D"]).ngroups == 16 and frame.groupby(["N", "D"]).size().max() == 45
+    assert frame["lr"].nunique() == 9 and sorted(frame["bs"].unique()) == [32, 64, 128, 256, 512]
+    np.testing.assert_array_equal(table.C, 6.0 * table.N * table.D)
+    first = frame.iloc[0]  # the file's first data row: 1 of 89 experts, lr 1.726e-4, bs 32
+    assert (first["N"], first["moe_name"], first["lr"], first["bs"]) == (187_973_632, "1in89",
+                                                                         1.73e-4, 32)
+    assert first["loss"] == pytest.approx(2.680629944853511) and first["raw_loss"] == 2.721691
+
+
+def test_steplaw_moe_envelope_is_the_sparse_models(data_dir):
+    # the costliest acquirable cell (1.24B active at 8B tokens) lies off the compute envelope,
+    # which the two sparsest models make
+    from scalebo.bench.problems import load_problem
+
+    problem = load_problem("steplaw_moe", data_dir=data_dir)
+    N = problem.grid.configs["N"].to_numpy()
+    assert set(N[problem.envelope_idx].tolist()) == {187_973_632, 232_579_072}
+    costliest = np.argmax(np.where(problem.grid.held_out, -np.inf, problem.grid.cost))
+    assert N[costliest] == 1_241_270_272 and costliest not in problem.envelope_idx
+
+
 def test_steplaw_flops_float64(steplaw):
     assert steplaw.C.dtype == np.float64
     np.testing.assert_array_equal(steplaw.C, 6.0 * steplaw.N * steplaw.D)

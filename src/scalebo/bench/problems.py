@@ -42,7 +42,7 @@ __all__ = ["REGISTERED", "ReplayProblem", "check_dataset_name", "load_problem",
            "problem_from_table"]
 
 #: Names accepted by :func:`load_problem` besides file paths.
-REGISTERED = ("steplaw", "oellm_english", "synthetic")
+REGISTERED = ("steplaw", "steplaw_moe", "oellm_english", "synthetic")
 
 
 @dataclass(frozen=True, eq=False)

@@ -42,9 +42,9 @@ Benchmark search strategies by replaying them on recorded grids.
     the calibration of the law posterior and floor-oracle rows (--no-oracle leaves them
     out; they need the datasets, --data-dir or $SCALEBO_DATA_DIR).
 
-Config datasets: steplaw, oellm_english, synthetic or {source: PATH} for a run-table file
-(the registered epoch_chinchilla, gadre_overtraining, gemstones and porian_isoflop hold no
-hyperparameter grid to replay). Record layout: docs/records.md.
+Config datasets: steplaw, steplaw_moe, oellm_english, synthetic or {source: PATH} for a
+run-table file (the registered epoch_chinchilla, gadre_overtraining, gemstones and
+porian_isoflop hold no hyperparameter grid to replay). Record layout: docs/records.md.
 """
 RUN_DESCRIPTION = """\
 Run the unfinished cells of a sweep config (YAML: name, seeds, budgets as fractions of

@@ -77,7 +77,7 @@ units:
 EPILOG = """\
 input files: CSV, TSV, Parquet or JSON lines with columns N, D, loss (and optionally C,
 run_id, hyperparameters); map other names with --map N=params,D=tokens. Public datasets:
-dataset:NAME (steplaw, oellm_english, epoch_chinchilla, porian_isoflop, gemstones,
+dataset:NAME (steplaw, steplaw_moe, oellm_english, epoch_chinchilla, porian_isoflop, gemstones,
 gadre_overtraining) with --data-dir or $SCALEBO_DATA_DIR.
 Run 'scalebo COMMAND --help' for details.
 exit codes: 0 ok, 1 fit failed or did not converge, 2 bad input or usage, 3 the budget

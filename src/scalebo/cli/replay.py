@@ -44,8 +44,8 @@ the summed compute of the acquirable grid (FLOPs).
 """
 EPILOG = """\
 datasets (--dataset):
-  steplaw, oellm_english   recorded lr x bs grids (public datasets, --data-dir or
-                           $SCALEBO_DATA_DIR)
+  steplaw, oellm_english,  recorded lr x bs grids (public datasets, --data-dir or
+  steplaw_moe              $SCALEBO_DATA_DIR; steplaw_moe: N = active parameters)
   synthetic                built-in grid from a known law (no data needed)
   a run-table file         CSV/TSV/Parquet/JSON lines (--map as for 'scalebo fit'; --axes
                            default: numeric columns varying inside an (N, D) cell)
@@ -78,8 +78,8 @@ _METHOD_OPTIONS = {"strategy": "strategy", "schedule": "schedule", "surrogate": 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dataset", required=True,
-                        help="grid to replay: steplaw, oellm_english, synthetic or a run-table "
-                             "file (see 'datasets' below)")
+                        help="grid to replay: steplaw, steplaw_moe, oellm_english, synthetic or "
+                             "a run-table file (see 'datasets' below)")
     parser.add_argument("--map", default=None, metavar="CANON=COL,...",
                         help="column mapping for a file, e.g. N=params,D=tokens")
     parser.add_argument("--axes", default=None, metavar="COL,...",

@@ -44,6 +44,32 @@ def load_steplaw(
                      diverged_above=diverged_above, source_name=str(path))
 
 
+def load_steplaw_moe(root: Path, *, lr_digits: int = 3) -> RunTable:
+    """StepLaw mixture-of-experts grid (``steplaw/moe_lr_bs_loss.csv``): 708 runs, 16 (N, D)
+    cells, 9 lr × 5 bs.
+
+    ``N`` is the number of **active** parameters (the file's ``Na``; its ``N``, the total
+    parameter count, is about 2.15e9 for every model and is kept as ``N_total``), so
+    ``C = 6·N·D`` is the training compute of a token-routed model. The four models differ in
+    sparsity (``moe_name``: 1 of 89, 2 of 88, 1 of 8 and 3 of 8 experts active; 188M, 233M,
+    590M and 1.24B active parameters), each trained to D = 2, 4, 8 and 20B tokens; the
+    sparsest ones make the compute envelope, so here the costliest cell is not on it.
+    ``loss``, ``lr`` and ``bs`` as :func:`load_steplaw` (no run diverged: the largest
+    smoothed loss is 2.94). Not part of the StepLaw paper's benchmark (steplaw/SOURCE.md).
+    """
+    if int(lr_digits) != lr_digits or lr_digits < 1:
+        raise RunTableError(f"steplaw_moe: lr_digits must be an integer >= 1 (significant "
+                            f"digits of lr), got {lr_digits!r}.")
+    path = _file(root, "steplaw", "moe_lr_bs_loss.csv")
+    frame = read_table(path)
+    frame = frame.rename(columns={"loss": "raw_loss", "smooth loss": "loss", "lr": "lr_raw",
+                                  "N": "N_total"})
+    frame.insert(frame.columns.get_loc("lr_raw"), "lr",
+                 round_significant(frame["lr_raw"].to_numpy(), lr_digits))
+    return load_runs(frame, mapping={"N": "Na"}, hyperparameters=("lr", "bs"),
+                     run_id="exp_name", source_name=str(path))
+
+
 def load_oellm_english(root: Path, *, diverged_above: float | None = None) -> RunTable:
     """OELLM-English dense grid (``oellm_english/loss_all_exps_post_annealing.csv``).
 
@@ -171,6 +197,11 @@ def _warn_if_pooled(frame: pd.DataFrame, column: str, dataset: str, what: str,
 register_dataset(
     "steplaw", load_steplaw,
     "StepLaw dense lr×bs grid: 1911 runs, 5 N, 15 D, 17 (N,D) cells, 14 lr × 13 bs.",
+)
+register_dataset(
+    "steplaw_moe", load_steplaw_moe,
+    "StepLaw mixture-of-experts lr×bs grid: 708 runs, N = 4 active sizes (188M–1.24B), "
+    "D = 2–20B, 16 (N,D) cells, 9 lr × 5 bs.",
 )
 register_dataset(
     "oellm_english", load_oellm_english,
