@@ -99,6 +99,34 @@ def test_bad_rows_are_named(synthetic, tmp_path):
         read_campaign_runs(path, grid)
 
 
+def test_a_misspelt_loss_or_status_column_is_an_error_not_failed_runs(synthetic, tmp_path):
+    # A header typo made every run "failed" (its compute spent, never proposed again) with
+    # exit 0; `fit` refused the same file. Now the campaign refuses it too, naming the column.
+    frame, grid = synthetic
+    rows = frame.iloc[[0, 1, 2]][["N", "D", "lr", "bs", "loss"]].copy()
+    path = tmp_path / "runs.csv"
+    rows.rename(columns={"loss": "loos"}).to_csv(path, index=False)
+    with pytest.raises(RunTableError, match=r"runs.csv: no 'loss' column: did you mean 'loos'\? "
+                       r".*data row 1 and every other finished run would count as failed\. "
+                       r"The file's columns: \['N', 'D', 'lr', 'bs', 'loos'\]"):
+        read_campaign_runs(path, grid)
+    with pytest.raises(RunTableError, match=r"the mapping's loss column 'val' is not in the"):
+        read_campaign_runs(path, grid, mapping={"loss": "val"})
+    # without a loss column, runs that are all running or failed are fine
+    running = rows.drop(columns="loss").assign(status=["running", "failed", "running"])
+    runs = read_campaign_runs(running, grid)
+    assert runs.running.size == 2 and runs.failed.size == 1
+    # a misspelt status column would turn the runs in flight (no loss yet) into failed ones
+    typo = rows.assign(loss=[rows.loss.iloc[0], None, None], stauts=["", "running", "running"])
+    typo.to_csv(path, index=False)
+    with pytest.raises(RunTableError, match=r"no 'status' column, but 'stauts' looks like one "
+                       r"\(did you mean 'status'\?\); without it data row 2, which has no loss"):
+        read_campaign_runs(path, grid)
+    # an unrelated extra column stays allowed, and a row without a loss is then failed
+    runs = read_campaign_runs(typo.rename(columns={"stauts": "note"}), grid)
+    assert runs.completed.size == 1 and runs.failed.size == 2
+
+
 def test_stop_rule_by_hand():
     assert half_width({"q10": 1.99, "q50": 2.0, "q90": 2.01}) == pytest.approx(0.005)
     stop, why = stop_decision({1e25: 0.004}, remaining=1e20, cheapest_left=1e18)

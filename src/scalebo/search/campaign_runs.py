@@ -38,7 +38,7 @@ import pandas as pd
 
 from scalebo.data.columns import is_blank, to_numbers
 from scalebo.data.files import read_table
-from scalebo.errors import RunTableError, SearchError, shown_config, shown_rows
+from scalebo.errors import RunTableError, SearchError, closest, shown_config, shown_rows
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 
@@ -204,6 +204,35 @@ def _status(frame: pd.DataFrame, name: str) -> list[RunStatus | None]:
     return out
 
 
+def _check_missing_columns(frame: pd.DataFrame, status: list[RunStatus | None], name: str,
+                           mapping: Mapping[str, str] | None) -> None:
+    """RunTableError when a missing ``loss`` or ``status`` column would silently make runs
+    failed: no ``loss`` column while some row is neither running nor failed (every such run
+    would count as failed, its compute spent), or no ``status`` column while a row has no
+    loss and a column's name is close to ``status`` (a typo that would turn runs in flight
+    into failed ones)."""
+    columns = [str(c) for c in frame.columns]
+    if "loss" not in frame.columns and any(
+            st in (None, RunStatus.COMPLETED) for st in status):
+        pos = next(i for i, st in enumerate(status) if st in (None, RunStatus.COMPLETED))
+        near = closest("loss", columns)
+        mapped = (mapping or {}).get("loss")
+        hint = (f"the mapping's loss column {mapped!r} is not in the file" if mapped
+                else f"did you mean {near!r}? Rename it, or map it with --map loss=COLUMN"
+                if near else "map yours with --map loss=COLUMN")
+        raise RunTableError(
+            f"{name}: no 'loss' column: {hint}. Without it, data row {pos + 1} and every other "
+            f"finished run would count as failed. The file's columns: {columns}.")
+    if "status" not in frame.columns and "loss" in frame.columns:
+        near = closest("status", [c for c in columns if c != "loss"], cutoff=0.7)
+        blank = np.flatnonzero(frame["loss"].map(is_blank).to_numpy())
+        if near is not None and blank.size:
+            raise RunTableError(
+                f"{name}: no 'status' column, but {near!r} looks like one (did you mean "
+                f"'status'?); without it data row {blank[0] + 1}, which has no loss, would "
+                "count as failed, even if it is running. Rename the column.")
+
+
 def _grid_numbers(series: pd.Series, column: str, name: str) -> None:
     """RunTableError naming the first value of a numeric grid column that is not a finite
     number (``"le-3"`` for ``1e-3``, an empty cell)."""
@@ -288,6 +317,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
             _grid_numbers(frame[column], column, name)
     idx = grid.index_of(frame, source=name)
     status = _status(frame, name)
+    _check_missing_columns(frame, status, name, mapping)
     loss = _numbers(frame, "loss", name)
     nonpositive = np.flatnonzero(np.isfinite(loss) & (loss <= 0))
     if nonpositive.size:
