@@ -261,3 +261,30 @@ def test_suggest_says_when_it_drops_the_anchor(grid, tmp_path, monkeypatch, caps
         assert ("the anchor run (N 1e+09, D 1e+11) is dropped" in out.err) == verdict
         anchor_proposed = "anchor" in printed["suggestions"][0]["reason"]
         assert anchor_proposed != verdict
+
+
+def test_a_batch_that_reaches_the_anchors_turn_says_it_dropped_it(grid, monkeypatch):
+    """A batch started before the anchor's turn: at the turn, within the batch, the anchor is
+    dropped and the batch spends what it held back. The result says so (``anchor_dropped``,
+    nothing held back) instead of the reservation the batch began with (a new-user trial saw
+    "held back … for the anchor run" beside a batch that spent it)."""
+    import scalebo.search.admission as admission
+
+    loss = _loss(grid.configs)
+    done, _ = _before_the_anchor(grid, loss)
+    frame = grid.configs.iloc[done[:-2]][["N", "D", "lr"]].assign(loss=loss[done[:-2]])
+    runs = read_campaign_runs(frame, grid)
+    for verdict in (False, True):
+        monkeypatch.setattr(admission, "anchor_dominated", lambda *a, v=verdict, **k: v)
+        first = suggest_runs(grid, runs, 0.4 * grid.budget_total, seed=0, batch=1)
+        assert first.anchor_dropped is None and first.anchor_cell == (1e9, 1e11)  # not its turn
+        res = suggest_runs(grid, runs, 0.4 * grid.budget_total, seed=0, batch=8)
+        reasons = [s.reason for s in res.suggestions]
+        if verdict:
+            assert res.anchor_dropped == (1e9, 1e11)
+            assert res.held_back == 0.0 and res.anchor_cell is None
+            assert not any(r.startswith("anchor") for r in reasons)
+            assert sum(res.prices) > res.remaining - 6 * 1e9 * 1e11  # it spent the reserve
+        else:
+            assert res.anchor_dropped is None and res.anchor_cell == (1e9, 1e11)
+            assert reasons[-1].startswith("anchor")  # placed last, once nothing else fit

@@ -101,9 +101,13 @@ class Admission(ObservationLedger):
 
     def dropped_anchor(self) -> tuple[float, float] | None:
         """The anchor cell's ``(N, D)`` (parameters, tokens) when it is dropped now (its turn
-        has come and the observed runs dominate it), else None."""
+        has come and the observed runs dominate it) or was dropped at its turn by an ask on
+        the same observed runs (a batch that went on to spend what it held back), else None."""
         rows = anchor_rows(self.grid, self.budget, self.anchor)
-        if not rows.size or self._anchor_state()[0].size:
+        if not rows.size:
+            return None
+        seen = self._dominated == ((len(self._obs_y), int(rows[0])), True)
+        if not seen and self._anchor_state()[0].size:
             return None
         cfg = self.grid.configs.iloc[rows[0]]
         return float(cfg["N"]), float(cfg["D"])

@@ -102,9 +102,12 @@ class SuggestResult:
         unit: ``"FLOPs"``, or the grid's price unit (e.g. ``"GPU-hours"``).
         prices: what each suggestion adds to the spending, in ``unit`` (in order picked).
         held_back: what the search held back for the anchor run before these suggestions,
-            in ``unit`` (0: none, the anchor cell has a run, or the runs dominate it).
+            in ``unit`` (0: none, the anchor cell has a run, or the runs dominate it, also
+            when its turn came within this batch).
         anchor_cell: the anchor cell's ``(N, D)`` (parameters, tokens) while held back.
-        anchor_dropped: the anchor cell's ``(N, D)`` when the runs dominate it at its turn.
+        anchor_dropped: the anchor cell's ``(N, D)`` when the runs dominate it at its turn,
+            before these suggestions or among them (what it held back was then spent on
+            the later ones).
         wsd_runs: under the ``wsd`` cost model, the training runs the suggestions make up
             (one per family: :func:`~scalebo.search.wsd_runs.wsd_runs`); empty otherwise.
         run_numbers: each suggestion's run number in ``wsd_runs`` (in order picked).
@@ -216,8 +219,9 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
     # campaign's (a cost column, retried failures) lowers its budget so ``remaining`` holds.
     loop.budget = budget - (spent + pending - loop.committed_budget)
     held_back, anchor_cell = loop.held_back()
-    dropped = loop.dropped_anchor()
     suggestions = loop.suggest(batch)
+    if (dropped := loop.dropped_anchor()) is not None:  # before or within the batch
+        held_back, anchor_cell = 0.0, None
     message = ""
     if len(suggestions) < batch:
         taken = np.zeros(len(grid), dtype=bool)
