@@ -62,6 +62,27 @@ def test_default_hyperparameters_skip_bookkeeping_and_cell_constants():
     assert load_runs(_frame(), mapping=MAP).hyperparameters == ("lr",)
 
 
+def test_default_hyperparameters_skip_measured_and_derived_columns():
+    # A grid of 2 cells × 3 lr × 2 batch sizes × 2 warmups, with what a training log adds:
+    # the wall time of each run (a distinct value per run, before the settings in the file)
+    # and the iteration count tokens / (batch · 2048), which varies inside a cell with the
+    # batch. Only the three settings are axes (a new-user trial's replay of the StepLaw MoE
+    # file took 'ti', 'average_iter_time', 'final_iter' and 'total_time' as axes too).
+    rng = np.random.default_rng(0)
+    rows = [(n, d, lr, bs, w) for n, d in ((1e8, 2e9), (3e8, 6e9)) for lr in (1e-4, 3e-4, 1e-3)
+            for bs in (64, 256) for w in (100, 1000)]
+    frame = pd.DataFrame(rows, columns=["params", "tokens", "lr", "bs", "warmup"])
+    frame.insert(2, "wall_seconds", rng.uniform(1e3, 1e4, len(frame)))
+    frame["iters"] = frame["tokens"] / (frame["bs"] * 2048)
+    frame["loss"] = 3.0 + rng.normal(0, 0.01, len(frame))
+    table = load_runs(frame, mapping={"N": "params", "D": "tokens"})
+    assert table.hyperparameters == ("lr", "bs", "warmup")
+    # one warmup only: the two other settings stay the axes
+    one_lr = frame[frame["warmup"] == 100].drop(columns="warmup")
+    assert load_runs(one_lr, mapping={"N": "params", "D": "tokens"}).hyperparameters == (
+        "lr", "bs")
+
+
 def test_given_compute_column_is_kept():
     frame = _frame().assign(flops=[1.0, 2.0, 3.0, 4.0])
     table = load_runs(frame, mapping={**MAP, "C": "flops"})

@@ -196,7 +196,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from scalebo.bench.problems import load_problem
+    from scalebo.bench.problems import REGISTERED, load_problem
     from scalebo.bench.replay import (
         MethodConfig,
         envelope_out_of_reach,
@@ -225,6 +225,10 @@ def run(args: argparse.Namespace) -> int:
     for text in problem.notes:
         note(text)
     summary = problem.summary()
+    if axes is None and args.dataset.removeprefix("dataset:") not in REGISTERED:
+        # a file's axes are a guess from its columns: say which
+        log(f"hyperparameter axes: {', '.join(problem.grid.axes) or 'none'} (inferred from "
+            "the columns that vary inside an (N, D) cell; --axes to choose)")
     held = [f"(N={c['N']:.4g}, D={c['D']:.4g})" for c in summary["held_out_cells"]]
     if held:
         tie = summary["held_out_tie"]

@@ -235,14 +235,18 @@ def default_hyperparameters(frame: pd.DataFrame, excluded: Iterable[str] = (), *
     A column is chosen unless it is bookkeeping (:data:`BOOKKEEPING_COLUMNS`, any name
     containing ``loss``, ``*_unmapped``, a name in ``excluded``), boolean, has a missing
     value, or is fixed inside every (N, D) cell — a column fixed per cell (width, depth,
-    ``D/N``) is a property of the cell, not a search axis. With ``numeric_only`` (run
-    tables) it must also be numeric and finite; without it (grids, which take categorical
-    axes) a text column qualifies too. ``frame`` needs ``N`` and ``D``; columns are
-    returned in frame order.
+    ``D/N``) is a property of the cell, not a search axis — or if it tells apart no runs
+    that the columns with fewer distinct values already tell apart: taken in order of
+    fewest distinct values (settings take few, measurements many), a column that splits no
+    group of runs equal in (N, D) and the columns chosen before it is derived from them
+    (iterations = tokens / batch) or measured (wall times), not set. With ``numeric_only``
+    (run tables) it must also be numeric and finite; without it (grids, which take
+    categorical axes) a text column qualifies too. ``frame`` needs ``N`` and ``D``;
+    columns are returned in frame order.
     """
     excluded = set(excluded)
     cells = frame.groupby(["N", "D"], sort=False)
-    chosen = []
+    varying = []
     for column in frame.columns:
         series = frame[column]
         numeric = pd.api.types.is_numeric_dtype(series.dtype)
@@ -254,8 +258,18 @@ def default_hyperparameters(frame: pd.DataFrame, excluded: Iterable[str] = (), *
         ):
             continue
         if (cells[column].nunique() > 1).any():
-            chosen.append(str(column))
-    return tuple(chosen)
+            varying.append(column)
+    # Settings take few values, measurements (wall times, iteration counts) many: taken in
+    # order of fewest distinct values, a column that splits no group of runs the ones before
+    # it left together is derived from them (iterations = D / batch) or measured, not set.
+    chosen: list = []
+    keys = frame[["N", "D"]].astype(str).agg("|".join, axis=1)
+    for column in sorted(varying, key=lambda c: (frame[c].nunique(), varying.index(c))):
+        split = keys + "|" + frame[column].astype(str)
+        if split.nunique() > keys.nunique():
+            chosen.append(column)
+            keys = split
+    return tuple(str(c) for c in varying if c in chosen)
 
 
 def blank_axes(frame: pd.DataFrame, excluded: Iterable[str] = (), *,
