@@ -220,6 +220,11 @@ def test_parse_mapping():
         parse_mapping("size=params")
     with pytest.raises(RunTableError, match="mapped twice"):
         parse_mapping("N=a,N=b")
+    # items split by ';' were read as one column named "params;D=tokens"
+    with pytest.raises(RunTableError, match=r"separate its items with commas, not ';': "
+                       r"'N=params,D=tokens'\.$"):
+        parse_mapping("N=params;D=tokens")
+    assert parse_mapping("loss=val;loss") == {"loss": "val;loss"}  # a ';' alone is a name
 
 
 def test_mapping_keeps_displaced_column():
@@ -620,3 +625,7 @@ def test_a_mistyped_hyperparameter_column_gets_the_closest_name(tmp_path):
                        r"'run_id'\] \(N, D, loss: as mapped; C: computed"):
         load_runs(path, mapping={"N": "params", "D": "tokens"},
                   hyperparameters=["learning_rat"])
+    # a two-letter name one letter off scores 0.5 (under the usual 0.6 cutoff)
+    path.write_text("params,tokens,lr,bs,loss\n1e8,2e9,1e-3,64,3.1\n2e8,4e9,1e-3,64,2.9\n")
+    with pytest.raises(RunTableError, match=r"\['bz' \(did you mean 'bs'\?\)\] not found"):
+        load_runs(path, mapping={"N": "params", "D": "tokens"}, hyperparameters=["lr", "bz"])

@@ -29,9 +29,12 @@ def shown_config(config: dict) -> str:
 
 def closest(name: object, known: list[str] | tuple[str, ...], cutoff: float = 0.6) -> str | None:
     """The name among ``known`` closest to ``name`` (:func:`difflib.get_close_matches` at
-    ``cutoff``), or None: what a "did you mean" hint offers."""
+    ``cutoff``, at most 0.5 for a name of up to 3 characters, where one wrong letter of two
+    scores 0.5: ``bz`` for ``bs``), or None: what a "did you mean" hint offers."""
     import difflib
 
+    if len(str(name)) <= 3:
+        cutoff = min(cutoff, 0.5)
     match = difflib.get_close_matches(str(name), list(known), n=1, cutoff=cutoff)
     return match[0] if match else None
 

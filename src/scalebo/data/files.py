@@ -34,6 +34,11 @@ def parse_mapping(text: str) -> dict[str, str]:
             continue
         key, sep, value = item.partition("=")
         key, value = key.strip(), value.strip()
+        if ";" in value and "=" in value:  # "N=params;D=tokens": items split by ';'
+            raise RunTableError(
+                f"column mapping {text!r}: separate its items with commas, not ';': "
+                f"{text.replace(';', ',')!r}."
+            )
         if not sep or not key or not value:
             raise RunTableError(
                 f"column mapping {text!r}: item {item.strip()!r} is not of the form "
