@@ -182,6 +182,12 @@ def test_chinchilla_recovered_with_plot_json_and_allocation(
     assert proc.returncode == 0, proc.stderr
     assert "L(N, D) = E + A/N^alpha + B/D^beta" in proc.stdout
     assert "N*" in proc.stdout and "D*/N*" in proc.stdout
+    assert "predictions (C in FLOPs, loss in nats, N* parameters, D* tokens)" in proc.stdout
+    # the compute law has no N*, D* column, and its header no longer names them
+    compute = run_cli("fit", str(chinchilla_csv), "--predict", "1e23")
+    assert compute.returncode == 0, compute.stderr
+    assert "predictions (C in FLOPs, loss in nats)\n" in compute.stdout
+    assert "N*" not in compute.stdout
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     out = json.loads(report.read_text())
     assert out["frontier"] == "cell"

@@ -57,8 +57,9 @@ def render_table(result: dict[str, Any]) -> str:
     preds = result["predictions"]
     if preds:
         lines.append("")
-        lines.append("predictions (C in FLOPs, loss in nats, N* parameters, D* tokens)")
         fields = [f for f in ("loss", "N_opt", "D_opt", "tokens_per_param") if f in preds[0]]
+        lines.append("predictions (C in FLOPs, loss in nats"
+                     + (", N* parameters, D* tokens)" if "N_opt" in fields else ")"))
         heads = {"loss": "loss", "N_opt": "N*", "D_opt": "D*", "tokens_per_param": "D*/N*"}
         rows = []
         for p in preds:
