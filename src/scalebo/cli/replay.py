@@ -307,9 +307,15 @@ _LEGEND = ("source: observed = the law fitted on the runs trained, fantasized = 
            "compute floor (the cost of every cell's best configuration); env_% / cell_%: "
            "share of the reference envelope's configurations / of the (N, D) cells' best "
            "configurations trained; heldout_mse: nats^2 on the held-out cells; |d|%@C: "
-           "|law - reference| / reference at C FLOPs, % (docs/records.md); status \"exact\": "
-           "as many frontier points as the law has parameters, so it passes through them and "
-           "nothing tests it")
+           "|law - reference| / reference at C FLOPs, % (docs/records.md)")
+_EXACT = ("; status \"exact\": as many frontier points as the law has parameters, so it "
+          "passes through them and nothing tests it")
+
+
+def _legend(rows: list[dict[str, Any]]) -> str:
+    """The table's legend; what status "exact" means only when a row has it."""
+    exact = any("exact" in str(r.get("status", "")) for r in rows)
+    return _LEGEND + (_EXACT if exact else "")
 
 
 def _table(rec: Any) -> str:
@@ -317,7 +323,7 @@ def _table(rec: Any) -> str:
     cols = list(rows[0]) if rows else []
     head = (f"{rec.dataset}: {rec.method.label()}, seed {rec.seed}; "
             f"{rec.timings['total']:.1f} s\n")
-    out = head + format_table(rows, cols) + "\n" + _LEGEND
+    out = head + format_table(rows, cols) + "\n" + _legend(rows)
     notes = [f"note at {m.budget:g}: {m.fantasize_message}" for m in rec.metrics
              if m.fantasized is not None and m.fantasize_message]
     out += "".join("\n" + n for n in notes)
