@@ -79,3 +79,23 @@ def test_cold_start_to_stop(tmp_path):
     assert st["n_failed"] == int(runs["loss"].isna().sum())
     assert st["stop"] is True and "budget is spent" in st["reason"]
     assert st["targets"][0]["interval_80"] is not None
+
+
+def test_proposals_give_whole_grid_values_as_integers(tmp_path):
+    # A grid file's batch sizes 128 / 256 came back as 128.0 / 256.0 (and N as 50000000.0) in
+    # the CSV and JSON of suggest and in its table: not what the user's runs file holds.
+    (tmp_path / "grid.yaml").write_text(GRID)
+    out = _cli("suggest", "--grid", "grid.yaml", "--budget", "0.3", "--batch", "3", "--format",
+               "csv", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("N,D,C,lr,bs,")
+    for line in lines[1:]:
+        n, d, _, lr, bs = line.split(",")[:5]
+        assert bs in ("128", "256") and n.isdigit() and d.isdigit(), line
+        assert float(lr) in (5e-4, 1e-3, 2e-3)
+    res = json.loads(_cli("suggest", "--grid", "grid.yaml", "--budget", "0.3", "--format",
+                          "json", cwd=tmp_path).stdout)
+    assert all(isinstance(s["bs"], int) and isinstance(s["N"], int) for s in res["suggestions"])
+    table = _cli("suggest", "--grid", "grid.yaml", "--budget", "0.3", cwd=tmp_path).stdout
+    assert ".0 " not in table.splitlines()[1]

@@ -21,6 +21,7 @@ from scalebo.cli.common import (
     exact_number,
     format_number,
     format_table,
+    grid_value,
     int_at_least,
     log,
     note,
@@ -172,8 +173,9 @@ def run(args: argparse.Namespace) -> int:
                 note(anchor_dropped_note(*res.anchor_dropped))
         except SearchError as exc:
             note(f"no next runs: {exc}")
-    result["next"] = [{**s.config, "predicted_loss": s.predicted_mean, "cost": p,
-                       "reason": s.reason} for s, p in zip(proposed, prices, strict=True)]
+    result["next"] = [{**{k: grid_value(v) for k, v in s.config.items()},
+                       "predicted_loss": s.predicted_mean, "cost": p, "reason": s.reason}
+                      for s, p in zip(proposed, prices, strict=True)]
     if args.plot:
         from scalebo.search.status_plot import plot_status
 

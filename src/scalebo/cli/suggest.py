@@ -17,6 +17,7 @@ from scalebo.cli.common import (
     check_output_path,
     exact_number,
     format_table,
+    grid_value,
     int_at_least,
     log,
     note,
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
         note(res.message)
     rows = []
     for pick, (s, price) in enumerate(zip(res.suggestions, res.prices, strict=True)):
-        row = {names.get(k, k): v for k, v in s.config.items()}
+        row = {names.get(k, k): grid_value(v) for k, v in s.config.items()}
         if res.wsd_runs:  # which training run the row is a cooldown of
             row["wsd_run"] = res.run_numbers[pick]
         row.update(predicted_loss=s.predicted_mean, predicted_std=s.predicted_std,
