@@ -180,6 +180,9 @@ def test_an_interval_made_by_bound_hits_gets_a_note():
         SimpleNamespace(budget=0.1, law_posterior=None),
         SimpleNamespace(budget=0.2, law_posterior={"compute": post(64, 0)})])  # no interval
     notes = untrusted_notes(rec)
-    assert len(notes) == 2 and notes[0].startswith(
+    assert len(notes) == 3 and notes[0].startswith(
         "note at 0.05: 39 of the compute law posterior's 64 sample fits failed or ended at a "
-        "parameter bound") and notes[1].startswith("note at 0.01: 32 of the compute")
+        "parameter bound") and notes[2].startswith("note at 0.01: 32 of the compute")
+    # 20 of 64 at a bound (and 6 failed): under half, but its intervals are cut at the bound
+    assert notes[1].startswith("note at 0.05: 20 of the chinchilla law posterior's 64 sample "
+                               "fits ended at a parameter bound: its intervals are cut")

@@ -85,13 +85,39 @@ def test_a_noise_free_posterior_stops_at_the_noise_floor(problem):
     assert all(c.floor_ratio is None for c in reference.checks)  # no floor without noise_free
 
 
+def test_a_posterior_names_the_parameters_its_samples_left_at_a_bound():
+    import numpy as np
+
+    from scalebo.search.law_posterior import LawPosterior
+
+    # E at its lower bound e^-10 in two samples, alpha nowhere near one; then none at all
+    E = np.array([np.exp(-10.0), 1.7, np.exp(-10.0), 1.9])
+    post = LawPosterior("compute", (1e25,), np.zeros((4, 1)),
+                        {"E": E, "A": np.full(4, 300.0), "alpha": np.full(4, 0.1)}, None, None,
+                        ("bound hit", "converged", "bound hit", "converged"), ("",) * 4,
+                        np.arange(4), 4, 0, 0.0)
+    assert post.at_bound() == ("E",)
+    inside = LawPosterior("compute", (1e25,), np.zeros((2, 1)),
+                          {"E": np.array([1.7, 1.8]), "A": np.full(2, 300.0),
+                           "alpha": np.full(2, 0.1)}, None, None, ("converged",) * 2,
+                          ("",) * 2, np.arange(2), 2, 0, 0.0)
+    assert inside.at_bound() == ()
+
+
 def test_bound_note_at_half_the_samples_and_not_without_an_interval():
     from scalebo.search.stopping import bound_note
 
     def s(failed, bound, S=64):
         return {"samples": S, "n_failed": failed, "n_bound_hit": bound}
 
-    assert bound_note(s(0, 31), "compute") is None  # 31 of 64: under half
+    assert bound_note(s(0, 6), "compute") is None  # 6 of 64: under a tenth
+    # 7 to 31 of 64: the intervals are cut at the bound (a campaign's N* within ±25 % while
+    # a bootstrap of its runs gave a factor of 7), named when the caller knows the names
+    assert bound_note(s(0, 31), "compute") == (
+        "31 of the compute law posterior's 64 sample fits ended at a parameter bound: its "
+        "intervals are cut at the bound, narrower than the runs alone would make them")
+    assert "ended at a parameter bound (A, alpha): its intervals are cut" in bound_note(
+        s(3, 7), "chinchilla", ("A", "alpha"))
     assert bound_note(s(2, 30), "compute").startswith(
         "32 of the compute law posterior's 64 sample fits failed or ended at a parameter bound")
     assert bound_note(s(64, 0), "chinchilla") is None  # no interval to misread

@@ -60,7 +60,7 @@ from scalebo.errors import FitError
 from scalebo.fitting.allocation import approach3, compute_law_from_chinchilla, predict_compute
 from scalebo.fitting.batch import fit_batch
 from scalebo.fitting.bootstrap import distinct_optima
-from scalebo.fitting.robust import FitResult, FitStatus, fit_law
+from scalebo.fitting.robust import FitResult, FitStatus, bound_mask, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW, PowerLawSum
 from scalebo.search.fantasize import MAX_STD_RATIO
 from scalebo.search.grid import Grid
@@ -156,6 +156,17 @@ class LawPosterior:
         law = LAW_NAMES[self.law]
         return np.array([law.from_natural({k: v[i] for k, v in self.params.items()})
                          for i in range(self.sample_index.size)]).reshape(-1, law.n_params)
+
+    def at_bound(self) -> tuple[str, ...]:
+        """The parameters (natural names) at a bound in some successful sample's fit, the
+        most often hit first (:func:`~scalebo.fitting.robust.bound_mask`)."""
+        thetas = self.thetas()
+        if not thetas.size:
+            return ()
+        law = LAW_NAMES[self.law]
+        hits = np.sum([bound_mask(law, t) for t in thetas], axis=0)
+        names = list(law.natural(thetas[0]))
+        return tuple(names[i] for i in np.argsort(-hits, kind="stable") if hits[i] > 0)
 
     def point_loss(self, C: float) -> float | None:
         """The point fit's (posterior-mean table) loss at ``C`` FLOPs, nats; None without a

@@ -231,7 +231,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     if compute is not None and compute.predicted_loss.size == 0:
         message = message or ("no interval of the compute law: "
                               f"{compute.message or 'every posterior sample failed'}")
-    law_notes = [bound_note(v, k) for k, v in summaries.items()]
+    law_notes = [bound_note(v, k, posts[k].at_bound())
+                 for k, v in summaries.items()]
     law_notes.append(_frontier_note(grid, compute, targets))
     law_notes.append(_law_form_note(summary, chin, targets))
     if stop and law_notes[-1]:
