@@ -87,6 +87,23 @@ def test_chinchilla_on_a_diagonal_grid_is_not_identified(b, shown):
     np.testing.assert_allclose(E + A2 / X[:, 0] ** alpha2 + B2 / X[:, 1] ** beta2, y, rtol=1e-12)
 
 
+def test_a_term_whose_variable_barely_varies_is_not_identified():
+    # Three "sizes" 0.3 % apart (a mixture-of-experts table's total parameters): the fit
+    # converged with E and A at their bounds and called it a law; the N term over such a
+    # range is a straight line whose exponent trades with A and E.
+    X, y = _grid([2.1506e9, 2.1552e9, 2.1562e9], [2e9, 4e9, 8e9, 2e10])
+    fit = fit_law(CHINCHILLA, X, y, starts=STARTS)
+    assert fit.status is FitStatus.UNIDENTIFIED
+    assert ("12 runs but N spans only 0.26 % (2.151e+09 to 2.156e+09); its term A·N^-alpha "
+            "needs a factor of at least 1.2") in fit.message
+    # the same for the compute law on computes 15 % apart; a factor 1.3 passes
+    assert "C spans only 15 %" in identification_problem(COMPUTE_LAW, [[1e20], [1.1e20],
+                                                                       [1.15e20]])
+    assert identification_problem(COMPUTE_LAW, [[1e20], [1.1e20], [1.3e20]]) == ""
+    X3, _ = _grid([1e8, 1.25e8, 1.6e8], [1e9, 2e9, 4e9])  # a factor 1.6 of N: enough
+    assert identification_problem(CHINCHILLA, X3) == ""
+
+
 def test_two_token_counts_per_model_size_identify_chinchilla():
     N = np.repeat(np.geomspace(5e7, 3e9, 6), 2)
     D = N * np.tile([20.0, 80.0], 6)

@@ -6,7 +6,7 @@ are recorded there, and ``L(C) = E + A·C^−α`` (``p = 3``) then has a whole c
 optima. The optimizer still stops ("converged"), so the fit must say that the law cannot be
 identified instead (:attr:`scalebo.fitting.robust.FitStatus.UNIDENTIFIED`).
 
-Three necessary conditions are checked (none is sufficient in general):
+Four necessary conditions are checked (none is sufficient in general):
 
 1. the number of distinct rows of ``X`` (among rows of positive weight) is at least
    ``law.n_params``;
@@ -17,7 +17,11 @@ Three necessary conditions are checked (none is sufficient in general):
 3. for such a sum, the logs of its variables are not affinely dependent over the points:
    runs all at ``D = c·N^b`` (a "diagonal" grid, e.g. 20 tokens per parameter) make
    ``B/D^β = (B·c^−β)/N^(bβ)`` a second power of ``N``, and the two terms can swap roles
-   (``N``'s term with exponent ``bβ``, ``D``'s with ``α/b``) with the same fit.
+   (``N``'s term with exponent ``bβ``, ``D``'s with ``α/b``) with the same fit;
+4. for a sum of power laws, every term's variable spans at least a factor
+   :data:`MIN_SPAN` (largest over smallest positive value): over a narrower range ``X^−α``
+   is nearly a straight line, and its exponent trades with its coefficient and ``E`` (a
+   mixture-of-experts table whose total parameter count differs by 0.3 % between models).
 
 Notation: ``X`` is ``(n, k)`` inputs in natural units, columns ``law.variables``.
 """
@@ -31,7 +35,8 @@ import numpy as np
 
 from scalebo.laws import Law, PowerLawSum, as_inputs
 
-__all__ = ["EXACT_FIT", "LOG_DEPENDENCE_TOL", "MIN_VALUES_PER_TERM", "distinct_points",
+__all__ = ["EXACT_FIT", "LOG_DEPENDENCE_TOL", "MIN_SPAN", "MIN_VALUES_PER_TERM",
+           "distinct_points",
            "exact_fit_note", "identification_problem", "with_exact_fit_note"]
 
 #: How :func:`exact_fit_note` begins (a fit's message holds it when the law is exactly
@@ -40,6 +45,9 @@ EXACT_FIT = "exactly determined"
 
 #: Distinct values a power term's variable needs beside the constant E (see module docstring).
 MIN_VALUES_PER_TERM = 3
+
+#: Smallest ratio of a power term's largest to smallest input (see module docstring).
+MIN_SPAN = 1.2
 
 
 def distinct_points(X: np.ndarray) -> int:
@@ -75,6 +83,8 @@ def identification_problem(law: Law, X: np.ndarray, weights: np.ndarray | None =
     if k < p:
         return (f"{n} run{'' if n == 1 else 's'} but only {k} distinct "
                 f"{_points_name(law, k)}; the law has {p} parameters")
+    if isinstance(law, PowerLawSum) and (narrow := _narrow_term(law, X)):
+        return f"{n} runs but {narrow}"
     if isinstance(law, PowerLawSum) and len(law.variables) > 1:
         if len(set(law.variables)) == len(law.variables):
             for j, term in enumerate(law.terms):
@@ -85,6 +95,21 @@ def identification_problem(law: Law, X: np.ndarray, weights: np.ndarray | None =
                             f"{term.exponent} needs {MIN_VALUES_PER_TERM} to be told apart "
                             "from the constant E")
             return _log_dependence(law, pts)
+    return ""
+
+
+def _narrow_term(law: PowerLawSum, X: np.ndarray) -> str:
+    """Condition 4: the first term whose variable spans less than :data:`MIN_SPAN`, said as
+    the rest of a reason (``""`` when none does, or the inputs are not all positive)."""
+    for term in law.terms:
+        col = X[:, law.variables.index(term.variable)]
+        if col.size < 2 or not np.all(col > 0) or np.unique(col).size < 2:
+            continue  # conditions 1 and 2 speak for too few values
+        lo, hi = float(col.min()), float(col.max())
+        if hi < MIN_SPAN * lo:
+            return (f"{term.variable} spans only {100 * (hi / lo - 1):.2g} % ({lo:.4g} to "
+                    f"{hi:.4g}); its term {term.coef}·{term.variable}^-{term.exponent} needs "
+                    f"a factor of at least {MIN_SPAN:g} to be told apart from the constant E")
     return ""
 
 
