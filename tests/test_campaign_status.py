@@ -307,6 +307,31 @@ def test_status_plot_with_a_prediction_outside_its_interval(synthetic, tmp_path)
     assert len(lines) >= 4 and max(map(len, lines)) <= 95 and lines[1].startswith("continue: ")
 
 
+def test_status_plot_labels_the_proposals_and_counts_those_of_one_cell(synthetic, tmp_path,
+                                                                      monkeypatch):
+    # A trial's plot showed 2 of 3 "next" stars (two proposals of one cell overlap) and green
+    # ticks that the legend did not name.
+    from types import SimpleNamespace
+
+    import matplotlib.pyplot as plt
+
+    from scalebo.search.status_plot import plot_status
+
+    frame, grid = synthetic
+    runs = read_campaign_runs(frame.iloc[:40][["N", "D", "lr", "bs", "loss"]], grid)
+    status = campaign_status(grid, runs, grid.C_total, targets=(1e21,), n_samples=8)
+    cell = np.flatnonzero(grid.cost == grid.cost[45])[:2]
+    proposed = [SimpleNamespace(index=int(i), predicted_mean=3.0 + 0.001 * k)
+                for k, i in enumerate([*cell, 60])]
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)  # keep the figure to read it
+    plot_status(grid, runs, status, tmp_path / "status.png", proposed=proposed)
+    ax = figures[0].axes[0]
+    labels = ax.get_legend_handles_labels()[1]
+    assert "next (3; bottom edge, at their compute; ★ at predicted loss)" in labels
+    assert [t.get_text() for t in ax.texts if t.get_text().startswith("×")] == ["×2"]
+
+
 def test_a_retried_failed_run_keeps_both_rows(synthetic):
     # scalebo suggest --retry-failed proposes a failed configuration again; its retry is a
     # new row of the same configuration, beside the failed one, whose compute stays spent.

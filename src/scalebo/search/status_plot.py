@@ -111,11 +111,20 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
     if proposed:
         pc = np.array([grid.cost[s.index] for s in proposed])
         pm = [s.predicted_mean for s in proposed]
+        shown = all(m is not None for m in pm)
         ax.scatter(pc, np.full(pc.size, ylo), marker="|", color="tab:green", s=200, lw=2,
-                   clip_on=False, zorder=5)
-        if all(m is not None for m in pm):
-            ax.scatter(pc, pm, marker="*", color="tab:green", s=80, zorder=6,
-                       label=f"next ({len(proposed)}, at predicted loss)")
+                   clip_on=False, zorder=5,
+                   label=f"next ({len(proposed)}; bottom edge, at their compute"
+                   + ("; ★ at predicted loss)" if shown else ")"))
+        if shown:
+            ax.scatter(pc, pm, marker="*", color="tab:green", s=80, zorder=6)
+            costs, counts = np.unique(pc, return_counts=True)  # proposals of one cell overlap
+            for c, k in zip(costs, counts, strict=True):
+                if k > 1:
+                    ax.annotate(f"×{k}", (c, min(m for m, x in zip(pm, pc, strict=True)
+                                                 if x == c)),
+                                xytext=(4, -10), textcoords="offset points", fontsize=7,
+                                color="tab:green")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_ylim(ylo, yhi)
