@@ -128,7 +128,7 @@ def test_trace_figure_shows_every_acquired_run_on_top(tmp_path: Path) -> None:
 
     problem = tiny_problem()
     method = MethodConfig(strategy="window", fantasize=False, posterior_samples=0)
-    rec = replay(problem, method, 0.2, 3)
+    rec = replay(problem, method, 0.2, 3, record_budgets=[0.05, 0.1])
     fig = trace_figure(rec, problem)
     title = fig.get_suptitle()
     assert "tiny" in title and method.label() in title
@@ -145,6 +145,11 @@ def test_trace_figure_shows_every_acquired_run_on_top(tmp_path: Path) -> None:
     assert np.all(ring.get_facecolors()[:, 3] == 0)  # hollow
     assert acquired.get_zorder() > ring.get_zorder()
     assert len(acquired.get_offsets()) == idx.size
+    # the held-out cells (never acquired) and the budgets recorded on the way are drawn
+    held = [label for label in by_label if label.startswith("held out")]
+    n_cells = np.unique(problem.grid.cell_ids[problem.grid.held_out]).size
+    assert held == [f"held out ({n_cells} cell{'s' if n_cells > 1 else ''}; never acquired)"]
+    assert "recorded on the way: 5 %, 10 %" in left.get_legend_handles_labels()[1]
     plt.close(fig)
     out = plot_trace(rec, problem, tmp_path / "trace.png")
     assert out.stat().st_size > 10_000

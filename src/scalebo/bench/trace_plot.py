@@ -86,6 +86,11 @@ def trace_figure(rec: Any, problem: Any) -> Any:
     a.step(order[finite], cap[finite], where="post", label="window cap")
     a.axhline(rec.budget * problem.C_total, color="k", ls=":",
               label=f"budget ({100 * rec.budget:g} % of C_total)")
+    recorded = sorted({m.budget for m in rec.metrics} - {rec.budget})
+    for k, f in enumerate(recorded):  # the smaller budgets recorded on the way
+        a.axhline(f * problem.C_total, color="0.5", ls=":", lw=0.8,
+                  label="recorded on the way: " + ", ".join(f"{100 * x:g} %" for x in recorded)
+                  if k == 0 else None)
     a.set(yscale="log", xlabel="acquisition order", ylabel="compute (FLOPs)",
           title="compute spent and window cap")
     a.legend(fontsize=8)
@@ -97,6 +102,12 @@ def trace_figure(rec: Any, problem: Any) -> Any:
     bottom, top = loss_range(problem, idx)
     pad = 0.03 * (top - bottom) if top > bottom else 0.01 * abs(top)
     b.scatter(g.cost[acq], loss[acq], s=6, c="0.8", label="grid", zorder=1)
+    held = g.held_out & (loss >= bottom - pad) & (loss <= top + pad)
+    if g.held_out.any():
+        cells = np.unique(g.cell_ids[g.held_out]).size
+        b.scatter(g.cost[held], loss[held], s=10, marker="x", c="0.55", linewidths=0.6,
+                  label=f"held out ({cells} cell{'s' if cells > 1 else ''}; never acquired)",
+                  zorder=1)
     Cs = np.geomspace(g.cost[acq].min(), g.cost.max(), 100)
     b.plot(Cs, problem.reference_compute.predict(Cs[:, None]), "r-", lw=1,
            label="reference compute law", zorder=2)
