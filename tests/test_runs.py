@@ -78,9 +78,23 @@ def test_default_hyperparameters_skip_measured_and_derived_columns():
     table = load_runs(frame, mapping={"N": "params", "D": "tokens"})
     assert table.hyperparameters == ("lr", "bs", "warmup")
     # one warmup only: the two other settings stay the axes
-    one_lr = frame[frame["warmup"] == 100].drop(columns="warmup")
-    assert load_runs(one_lr, mapping={"N": "params", "D": "tokens"}).hyperparameters == (
+    one_warmup = frame[frame["warmup"] == 100].drop(columns="warmup")
+    assert load_runs(one_warmup, mapping={"N": "params", "D": "tokens"}).hyperparameters == (
         "lr", "bs")
+    # random search: lr and weight decay drawn per run (unique, a tie in distinct values)
+    # beside a batch size of the grid; all three stay, although lr alone tells runs apart
+    n = 40
+    random = pd.DataFrame({"params": np.repeat([1e8, 3e8], n // 2), "tokens": 2e9,
+                           "lr": rng.uniform(1e-4, 1e-3, n), "wd": rng.uniform(0, 0.1, n),
+                           "bs": np.tile([64, 256], n // 2), "loss": 3.0})
+    assert load_runs(random, mapping={"N": "params", "D": "tokens"}).hyperparameters == (
+        "lr", "wd", "bs")
+    # a grid table keeps a derived column: it is still a value to launch a run with
+    from scalebo.search.grid import Grid
+
+    grid = Grid.from_frame(frame.drop(columns=["loss", "wall_seconds"]).rename(
+        columns={"params": "N", "tokens": "D"}), n_held_out_cells=0)
+    assert grid.axes == ("lr", "bs", "warmup", "iters")
 
 
 def test_given_compute_column_is_kept():

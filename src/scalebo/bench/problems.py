@@ -272,7 +272,8 @@ def load_problem(
             table (CSV, TSV, Parquet, JSON lines).
         mapping: Column mapping for a file (as ``scalebo fit --map``).
         axes: Hyperparameter axes for a file (default: the numeric columns that vary inside
-            an (N, D) cell, see :func:`~scalebo.data.runs.load_runs`); datasets use their own.
+            an (N, D) cell and are not derived or measured, see
+            :func:`~scalebo.data.runs.load_runs`); datasets use their own.
         n_held_out_cells: Largest-compute cells held out (default 2).
         data_dir: Folder of the public datasets (default ``$SCALEBO_DATA_DIR``).
         seed: Noise seed of the synthetic grid (ignored otherwise).

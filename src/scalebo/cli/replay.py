@@ -48,7 +48,8 @@ datasets (--dataset):
   steplaw_moe              $SCALEBO_DATA_DIR; steplaw_moe: N = active parameters)
   synthetic                built-in grid from a known law (no data needed)
   a run-table file         CSV/TSV/Parquet/JSON lines (--map as for 'scalebo fit'; --axes
-                           default: numeric columns varying inside an (N, D) cell)
+                           default: numeric columns varying inside an (N, D) cell, not
+                           derived from others or measured per run; printed)
   The other registered datasets, epoch_chinchilla, gadre_overtraining, gemstones and
   porian_isoflop, hold no hyperparameter grid to search; fit them with
   'scalebo fit dataset:NAME' (or 'scalebo fragility dataset:gemstones').
@@ -228,7 +229,8 @@ def run(args: argparse.Namespace) -> int:
     if axes is None and args.dataset.removeprefix("dataset:") not in REGISTERED:
         # a file's axes are a guess from its columns: say which
         log(f"hyperparameter axes: {', '.join(problem.grid.axes) or 'none'} (inferred from "
-            "the columns that vary inside an (N, D) cell; --axes to choose)")
+            "the columns that vary inside an (N, D) cell, not derived or measured; --axes to "
+            "choose)")
     held = [f"(N={c['N']:.4g}, D={c['D']:.4g})" for c in summary["held_out_cells"]]
     if held:
         tie = summary["held_out_tie"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import StrEnum
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -229,20 +230,25 @@ def is_candidate_column(frame: pd.DataFrame, column: object,
 
 
 def default_hyperparameters(frame: pd.DataFrame, excluded: Iterable[str] = (), *,
-                            numeric_only: bool = True) -> tuple[str, ...]:
+                            numeric_only: bool = True,
+                            keep_derived: bool = False) -> tuple[str, ...]:
     """The default hyperparameter columns of a run table (the one rule of the package).
 
     A column is chosen unless it is bookkeeping (:data:`BOOKKEEPING_COLUMNS`, any name
     containing ``loss``, ``*_unmapped``, a name in ``excluded``), boolean, has a missing
     value, or is fixed inside every (N, D) cell — a column fixed per cell (width, depth,
-    ``D/N``) is a property of the cell, not a search axis — or if it tells apart no runs
-    that the columns with fewer distinct values already tell apart: taken in order of
-    fewest distinct values (settings take few, measurements many), a column that splits no
-    group of runs equal in (N, D) and the columns chosen before it is derived from them
-    (iterations = tokens / batch) or measured (wall times), not set. With ``numeric_only``
-    (run tables) it must also be numeric and finite; without it (grids, which take
-    categorical axes) a text column qualifies too. ``frame`` needs ``N`` and ``D``;
-    columns are returned in frame order.
+    ``D/N``) is a property of the cell, not a search axis — or, unless ``keep_derived``,
+    if it is derived or measured: taken in order of fewest distinct values (settings take
+    few, measurements many), a column that splits no group of rows equal in (N, D) and the
+    columns kept before it, and has more distinct values than every one of them, follows from
+    them (iterations = tokens / batch) or was measured per run (a wall time), and is left
+    out; a tie keeps both (two settings drawn at random, unique per run). A measured column
+    still splits repeated runs of one configuration (seeds), so name the settings when a
+    table has repeats. With ``numeric_only`` (run tables) a column must also be numeric and
+    finite; without it (grids, which take categorical axes) a text column qualifies too.
+    Grids keep derived columns (``keep_derived``): a warmup set from D and the batch is
+    still a value to launch a run with. ``frame`` needs ``N`` and ``D``; columns are
+    returned in frame order.
     """
     excluded = set(excluded)
     cells = frame.groupby(["N", "D"], sort=False)
@@ -259,17 +265,19 @@ def default_hyperparameters(frame: pd.DataFrame, excluded: Iterable[str] = (), *
             continue
         if (cells[column].nunique() > 1).any():
             varying.append(column)
-    # Settings take few values, measurements (wall times, iteration counts) many: taken in
-    # order of fewest distinct values, a column that splits no group of runs the ones before
-    # it left together is derived from them (iterations = D / batch) or measured, not set.
-    chosen: list = []
-    keys = frame[["N", "D"]].astype(str).agg("|".join, axis=1)
-    for column in sorted(varying, key=lambda c: (frame[c].nunique(), varying.index(c))):
-        split = keys + "|" + frame[column].astype(str)
-        if split.nunique() > keys.nunique():
-            chosen.append(column)
-            keys = split
-    return tuple(str(c) for c in varying if c in chosen)
+    if keep_derived:
+        return tuple(str(c) for c in varying)
+    counts = {c: int(frame[c].nunique()) for c in varying}
+    kept: list[Any] = []
+    groups = frame.groupby(["N", "D"], sort=False).ngroup().to_numpy()
+    for column in sorted(varying, key=lambda c: (counts[c], varying.index(c))):
+        split = pd.DataFrame({"g": groups, "v": frame[column].to_numpy()}).groupby(
+            ["g", "v"], sort=False).ngroup().to_numpy()
+        if split.max(initial=-1) > groups.max(initial=-1) or not kept or any(
+                counts[column] <= counts[k] for k in kept):
+            kept.append(column)
+            groups = split
+    return tuple(str(c) for c in varying if c in kept)
 
 
 def blank_axes(frame: pd.DataFrame, excluded: Iterable[str] = (), *,

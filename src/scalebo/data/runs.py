@@ -209,8 +209,9 @@ def load_runs(
             ``n_repeats``, ``reason``, ``seed``, ``status``, any name containing ``loss``,
             ``*_unmapped``, ``config_columns``), has no missing value, and varies inside at
             least one (N, D) cell — a column fixed per cell (width, depth, ``D/N``) is a
-            property of the cell, not a search axis. This default is a guess: pass the names
-            for real work.
+            property of the cell, not a search axis — and is not derived or measured (an
+            iteration count, a wall time: :func:`~scalebo.data.columns.
+            default_hyperparameters`). This default is a guess: pass the names for real work.
         duplicates: What to do with repeated configurations (same N, D, hyperparameters and
             ``config_columns``): ``"error"`` raises naming both rows; ``"mean"`` averages
             their loss, records the count in ``n_repeats`` and warns.

@@ -136,7 +136,7 @@ class Grid:
             axes: Hyperparameter columns. Default: ``frame.hyperparameters`` plus
                 ``frame.config_columns`` for a RunTable, else
                 :func:`~scalebo.data.columns.default_hyperparameters` (numeric or text
-                columns that vary inside a cell).
+                columns that vary inside a cell, derived ones included).
             n_held_out_cells: Number of largest-compute (N, D) cells held out (default 2).
 
         Raises:
@@ -149,7 +149,7 @@ class Grid:
         if not isinstance(df, pd.DataFrame):
             raise SearchError(f"Expected a DataFrame or a RunTable, got {type(frame).__name__}.")
         if axes is None:
-            axes = default_hyperparameters(df, numeric_only=False)
+            axes = default_hyperparameters(df, numeric_only=False, keep_derived=True)
         axes = tuple(axes)
         missing = [c for c in ("N", "D", *axes) if c not in df.columns]
         if missing:

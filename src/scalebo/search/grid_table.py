@@ -16,7 +16,8 @@ is then a typo (``le-3`` for ``1e-3``) and an error. A column whose values are m
 (optimizer names, ``cosine`` / ``wsd``) is categorical: all its values are kept as text
 without surrounding blanks (as run tables keep them), a numeric-looking label among them
 included. Which hyperparameter columns are the grid's axes
-is :meth:`Grid.from_frame`'s rule (columns that vary inside an (N, D) cell).
+is :meth:`Grid.from_frame`'s rule (columns that vary inside an (N, D) cell, derived ones such
+as a warmup set from the batch size included).
 
 The checks are the YAML grid's (:mod:`scalebo.search.grid_file`) where they apply, and
 every error names the file, the 1-based data row (the header is not counted) and the
