@@ -112,19 +112,29 @@ def test_a_misspelt_loss_or_status_column_is_an_error_not_failed_runs(synthetic,
         read_campaign_runs(path, grid)
     with pytest.raises(RunTableError, match=r"the mapping's loss column 'val' is not in the"):
         read_campaign_runs(path, grid, mapping={"loss": "val"})
+    # ... also when the file has a 'loss' column that the mapping did not mean
+    rows.to_csv(path, index=False)
+    with pytest.raises(RunTableError, match=r"the mapping's loss column 'val_loss' is not in"):
+        read_campaign_runs(path, grid, mapping={"loss": "val_loss"})
     # without a loss column, runs that are all running or failed are fine
     running = rows.drop(columns="loss").assign(status=["running", "failed", "running"])
     runs = read_campaign_runs(running, grid)
     assert runs.running.size == 2 and runs.failed.size == 1
-    # a misspelt status column would turn the runs in flight (no loss yet) into failed ones
-    typo = rows.assign(loss=[rows.loss.iloc[0], None, None], stauts=["", "running", "running"])
-    typo.to_csv(path, index=False)
-    with pytest.raises(RunTableError, match=r"no 'status' column, but 'stauts' looks like one "
-                       r"\(did you mean 'status'\?\); without it data row 2, which has no loss"):
-        read_campaign_runs(path, grid)
-    # an unrelated extra column stays allowed, and a row without a loss is then failed
-    runs = read_campaign_runs(typo.rename(columns={"stauts": "note"}), grid)
-    assert runs.completed.size == 1 and runs.failed.size == 2
+    # a misspelt status column (or 'Status', 'state') would turn the runs in flight (no loss
+    # yet) into failed ones
+    for column in ("stauts", "Status", "state"):
+        typo = rows.assign(loss=[rows.loss.iloc[0], None, None],
+                           **{column: ["", "Running", "running"]})
+        typo.to_csv(path, index=False)
+        with pytest.raises(RunTableError, match=rf"no 'status' column, but '{column}' holds only "
+                           r"run statuses \(completed, failed, running\); without a 'status' "
+                           r"column data row 2, which has no loss, would count as failed"):
+            read_campaign_runs(path, grid)
+    # a column of other values (a start time, an exit code) is no status: rows without a
+    # loss are then failed, as documented
+    for other in (["2026-01-01", "2026-01-02", "2026-01-03"], ["0", "137", "running"]):
+        runs = read_campaign_runs(typo.drop(columns="state").assign(start=other), grid)
+        assert runs.completed.size == 1 and runs.failed.size == 2
 
 
 def test_stop_rule_by_hand():

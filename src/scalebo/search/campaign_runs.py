@@ -30,27 +30,25 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from scalebo.data.columns import is_blank, to_numbers
+from scalebo.data.columns import is_blank
 from scalebo.data.files import read_table
-from scalebo.errors import RunTableError, SearchError, closest, shown_config, shown_rows
+from scalebo.errors import RunTableError, SearchError, shown_config, shown_rows
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
+from scalebo.search.runs_columns import (
+    RunStatus,
+    check_run_columns,
+    grid_numbers,
+    numbers,
+    run_statuses,
+)
 
 __all__ = ["CampaignRuns", "RunStatus", "read_campaign_runs", "read_pending_runs"]
-
-
-class RunStatus(StrEnum):
-    """State of a campaign run."""
-
-    COMPLETED = "completed"
-    FAILED = "failed"
-    RUNNING = "running"
 
 
 _EMPTY = np.zeros(0, dtype=np.int64)
@@ -187,79 +185,6 @@ def _where(runs: CampaignRuns, g: int) -> str:
     return source if row is None else f"{source}: data row {row}"
 
 
-def _status(frame: pd.DataFrame, name: str) -> list[RunStatus | None]:
-    if "status" not in frame.columns:
-        return [None] * len(frame)
-    out: list[RunStatus | None] = []
-    allowed = [s.value for s in RunStatus]
-    for pos, value in enumerate(frame["status"].tolist()):
-        if value is None or (isinstance(value, float) and math.isnan(value)):
-            out.append(None)
-            continue
-        text = str(value).strip().lower()
-        if text not in allowed:
-            raise RunTableError(f"{name}: data row {pos + 1}, column 'status': {value!r} is not "
-                                f"one of {allowed}.")
-        out.append(RunStatus(text))
-    return out
-
-
-def _check_missing_columns(frame: pd.DataFrame, status: list[RunStatus | None], name: str,
-                           mapping: Mapping[str, str] | None) -> None:
-    """RunTableError when a missing ``loss`` or ``status`` column would silently make runs
-    failed: no ``loss`` column while some row is neither running nor failed (every such run
-    would count as failed, its compute spent), or no ``status`` column while a row has no
-    loss and a column's name is close to ``status`` (a typo that would turn runs in flight
-    into failed ones)."""
-    columns = [str(c) for c in frame.columns]
-    if "loss" not in frame.columns and any(
-            st in (None, RunStatus.COMPLETED) for st in status):
-        pos = next(i for i, st in enumerate(status) if st in (None, RunStatus.COMPLETED))
-        near = closest("loss", columns)
-        mapped = (mapping or {}).get("loss")
-        hint = (f"the mapping's loss column {mapped!r} is not in the file" if mapped
-                else f"did you mean {near!r}? Rename it, or map it with --map loss=COLUMN"
-                if near else "map yours with --map loss=COLUMN")
-        raise RunTableError(
-            f"{name}: no 'loss' column: {hint}. Without it, data row {pos + 1} and every other "
-            f"finished run would count as failed. The file's columns: {columns}.")
-    if "status" not in frame.columns and "loss" in frame.columns:
-        near = closest("status", [c for c in columns if c != "loss"], cutoff=0.7)
-        blank = np.flatnonzero(frame["loss"].map(is_blank).to_numpy())
-        if near is not None and blank.size:
-            raise RunTableError(
-                f"{name}: no 'status' column, but {near!r} looks like one (did you mean "
-                f"'status'?); without it data row {blank[0] + 1}, which has no loss, would "
-                "count as failed, even if it is running. Rename the column.")
-
-
-def _grid_numbers(series: pd.Series, column: str, name: str) -> None:
-    """RunTableError naming the first value of a numeric grid column that is not a finite
-    number (``"le-3"`` for ``1e-3``, an empty cell)."""
-    if pd.api.types.is_numeric_dtype(series.dtype) and not series.isna().any():
-        return
-    bad = np.flatnonzero(~np.isfinite(to_numbers(series).to_numpy(dtype=np.float64)))
-    if bad.size:
-        value = series.iloc[bad[0]]
-        got = "an empty value" if is_blank(value) else repr(value)
-        raise RunTableError(f"{name}: data row {bad[0] + 1}, column {column!r}: expected a "
-                            f"number (the grid's {column} is numeric), got {got}.")
-
-
-def _numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:
-    if column not in frame.columns:
-        return np.full(len(frame), np.nan)
-    values = to_numbers(frame[column])
-    bad = values.isna() & frame[column].notna() & (frame[column].astype(str).str.strip() != "")
-    text = frame[column].astype(str).str.strip().str.lower()
-    bad &= ~text.isin(["nan", "inf", "-inf", "+inf"])
-    if bad.any():
-        pos = int(np.flatnonzero(bad.to_numpy())[0])
-        raise RunTableError(f"{name}: data row {pos + 1}, column {column!r}: "
-                            f"{frame[column].iloc[pos]!r} is not a number.")
-    return values.to_numpy(dtype=np.float64)
-
-
 def read_pending_runs(source: str | Path | pd.DataFrame, grid: Grid, *,
                       mapping: Mapping[str, str] | None = None) -> CampaignRuns:
     """Runs in flight listed apart from the runs table (``--pending PATH``): the grid's
@@ -308,23 +233,24 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
         return CampaignRuns()
     default, frame = _named_frame(source)
     name = name or default
+    original = [str(c) for c in frame.columns]
     frame = frame.rename(columns={v: k for k, v in (mapping or {}).items()})
     frame = frame.reset_index(drop=True)
     if len(frame) == 0:
         return CampaignRuns(source=name)
     for column in grid.input_columns:  # a typo in a numeric column, named (not a ValueError)
         if column in frame.columns and column not in grid.categorical_axes:
-            _grid_numbers(frame[column], column, name)
+            grid_numbers(frame[column], column, name)
     idx = grid.index_of(frame, source=name)
-    status = _status(frame, name)
-    _check_missing_columns(frame, status, name, mapping)
-    loss = _numbers(frame, "loss", name)
+    status = run_statuses(frame, name)
+    check_run_columns(frame, status, name, mapping, original)
+    loss = numbers(frame, "loss", name)
     nonpositive = np.flatnonzero(np.isfinite(loss) & (loss <= 0))
     if nonpositive.size:
         pos = int(nonpositive[0])
         raise RunTableError(f"{name}: data row {pos + 1}, column 'loss' (nats): expected a loss "
                             f"> 0, got {loss[pos]:g}; laws are fitted in log space.")
-    cost = _numbers(frame, "cost", name)
+    cost = numbers(frame, "cost", name)
     if np.any(np.isfinite(cost) & (cost <= 0)):
         pos = int(np.flatnonzero(np.isfinite(cost) & (cost <= 0))[0])
         raise RunTableError(f"{name}: data row {pos + 1}, column 'cost': {cost[pos]!r} must "

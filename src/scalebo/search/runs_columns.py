@@ -1,0 +1,114 @@
+"""The columns of a campaign's runs table, read and checked: ``status``, ``loss``, ``cost``
+and the grid's numeric columns (:func:`~scalebo.search.campaign_runs.read_campaign_runs`).
+
+Every error names the source, the 1-based data row and the column, and says what was
+expected; a column whose absence would silently count runs as failed is an error too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from enum import StrEnum
+
+import numpy as np
+import pandas as pd
+
+from scalebo.data.columns import is_blank, to_numbers
+from scalebo.errors import RunTableError, closest
+
+__all__ = ["RunStatus", "check_run_columns", "grid_numbers", "numbers", "run_statuses"]
+
+
+class RunStatus(StrEnum):
+    """State of a campaign run."""
+
+    COMPLETED = "completed"
+    FAILED = "failed"
+    RUNNING = "running"
+
+
+def run_statuses(frame: pd.DataFrame, name: str) -> list[RunStatus | None]:
+    """Each row's ``status`` (None where blank or without the column); RunTableError naming
+    the data row of a value that is not a :class:`RunStatus` (case-insensitive)."""
+    if "status" not in frame.columns:
+        return [None] * len(frame)
+    out: list[RunStatus | None] = []
+    allowed = [s.value for s in RunStatus]
+    for pos, value in enumerate(frame["status"].tolist()):
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            out.append(None)
+            continue
+        text = str(value).strip().lower()
+        if text not in allowed:
+            raise RunTableError(f"{name}: data row {pos + 1}, column 'status': {value!r} is not "
+                                f"one of {allowed}.")
+        out.append(RunStatus(text))
+    return out
+
+
+def check_run_columns(frame: pd.DataFrame, status: list[RunStatus | None], name: str,
+                      mapping: Mapping[str, str] | None, original: list[str]) -> None:
+    """RunTableError when a missing ``loss`` or ``status`` column would silently make runs
+    failed: no ``loss`` column (or a ``mapping`` to a loss column the file lacks) while some
+    row is neither running nor failed (every such run would count as failed, its compute
+    spent), or no ``status`` column while a row has no loss and another column holds only
+    statuses (``stauts``, ``Status``, ``state``: runs in flight would count as failed).
+    ``original``: the file's column names before the mapping renamed them."""
+    mapped = (mapping or {}).get("loss")
+    unmapped = mapped is not None and mapped != "loss" and mapped not in original
+    if ("loss" not in frame.columns or unmapped) and any(
+            st in (None, RunStatus.COMPLETED) for st in status):
+        pos = next(i for i, st in enumerate(status) if st in (None, RunStatus.COMPLETED))
+        near = closest("loss", original)
+        hint = (f"the mapping's loss column {mapped!r} is not in the file" if unmapped
+                else f"did you mean {near!r}? Rename it, or map it with --map loss=COLUMN"
+                if near else "map yours with --map loss=COLUMN")
+        raise RunTableError(
+            f"{name}: no 'loss' column: {hint}. Without it, data row {pos + 1} and every other "
+            f"finished run would count as failed. The file's columns: {original}.")
+    if "status" not in frame.columns and "loss" in frame.columns:
+        blank = np.flatnonzero(frame["loss"].map(is_blank).to_numpy())
+        said = next((c for c in frame.columns if c != "loss" and _holds_statuses(frame[c])),
+                    None)
+        if said is not None and blank.size:
+            raise RunTableError(
+                f"{name}: no 'status' column, but {str(said)!r} holds only run statuses "
+                f"({', '.join(s.value for s in RunStatus)}); without a 'status' column data "
+                f"row {blank[0] + 1}, which has no loss, would count as failed, even if it "
+                "is running. Rename the column to 'status'.")
+
+
+def _holds_statuses(series: pd.Series) -> bool:
+    """Whether ``series`` has a value and every value is a run status or blank."""
+    said = series.map(lambda v: None if is_blank(v) else str(v).strip().lower()).dropna()
+    return bool(said.size) and bool(said.isin([s.value for s in RunStatus]).all())
+
+
+def grid_numbers(series: pd.Series, column: str, name: str) -> None:
+    """RunTableError naming the first value of a numeric grid column that is not a finite
+    number (``"le-3"`` for ``1e-3``, an empty cell)."""
+    if pd.api.types.is_numeric_dtype(series.dtype) and not series.isna().any():
+        return
+    bad = np.flatnonzero(~np.isfinite(to_numbers(series).to_numpy(dtype=np.float64)))
+    if bad.size:
+        value = series.iloc[bad[0]]
+        got = "an empty value" if is_blank(value) else repr(value)
+        raise RunTableError(f"{name}: data row {bad[0] + 1}, column {column!r}: expected a "
+                            f"number (the grid's {column} is numeric), got {got}.")
+
+
+def numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:
+    """``column`` as floats (NaN where blank, ``nan`` or missing as a column; ``inf`` kept);
+    RunTableError naming the data row of a value that is not a number."""
+    if column not in frame.columns:
+        return np.full(len(frame), np.nan)
+    values = to_numbers(frame[column])
+    bad = values.isna() & frame[column].notna() & (frame[column].astype(str).str.strip() != "")
+    text = frame[column].astype(str).str.strip().str.lower()
+    bad &= ~text.isin(["nan", "inf", "-inf", "+inf"])
+    if bad.any():
+        pos = int(np.flatnonzero(bad.to_numpy())[0])
+        raise RunTableError(f"{name}: data row {pos + 1}, column {column!r}: "
+                            f"{frame[column].iloc[pos]!r} is not a number.")
+    return values.to_numpy(dtype=np.float64)
