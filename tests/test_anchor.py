@@ -288,3 +288,9 @@ def test_a_batch_that_reaches_the_anchors_turn_says_it_dropped_it(grid, monkeypa
         else:
             assert res.anchor_dropped is None and res.anchor_cell == (1e9, 1e11)
             assert reasons[-1].startswith("anchor")  # placed last, once nothing else fit
+            before = len(reasons) - 1  # the runs that fit beside the reservation
+    # a batch that ends just before the anchor's turn held the reserve back: not dropped
+    monkeypatch.setattr(admission, "anchor_dominated", lambda *a, **k: True)
+    upto = suggest_runs(grid, runs, 0.4 * grid.budget_total, seed=0, batch=before)
+    assert upto.anchor_dropped is None and upto.anchor_cell == (1e9, 1e11)
+    assert upto.held_back == pytest.approx(6 * 1e9 * 1e11)

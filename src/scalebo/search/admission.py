@@ -101,15 +101,23 @@ class Admission(ObservationLedger):
 
     def dropped_anchor(self) -> tuple[float, float] | None:
         """The anchor cell's ``(N, D)`` (parameters, tokens) when it is dropped now (its turn
-        has come and the observed runs dominate it) or was dropped at its turn by an ask on
-        the same observed runs (a batch that went on to spend what it held back), else None."""
+        has come and the observed runs dominate it), else None."""
         rows = anchor_rows(self.grid, self.budget, self.anchor)
-        if not rows.size:
+        if not rows.size or self._anchor_state()[0].size:
             return None
-        seen = self._dominated == ((len(self._obs_y), int(rows[0])), True)
-        if not seen and self._anchor_state()[0].size:
-            return None
-        cfg = self.grid.configs.iloc[rows[0]]
+        return self._cell(int(rows[0]))
+
+    def dropped_in_asks(self) -> tuple[float, float] | None:
+        """The anchor cell's ``(N, D)`` when an ask on the current observed runs dropped it
+        at its turn (a batch that went on to spend what it held back), else None. Reads the
+        remembered verdict only: asks nothing of the surrogate."""
+        rows = anchor_rows(self.grid, self.budget, self.anchor)
+        if rows.size and self._dominated == ((len(self._obs_y), int(rows[0])), True):
+            return self._cell(int(rows[0]))
+        return None
+
+    def _cell(self, row: int) -> tuple[float, float]:
+        cfg = self.grid.configs.iloc[row]
         return float(cfg["N"]), float(cfg["D"])
 
     def held_back(self) -> tuple[float, tuple[float, float] | None]:

@@ -219,8 +219,9 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
     # campaign's (a cost column, retried failures) lowers its budget so ``remaining`` holds.
     loop.budget = budget - (spent + pending - loop.committed_budget)
     held_back, anchor_cell = loop.held_back()
+    dropped = loop.dropped_anchor()
     suggestions = loop.suggest(batch)
-    if (dropped := loop.dropped_anchor()) is not None:  # before or within the batch
+    if dropped is None and (dropped := loop.dropped_in_asks()) is not None:  # mid-batch
         held_back, anchor_cell = 0.0, None
     message = ""
     if len(suggestions) < batch:
