@@ -32,16 +32,25 @@ def load_steplaw(
     (181 have loss > 4) are real, costly runs of the grid and are kept unless
     ``diverged_above`` is given.
     """
-    if int(lr_digits) != lr_digits or lr_digits < 1:
-        raise RunTableError(f"steplaw: lr_digits must be an integer >= 1 (significant digits "
-                            f"of lr; 3 gives the paper's 14 values), got {lr_digits!r}.")
-    path = _file(root, "steplaw", "dense_lr_bs_loss.csv")
-    frame = read_table(path)
-    frame = frame.rename(columns={"loss": "raw_loss", "smooth loss": "loss", "lr": "lr_raw"})
-    frame.insert(frame.columns.get_loc("lr_raw"), "lr",
-                 round_significant(frame["lr_raw"].to_numpy(), lr_digits))
+    path, frame = _steplaw_frame(root, "dense_lr_bs_loss.csv", "steplaw", lr_digits,
+                                 "; 3 gives the paper's 14 values")
     return load_runs(frame, hyperparameters=("lr", "bs"), run_id="exp_name",
                      diverged_above=diverged_above, source_name=str(path))
+
+
+def _steplaw_frame(root: Path, filename: str, dataset: str, lr_digits: int,
+                   digits_note: str = "") -> tuple[Path, pd.DataFrame]:
+    """A StepLaw file read as both loaders use it: ``smooth loss`` as ``loss`` (the raw one
+    as ``raw_loss``), ``lr`` rounded to ``lr_digits`` significant digits (raw: ``lr_raw``)."""
+    if int(lr_digits) != lr_digits or lr_digits < 1:
+        raise RunTableError(f"{dataset}: lr_digits must be an integer >= 1 (significant digits "
+                            f"of lr{digits_note}), got {lr_digits!r}.")
+    path = _file(root, "steplaw", filename)
+    frame = read_table(path).rename(columns={"loss": "raw_loss", "smooth loss": "loss",
+                                             "lr": "lr_raw"})
+    frame.insert(frame.columns.get_loc("lr_raw"), "lr",
+                 round_significant(frame["lr_raw"].to_numpy(), lr_digits))
+    return path, frame
 
 
 def load_steplaw_moe(root: Path, *, lr_digits: int = 3) -> RunTable:
@@ -57,17 +66,9 @@ def load_steplaw_moe(root: Path, *, lr_digits: int = 3) -> RunTable:
     ``loss``, ``lr`` and ``bs`` as :func:`load_steplaw` (no run diverged: the largest
     smoothed loss is 2.94). Not part of the StepLaw paper's benchmark (steplaw/SOURCE.md).
     """
-    if int(lr_digits) != lr_digits or lr_digits < 1:
-        raise RunTableError(f"steplaw_moe: lr_digits must be an integer >= 1 (significant "
-                            f"digits of lr), got {lr_digits!r}.")
-    path = _file(root, "steplaw", "moe_lr_bs_loss.csv")
-    frame = read_table(path)
-    frame = frame.rename(columns={"loss": "raw_loss", "smooth loss": "loss", "lr": "lr_raw",
-                                  "N": "N_total"})
-    frame.insert(frame.columns.get_loc("lr_raw"), "lr",
-                 round_significant(frame["lr_raw"].to_numpy(), lr_digits))
-    return load_runs(frame, mapping={"N": "Na"}, hyperparameters=("lr", "bs"),
-                     run_id="exp_name", source_name=str(path))
+    path, frame = _steplaw_frame(root, "moe_lr_bs_loss.csv", "steplaw_moe", lr_digits)
+    return load_runs(frame.rename(columns={"N": "N_total"}), mapping={"N": "Na"},
+                     hyperparameters=("lr", "bs"), run_id="exp_name", source_name=str(path))
 
 
 def load_oellm_english(root: Path, *, diverged_above: float | None = None) -> RunTable:
