@@ -174,6 +174,7 @@ def test_suggest_says_what_it_holds_back(tmp_path):
     printed = json.loads(out.stdout)
     assert printed["held_back"] == pytest.approx(6e20)
     assert printed["anchor_cell"] == {"N": 1e9, "D": 1e11}
+    assert all(isinstance(v, int) for v in printed["anchor_cell"].values())  # as the grid's
     assert "held back 6e+20 FLOPs for the anchor run (N 1e+09, D 1e+11)" in out.stderr
     off = subprocess.run([*cmd, "--anchor", "0"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=120)

@@ -84,7 +84,7 @@ def test_cold_start_to_stop(tmp_path):
 def test_proposals_give_whole_grid_values_as_integers(tmp_path):
     # A grid file's batch sizes 128 / 256 came back as 128.0 / 256.0 (and N as 50000000.0) in
     # the CSV and JSON of suggest and in its table: not what the user's runs file holds.
-    (tmp_path / "grid.yaml").write_text(GRID)
+    (tmp_path / "grid.yaml").write_text(GRID.replace("5.0e7", "50331648"))  # 6 digits: inexact
     out = _cli("suggest", "--grid", "grid.yaml", "--budget", "0.3", "--batch", "3", "--format",
                "csv", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -97,5 +97,7 @@ def test_proposals_give_whole_grid_values_as_integers(tmp_path):
     res = json.loads(_cli("suggest", "--grid", "grid.yaml", "--budget", "0.3", "--format",
                           "json", cwd=tmp_path).stdout)
     assert all(isinstance(s["bs"], int) and isinstance(s["N"], int) for s in res["suggestions"])
-    table = _cli("suggest", "--grid", "grid.yaml", "--budget", "0.3", cwd=tmp_path).stdout
-    assert ".0 " not in table.splitlines()[1]
+    table = _cli("suggest", "--grid", "grid.yaml", "--budget", "0.3", "--batch", "12",
+                 cwd=tmp_path).stdout
+    assert " 50331648 " in table and "50331648.0" not in table  # was repr(float): '.0'
+    assert not any(".0 " in line for line in table.splitlines()[1:13])

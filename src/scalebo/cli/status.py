@@ -166,7 +166,8 @@ def run(args: argparse.Namespace) -> int:
             proposed, prices = res.suggestions, res.prices
             if res.anchor_cell is not None:
                 result["held_back"] = res.held_back
-                result["anchor_cell"] = dict(zip(("N", "D"), res.anchor_cell, strict=True))
+                result["anchor_cell"] = dict(zip(("N", "D"), map(grid_value, res.anchor_cell),
+                                                 strict=True))
                 note(f"the next runs hold back {res.held_back:.4g} {res.unit} for the "
                      f"anchor run (N {res.anchor_cell[0]:.4g}, D {res.anchor_cell[1]:.4g})")
             if res.anchor_dropped is not None:

@@ -124,9 +124,10 @@ def run(args: argparse.Namespace) -> int:
               "pending": res.pending, "remaining": res.remaining, "C_total": res.C_total,
               "unit": res.unit, "held_back": res.held_back,
               "anchor_cell": (None if res.anchor_cell is None else
-                              dict(zip(nd, res.anchor_cell, strict=True))),
+                              dict(zip(nd, map(grid_value, res.anchor_cell), strict=True))),
               "anchor_dropped": (None if res.anchor_dropped is None else
-                                 dict(zip(nd, res.anchor_dropped, strict=True))),
+                                 dict(zip(nd, map(grid_value, res.anchor_dropped),
+                                          strict=True))),
               "message": res.message, "notes": list(runs.notes), "stop": False}
     if wsd:
         result["wsd_runs"] = [r.to_dict(names) for r in res.wsd_runs]

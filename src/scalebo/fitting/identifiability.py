@@ -107,7 +107,7 @@ def _narrow_term(law: PowerLawSum, X: np.ndarray) -> str:
             continue  # conditions 1 and 2 speak for too few values
         lo, hi = float(col.min()), float(col.max())
         if hi < MIN_SPAN * lo:
-            return (f"{term.variable} spans only {100 * (hi / lo - 1):.2g} % ({lo:.4g} to "
+            return (f"{term.variable} spans only {100 * (hi / lo - 1):.3g} % ({lo:.4g} to "
                     f"{hi:.4g}); its term {term.coef}·{term.variable}^-{term.exponent} needs "
                     f"a factor of at least {MIN_SPAN:g} to be told apart from the constant E")
     return ""

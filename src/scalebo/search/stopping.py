@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-__all__ = ["DEFAULT_MIN_SHRINK", "DEFAULT_TOLERANCE", "UNTRUSTED_SHARE", "at_floor",
-           "bound_note", "check_min_shrink", "half_width", "stop_decision"]
+__all__ = ["CUT_SHARE", "DEFAULT_MIN_SHRINK", "DEFAULT_TOLERANCE", "UNTRUSTED_SHARE",
+           "at_floor", "bound_note", "check_min_shrink", "half_width", "stop_decision"]
 
 #: Relative half-width of the 80 % interval at which the rule stops (±0.5 %).
 DEFAULT_TOLERANCE = 0.005
