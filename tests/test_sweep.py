@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 
 from scalebo.bench import replay as replay_mod
 from scalebo.bench.intervals import without_wall_times
@@ -464,6 +466,30 @@ def test_config_mistakes_are_named(tmp_path, capsys):
     assert "is a folder" in capsys.readouterr().err
     assert main(["bench", "report", str(tmp_path / "none"), "--out", str(tmp_path / "r")]) == 2
     assert "no such record folder" in capsys.readouterr().err
+    # a second trial: a YAML syntax error and a budget written alone were tracebacks (exit 1),
+    # "5%" alone was read letter by letter, and dataset errors did not name the file
+    base = "name: x\nseeds: [0]\nmethods: {a: {}}\n"
+    cases = {
+        "datasets: [synthetic]\nbudgets: [0.01\n": r"bad.yaml: not valid YAML at line 6, "
+                                                     r"column 1: expected ',' or ']'",
+        "datasets: [synthetic]\nbudgets: {a: 1}\n": r"bad.yaml: budgets: expected a list of "
+                                                     r"fractions of C_total",
+        "datasets: {synthetic: 3}\nbudgets: [0.01]\n": r"bad.yaml: datasets: 'synthetic' takes"
+                                                        r" a mapping of options",
+        "datasets: [synthtic]\nbudgets: [0.01]\n": r"bad.yaml: datasets: unknown dataset "
+                                                    r"'synthtic' \(did you mean 'synthetic'\?\)",
+        "datasets: {synthetic: {n_held_out_cels: 2}}\nbudgets: [0.01]\n":
+            r"bad.yaml: datasets: dataset 'synthetic': unknown option\(s\) 'n_held_out_cels'",
+    }
+    for text, said in cases.items():
+        bad.write_text(base + text)
+        assert main(["bench", "run", str(bad), "--out", str(tmp_path / "o"), "-q"]) == 2, text
+        err = capsys.readouterr().err
+        assert re.search(said, err), err
+        assert not (tmp_path / "o").exists()  # refused before any cell
+    for alone in ("0.05", "'5%'"):  # one budget written alone is one budget
+        cfg = SweepConfig.from_dict({**CONFIG, "budgets": yaml.safe_load(alone)})
+        assert cfg.budgets == (0.05,)
 
 
 def test_file_dataset_options_are_checked_and_its_content_is_in_the_key(tmp_path, capsys):

@@ -39,6 +39,15 @@ def closest(name: object, known: list[str] | tuple[str, ...], cutoff: float = 0.
     return match[0] if match else None
 
 
+def yaml_problem(exc: Exception) -> str:
+    """Where and what a YAML syntax error (``yaml.YAMLError``) is, as messages append it to
+    "not valid YAML": `` at line 5, column 12: expected ',' or '}', but got '<stream end>'``."""
+    mark = getattr(exc, "problem_mark", None)
+    at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    return f"{at}: {problem}"
+
+
 def with_hints(names: list[str], known: list[str] | tuple[str, ...],
                cutoff: float = 0.6) -> str:
     """``names`` as messages list them, each with its :func:`closest` hint:

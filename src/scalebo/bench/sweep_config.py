@@ -42,6 +42,7 @@ from typing import Any
 
 import yaml
 
+from scalebo.errors import yaml_problem
 from scalebo.search.budget import parse_fraction
 
 __all__ = ["RECORD_SCHEMA_VERSION", "Cell", "DatasetSpec", "MethodResolver", "MethodSpec",
@@ -303,6 +304,9 @@ class SweepConfig:
             raise ValueError("'datasets' must be a non-empty mapping (label → options) or list.")
         datasets = []
         for name, opts in ds_raw.items():
+            if opts is not None and not isinstance(opts, Mapping):
+                raise ValueError(f"datasets: {name!r} takes a mapping of options (e.g. "
+                                 f"{{source: runs.csv}}, or {{}}), got {opts!r}.")
             opts = dict(opts or {})
             source = str(opts.pop("source", name))
             datasets.append(DatasetSpec(str(name), source, _freeze(opts),
@@ -316,7 +320,12 @@ class SweepConfig:
                            resolver)
             for name, params in m_raw.items()
         )
-        budgets = tuple(sorted({_parse_budget(b) for b in raw["budgets"]}))
+        b_raw = raw["budgets"]  # one budget may be written alone: budgets: 5%
+        b_raw = [b_raw] if isinstance(b_raw, str | int | float) else b_raw
+        if not isinstance(b_raw, list | tuple):
+            raise ValueError(f"budgets: expected a list of fractions of C_total such as "
+                             f"[0.01, '5%'], got {b_raw!r}.")
+        budgets = tuple(sorted({_parse_budget(b) for b in b_raw}))
         if not budgets:
             raise ValueError("'budgets' must not be empty.")
         return cls(str(raw.get("name", default_name)), tuple(datasets), methods,
@@ -331,8 +340,11 @@ class SweepConfig:
             raise ValueError(f"{path}: is a folder; give the sweep config (YAML) file")
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such sweep config")
-        with path.open() as fh:
-            raw = yaml.safe_load(fh)
+        try:
+            with path.open() as fh:
+                raw = yaml.safe_load(fh)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not valid YAML{yaml_problem(exc)}.") from None
         try:
             return cls.from_dict(raw, default_name=path.stem, resolver=resolver)
         except ValueError as exc:

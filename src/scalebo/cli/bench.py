@@ -122,6 +122,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from scalebo.bench.replay_datasets import check_replay_datasets
     from scalebo.bench.sweep import SweepConfig, run_sweep
     from scalebo.extras import require_extra
 
@@ -133,10 +134,14 @@ def _run(args: argparse.Namespace) -> int:
         require_extra("trees", f"method {trees[0]!r} (surrogate: trees)")
     if args.dask_scheduler is not None:
         require_extra("dask", "--dask-scheduler")
+    data_dir = args.data_dir or os.environ.get("SCALEBO_DATA_DIR")
+    try:  # before any cell runs, naming the config (run_sweep checks them again)
+        check_replay_datasets(config.datasets, data_dir)
+    except ValueError as exc:
+        raise ValueError(f"{args.config}: datasets: {exc}") from None
     n = len(config.cells())
     log(f"sweep {config.name}: {len(config.datasets)} datasets × {len(config.methods)} methods "
         f"× {len(config.seeds)} seeds × {len(config.budgets)} budgets = {n} cells → {args.out}")
-    data_dir = args.data_dir or os.environ.get("SCALEBO_DATA_DIR")
     summary = run_sweep(config, args.out, n_jobs=args.jobs, dask_scheduler=args.dask_scheduler,
                         data_dir=data_dir, progress=not is_quiet(), limit=args.limit)
     log(summary.describe())

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from scalebo.data.columns import parse_number
-from scalebo.errors import SearchError
+from scalebo.errors import SearchError, yaml_problem
 
 __all__ = ["GRID_KEYS", "read_grid_file"]
 
@@ -112,10 +112,7 @@ def read_grid_file(path: str | Path, mapping: Mapping[str, str] | None = None
     try:
         spec = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SearchError(f"{path}: not valid YAML{at}: {problem}.") from None
+        raise SearchError(f"{path}: not valid YAML{yaml_problem(exc)}.") from None
     if not isinstance(spec, dict) or not isinstance(spec.get("axes"), dict):
         raise SearchError(f"{path}: expected a mapping with an 'axes' mapping, e.g. "
                           "'axes: {N: [1e8, 1e9], D: [1e9, 1e10], lr: [1e-3, 3e-3]}'.")
