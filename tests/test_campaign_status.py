@@ -45,6 +45,25 @@ def test_budget_forms(synthetic):
             parse_budget(bad)
 
 
+def test_a_fraction_passed_as_a_budget_amount_is_refused(synthetic):
+    # A trial's Python campaign passed 0.3 (the CLI's fraction) to campaign_status, which
+    # took it as 0.3 FLOPs and stopped "the budget is committed"; suggest_runs said the
+    # budget was exhausted. Both take an amount in the grid's unit and now say so.
+    from scalebo.search.campaign import suggest_runs
+
+    frame, grid = synthetic
+    runs = read_campaign_runs(frame.iloc[:5][["N", "D", "lr", "bs", "loss"]], grid)
+    said = r"budget 0.3 FLOPs: the budget is an amount in FLOPs here; .*parse_budget\(0.3\)"
+    with pytest.raises(ValueError, match=said):
+        campaign_status(grid, runs, 0.3)
+    with pytest.raises(ValueError, match=said):
+        suggest_runs(grid, runs, 0.3)
+    with pytest.raises(ValueError, match=r"budget must be positive \(FLOPs\), got -1"):
+        suggest_runs(grid, runs, -1.0)
+    amount = parse_budget(0.3).resolve(grid)  # what was meant
+    assert suggest_runs(grid, runs, amount).budget == pytest.approx(0.3 * grid.C_total)
+
+
 def test_runs_by_status_and_cost(synthetic):
     frame, grid = synthetic
     rows = frame.iloc[[0, 1, 2, 3, 4]][["N", "D", "lr", "bs", "loss"]].copy()

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from scalebo.search.grid import Grid
 
-__all__ = ["GPU_HOUR_SUFFIXES", "Budget", "parse_budget", "parse_fraction"]
+__all__ = ["GPU_HOUR_SUFFIXES", "Budget", "check_budget_amount", "parse_budget",
+           "parse_fraction"]
 
 #: Suffixes of a budget in GPU-hours (case-insensitive), e.g. ``500GPUh``, ``500 GPU-hours``.
 GPU_HOUR_SUFFIXES = ("gpu-hours", "gpu_hours", "gpu hours", "gpuhours", "gpu-h", "gpuh")
@@ -133,3 +134,16 @@ def parse_fraction(value: object, of: str = "C_total") -> float:
                 if 1 < out <= 100 and not raw.endswith("%") else "")
         raise ValueError(f"expected a fraction of {of} in (0, 1], got {value!r}{hint}")
     return out
+
+
+def check_budget_amount(budget: float, unit: str = "FLOPs") -> None:
+    """ValueError for a budget amount (in ``unit``, a grid's :attr:`~scalebo.search.grid.
+    Grid.price_unit`) that is not positive, or in FLOPs under 1: a fraction of ``C_total``
+    passed where the Python functions take an amount (the CLI's ``--budget 0.3`` is a
+    fraction; here it would be 0.3 FLOPs)."""
+    if not budget > 0:
+        raise ValueError(f"budget must be positive ({unit}), got {budget}")
+    if unit == "FLOPs" and budget < 1:
+        raise ValueError(f"budget {budget:g} FLOPs: the budget is an amount in FLOPs here; for "
+                         f"a fraction of the grid's compute pass "
+                         f"parse_budget({budget!r}).resolve(grid) (= {budget:g} × grid.C_total)")

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo.errors import BudgetExhausted, SearchError
-from scalebo.search.budget import Budget, parse_budget
+from scalebo.search.budget import Budget, check_budget_amount, parse_budget
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
@@ -185,13 +185,13 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
             :mod:`scalebo.search.polish`, the replayed default).
 
     Raises:
-        ValueError: a non-positive budget or a batch < 1.
+        ValueError: a non-positive budget, one under 1 FLOP (a fraction passed as an amount:
+            :func:`~scalebo.search.budget.check_budget_amount`) or a batch < 1.
         BudgetExhausted: the budget is spent, or nothing fits it (a SearchError; its
             ``account`` holds the budget accounting, as the result's fields).
     """
     unit = grid.price_unit
-    if not budget > 0:
-        raise ValueError(f"budget must be positive ({unit}), got {budget}")
+    check_budget_amount(budget, unit)
     if batch < 1:
         raise ValueError(f"batch must be >= 1, got {batch}")
     model = cost_model or CostModel()

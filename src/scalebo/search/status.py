@@ -29,6 +29,7 @@ import pandas as pd
 
 from scalebo.errors import SearchError
 from scalebo.fitting.identifiability import identification_problem
+from scalebo.search.budget import check_budget_amount
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
@@ -152,12 +153,15 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
             0: the GP's joint draws as they are).
 
     Raises:
-        ValueError: an unknown ``estimand``, or ``min_shrink`` outside (0, 1).
+        ValueError: an unknown ``estimand``, ``min_shrink`` outside (0, 1), or a budget that
+            is not positive or under 1 FLOP (:func:`~scalebo.search.budget.
+            check_budget_amount`).
     """
     from scalebo.search.campaign import campaign_posterior
 
     check_estimand(estimand)  # before the posterior, whose errors become notes
     check_min_shrink(min_shrink)
+    check_budget_amount(budget, grid.price_unit)
     model = cost_model or CostModel()
     spent, pending = runs.spent(grid, model), runs.pending(grid, model)
     remaining = budget - spent - pending
