@@ -73,7 +73,8 @@ def test_report_tables_and_figures(tmp_path):
         assert f"at {C} FLOPs" in md
     # Compute saved: first budget from which the mean error stays ≤ 1 %.
     assert re.search(r"\| toy \| window \| 5 % \| 20× \| 5\.00 \| 5\.7 \|", md)
-    assert re.search(r"\| toy \| window \+ fantasize \| 1 % \| 100× \|", md)
+    # met at the smallest budget recorded: a bound (a smaller one was never tried)
+    assert re.search(r"\| toy \| window \+ fantasize \| ≤ 1 % \| ≥ 100× \|", md)
     assert re.search(r"\| toy \| full \| 25 % \| 4× \|", md)
     # Table 5 layout: coefficients per budget.
     assert "| toy | window | alpha | 0.1800 ± 0.0000 |" in md
