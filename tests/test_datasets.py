@@ -45,6 +45,9 @@ def test_registry(tmp_path, monkeypatch):
         register_dataset("steplaw", DATASETS["steplaw"].loader, "again")
     with pytest.raises(ValueError, match="unknown dataset 'nope'"):
         load_dataset("nope", tmp_path)
+    with pytest.raises(ValueError, match=r"unknown dataset 'steplaw_mo' \(did you mean "
+                                         r"'steplaw_moe'\?\); registered"):
+        load_dataset("steplaw_mo", tmp_path)
     with pytest.raises(FileNotFoundError, match="steplaw/dense_lr_bs_loss.csv"):
         load_dataset("steplaw", tmp_path)
 

@@ -131,7 +131,9 @@ def dataset_options(name: str) -> dict[str, DatasetOption] | None:
     from scalebo.data.datasets import DATASETS, list_datasets
 
     if name not in DATASETS:
-        raise ValueError(f"unknown dataset {name!r}; registered: {list_datasets()}.")
+        near = closest(name, list_datasets())
+        hint = f" (did you mean {near!r}?)" if near else ""
+        raise ValueError(f"unknown dataset {name!r}{hint}; registered: {list_datasets()}.")
     return _signature_options(DATASETS[name].loader)
 
 
