@@ -70,8 +70,8 @@ def check_run_columns(frame: pd.DataFrame, status: list[RunStatus | None], name:
     if "status" not in frame.columns and "loss" in frame.columns:
         blank = np.flatnonzero(frame["loss"].map(is_blank).to_numpy())
         said = next((c for c in frame.columns if c != "loss" and _holds_statuses(frame[c])),
-                    None)
-        if said is not None and blank.size:
+                    None) if blank.size else None  # only rows without a loss are at stake
+        if said is not None:
             raise RunTableError(
                 f"{name}: no 'status' column, but {str(said)!r} holds only run statuses "
                 f"({', '.join(s.value for s in RunStatus)}); without a 'status' column data "
