@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_records import budget_metrics
 
-from scalebo.bench import report as report_mod
+from scalebo.bench import report_figures
 from scalebo.bench.records import IGNORED_ATTR, Cell, RecordWarning, load_records
 from scalebo.bench.report import (
     ERROR_FLOOR_PCT,
@@ -265,7 +265,7 @@ def test_table_cell_and_figure_of_rounding_level_errors(tmp_path, monkeypatch):
     assert "| toy | window | 0.00 ± 0.00 | 0.00 ± 0.00 | 0.00 ± 0.00 | 2 |" in table
     assert "e-10" not in table and "e+00" not in table
     figures = []
-    monkeypatch.setattr(report_mod, "save_figure", lambda fig, path, **kw: figures.append(fig))
+    monkeypatch.setattr(report_figures, "save_figure", lambda fig, path, **kw: figures.append(fig))
     recovery_figure(summary, "toy", ["full", "window"], tmp_path / "f.png")
     ax = figures[0].axes[0]
     ys = np.concatenate([line.get_ydata() for line in ax.get_lines()])
@@ -283,7 +283,7 @@ def test_table_cell_and_figure_of_rounding_level_errors(tmp_path, monkeypatch):
 def test_recovery_bands_stay_inside_their_range(tmp_path, monkeypatch):
     """SD larger than the mean: the log band stays positive, the percentage band in 0–100."""
     figures = []
-    monkeypatch.setattr(report_mod, "save_figure", lambda fig, path, **kw: figures.append(fig))
+    monkeypatch.setattr(report_figures, "save_figure", lambda fig, path, **kw: figures.append(fig))
     summary = summarize(load_records(_records(tmp_path)))
     wide = summary.assign(sd=summary["mean"] * 3)
     recovery_figure(wide, "toy", ["full", "window"], tmp_path / "f.png")
@@ -294,6 +294,20 @@ def test_recovery_bands_stay_inside_their_range(tmp_path, monkeypatch):
                 assert 0 <= y.min() and y.max() <= 100
             else:
                 assert y.min() > 0
+
+
+def test_one_budget_draws_its_spread_as_an_error_bar(tmp_path, monkeypatch):
+    """A trial's sweep at one budget: the ±1 SD band had no width, so the figure showed no
+    spread although the table said 8.58 ± 3.49; now an error bar of that spread."""
+    figures = []
+    monkeypatch.setattr(report_figures, "save_figure", lambda fig, path, **kw: figures.append(fig))
+    summary = summarize(load_records(_records(tmp_path)))
+    one = summary[summary["budget"] == summary["budget"].min()]
+    recovery_figure(one, "toy", ["full", "window"], tmp_path / "f.png")
+    ax = figures[0].axes[0]  # |extrapolation| at 1e25, log panel
+    spans = [abs(seg[1][1] - seg[0][1]) for c in ax.collections if hasattr(c, "get_segments")
+             for seg in c.get_segments()]
+    assert len(spans) == 4 and min(spans) > 0  # 2 methods × observed / fantasized
 
 
 def test_the_report_counts_the_fits_that_converged(tmp_path):

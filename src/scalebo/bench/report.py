@@ -26,10 +26,11 @@ Tables (Markdown, :func:`write_report`):
 Figures (matplotlib, lazily, Agg; only for the methods in the records): per dataset a grid
 of recovery panels vs budget with ±1 SD bands (a colour per method; observed: dashed, open
 circles; fantasized: solid, filled squares), comparisons of methods that differ only in
-surrogate, kernel or acquisition, and the calibration (``figures/calibration.png``). Log
-panels band in log space (:func:`_line`) and draw values below their floor (:data:`PANELS`;
-errors: :data:`ERROR_FLOOR_PCT` = 1e-3 %) on a dotted line at it, so that 1e-7 % errors do
-not stretch the axis over 8 decades; recovery bands are clipped to 0–100 %.
+surrogate, kernel or acquisition (:mod:`scalebo.bench.report_figures`), and the calibration
+(``figures/calibration.png``). Log panels band in log space and draw values below their floor
+(:data:`~scalebo.bench.report_figures.PANELS`; errors: :data:`ERROR_FLOOR_PCT` = 1e-3 %) on a
+dotted line at it, so that 1e-7 % errors do not stretch the axis over 8 decades; recovery
+bands are clipped to 0–100 %; with one budget the spread is an error bar.
 """
 
 from __future__ import annotations
@@ -43,35 +44,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalebo.bench import calibration as cal
 from scalebo.bench.calibration import calibration_figure, calibration_section
 from scalebo.bench.environment import describe_environments
 from scalebo.bench.fit_rates import CONVERGED_HEADING, converged_table
 from scalebo.bench.oracle import report_oracle
 from scalebo.bench.records import ENVIRONMENTS_ATTR, IGNORED_ATTR, reportable_records
-from scalebo.outputs import save_figure, write_text_file
+from scalebo.bench.report_figures import (
+    ERROR_FLOOR_PCT,
+    FIGURE_NOTE,
+    comparison_figure,
+    recovery_figure,
+)
+from scalebo.outputs import write_text_file
 
 __all__ = ["ERROR_FLOOR_PCT", "EXTRAPOLATION_KEYS", "coefficient_table", "comparison_groups",
            "extrapolation_table", "format_pm", "savings_table", "summarize", "write_report"]
 
 #: Metric-name suffixes of the extrapolation points (see ``bench.metrics.c_key``).
 EXTRAPOLATION_KEYS = ("1e+25", "1e+27", "1e+29")
-#: Floor (%) of the extrapolation errors in the figures (the calibration's width floor).
-ERROR_FLOOR_PCT = cal.WIDTH_FLOOR_PCT
-#: Recovery panels: (metric, kind filter, y label, floor of the log axis in the metric's
-#: unit; None: a linear percentage axis).
-PANELS = (
-    ("{law}.extrapolation_pct.1e+25", "fit", "|extrapolation| at 1e25 FLOPs (%)",
-     ERROR_FLOOR_PCT),
-    ("{law}.param_error.alpha", "fit", "|α − α_ref|", 1e-5),
-    ("{law}.param_error.E", "fit", "|E − E_ref| (nats)", 1e-5),
-    ("{law}.heldout_mse", "fit", "held-out MSE (nats²)", 1e-7),
-    ("envelope_recovery_pct", "run", "envelope recovered (%)", None),
-    ("cell_recovery_pct", "run", "cells' best recovered (%)", None),
-)
-#: Line style, marker and marker face (None: filled) per kind of data behind the fit.
-STYLES = {"observed": ("--", "o", "white"), "fantasized": ("-", "s", None),
-          "run": ("-", "o", None)}
 COMPARED = ("surrogate", "kernel", "acquisition", "incumbent", "schedule")
 
 
@@ -224,95 +214,7 @@ def comparison_groups(frame: pd.DataFrame, param: str) -> list[list[str]]:
 
 # --------------------------------------------------------------------------- figures
 
-def _series(summary, ds, method, kind, metric):
-    s = summary[(summary["dataset"] == ds) & (summary["method"] == method)
-                & (summary["kind"] == kind) & (summary["metric"] == metric)].sort_values("budget")
-    return s["budget"].to_numpy(), s["mean"].to_numpy(), s["sd"].to_numpy()
-
-
-def _line(ax, x, m, sd, color, kind, floor):
-    """Mean line and ±1 SD band: linear, clipped to 0–100 % (``floor`` None), or in log space
-    (the lognormal with that mean and SD, ``exp(μ ± σ)``), drawn at ``floor`` below it."""
-    if not len(x):
-        return
-    lo, hi = np.clip(m - sd, 0, 100), np.clip(m + sd, 0, 100)
-    if floor is not None:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            s2 = np.log1p((sd / m) ** 2)
-            lo, hi = (np.exp(np.log(m) - s2 / 2 + k * np.sqrt(s2)) for k in (-1, 1))
-        m, lo, hi = (np.fmax(np.nan_to_num(v, nan=floor), floor) for v in (m, lo, hi))
-    style, marker, face = STYLES[kind]
-    ax.plot(x, m, style, color=color, marker=marker, mfc=face or color, ms=4)
-    ax.fill_between(x, lo, hi, color=color, alpha=0.12, lw=0)
-
-
-def _panel(ax, summary, ds, methods, metric, ylabel, floor, kinds, colors) -> None:
-    """Methods' mean ± 1 SD vs budget; log y with a dotted line at ``floor``, or linear %."""
-    for i, method in enumerate(methods):
-        for kind in kinds:
-            _line(ax, *_series(summary, ds, method, kind, metric), colors[i % len(colors)],
-                  kind, floor)
-    cal._budget_axis(ax, summary["budget"].unique())
-    ax.grid(alpha=0.3, which="both")
-    if floor is None:
-        ax.set(ylabel=ylabel, ylim=(-3, 103))
-        return
-    ax.set_yscale("log")
-    if ax.dataLim.y0 <= floor * 1.01:  # something is drawn at the floor
-        ax.axhline(floor, color="0.5", ls=":", lw=1)
-    ax.set_ylabel(f"{ylabel}\n(below {floor:g}{' %' * ('%' in ylabel)}: drawn at it, dotted)")
-
-
-def _finish(fig, plt, methods, colors, title: str, path: Path) -> Path:
-    """Legend (a colour per method; the kinds of fit by line style and marker), title, save."""
-    cal._legend(fig, methods, colors, (("law on observed runs", "--", "o", False),
-                                   ("law on observed + fantasized losses", "-", "s", True)))
-    fig.suptitle(title)
-    save_figure(fig, path, dpi=110)
-    plt.close(fig)
-    return path
-
-
-def recovery_figure(summary: pd.DataFrame, dataset: str, methods: Sequence[str], path: Path,
-                    law: str = "compute") -> Path:
-    """Recovery panels vs budget fraction for ``methods`` on ``dataset`` (mean ± 1 SD)."""
-    plt = cal._plt()
-    fig, axes = plt.subplots(2, 3, figsize=(13, 7.5), constrained_layout=True)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, (metric, which, ylabel, floor) in zip(axes.flat, PANELS, strict=True):
-        kinds = ("run",) if which == "run" else ("observed", "fantasized")
-        _panel(ax, summary, dataset, methods, metric.format(law=law), ylabel, floor, kinds,
-               colors)
-    return _finish(fig, plt, methods, colors, f"{dataset}: recovery vs budget ({law} law; "
-                   "mean ± 1 SD over seeds, log panels: SD band in log space)", path)
-
-
-def comparison_figure(summary: pd.DataFrame, methods: Sequence[str], param: str, path: Path,
-                      law: str = "compute") -> Path:
-    """|Extrapolation| at 1e25 FLOPs vs budget per dataset for methods differing in ``param``."""
-    plt = cal._plt()
-    datasets = list(dict.fromkeys(summary["dataset"]))
-    fig, axes = plt.subplots(1, len(datasets), figsize=(max(6, 5 * len(datasets)), 4.4),
-                             squeeze=False, constrained_layout=True)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, ds in zip(axes[0], datasets, strict=True):
-        _panel(ax, summary, ds, methods, f"{law}.extrapolation_pct.1e+25",
-               "|extrapolation| at 1e25 FLOPs (%)", ERROR_FLOOR_PCT,
-               ("observed", "fantasized"), colors)
-        ax.set_title(ds)
-    return _finish(fig, plt, methods, colors,
-                   f"{param} comparison (mean ± 1 SD over seeds)", path)
-
-
 # --------------------------------------------------------------------------- report
-
-#: Caption under the recovery and comparison figures of the report.
-FIGURE_NOTE = ("_Mean and ±1 SD over seeds (log panels: the lognormal with that mean and SD; "
-               "recovery: clipped to 0–100 %). Dashed, open circles: law fitted on observed "
-               "runs; solid, filled squares: on observed + fantasized losses. Values below the "
-               f"floor ({ERROR_FLOOR_PCT:g} % for errors; |Δα|, |ΔE| 1e-05, MSE 1e-07 nats²) "
-               "are drawn at it (dotted)._")
-
 
 def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
                  title: str | None = None, figures: bool = True, law: str = "compute",
