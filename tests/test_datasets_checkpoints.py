@@ -53,8 +53,10 @@ def test_gemstones_validation_sets(data_dir):
 
 def test_gadre_overtraining(data_dir):
     with pytest.warns(UserWarning, match=r"pools 3 training corpora \(dataset = c4_original "
-                      r"\(34\), rpj \(35\), rw_original \(35\)\)"):
+                      r"\(34\), rpj \(35\), rw_original \(35\)\).* \(in Python: load_dataset\("
+                      r"'gadre_overtraining', dataset='rw_original'\)\)") as said_here:
         c4 = load_dataset("gadre_overtraining", data_dir)
+    assert said_here[0].filename == __file__  # points at the caller, not at the package
     assert len(c4) == 104 and set(c4.frame["val_set"]) == {"c4_val"}
     assert c4.frame["N"].nunique() == 6
     with pytest.warns(UserWarning) as caught:

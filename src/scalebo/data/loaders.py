@@ -188,11 +188,14 @@ def _warn_if_pooled(frame: pd.DataFrame, column: str, dataset: str, what: str,
     if counts.size > 1:
         shown = ", ".join(f"{k} ({v})" for k, v in list(counts.items())[:4])
         more = f" and {counts.size - 4} more" if counts.size > 4 else ""
-        warnings.warn(
+        pairs = [item.split("=", 1) for item in example.split(",")]
+        python = ", ".join(f"{k}={v!r}" for k, v in pairs)
+        warnings.warn(  # stacklevel 4: the caller of load_dataset, through the loader
             f"{dataset}: the table pools {counts.size} {what} ({column} = {shown}{more}): a law "
             f"fitted to all of them mixes experiments that follow different laws. Choose one, "
-            f"e.g. --dataset-option {example.replace(',', ' --dataset-option ')}.",
-            UserWarning, stacklevel=3)
+            f"e.g. --dataset-option {example.replace(',', ' --dataset-option ')} (in Python: "
+            f"load_dataset({dataset!r}, {python})).",
+            UserWarning, stacklevel=4)
 
 
 register_dataset(
