@@ -109,6 +109,6 @@ def numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:
     bad &= ~text.isin(["nan", "inf", "-inf", "+inf"])
     if bad.any():
         pos = int(np.flatnonzero(bad.to_numpy())[0])
-        raise RunTableError(f"{name}: data row {pos + 1}, column {column!r}: "
-                            f"{frame[column].iloc[pos]!r} is not a number.")
+        raise RunTableError(f"{name}: data row {pos + 1}, column {column!r}: expected a "
+                            f"number, got {frame[column].iloc[pos]!r}.")  # as run tables say
     return values.to_numpy(dtype=np.float64)
