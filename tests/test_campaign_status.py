@@ -58,8 +58,14 @@ def test_a_fraction_passed_as_a_budget_amount_is_refused(synthetic):
         campaign_status(grid, runs, 0.3)
     with pytest.raises(ValueError, match=said):
         suggest_runs(grid, runs, 0.3)
-    with pytest.raises(ValueError, match=r"budget must be positive \(FLOPs\), got -1"):
+    with pytest.raises(ValueError, match=r"budget must be a positive finite amount \(FLOPs\), "
+                       r"got -1"):
         suggest_runs(grid, runs, -1.0)
+    for whole in (1.0, np.float64(1.0)):  # the whole grid as a fraction, not 1 FLOP
+        with pytest.raises(ValueError, match=r"budget 1 FLOPs: .*parse_budget\(1.0\)"):
+            campaign_status(grid, runs, whole)
+    with pytest.raises(ValueError, match="positive finite amount"):
+        suggest_runs(grid, runs, float("inf"))
     amount = parse_budget(0.3).resolve(grid)  # what was meant
     assert suggest_runs(grid, runs, amount).budget == pytest.approx(0.3 * grid.C_total)
 

@@ -308,6 +308,12 @@ def test_one_budget_draws_its_spread_as_an_error_bar(tmp_path, monkeypatch):
     spans = [abs(seg[1][1] - seg[0][1]) for c in ax.collections if hasattr(c, "get_segments")
              for seg in c.get_segments()]
     assert len(spans) == 4 and min(spans) > 0  # 2 methods × observed / fantasized
+    # one seed: no SD at all; neither a bar from the floor nor an axis stretched down to it
+    figures.clear()
+    recovery_figure(one.assign(sd=np.nan), "toy", ["full", "window"], tmp_path / "f.png")
+    ax = figures[0].axes[0]
+    assert not [c for c in ax.collections if hasattr(c, "get_segments") and c.get_segments()]
+    assert ax.dataLim.y0 > 10 * ERROR_FLOOR_PCT
 
 
 def test_the_report_counts_the_fits_that_converged(tmp_path):

@@ -181,7 +181,7 @@ def savings_table(summary: pd.DataFrame, threshold_pct: float = 1.0, C: str = "1
         if hit.empty:
             lines.append(f"| {ds} | {_label(method, kind)} | not reached | – | – | – |")
             continue
-        f, first = float(hit["budget"].iloc[0]), bool(hit.index[0] == rows.index[0])  # a bound
+        f, first = float(hit["budget"].iloc[0]), len(hit) == len(rows)  # first: a bound
         r = runs[(runs["dataset"] == ds) & (runs["method"] == method) & (runs["budget"] == f)]
         spent = r[r["metric"] == "spent_fraction"]["mean"]
         floor = r[r["metric"] == "floor_multiple_cells"]["mean"]

@@ -50,6 +50,7 @@ def _line(ax, x, m, sd, color, kind, floor):
     (the lognormal with that mean and SD, ``exp(μ ± σ)``), drawn at ``floor`` below it."""
     if not len(x):
         return
+    sd = np.nan_to_num(np.asarray(sd, dtype=np.float64))  # one seed: no spread, not a floor
     lo, hi = np.clip(m - sd, 0, 100), np.clip(m + sd, 0, 100)
     if floor is not None:
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -60,7 +61,7 @@ def _line(ax, x, m, sd, color, kind, floor):
     ax.plot(x, m, style, color=color, marker=marker, mfc=face or color, ms=4)
     if len(x) > 1:
         ax.fill_between(x, lo, hi, color=color, alpha=0.12, lw=0)
-    else:  # one budget: a band has no width and would hide the spread
+    elif hi[0] > lo[0]:  # one budget: a band has no width and would hide the spread
         ax.vlines(x, lo, hi, color=color, lw=1.5, alpha=0.6)
 
 

@@ -11,9 +11,11 @@ the default, :func:`replay_method_settings`, is the replay task's ``MethodConfig
 rejects an unknown field or value when the config is read). So resuming a sweep after a code
 change or a changed default recomputes the cells instead of reusing stale records.
 
-Budgets are fractions of C_total in (0, 1] (``"5%"`` also accepted), kept sorted ascending;
-seeds are a count ``n`` (seeds ``0..n-1``) or a list of ints. An unknown or missing key
-raises ``ValueError`` naming it.
+Budgets are fractions of C_total in (0, 1] (``"5%"`` also accepted; one may be written
+alone, ``budgets: 5%``), kept sorted ascending; seeds are a count ``n`` (seeds ``0..n-1``)
+or a list of ints; each dataset's options are a mapping (``{}`` for none). An unknown or
+missing key raises ``ValueError`` naming it, and so does a file that is not valid YAML
+(with its line and column).
 
 Config file (YAML)::
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -321,7 +324,7 @@ class SweepConfig:
             for name, params in m_raw.items()
         )
         b_raw = raw["budgets"]  # one budget may be written alone: budgets: 5%
-        b_raw = [b_raw] if isinstance(b_raw, str | int | float) else b_raw
+        b_raw = [b_raw] if isinstance(b_raw, str | numbers.Real) else b_raw
         if not isinstance(b_raw, list | tuple):
             raise ValueError(f"budgets: expected a list of fractions of C_total such as "
                              f"[0.01, '5%'], got {b_raw!r}.")

@@ -125,7 +125,7 @@ def parse_fraction(value: object, of: str = "C_total") -> float:
     """
     raw = str(value).strip()
     try:
-        out = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+        out = round(float(raw[:-1]) / 100, 12) if raw.endswith("%") else float(raw)  # 0.7% = 0.007
     except ValueError:
         raise ValueError(f"expected a fraction of {of} such as 0.05 or 5%, got "
                          f"{value!r}") from None
@@ -138,12 +138,13 @@ def parse_fraction(value: object, of: str = "C_total") -> float:
 
 def check_budget_amount(budget: float, unit: str = "FLOPs") -> None:
     """ValueError for a budget amount (in ``unit``, a grid's :attr:`~scalebo.search.grid.
-    Grid.price_unit`) that is not positive, or in FLOPs under 1: a fraction of ``C_total``
-    passed where the Python functions take an amount (the CLI's ``--budget 0.3`` is a
-    fraction; here it would be 0.3 FLOPs)."""
-    if not budget > 0:
-        raise ValueError(f"budget must be positive ({unit}), got {budget}")
-    if unit == "FLOPs" and budget < 1:
-        raise ValueError(f"budget {budget:g} FLOPs: the budget is an amount in FLOPs here; for "
+    Grid.price_unit`) that is not a positive finite number, or in FLOPs at most 1: a fraction
+    of ``C_total`` (1 = the whole grid) passed where the Python functions take an amount (the
+    CLI's ``--budget 0.3`` is a fraction; here it would be 0.3 FLOPs)."""
+    value = float(budget)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"budget must be a positive finite amount ({unit}), got {value}")
+    if unit == "FLOPs" and value <= 1:
+        raise ValueError(f"budget {value:g} FLOPs: the budget is an amount in FLOPs here; for "
                          f"a fraction of the grid's compute pass "
-                         f"parse_budget({budget!r}).resolve(grid) (= {budget:g} × grid.C_total)")
+                         f"parse_budget({value!r}).resolve(grid) (= {value:g} × grid.C_total)")

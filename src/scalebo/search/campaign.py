@@ -185,7 +185,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
             :mod:`scalebo.search.polish`, the replayed default).
 
     Raises:
-        ValueError: a non-positive budget, one under 1 FLOP (a fraction passed as an amount:
+        ValueError: a non-positive budget, one of at most 1 FLOP (a fraction passed as an amount:
             :func:`~scalebo.search.budget.check_budget_amount`) or a batch < 1.
         BudgetExhausted: the budget is spent, or nothing fits it (a SearchError; its
             ``account`` holds the budget accounting, as the result's fields).

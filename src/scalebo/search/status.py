@@ -154,7 +154,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
 
     Raises:
         ValueError: an unknown ``estimand``, ``min_shrink`` outside (0, 1), or a budget that
-            is not positive or under 1 FLOP (:func:`~scalebo.search.budget.
+            is not positive or at most 1 FLOP (:func:`~scalebo.search.budget.
             check_budget_amount`).
     """
     from scalebo.search.campaign import campaign_posterior
