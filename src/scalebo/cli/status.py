@@ -107,9 +107,11 @@ def _median(value: float | None, iv: list[float] | None) -> str:
 def _shaky(law: dict[str, Any]) -> str:
     """`` (<status>: why)`` after a law whose fit is not ``converged``: the parameters the fit
     left at a bound, or that the runs do not identify it."""
+    from scalebo.search.stopping import at_limit
+
     at_bound = law.get("at_bound") or ()
     if at_bound:
-        why = f": {', '.join(at_bound)} at {'their limits' if len(at_bound) > 1 else 'its limit'}"
+        why = f": {at_limit(at_bound)}"
     elif law.get("status") == "unidentified":
         why = ": not identified by these runs"
     else:

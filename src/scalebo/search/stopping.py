@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 __all__ = ["CUT_SHARE", "DEFAULT_MIN_SHRINK", "DEFAULT_TOLERANCE", "UNTRUSTED_SHARE",
-           "at_floor", "bound_note", "check_min_shrink", "half_width", "stop_decision"]
+           "at_floor", "at_limit", "bound_note", "check_min_shrink", "half_width",
+           "stop_decision"]
 
 #: Relative half-width of the 80 % interval at which the rule stops (±0.5 %).
 DEFAULT_TOLERANCE = 0.005
@@ -93,14 +94,19 @@ def at_floor(width: float | None, ratio: float | None, *,
     return width <= tolerance or (ratio is not None and ratio >= 1 - min_shrink)
 
 
+def at_limit(at_bound: Sequence[str]) -> str:
+    """``E at its limit``, ``E, alpha at their limits`` (``a parameter at its limit`` when
+    none is named): how the rule and ``scalebo status`` name the parameters at a bound."""
+    names = ", ".join(at_bound) or "a parameter"
+    return f"{names} at {'their limits' if len(at_bound) > 1 else 'its limit'}"
+
+
 def _unsettled(status: str, message: str, at_bound: Sequence[str]) -> str:
     """Why the rule does not stop on a point fit with this status (not ``converged``);
     ``at_bound``: the parameters at a bound (:attr:`~scalebo.fitting.robust.FitResult
     .at_bound`)."""
     if status == "bound hit":
-        names = ", ".join(at_bound)
-        limit = "at their limits" if len(at_bound) > 1 else "at its limit"
-        return (f"the law's fit hit a bound ({names or 'a parameter'} {limit}): its "
+        return (f"the law's fit hit a bound ({at_limit(at_bound)}): its "
                 "interval reflects the bound, not the runs; runs that reach further in "
                 "compute may pin the law down")
     if status == "max iterations":
