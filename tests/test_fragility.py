@@ -172,3 +172,38 @@ def test_cli_help_is_light():
             "print('numpy' in sys.modules, 'pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.stdout.split() == ["False", "False"], out.stderr
+
+
+def test_sizes_read_off_a_figure_get_distinct_names_and_a_warning():
+    """N values that agree to 4 digits (sizes read off a plot) get names with the digits that
+    tell them apart, and leave-one-out over 30 sizes of 36 points is warned about."""
+    base = _checkpoints()
+    close = base.assign(N=base["N"] * (1 + 1e-6 * (np.arange(len(base)) % 2)))
+    assert close["N"].nunique() == 12  # each size twice, 1e-6 apart
+    names = [v.name for v in build_variants(close) if v.kind == "leave_one_out"]
+    assert len(names) == len(set(names)) == close["N"].nunique()
+    scattered = base.assign(N=base["N"] * np.linspace(1, 1.5, len(base)))  # 36 sizes
+    with pytest.warns(UserWarning, match="N takes 36 distinct values over 36 points"):
+        build_variants(scattered)
+
+
+def test_cli_run_column_enables_checkpoint_variants_and_a_bootstrap_over_runs(tmp_path,
+                                                                             capsys):
+    from scalebo.cli.main import main
+
+    path = tmp_path / "ckpt.csv"
+    _checkpoints(noise=0.01, seed=3).rename(columns={"run": "run_name"}).to_csv(path,
+                                                                                index=False)
+    args = [str(path), "--target", "1e22", "--no-leave-one-out", "--drop-count", "0",
+            "--huber-deltas", "1e-4", "--every-k", "2", "--format", "json", "--bootstrap",
+            "20", "-q"]
+    assert main(["fragility", *args]) == 0
+    without = json.loads(capsys.readouterr().out)
+    assert "every 2nd checkpoint" not in [v["variant"] for v in without["variants"]]
+    assert without["bootstrap"]["n_clusters"] is None
+    assert main(["fragility", *args, "--run", "run_name"]) == 0
+    with_runs = json.loads(capsys.readouterr().out)
+    assert "every 2nd checkpoint" in [v["variant"] for v in with_runs["variants"]]
+    assert with_runs["bootstrap"]["n_clusters"] == 6
+    assert main(["fragility", *args, "--run", "run_nam"]) == 2
+    assert "did you mean 'run_name'" in capsys.readouterr().err

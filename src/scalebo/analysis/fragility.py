@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -41,7 +42,7 @@ import pandas as pd
 from scalebo.analysis.fragility_plot import plot_fragility
 from scalebo.analysis.variants import Variant, build_variants, gemstones_extras
 from scalebo.data.runs import RunTable
-from scalebo.errors import FitError
+from scalebo.errors import FitError, NumericalWarning
 from scalebo.fitting.allocation import compute_optimal
 from scalebo.fitting.identifiability import identification_problem
 from scalebo.fitting.robust import (
@@ -356,17 +357,21 @@ def _bootstrap_summary(fit: FitResult, base: Variant, target: float, n_resamples
     from dataclasses import replace
 
     from scalebo.fitting.bootstrap import bootstrap_fit
+    from scalebo.fitting.summary import run_clusters
 
     X = base.frame[["N", "D"]].to_numpy(dtype=np.float64)
     y = base.frame["loss"].to_numpy(dtype=np.float64)
     boot = bootstrap_fit(fit, X, y, n_resamples=n_resamples, rng=rng,
-                         confidence_level=confidence_level)
+                         confidence_level=confidence_level, clusters=run_clusters(base.frame))
+    if text := boot.failure_note():
+        warnings.warn(text, NumericalWarning, stacklevel=3)
     natural = boot.natural_samples
     values = {k: chinchilla_param(natural, k) for k in ("alpha", "beta", "E")}
     opts = [compute_optimal(replace(fit, x=s), target) for s in boot.samples]
     values["N_opt"] = np.array([o.N_opt for o in opts])
     values["loss_at_target"] = np.array([o.loss for o in opts])
     out = {"n_resamples": n_resamples, "n_failed": boot.n_failed, "seed": rng,
+           "n_clusters": boot.n_clusters,
            "confidence_level": boot.confidence_level}
     for key, v in values.items():
         lo, hi = boot.percentile(v) or (math.nan, math.nan)

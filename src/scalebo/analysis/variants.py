@@ -19,6 +19,7 @@ Units: ``N`` parameters, ``D`` tokens, ``loss`` nats.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -86,8 +87,15 @@ def build_variants(
     variants = [Variant("base", "base", base, huber_delta)]
     sizes = np.unique(base["N"].to_numpy(dtype=np.float64))
     if leave_one_out:
+        if sizes.size > MANY_SIZES and 2 * sizes.size > len(base):
+            warnings.warn(f"N takes {sizes.size} distinct values over {len(base)} points: "
+                          "each 'leave out N=...' variant drops one or two points, not a "
+                          "model size (sizes read off a figure? round N to the models' sizes)",
+                          UserWarning, stacklevel=2)
+        digits = next((d for d in range(4, 17)
+                       if len({f"{n:.{d}g}" for n in sizes}) == sizes.size), 17)
         for n in sizes:
-            variants.append(Variant(f"leave out N={n:.4g}", "leave_one_out",
+            variants.append(Variant(f"leave out N={n:.{digits}g}", "leave_one_out",
                                     base[base["N"] != n], huber_delta))
     if drop_count and drops_possible(sizes.size, drop_count):
         variants.append(Variant(f"drop {drop_count} smallest", "drop_smallest",
@@ -107,6 +115,11 @@ def build_variants(
     return variants
 
 
+#: More distinct model sizes than this, and than half the points, get a warning from
+#: :func:`build_variants`: leave-one-model-out then leaves out single points.
+MANY_SIZES = 20
+
+
 def drops_possible(n_sizes: int, drop_count: int) -> bool:
     """Whether ``drop k smallest / largest`` leaves a fit 3 model sizes (of ``n_sizes``)."""
     return n_sizes > drop_count + 2
@@ -124,7 +137,8 @@ def skipped_variants(frame: pd.DataFrame, drop_count: int, every_k: Sequence[int
                    "drop variants")
     if every_k and "run" not in frame.columns:
         out.append(f"--every-k {','.join(map(str, every_k))}: the points have no 'run' column "
-                   "(checkpoints of one run share it), so no every-k-th checkpoint variant")
+                   "(checkpoints of one run share it; --run COL names yours), so no "
+                   "every-k-th checkpoint variant")
     elif 1 in every_k:
         out.append("--every-k 1: every checkpoint is the base itself, so no variant")
     return out

@@ -46,7 +46,9 @@ def render_table(result: dict[str, Any]) -> str:
     lines.append(starts_line(fit))
     if boot is not None:
         lines.append(
-            f"bootstrap   {boot['n_resamples']} resamples (seed {boot['seed']}), "
+            f"bootstrap   {boot['n_resamples']} resamples"
+            + (f" of the {boot['n_clusters']} training runs, checkpoints kept together"
+               if boot.get("n_clusters") else "") + f" (seed {boot['seed']}), "
             f"{boot['n_failed']} failed{_unidentified(boot)}; "
             f"{100 * boot['confidence_level']:g}% percentile intervals"
         )

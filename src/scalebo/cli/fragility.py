@@ -117,6 +117,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="skip the leave-one-model-out variants")
     var.add_argument("--drop-count", type=int_at_least(0), default=None,
                      help="K of 'drop K smallest/largest' (0 to skip; default 3)")
+    var.add_argument("--run", metavar="COL", default=None,
+                     help="column naming each point's training run: its rows are the run's "
+                          "checkpoints (every-K-th-checkpoint variants; the bootstrap "
+                          "resamples whole runs). Default: a column named 'run'")
     var.add_argument("--every-k", type=int_at_least(1), action="append", default=None,
                      help="checkpoint spacing K (repeatable; default 2 and 5)")
     var.add_argument("--huber-deltas", type=_floats, default=(1e-4, 1e-2),
@@ -165,6 +169,10 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(args)
     warn_few_resamples(args.bootstrap, confidence=args.confidence)
     table = load_input(args)
+    if args.run:
+        from scalebo.data.checkpoints import with_runs
+
+        table = with_runs(table, args.run)
     extra = _extras(args)
     from scalebo.analysis.variants import skipped_variants
 
@@ -206,7 +214,10 @@ def run(args: argparse.Namespace) -> int:
                                        "rel_spread")))
         boot = result.get("bootstrap")
         if boot:
-            sys.stdout.write(f"bootstrap of the base points ({boot['n_resamples']} resamples, "
+            runs = (f" of {boot['n_clusters']} training runs" if boot.get("n_clusters")
+                    else "")
+            sys.stdout.write(f"bootstrap of the base points ({boot['n_resamples']} resamples"
+                             f"{runs}, "
                              f"{boot['n_failed']} failed, seed {boot['seed']}): "
                              f"{100 * boot['confidence_level']:g} % percentile intervals\n")
             sys.stdout.write(format_table(

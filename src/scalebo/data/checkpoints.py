@@ -46,6 +46,7 @@ __all__ = [
     "min_tokens",
     "phase",
     "run_names",
+    "with_runs",
 ]
 
 Table = TypeVar("Table", RunTable, pd.DataFrame)
@@ -118,6 +119,30 @@ def checkpoint_table(
         ] if tokens is not None else frame["run"]
     return load_runs(frame, mapping=mapping, hyperparameters=(),
                      config_columns=("run", "phase"), source_name=name)
+
+
+def with_runs(table: RunTable, column: str) -> RunTable:
+    """``table`` with a ``run`` column copied (as text) from ``column``: rows sharing a value
+    are checkpoints of one training run (every-K-th-checkpoint variants, bootstraps that
+    resample whole runs).
+
+    Raises:
+        RunTableError: ``column`` is not in the table (the message names the closest one).
+    """
+    import dataclasses
+
+    from scalebo.errors import closest
+
+    frame = table.frame
+    if column not in frame.columns:
+        near = closest(column, [str(c) for c in frame.columns])
+        raise RunTableError(f"{table.source}: run column {column!r} not found"
+                            + (f" (did you mean {near!r}?)" if near else "")
+                            + f"; columns: {list(map(str, frame.columns))}.")
+    if column == "run":
+        return table
+    frame = frame.assign(run=frame[column].astype("str"))
+    return dataclasses.replace(table, frame=frame)
 
 
 def _read(path: str) -> pd.DataFrame:

@@ -4,7 +4,10 @@ Each replicate resamples the ``n`` observations with replacement (seeded), which
 as refitting with integer weights drawn from ``Multinomial(n, 1/n)``. All replicates are fitted
 in **one batch** of the vectorized optimizer: replicate ``b`` starts from the full-data optimum
 and the next best distinct local optima of the full-data fit (``n_starts`` in all), with its
-own weight vector. Intervals are percentile intervals (Efron): for a level of 95 %, the 2.5th
+own weight vector. With ``clusters`` (e.g. the training run of each checkpoint) whole groups
+are resampled instead, each group's observations weighted by the group's count: a run's
+checkpoints share its noise, so resampling them one by one would understate the spread.
+Intervals are percentile intervals (Efron): for a level of 95 %, the 2.5th
 and 97.5th percentiles of the replicate estimates.
 """
 
@@ -19,6 +22,9 @@ from scalebo.fitting.identifiability import identification_problem
 from scalebo.fitting.optim import StartStatus
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, run_starts
 from scalebo.laws import Law, as_inputs
+
+#: Share of failed replicates from which :meth:`BootstrapResult.failure_note` warns.
+FAILED_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,8 @@ class BootstrapResult:
         n_unidentified: failed replicates whose resample could not identify the law (too
             few distinct points drawn, :mod:`scalebo.fitting.identifiability`): any fit of
             theirs is one of many exact optima, not a sample of the estimate.
+        n_clusters: groups resampled whole (e.g. training runs of checkpoints); None when
+            the observations were resampled one by one.
     """
 
     law: Law
@@ -48,6 +56,20 @@ class BootstrapResult:
     confidence_level: float
     seed: int | None
     n_unidentified: int = 0
+    n_clusters: int | None = None
+
+    def failure_note(self) -> str | None:
+        """A warning's text when at least :data:`FAILED_SHARE` of the replicates failed (the
+        intervals then come from the resamples that could be fitted, which leave out the
+        ones most unlike the data: too narrow), else None."""
+        if self.n_failed < FAILED_SHARE * self.n_resamples or self.n_failed == 0:
+            return None
+        why = (f", {self.n_unidentified} of them because the resample could not identify "
+               "the law (too few distinct points drawn)" if self.n_unidentified else "")
+        return (f"{self.n_failed} of {self.n_resamples} bootstrap resamples failed{why}; "
+                f"the {self.law.name} law's intervals come from the "
+                f"{self.n_resamples - self.n_failed} that did and are likely narrower than "
+                "the data warrant: fit on more runs, or a law with fewer parameters")
 
     @property
     def natural_samples(self) -> dict[str, np.ndarray]:
@@ -84,7 +106,10 @@ class BootstrapResult:
             "n_unidentified": self.n_unidentified,
             "confidence_level": self.confidence_level,
             "seed": self.seed,
-            "method": "percentile, resampling the fitted runs",
+            "method": ("percentile, resampling the fitted runs" if self.n_clusters is None
+                       else "percentile, resampling whole training runs (their checkpoints "
+                            "together)"),
+            "n_clusters": self.n_clusters,
             "intervals": {k: list(v) for k, v in self.intervals.items()},
             "standard_error": self.standard_error or None,
         }
@@ -157,6 +182,7 @@ def bootstrap_fit(
     rng: int | np.random.Generator | None = 0,
     n_starts: int = 4,
     huber_delta: float | None = None,
+    clusters: np.ndarray | None = None,
 ) -> BootstrapResult:
     """Bootstrap a fitted law over its observations (see module docstring).
 
@@ -169,6 +195,10 @@ def bootstrap_fit(
             from; the result's ``seed`` is then None) or None (fresh entropy).
         n_starts: starts per replicate (the full-data optimum and other distinct optima).
         huber_delta: defaults to the fit's δ.
+        clusters: label of each observation's group, shape ``(n,)`` (e.g. the training run
+            of each checkpoint): whole groups are resampled, each drawn group's
+            observations entering with the group's count (the checkpoints of one run are
+            not independent draws). Default: every observation is its own group.
     """
     if n_resamples < 1:
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
@@ -179,13 +209,23 @@ def bootstrap_fit(
     y = np.asarray(y, dtype=np.float64).ravel()
     n = y.size
     gen = np.random.default_rng(rng)
-    counts = gen.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(np.float64)
+    if clusters is None:
+        counts = gen.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(np.float64)
+    else:
+        labels, member = np.unique(np.asarray(clusters).astype(str), return_inverse=True)
+        if member.size != n:
+            raise ValueError(f"clusters must label each of the {n} observations, got "
+                             f"{member.size} labels")
+        m = labels.size
+        drawn = gen.multinomial(m, np.full(m, 1.0 / m), size=n_resamples).astype(np.float64)
+        counts = drawn[:, member]
     seed = int(rng) if isinstance(rng, int | np.integer) else None
     if identification_problem(law, X):  # no resample (a subset of the points) can either
         return BootstrapResult(law=law, estimate=fit, samples=np.empty((0, law.n_params)),
                                n_resamples=n_resamples, n_failed=n_resamples,
                                confidence_level=confidence_level, seed=seed,
-                               n_unidentified=n_resamples)
+                               n_unidentified=n_resamples,
+                               n_clusters=None if clusters is None else int(m))
     starts_one = distinct_optima(fit, n_starts)
     k = starts_one.shape[0]
     starts = np.tile(starts_one, (n_resamples, 1))
@@ -211,4 +251,5 @@ def bootstrap_fit(
         confidence_level=confidence_level,
         seed=seed,
         n_unidentified=int(np.sum(~identified)),
+        n_clusters=None if clusters is None else int(m),
     )

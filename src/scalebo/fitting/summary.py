@@ -32,16 +32,17 @@ import pandas as pd
 
 from scalebo import __version__
 from scalebo.data.runs import RunTable
-from scalebo.errors import FitError
+from scalebo.errors import FitError, NumericalWarning
 from scalebo.fitting.allocation import ComputeOptimal, compute_optimal
 from scalebo.fitting.bootstrap import BootstrapResult, bootstrap_fit
 from scalebo.fitting.frontier import frontier as select_frontier
+from scalebo.fitting.misfit import misfit_notes
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, FitStatus, fit_law
 from scalebo.laws import GadreDownstreamLaw, Law, PowerLawSum, SigmoidDownstreamLaw, get_law
 
 __all__ = ["FIT_ADVICE", "FRONTIERS", "FRONTIER_NOTE_PCT", "UNITS", "FitSummary",
            "default_frontier", "fit_summary", "frontier_note", "law_formula", "one_size_note",
-           "prediction_kind", "predictions", "select_points"]
+           "prediction_kind", "predictions", "run_clusters", "select_points"]
 
 FRONTIERS = ("envelope", "hull", "cell", "all")
 #: Units of the canonical columns, as printed and written.
@@ -126,6 +127,15 @@ def frontier_note(frame: pd.DataFrame, law: Law, target: str, fit: FitResult,
             f"the envelope, the compute law predicts {b[j]:.4g} at {C[j, 0]:.3g} FLOPs, "
             f"{gap[j]:+.1f} % from this fit's {a[j]:.4g}: runs of a coarse grid above the "
             f"compute-optimal frontier may shape the envelope's fit; {advice}")
+
+
+def run_clusters(points: pd.DataFrame) -> np.ndarray | None:
+    """The training run of each point when ``points`` has a ``run`` column and some run
+    holds several points (checkpoints), for a bootstrap that resamples whole runs; None
+    otherwise (each point its own run)."""
+    if "run" not in points.columns or points["run"].nunique() == len(points):
+        return None
+    return points["run"].astype(str).to_numpy()
 
 
 def one_size_note(runs: pd.DataFrame) -> str | None:
@@ -325,7 +335,7 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
                     table.frame) >= law.n_params else "train more runs first"
         raise FitError(
             f"law {law.name!r} has {law.n_params} parameters but the {method} points "
-            f"are only {len(y)} runs; {hint}"
+            f"are only {len(y)} run{'' if len(y) == 1 else 's'}; {hint}"
         )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -335,14 +345,21 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
             warnings.warn(f"fit status '{fit.status}': {fit.message}", RuntimeWarning,
                           stacklevel=2)
         boot = (bootstrap_fit(fit, X, y, n_resamples=bootstrap,
-                              confidence_level=confidence_level, rng=seed)
+                              confidence_level=confidence_level, rng=seed,
+                              clusters=run_clusters(points))
                 if bootstrap else None)
+        if boot is not None and (text := boot.failure_note()):
+            warnings.warn(text, NumericalWarning, stacklevel=2)
         preds = predictions(fit, boot, predict) if len(predict) else []
         note = (frontier_note(table.frame, law, target, fit, predict, huber_delta)
                 if method == "envelope" and prediction_kind(law) == "compute" and fit.success
                 else None)
+        misfit = (misfit_notes(law.name, fit.params, table.frame["C"].to_numpy(),
+                               table.frame["loss"].to_numpy(), preds)
+                  if target == "loss" and method != "all" and fit.success
+                  and prediction_kind(law) is not None else [])
         for text in (note, one_size_note(table.frame) if prediction_kind(law) == "compute"
-                     else None):
+                     else None, *misfit):
             if text:
                 warnings.warn(text, UserWarning, stacklevel=2)
     for w in caught:  # re-emitted for the caller's own filters: recorded, not swallowed

@@ -1,0 +1,63 @@
+"""Checks of a fitted law against the runs it claims to describe, beyond the optimizer's status.
+
+A fit can converge (the optimizer found the best parameters of this form) and still
+contradict its own data. Two contradictions need no noise model, because losses of trained
+runs fall with compute and the irreducible loss ``E`` is a floor no run goes under:
+
+* ``E`` above the best loss of the runs (nats): the law says no model reaches a loss some run
+  already reached;
+* a predicted compute-optimal loss at a compute ``C`` above the best loss of the runs at
+  computes ≤ ``C``: more compute, optimally spent, would do worse than a run already did.
+
+Either one means the law's form does not follow these runs (or the fit went to a poor
+optimum), whatever its status says. Measured case: Porian et al.'s ``rw``/tuned/short/const
+isoFLOP points give a "converged" Chinchilla fit with E = 3.13 nats and 3.17 at 1e21 FLOPs,
+while a run at 2.6e19 FLOPs reached 3.097.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["misfit_notes"]
+
+
+def misfit_notes(law_name: str, params: Mapping[str, float], C: np.ndarray, loss: np.ndarray,
+                 predictions: Sequence[Mapping[str, Any]] = ()) -> list[str]:
+    """Warning texts for the contradictions of the module docstring, or an empty list.
+
+    Args:
+        law_name: The law's name, for the messages.
+        params: The fitted natural parameters (``E`` checked when present, nats).
+        C: Compute of every valid run, FLOPs, ``(n,)``.
+        loss: Their losses, nats, ``(n,)``.
+        predictions: Rows with ``C`` (FLOPs) and ``loss`` (nats), as ``scalebo fit`` prints.
+    """
+    C = np.asarray(C, dtype=np.float64)
+    loss = np.asarray(loss, dtype=np.float64)
+    ok = np.isfinite(C) & np.isfinite(loss)
+    C, loss = C[ok], loss[ok]
+    if not loss.size:
+        return []
+    notes = []
+    best = int(np.argmin(loss))
+    E = params.get("E")
+    if E is not None and np.isfinite(E) and E > loss[best]:
+        notes.append(f"the {law_name} law's irreducible loss E = {E:.4g} nats is above the "
+                     f"best run's loss ({loss[best]:.4g} nats at {C[best]:.3g} FLOPs): the law "
+                     "says no model gets there, so it does not describe these runs whatever "
+                     "its status says (another law, or the frontier's runs only?)")
+    for row in predictions:
+        c, value = float(row["C"]), float(row["loss"])
+        reached = C <= c
+        if not reached.any() or not np.isfinite(value):
+            continue
+        i = np.flatnonzero(reached)[np.argmin(loss[reached])]
+        if value > loss[i]:
+            notes.append(f"the {law_name} law predicts {value:.4g} nats at {c:.3g} FLOPs, above "
+                         f"the {loss[i]:.4g} nats a run already reached with {C[i]:.3g} FLOPs: "
+                         "the prediction contradicts the runs it is fitted on")
+    return notes

@@ -1,0 +1,57 @@
+"""A converged fit that contradicts its runs is said: E above the best run's loss, or a
+prediction at more compute above a loss already reached (hand-made cases, a clean synthetic
+fit that must stay quiet, and Porian et al.'s isoFLOP points where it happens)."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.data.runs import load_runs
+from scalebo.fitting.misfit import misfit_notes
+from scalebo.fitting.summary import fit_summary
+
+C = np.array([1e18, 1e19, 1e20])
+LOSS = np.array([3.4, 3.1, 2.9])
+
+
+def test_e_above_the_best_run_is_said():
+    (note,) = misfit_notes("compute", {"E": 2.95, "A": 1.0, "alpha": 0.1}, C, LOSS)
+    assert "E = 2.95 nats is above the best run's loss (2.9 nats at 1e+20 FLOPs)" in note
+    assert misfit_notes("compute", {"E": 2.85}, C, LOSS) == []
+
+
+def test_a_prediction_above_a_loss_already_reached_is_said():
+    rows = [{"C": 1e21, "loss": 2.95}, {"C": 1e21, "loss": 2.8}, {"C": 1e17, "loss": 9.0}]
+    (note,) = misfit_notes("chinchilla", {"E": 1.7}, C, LOSS, rows)
+    assert "predicts 2.95 nats at 1e+21 FLOPs, above the 2.9 nats" in note
+    # 1e17 FLOPs is below every run: nothing reached there to contradict
+
+
+def test_a_good_fit_says_nothing():
+    rng = np.random.default_rng(0)
+    N = np.repeat(np.geomspace(5e7, 1e9, 5), 4)
+    D = np.tile(np.geomspace(1e9, 3e10, 4), 5)
+    loss = (1.69 + 406.4 / N**0.34 + 410.7 / D**0.28) * np.exp(rng.normal(0, 0.003, N.size))
+    table = load_runs(pd.DataFrame({"N": N, "D": D, "loss": loss}))
+    for law in ("compute", "chinchilla"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fit_summary(table, law, predict=(1e22, 1e24))
+        assert not [w for w in caught if "contradict" in str(w.message)
+                    or "irreducible" in str(w.message)], law
+
+
+def test_porian_rw_tuned_isoflop_points_converge_and_contradict_their_runs(data_dir):
+    from scalebo.data.datasets import load_dataset
+
+    table = load_dataset("porian_isoflop", data_dir, dataset="rw", hparams="tuned",
+                         warmup="short", decay="const", param_count="standard",
+                         loss_type="val")
+    with pytest.warns(UserWarning) as caught:
+        out = fit_summary(table, "chinchilla", predict=(1e21,))
+    assert str(out.fit.status) == "converged"
+    texts = " ".join(str(w.message) for w in caught)
+    assert out.fit.params["E"] > table.frame["loss"].min()  # the contradiction itself
+    assert "irreducible loss E" in texts and "contradicts the runs" in texts

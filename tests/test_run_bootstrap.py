@@ -1,0 +1,97 @@
+"""Bootstrap over whole training runs (checkpoints share their run's noise) and the warning
+when many resamples fail: coverage against a known truth, equality with the point bootstrap
+when every run has one point, and what ``scalebo fit`` does with a ``run`` column."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import binom
+
+from scalebo.data.runs import load_runs
+from scalebo.errors import NumericalWarning
+from scalebo.fitting.bootstrap import bootstrap_fit
+from scalebo.fitting.robust import fit_law
+from scalebo.fitting.summary import fit_summary
+from scalebo.laws import COMPUTE_LAW
+
+TRUTH = {"E": 1.8, "A": 180.0, "alpha": 0.11}
+
+
+def _checkpoints(seed: int, runs: int = 16, per_run: int = 6):
+    """Compute-law losses at ``per_run`` checkpoints of each run; every run's checkpoints
+    share a run offset (1 % SD, log space) beside 0.1 % point noise. Returns C (FLOPs),
+    loss (nats), run label."""
+    rng = np.random.default_rng(seed)
+    C = np.concatenate([np.geomspace(1e18 * 1.8**r, 4e18 * 1.8**r, per_run)
+                        for r in range(runs)])
+    run = np.repeat(np.arange(runs), per_run)
+    offset = rng.normal(0, 0.01, runs)[run]
+    y = (COMPUTE_LAW.predict(COMPUTE_LAW.from_natural(TRUTH), C)
+         * np.exp(offset + rng.normal(0, 0.001, C.size)))
+    return C, y, run
+
+
+def test_resampling_whole_runs_covers_the_truth_where_resampling_points_does_not():
+    """With noise shared by a run's checkpoints, 95 % intervals from resampled runs cover the
+    true exponent in at least k of 80 data sets (k = 69: a true 95 % passes with probability
+    > 0.999, a true 70 % fails with probability > 0.999), and resampling the points one by
+    one does not (measured: 76 and 47 of 80, with 100 resamples)."""
+    n_sets = 80
+    k = next(k for k in range(n_sets + 1) if binom.sf(k - 1, n_sets, 0.70) < 1e-3)
+    start = COMPUTE_LAW.from_natural(TRUTH)[None]
+    covered = {"runs": 0, "points": 0}
+    for seed in range(n_sets):
+        C, y, run = _checkpoints(seed)
+        fit = fit_law(COMPUTE_LAW, C, y, starts=start)
+        for how, clusters in (("runs", run), ("points", None)):
+            boot = bootstrap_fit(fit, C, y, n_resamples=60, rng=seed, clusters=clusters)
+            lo, hi = boot.intervals["alpha"]
+            covered[how] += lo <= TRUTH["alpha"] <= hi
+    assert covered["runs"] >= k, covered
+    assert covered["points"] < k, covered
+
+
+def test_one_point_per_run_is_the_point_bootstrap():
+    C, y, _ = _checkpoints(0, runs=20, per_run=1)
+    fit = fit_law(COMPUTE_LAW, C, y)
+    labels = [f"{i:03d}" for i in range(C.size)]  # sorted like the points
+    by_run = bootstrap_fit(fit, C, y, n_resamples=30, rng=4, clusters=labels)
+    by_point = bootstrap_fit(fit, C, y, n_resamples=30, rng=4)
+    np.testing.assert_array_equal(by_run.samples, by_point.samples)
+    assert by_run.n_clusters == 20 and by_point.n_clusters is None
+    with pytest.raises(ValueError, match="label each of the 20"):
+        bootstrap_fit(fit, C, y, n_resamples=3, clusters=labels[:5])
+
+
+def test_many_failed_resamples_are_said():
+    """Four points of a three-parameter law: a resample drawing fewer than three distinct
+    points cannot identify it. By hand, of the 4^4 = 256 equally likely draws 24 hold all
+    four points and 144 exactly three (4 choices of the missing point × 36 onto-maps), so
+    P(unidentified) = 1 − 168/256 ≈ 0.34."""
+    C = np.geomspace(1e18, 1e21, 4)
+    y = COMPUTE_LAW.predict(COMPUTE_LAW.from_natural(TRUTH), C)
+    fit = fit_law(COMPUTE_LAW, C, y)
+    boot = bootstrap_fit(fit, C, y, n_resamples=400, rng=0)
+    assert boot.n_unidentified / 400 == pytest.approx(1 - (24 + 144) / 256, abs=0.06)
+    note = boot.failure_note()
+    assert note is not None and f"{boot.n_failed} of 400" in note and "narrower" in note
+    C, y, _ = _checkpoints(0, runs=20, per_run=1)
+    assert bootstrap_fit(fit_law(COMPUTE_LAW, C, y), C, y, n_resamples=50).failure_note() is None
+
+
+def test_fit_of_checkpoints_resamples_their_runs_and_warns_on_failures():
+    C, y, run = _checkpoints(1, runs=10, per_run=4)
+    N = 1e8 * np.repeat(1.5 ** np.arange(10), 4)
+    frame = pd.DataFrame({"N": N, "D": C / (6 * N), "loss": y, "run": run.astype(str)})
+    summary = fit_summary(load_runs(frame), "compute", frontier="all", bootstrap=40)
+    assert summary.bootstrap.n_clusters == 10
+    assert "whole training runs" in summary.bootstrap.to_dict()["method"]
+    few = pd.DataFrame({"N": N[:4], "D": C[:4] / (6 * N[:4]), "loss": y[:4]})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fit_summary(load_runs(few), "compute", frontier="all", bootstrap=100)
+    assert out.bootstrap.n_clusters is None
+    assert any(issubclass(w.category, NumericalWarning) and "bootstrap resamples failed"
+               in str(w.message) for w in caught)
