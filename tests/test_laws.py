@@ -104,5 +104,8 @@ def test_registry_and_errors():
     assert WIDTH_DEPTH.variables == ("width", "depth", "D")
     with pytest.raises(ValueError, match="unknown law"):
         get_law("nope")
+    assert get_law("Compute") is get_law("compute")  # names are not case-sensitive
+    with pytest.raises(ValueError, match="did you mean 'chinchilla'"):
+        get_law("chinchila")
     with pytest.raises(ValueError, match="positive"):
         CHINCHILLA.prepare(np.array([[1.0, -2.0]]))

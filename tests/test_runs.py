@@ -621,13 +621,21 @@ def test_missing_required_columns_name_the_likely_mapping(tmp_path):
     with pytest.raises(RunTableError) as err:
         load_runs(path)
     assert "--map N=Params,D=num_tokens,loss=eval/loss " in str(err.value)
-    frame = pd.DataFrame({"size": [1e8], "toks": [1e9], "loss": [3.0]})
+    frame = pd.DataFrame({"size": [1e8], "amount": [1e9], "loss": [3.0]})
     with pytest.raises(RunTableError, match=r"--map N=<column>,D=<column> "):
         load_runs(frame)
+    with pytest.raises(RunTableError, match=r"--map N=<column>,D=toks "):  # 'tokens' typo'd
+        load_runs(frame.rename(columns={"amount": "toks"}))
     # two columns that spell the same alias, or one column fitting two names: no guess
     assert suggested_mapping(["params", "PARAMS", "tokens"], ["N", "D"]) == {"D": "tokens"}
     assert suggested_mapping(["n_params", "non-embedding params"], ["N"]) == {"N": "n_params"}
     assert suggested_mapping(["d"], ["N", "D"]) == {"D": "d"}
+    # another case or a typo of a spelling: the one close column; two close ones: no guess
+    assert suggested_mapping(["N", "D", "Loss"], ["loss"]) == {"loss": "Loss"}
+    assert suggested_mapping(["N", "tokns", "los"], ["D", "loss"]) == {"D": "tokns",
+                                                                      "loss": "los"}
+    assert suggested_mapping(["los", "loss_"], ["loss"]) == {"loss": "loss_"}  # exact key
+    assert suggested_mapping(["lossa", "lossb"], ["loss"]) == {}
 
 
 def test_a_mistyped_hyperparameter_column_gets_the_closest_name(tmp_path):

@@ -95,8 +95,8 @@ input (RUNS):
   Other names are mapped with --map, e.g. --map N=params,D=tokens,loss=val_loss.
   Runs with NaN/inf loss (or loss above --diverged-above) are excluded and counted.
   Repeated configurations are an error unless --duplicates mean averages them.
-  Or dataset:NAME for a public dataset (steplaw, oellm_english, epoch_chinchilla,
-  porian_isoflop, gemstones, gadre_overtraining) read from --data-dir or
+  Or dataset:NAME for a public dataset (steplaw, steplaw_moe, oellm_english,
+  epoch_chinchilla, porian_isoflop, gemstones, gadre_overtraining) read from --data-dir or
   $SCALEBO_DATA_DIR; --dataset-option passes a loader's keyword options (below).
 """
 

@@ -199,8 +199,10 @@ def run(args: argparse.Namespace) -> int:
         raise
     hps = ", ".join(table.hyperparameters) or "none"
     every = (args.frontier or default_frontier(law)) == "all" and table.hyperparameters
-    log(f"{len(table)} runs; hyperparameters: {hps} (a cell's best run is the lowest loss over "
-        "them; --hyperparameters to choose)" if not every else
+    over = ("a cell's best run is the lowest loss over them" if table.hyperparameters else
+            "each (N, D) is one configuration")
+    log(f"{len(table)} runs; hyperparameters: {hps} ({over}; --hyperparameters to choose)"
+        if not every else
         f"every run is fitted (--frontier all{'' if args.frontier else ', the law default'}), "
         f"off-optimal {hps} included: the law describes the average setting, not the best")
     if args.bootstrap:

@@ -250,6 +250,13 @@ def _resolve_hyperparameters(
                 "value(s) in, or name the hyperparameter columns (fit --hyperparameters, "
                 "replay --axes, hyperparameters= in Python).",
                 UserWarning, stacklevel=3)
+        for column, values in _text_settings(valid, candidates, chosen).items():
+            warnings.warn(
+                f"{name}: text column {column!r} ({values}) varies inside (N, D) cells but "
+                "is not a hyperparameter by default (the default takes numeric columns): "
+                "the runs it tells apart are compared as one setting. Name it to use it "
+                f"(fit --hyperparameters, replay --axes {column},..., hyperparameters= in "
+                "Python).", UserWarning, stacklevel=3)
         return chosen
     if isinstance(hyperparameters, str):
         raise RunTableError(
@@ -266,6 +273,24 @@ def _resolve_hyperparameters(
         raise RunTableError(f"{name}: hyperparameters {list(hps)} name a column twice.")
     _check_columns_exist(frame, hps, "hyperparameter column", name)
     return hps
+
+
+def _text_settings(frame: pd.DataFrame, candidates: Sequence[str], chosen: Sequence[str]
+                   ) -> dict[str, str]:
+    """Text columns of ``candidates`` left out of ``chosen`` that look like a setting: no
+    blank, varying inside some (N, D) cell, fewer distinct values than half the rows (a run
+    name is unique per row); column → its first values, for a warning."""
+    out = {}
+    cells = frame.groupby(["N", "D"], sort=False)
+    for column in candidates:
+        series = frame[column]
+        if (column in chosen or pd.api.types.is_numeric_dtype(series.dtype)
+                or series.isna().any() or 2 * series.nunique() >= len(series)
+                or not (cells[column].nunique() > 1).any()):
+            continue
+        values = list(map(str, pd.unique(series)))
+        out[column] = ", ".join(values[:4]) + (", ..." if len(values) > 4 else "")
+    return out
 
 
 def _check_typos(frame: pd.DataFrame, columns: Sequence[str], name: str) -> list[str]:
@@ -327,8 +352,9 @@ def _exclude(
     drop = reason != ""
     if drop.all():
         raise RunTableError(
-            f"{name}: all {len(frame)} runs have a non-finite or diverged loss "
-            f"(diverged_above={diverged_above}) or a status other than completed; nothing is "
+            f"{name}: all {len(frame)} runs have a non-finite loss"
+            + ("" if diverged_above is None else f", a loss above diverged_above="
+               f"{diverged_above:g}") + " or a status other than completed; nothing is "
             "left to fit."
         )
     excluded = frame.loc[drop].assign(reason=reason[drop])

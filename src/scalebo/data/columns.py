@@ -58,14 +58,18 @@ def _alias_key(name: object) -> str:
 
 def suggested_mapping(columns: Iterable[object], missing: Iterable[str]) -> dict[str, str]:
     """``{canonical name: column}`` for the missing required names that exactly one column
-    spells in a common way (:data:`COLUMN_ALIASES`, e.g. ``params`` → ``N``); names with no
-    or several candidates are left out, and no column is suggested twice. A hint for an
-    error message, never applied silently."""
+    spells in a common way (:data:`COLUMN_ALIASES`, e.g. ``params`` → ``N``, or the name in
+    another case, ``Loss``), else the one column within a typo of such a spelling (``los``,
+    ``tokns``); names with no or several candidates are left out, and no column is suggested
+    twice. A hint for an error message, never applied silently."""
+    import difflib
+
     cols = list(columns)
     keys = [_alias_key(c) for c in cols]
     out: dict[str, str] = {}
     for name in missing:
-        for alias in COLUMN_ALIASES.get(name, ()):
+        spellings = (name.lower(), *COLUMN_ALIASES.get(name, ()))
+        for alias in spellings:
             hits = [str(c) for c, k in zip(cols, keys, strict=True)
                     if k == alias and str(c) not in out.values()]
             if len(hits) == 1:
@@ -73,6 +77,12 @@ def suggested_mapping(columns: Iterable[object], missing: Iterable[str]) -> dict
                 break
             if hits:  # several columns spell it alike: no guess
                 break
+        else:  # a typo of a spelling ('los', 'tokns'): the one close column, if one
+            free = [k for k in keys if cols[keys.index(k)] not in out.values()]
+            near = {k for alias in spellings if len(alias) > 2
+                    for k in difflib.get_close_matches(alias, free, n=2, cutoff=0.8)}
+            if len(near) == 1:
+                out[name] = str(cols[keys.index(near.pop())])
     return out
 
 

@@ -28,6 +28,7 @@ source, so excluded or merged rows leave gaps that point back to the file.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,7 @@ from scalebo.data.columns import (
 )
 from scalebo.data.duplicates import handle_duplicates
 from scalebo.data.files import parse_mapping, read_table
+from scalebo.data.plausibility import unit_notes
 from scalebo.errors import RunTableError
 
 __all__ = [
@@ -254,8 +256,11 @@ def load_runs(
         if column in frame.columns:
             _check_positive(frame[column], column, name,
                             shown_column(column, merged, UNITS[column]))
-    if "C" not in frame.columns:
+    has_C = "C" in frame.columns
+    if not has_C:
         frame["C"] = compute_flops(frame["N"].to_numpy(), frame["D"].to_numpy())
+    for note in unit_notes(frame, name, has_C=has_C):
+        warnings.warn(note, UserWarning, stacklevel=2)
     frame["run_id"] = _run_ids(frame, name)
 
     config_columns = tuple(config_columns)

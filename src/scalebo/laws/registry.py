@@ -58,12 +58,16 @@ def power_law_sum(variables: Sequence[str], name: str | None = None) -> PowerLaw
 def get_law(name: str) -> Law:
     """Law by registry name (``compute``, ``chinchilla``, ``width_depth``, ``gadre``,
     ``sigmoid``) or a sum of power laws spelled ``powerlaw:w,d,D``."""
-    if name in LAWS:
-        return LAWS[name]
+    if name in LAWS or name.lower() in LAWS:  # 'Compute' is the compute law
+        return LAWS[name if name in LAWS else name.lower()]
     if name.startswith("powerlaw:"):
         variables = [v.strip() for v in name.split(":", 1)[1].split(",") if v.strip()]
         if variables:
             return power_law_sum(variables)
+    from scalebo.errors import closest
+
+    near = closest(name.lower(), sorted(LAWS))
     raise ValueError(
-        f"unknown law {name!r}; expected one of {sorted(LAWS)} or 'powerlaw:VAR1,VAR2,...'"
+        f"unknown law {name!r}" + (f" (did you mean {near!r}?)" if near else "")
+        + f"; expected one of {sorted(LAWS)} or 'powerlaw:VAR1,VAR2,...'"
     )

@@ -1,0 +1,64 @@
+"""Warnings for run tables whose numbers load but look like the wrong units or columns.
+
+:func:`load_runs` checks that N, D, C and loss are positive numbers; these checks look at the
+table as a whole and only warn (a real table may be unusual):
+
+* every run has fewer tokens than parameters (``D < N``): N and D are likely swapped (LLM
+  runs train on 1–10,000 tokens per parameter);
+* the largest ``N`` is below :data:`MIN_PARAMS` or the largest ``D`` below :data:`MIN_TOKENS`:
+  sizes given in millions or billions (N is a parameter count, D a token count);
+* a given ``C`` column differs from ``6·N·D`` by more than :data:`C_RTOL` (median ratio): the
+  compute law and predictions at a compute use ``C``, while Chinchilla's compute-optimal N*, D*
+  solve ``6·N·D = C``, so the two laws' predictions "at C" are at different computes; and
+  runs whose ``C/(6·N·D)`` is more than :data:`C_OUTLIER` times off the table's median are
+  named (1-based data rows: the frame's positions as read).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["C_OUTLIER", "C_RTOL", "MIN_PARAMS", "MIN_TOKENS", "unit_notes"]
+
+#: A table whose largest N is below this many parameters gets a note (sizes in millions?).
+MIN_PARAMS = 1e5
+#: A table whose largest D is below this many tokens gets a note (tokens in billions?).
+MIN_TOKENS = 1e6
+#: Relative gap between a given C and 6·N·D (median over runs) above which a note says so.
+C_RTOL = 0.1
+#: Factor by which one run's C/(6·N·D) may differ from the table's median without a note.
+C_OUTLIER = 2.0
+
+
+def unit_notes(frame: pd.DataFrame, name: str, *, has_C: bool) -> list[str]:
+    """Notes (warning texts) about implausible units of ``frame`` (columns ``N``, ``D``,
+    ``C``, positive floats) from ``name``; ``has_C``: the table gave its own ``C`` column."""
+    N = frame["N"].to_numpy(dtype=np.float64)
+    D = frame["D"].to_numpy(dtype=np.float64)
+    notes = []
+    if N.size and np.all(D < N):
+        ratio = D / N
+        notes.append(f"{name}: every run has fewer tokens than parameters (D/N from "
+                     f"{ratio.min():.3g} to {ratio.max():.3g}); are N and D swapped? N is the "
+                     "parameter count and D the training tokens (--map N=...,D=...)")
+    for col, values, floor, unit, eg in (("N", N, MIN_PARAMS, "parameters", "1.3e9"),
+                                         ("D", D, MIN_TOKENS, "tokens", "2.6e10")):
+        if values.size and values.max() < floor:
+            notes.append(f"{name}: the largest {col} is {values.max():.4g}: {col} counts "
+                         f"{unit} (e.g. {eg}), not millions or billions of them; the law's "
+                         "compute and its predictions are in FLOPs of these units")
+    if has_C and N.size:
+        ratio = frame["C"].to_numpy(dtype=np.float64) / (6.0 * N * D)
+        med = float(np.median(ratio))
+        if abs(med - 1.0) > C_RTOL:
+            notes.append(f"{name}: the C column is {med:.3g} × 6·N·D (median; from "
+                         f"{ratio.min():.3g} to {ratio.max():.3g}): the compute law and "
+                         "predictions at a compute use C as given, while the Chinchilla law's "
+                         "compute-optimal N* and D* solve 6·N·D = C")
+        odd = np.flatnonzero(np.abs(np.log(ratio / med)) > np.log(C_OUTLIER))
+        if odd.size:
+            shown = ", ".join(str(i + 1) for i in odd[:5]) + (", ..." if odd.size > 5 else "")
+            notes.append(f"{name}: data row(s) {shown}: C is {ratio[odd[0]]:.3g} × 6·N·D where "
+                         f"the table's median is {med:.3g} ×; a typo in C, N or D?")
+    return notes

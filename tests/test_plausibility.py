@@ -1,0 +1,74 @@
+"""Run tables that load but look wrong: swapped N and D, sizes in millions, a C column that is
+not 6·N·D (or one row off it), a text setting left out of the default axes."""
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.data.plausibility import unit_notes
+from scalebo.data.runs import load_runs
+
+
+def _grid(**extra) -> pd.DataFrame:
+    N = np.repeat([1e8, 3e8, 1e9], 4)
+    D = np.tile([2e9, 6e9, 2e10, 6e10], 3)
+    frame = pd.DataFrame({"N": N, "D": D,
+                          "loss": 1.7 + 400 / N**0.34 + 400 / D**0.28})
+    return frame.assign(**extra)
+
+
+def _messages(frame: pd.DataFrame, **kw) -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        load_runs(frame, **kw)
+    return [str(w.message) for w in caught]
+
+
+def test_a_plausible_table_gets_no_note():
+    frame = _grid()
+    assert unit_notes(frame.assign(C=6 * frame.N * frame.D), "t", has_C=True) == []
+    assert _messages(frame) == []
+
+
+def test_swapped_sizes_and_sizes_in_millions_are_named():
+    frame = _grid()
+    swapped = frame.rename(columns={"N": "D", "D": "N"})
+    (note,) = [m for m in _messages(swapped) if "swapped" in m]
+    assert "D/N from 0.00167 to 0.5" in note  # by hand: 1e8 / 6e10 and 1e9 / 2e9
+    millions = frame.assign(N=frame.N / 1e6, D=frame.D / 1e9)  # 100..1000 M, 2..60 B
+    notes = _messages(millions)
+    assert any("largest N is 1000" in m for m in notes)
+    assert any("largest D is 60" in m for m in notes)
+
+
+def test_a_compute_column_off_six_n_d_is_said_and_one_odd_row_named():
+    frame = _grid()
+    C = 6 * frame.N * frame.D
+    (note,) = _messages(frame.assign(C=2 * C))
+    assert "the C column is 2 × 6·N·D" in note
+    typo = C.copy()
+    typo.iloc[6] *= 10  # data row 7
+    (note,) = _messages(frame.assign(C=typo))
+    assert "data row(s) 7: C is 10 × 6·N·D" in note
+
+
+def test_a_text_setting_left_out_of_the_axes_is_said_but_a_run_name_is_not():
+    frame = pd.concat([_grid(lr=1e-3, opt="adam"), _grid(lr=2e-3, opt="lion")],
+                      ignore_index=True)
+    frame["name"] = [f"run{i}" for i in range(len(frame))]
+    notes = _messages(frame)
+    (note,) = [m for m in notes if "text column" in m]
+    assert "'opt' (adam, lion)" in note and "name" not in note.split("varies")[0][-8:]
+    table = load_runs(frame, hyperparameters=["lr", "opt"])
+    assert table.hyperparameters == ("lr", "opt")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # named: nothing to say
+        load_runs(frame, hyperparameters=["lr", "opt"])
+
+
+@pytest.mark.parametrize("ratio", [0.95, 1.05])
+def test_a_compute_column_near_six_n_d_is_not_flagged(ratio):
+    frame = _grid()
+    assert _messages(frame.assign(C=ratio * 6 * frame.N * frame.D)) == []
