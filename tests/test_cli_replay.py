@@ -186,3 +186,22 @@ def test_an_interval_made_by_bound_hits_gets_a_note():
     # 20 of 64 at a bound (and 6 failed): under half, but its intervals are cut at the bound
     assert notes[1].startswith("note at 0.05: 20 of the chinchilla law posterior's 64 sample "
                                "fits ended at a parameter bound: its intervals are cut")
+
+
+def test_a_zero_width_law_posterior_interval_gets_a_note():
+    """A trial read q10 = q90 = 1.9659 (reference 1.972) as certainty; a collapsed interval
+    is now said to be the point fit, and an interval of any width is not noted."""
+    from types import SimpleNamespace
+
+    from scalebo.cli.replay_tables import untrusted_notes
+
+    def post(lo, hi):
+        q = {"q02.5": lo, "q10": lo, "q50": lo, "q90": hi, "q97.5": hi}
+        return {"samples": 64, "n_failed": 0, "n_bound_hit": 0,
+                "predicted_loss": {"1e+25": q}}
+
+    rec = SimpleNamespace(metrics=[
+        SimpleNamespace(budget=0.1, law_posterior={"compute": post(1.9659, 1.9659),
+                                                   "chinchilla": post(1.90, 2.02)})])
+    (note,) = untrusted_notes(rec)
+    assert note.startswith("note at 0.1: the compute law posterior's interval has zero width")

@@ -165,3 +165,8 @@ def test_trace_loss_range_keeps_diverged_runs_off_the_axis() -> None:
                               envelope_idx=np.array([0, 5]))
     assert loss_range(problem, np.array([3, 19, 20])) == (2.0, 3.0)  # 9.5 is above the fence
     assert loss_range(problem, np.array([1]))[1] == pytest.approx(loss[5])
+    held = np.zeros(22, bool)
+    held[21] = True  # a held-out cell's run below every acquirable loss: still on the axis
+    problem = SimpleNamespace(loss=np.r_[loss, 1.7], grid=SimpleNamespace(held_out=held),
+                              envelope_idx=np.array([0, 5]))
+    assert loss_range(problem, np.array([3, 19, 20])) == (1.7, 3.0)

@@ -96,7 +96,8 @@ def fill_in(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, seed
     scope, cap = fantasy_scope(loop, method)
     return fantasize(problem.grid, loop.observed_indices, loop.observed_losses,
                      fantasy_surrogate(loop, method, problem, seed), scope=scope, cap=cap,
-                     estimator=method.estimator, rng=seed, max_std_ratio=method.max_std_ratio)
+                     estimator=method.estimator, rng=seed, max_std_ratio=method.max_std_ratio,
+                     failed=loop.failed_indices)
 
 
 def measure(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, budget: float,
@@ -137,7 +138,7 @@ def measure(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, budg
     out = evaluate(problem, idx, budget=budget, fantasized=fantasized,
                    fantasize_message=message, law_posterior=posterior,
                    posterior_message=post_message, observed_bootstrap=boot,
-                   observed_fits=fits)
+                   observed_fits=fits, failed_idx=loop.failed_indices)
     timings["metrics"] += time.perf_counter() - t0
     return out
 
@@ -156,7 +157,7 @@ def _posterior(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, s
                              discrepancy=method.posterior_discrepancy,
                              cell_coupling=method.posterior_coupling,
                              estimand=method.posterior_estimand, rng=seed,
-                             max_std_ratio=method.max_std_ratio)
+                             max_std_ratio=method.max_std_ratio, failed=loop.failed_indices)
     except (SearchError, ValueError, np.linalg.LinAlgError) as exc:
         return None, f"law posterior failed: {exc}"
     return score_intervals(problem, {law: p.summary() for law, p in post.items()}), ""

@@ -108,7 +108,7 @@ class BudgetMetrics:
     Attributes:
         budget: Budget as a fraction of ``C_total``.
         n_runs: Observed configurations.
-        spent_flops: Their total cost, FLOPs.
+        spent_flops: Their total cost, plus that of the diverged runs bought, FLOPs.
         spent_fraction: ``spent_flops / C_total``.
         floor_multiple_cells: ``spent_fraction`` / the per-cell-best floor.
         floor_multiple_envelope: ``spent_fraction`` / the envelope floor.
@@ -127,6 +127,8 @@ class BudgetMetrics:
         posterior_message: Why the law posterior is missing ('' otherwise).
         observed_bootstrap: The same summaries from a bootstrap over the observed runs'
             frontier (blind to the unobserved grid), or None (``bootstrap_samples`` 0).
+        n_failed: Configurations bought whose recorded run diverged
+            (:attr:`~scalebo.bench.problems.ReplayProblem.diverged`): compute spent, no loss.
     """
 
     budget: float
@@ -143,6 +145,7 @@ class BudgetMetrics:
     law_posterior: Mapping[str, Mapping] | None = None
     posterior_message: str = ""
     observed_bootstrap: Mapping[str, Mapping] | None = None
+    n_failed: int = 0
 
     def law(self, name: str = "compute", source: str = "fantasized") -> LawMetrics | None:
         """Metrics of law ``name`` on ``source`` (falls back to observed if not fantasized)."""
@@ -227,7 +230,10 @@ def law_metrics(problem: ReplayProblem, law: str, table: pd.DataFrame, *,
         raise ValueError(f"unknown law {law!r}; expected one of {list(LAWS)}")
     ref = _reference(problem, law)
     if ref is None:
-        return LawMetrics(law, "failed", "no reference fit (too few cells)", 0)
+        n_cells = int(problem.cell_best_idx.size)
+        return LawMetrics(law, "failed", f"no reference fit: the acquirable grid has "
+                          f"{n_cells} (N, D) cell(s) and the {law} law needs at least "
+                          f"{CHINCHILLA.n_params} (held-out cells excluded)", 0)
     n_points = int(_points(law, table)[1].size) if len(table) else 0
     try:
         if not len(table):
@@ -276,6 +282,7 @@ def evaluate(
     posterior_message: str = "",
     observed_bootstrap: Mapping[str, Mapping] | None = None,
     observed_fits: Mapping[str, FitResult] | None = None,
+    failed_idx: Sequence[int] = (),
 ) -> BudgetMetrics:
     """All metrics of one strategy run at one budget.
 
@@ -293,12 +300,14 @@ def evaluate(
             (:func:`scalebo.bench.intervals.bootstrap_summary`), or None.
         observed_fits: Laws already fitted on the observed table (:func:`point_fits` of
             :func:`observed_table`), reused instead of refitting.
+        failed_idx: Grid rows bought whose run diverged (their cost counts as spent).
     """
     idx = np.asarray(observed_idx, dtype=np.int64)
     grid = problem.grid
     if np.unique(idx).size != idx.size or np.any(grid.held_out[idx]):
         raise ValueError("observed_idx must hold distinct, acquirable grid rows")
-    spent = float(grid.cost[idx].sum())
+    failed = np.asarray(failed_idx, dtype=np.int64)
+    spent = float(grid.cost[idx].sum() + grid.cost[failed].sum())
     frac = spent / problem.C_total
     observed = np.zeros(grid.n_configs, dtype=bool)
     observed[idx] = True
@@ -318,5 +327,5 @@ def evaluate(
         observed=obs, fantasized=fan, fantasize_message=fantasize_message,
         law_posterior=law_posterior,
         posterior_message=posterior_message,
-        observed_bootstrap=observed_bootstrap,
+        observed_bootstrap=observed_bootstrap, n_failed=int(failed.size),
     )

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scalebo.bench.diverged import diverged_note, diverged_rows
 from scalebo.data.columns import default_hyperparameters
 from scalebo.data.runs import RunTable, load_runs
 from scalebo.errors import EXCLUDED_IN_PYTHON, FitError, closest
@@ -67,6 +68,10 @@ class ReplayProblem:
         fit_starts: Start grid of each law's reference fit, by law name (``"compute"``,
             ``"chinchilla"``); None (or absent) means the law's default grid. Replays fit with
             the same starts.
+        diverged: Grid rows whose recorded run diverged (loss above the ``diverged_above``
+            the problem was built with), ``(n_cfg,)`` bool, or None (none marked): a replay
+            that buys one spends its compute and learns no loss (a failed run, as in a
+            campaign), and the reference fits leave them out.
     """
 
     name: str
@@ -80,6 +85,15 @@ class ReplayProblem:
     held_out_cells: pd.DataFrame
     notes: tuple[str, ...] = ()
     fit_starts: Mapping[str, np.ndarray | None] = field(default_factory=dict)
+    diverged: np.ndarray | None = None
+
+    def split_outcomes(self, picks: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """``picks`` split into rows with a usable recorded loss and diverged rows."""
+        picks = np.asarray(picks, dtype=np.int64)
+        if self.diverged is None:
+            return picks, picks[:0]
+        bad = self.diverged[picks]
+        return picks[~bad], picks[bad]
 
     @property
     def C_total(self) -> float:
@@ -111,6 +125,7 @@ class ReplayProblem:
             "C_total_flops": self.C_total,
             "floor_cells_fraction": self.floor_cells,
             "floor_envelope_fraction": self.floor_envelope,
+            "n_diverged_configs": 0 if self.diverged is None else int(self.diverged.sum()),
             "n_envelope": int(self.envelope_idx.size),
             "reference_compute": {"params": self.reference_compute.params,
                                   "status": str(self.reference_compute.status)},
@@ -142,6 +157,7 @@ def problem_from_table(
     axes: Sequence[str] | None = None,
     n_held_out_cells: int = 2,
     chinchilla_starts: np.ndarray | None = None,
+    diverged_above: float | None = None,
 ) -> ReplayProblem:
     """Build a :class:`ReplayProblem` from runs (repeated configurations are averaged).
 
@@ -152,6 +168,8 @@ def problem_from_table(
         n_held_out_cells: Largest-compute cells held out (default 2).
         chinchilla_starts: Start grid ``(S, 5)`` of the reference Chinchilla fit (default:
             Hoffmann's 4,500 starts; a coarse grid makes small test problems fast).
+        diverged_above: Configurations whose (mean) recorded loss is above this (nats) are
+            diverged runs (:attr:`ReplayProblem.diverged`); None: every loss is an outcome.
     """
     frame = table.frame if isinstance(table, RunTable) else table
     if axes is None:
@@ -186,13 +204,19 @@ def problem_from_table(
                            n_held_out_cells=n_held_out_cells)
     loss = frame["loss"].to_numpy(dtype=np.float64)
     loss.flags.writeable = False
-    return _with_references(name, grid, loss, repeats, tuple(notes), chinchilla_starts)
+    diverged = None
+    if diverged_above is not None:
+        diverged, text = diverged_rows(loss, diverged_above, name)
+        notes.append(text)
+        warnings.warn(text, stacklevel=2)
+    return _with_references(name, grid, loss, repeats, tuple(notes), chinchilla_starts,
+                            diverged)
 
 
 def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarray,
-                     notes: tuple[str, ...], chinchilla_starts: np.ndarray | None
-                     ) -> ReplayProblem:
-    acq = np.flatnonzero(~grid.held_out)
+                     notes: tuple[str, ...], chinchilla_starts: np.ndarray | None,
+                     diverged: np.ndarray | None = None) -> ReplayProblem:
+    acq = np.flatnonzero(~grid.held_out & (True if diverged is None else ~diverged))
     env = envelope_rows(grid, loss, acq)
     cells = cell_best_rows(grid, loss, acq)
     try:
@@ -230,7 +254,8 @@ def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarra
     return ReplayProblem(name=name, grid=grid, loss=loss, n_repeats=repeats,
                          reference_compute=ref_c, reference_chinchilla=ref_ch,
                          envelope_idx=env, cell_best_idx=cells, held_out_cells=held_cells,
-                         notes=notes, fit_starts={"chinchilla": chinchilla_starts})
+                         notes=notes, fit_starts={"chinchilla": chinchilla_starts},
+                         diverged=diverged)
 
 
 def held_out_tie(grid: Grid) -> str | None:
@@ -263,6 +288,7 @@ def load_problem(
     data_dir: str | Path | None = None,
     seed: int = 0,
     duplicates: str = "error",
+    diverged_above: float | None = None,
 ) -> ReplayProblem:
     """Replay problem for a registered dataset or a run-table file (cached per process).
 
@@ -280,25 +306,31 @@ def load_problem(
         duplicates: Repeated configurations of a file (same N, D and axes): ``"error"``
             (default, as :func:`~scalebo.data.runs.load_runs`) or ``"mean"`` (one oracle
             loss each, the mean of its runs). Registered datasets average their repeats.
+        diverged_above: Configurations with a recorded loss above this (nats) are diverged
+            runs: buying one spends its compute and teaches no loss
+            (:attr:`ReplayProblem.diverged`). None (default): every loss is an outcome.
 
     Warnings raised while loading (excluded runs, averaged repeats, ...) are kept in
     ``notes`` and re-emitted once, at the first (uncached) load.
     """
     key = (str(name_or_path), tuple(sorted((mapping or {}).items())),
            None if axes is None else tuple(axes), int(n_held_out_cells),
-           None if data_dir is None else str(data_dir), int(seed), str(duplicates))
+           None if data_dir is None else str(data_dir), int(seed), str(duplicates),
+           None if diverged_above is None else float(diverged_above))
     return _load_cached(*key)
 
 
 @functools.lru_cache(maxsize=16)
 def _load_cached(name: str, mapping: tuple, axes: tuple | None, n_held: int,
-                 data_dir: str | None, seed: int, duplicates: str) -> ReplayProblem:
+                 data_dir: str | None, seed: int, duplicates: str,
+                 diverged_above: float | None = None) -> ReplayProblem:
     """:func:`_build`, with every warning it raises (excluded runs, averaged repeats, ...)
     kept in the problem's ``notes`` and shown once: re-emitted after the load, which later
     (cached) calls do not repeat."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        problem = _build(name, mapping, axes, n_held, data_dir, seed, duplicates)
+        problem = _build(name, mapping, axes, n_held, data_dir, seed, duplicates,
+                         diverged_above)
     unique: dict[str, warnings.WarningMessage] = {}
     for w in caught:
         unique.setdefault(str(w.message), w)
@@ -324,23 +356,32 @@ def check_dataset_name(name: str) -> None:
 
 
 def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir: str | None,
-           seed: int, duplicates: str = "error") -> ReplayProblem:
+           seed: int, duplicates: str = "error", diverged_above: float | None = None
+           ) -> ReplayProblem:
     if name == "synthetic":
         from scalebo.bench.synthetic import synthetic_runs
 
         return problem_from_table(synthetic_runs(seed=seed), name=name, axes=axes,
-                                  n_held_out_cells=n_held)
+                                  n_held_out_cells=n_held, diverged_above=diverged_above)
     if name in REGISTERED:
         from scalebo.data.datasets import load_dataset
 
         table = load_dataset(name, data_dir=data_dir)
-        return problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held)
+        return problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held,
+                                  diverged_above=diverged_above)
     if name.startswith("dataset:"):
         name = name[len("dataset:"):]
         if name in REGISTERED:
-            return _build(name, mapping, axes, n_held, data_dir, seed, duplicates)
+            return _build(name, mapping, axes, n_held, data_dir, seed, duplicates,
+                          diverged_above)
     path = Path(name)
     check_dataset_name(name)
     table = load_runs(path, mapping=dict(mapping) or None, hyperparameters=axes,
                       duplicates=duplicates)  # type: ignore[arg-type]
-    return problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held)
+    problem = problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held,
+                                 diverged_above=diverged_above)
+    if diverged_above is None and (text := diverged_note(problem)):
+        warnings.warn(text, stacklevel=2)
+        problem = replace(problem, notes=(*problem.notes, text))
+    return problem
+

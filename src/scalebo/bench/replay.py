@@ -122,12 +122,22 @@ def _make_loop(problem: ReplayProblem, method: MethodConfig, budget: float, seed
     )
 
 
+def tell_outcomes(loop: SearchLoop, problem: ReplayProblem, picks: list[int]) -> None:
+    """Tell ``loop`` the recorded outcome of each pick: its loss (nats), or a failed run
+    (compute spent, no loss) for a configuration the problem marks as diverged."""
+    ok, bad = problem.split_outcomes(picks)
+    if ok.size:
+        loop.tell(ok, problem.loss[ok])
+    if bad.size:
+        loop.mark_failed(bad)
+
+
 def _step(loop: SearchLoop, problem: ReplayProblem, method: MethodConfig) -> list[int]:
     n_obs = loop.observed_indices.size
     loop.refit_every = method.refit_interval(n_obs)
     picks = loop.ask(method.q)
     if picks:
-        loop.tell(picks, problem.loss[picks])
+        tell_outcomes(loop, problem, picks)
     return picks
 
 
@@ -277,7 +287,7 @@ def _run_recording(problem: ReplayProblem, method: MethodConfig, budgets: list[f
             timings["search"] += time.perf_counter() - t0
             records.append(measure(problem, method, sub, b, seed, timings))
             t0 = time.perf_counter()
-        loop.tell(picks, problem.loss[picks])
+        tell_outcomes(loop, problem, picks)
         if progress is not None:
             progress(loop.committed_budget / loop.budget)
     timings["search"] += time.perf_counter() - t0

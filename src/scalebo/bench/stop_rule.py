@@ -93,11 +93,12 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
            law: str, target: float, n_samples: int, seed: int, budget: float) -> StopCheck:
     """The law posterior after the first ``k`` runs of ``order``."""
     grid = problem.grid
-    idx = order[:k]
+    idx, bad = problem.split_outcomes(order[:k])
     state = SearchLoop(grid, budget, None, acquisition="random",
                        schedule=method.schedule_name, n_initial=0)
     state.tell(idx, problem.loss[idx])
-    spent = float(grid.cost[idx].sum() / problem.C_total)
+    state.mark_failed(bad)
+    spent = float(grid.cost[order[:k]].sum() / problem.C_total)
     scope, cap = posterior_scope(state, method)
     try:
         post = law_posterior(grid, idx, problem.loss[idx],
@@ -107,7 +108,7 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
                              discrepancy=method.posterior_discrepancy,
                              cell_coupling=method.posterior_coupling,
                              estimand=method.posterior_estimand, rng=seed,
-                             max_std_ratio=method.max_std_ratio,
+                             max_std_ratio=method.max_std_ratio, failed=bad,
                              keep_samples=method.posterior_estimand == "noise_free")[law]
     except (SearchError, ValueError, np.linalg.LinAlgError):
         return StopCheck(int(k), spent, None, None)

@@ -35,7 +35,8 @@ FENCE_IQR = 3.0
 def loss_range(problem: Any, acquired: np.ndarray) -> tuple[float, float]:
     """``(bottom, top)`` of the loss axis in nats (before padding).
 
-    ``bottom`` is the lowest acquirable loss; ``top`` the highest loss among the reference
+    ``bottom`` is the lowest loss of the grid, held-out cells included (their runs are
+    drawn too); ``top`` the highest loss among the reference
     envelope and the acquired rows that lie below the fence ``Q3 + FENCE_IQR · IQR`` of the
     acquirable losses. Grid rows above ``top`` are clipped (they are neither on the envelope
     nor acquired); acquired rows above the fence are diverged runs, drawn on the top edge.
@@ -53,7 +54,9 @@ def loss_range(problem: Any, acquired: np.ndarray) -> tuple[float, float]:
                             loss[np.asarray(acquired, dtype=np.int64)]])
     shown = shown[np.isfinite(shown) & (shown <= fence)]
     top = float(shown.max()) if shown.size else float(min(pool.max(), fence))
-    return float(pool.min()), top
+    held = loss[problem.grid.held_out]
+    held = held[np.isfinite(held)]  # the held-out cells' best runs: the grid's lowest losses
+    return float(min(pool.min(), held.min(initial=np.inf))), top
 
 
 def _title(rec: Any) -> str:

@@ -25,6 +25,7 @@ from scalebo.cli.common import (
     log,
     note,
     polish_share,
+    positive_float,
     write_csv,
     write_json,
     write_json_file,
@@ -91,6 +92,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="repeated configurations in a file (same N, D and axes): fail "
                              "(default, as 'scalebo fit') or average their losses into one "
                              "oracle loss")
+    parser.add_argument("--diverged-above", type=positive_float, default=None, metavar="LOSS",
+                        help="a configuration whose recorded loss is above LOSS (nats) is a "
+                             "diverged run: buying it spends its compute and teaches the "
+                             "search no loss, as a failed run in a campaign (default: every "
+                             "recorded loss is an outcome; a sentinel like 10 for diverged "
+                             "runs then misleads the search)")
     parser.add_argument("--data-dir", default=None, help="public datasets folder "
                         "(default $SCALEBO_DATA_DIR)")
     parser.add_argument("--held-out-cells", type=int_at_least(0), default=2, metavar="K",
@@ -222,20 +229,25 @@ def run(args: argparse.Namespace) -> int:
         warnings.simplefilter("ignore")
         problem = load_problem(args.dataset, mapping=mapping, axes=axes,
                                n_held_out_cells=args.held_out_cells, data_dir=args.data_dir,
-                               duplicates=args.duplicates)
+                               duplicates=args.duplicates, diverged_above=args.diverged_above)
     for text in problem.notes:
         note(text)
     summary = problem.summary()
     if axes is None and args.dataset.removeprefix("dataset:") not in REGISTERED:
         # a file's axes are a guess from its columns: say which
-        log(f"hyperparameter axes: {', '.join(problem.grid.axes) or 'none'} (inferred from "
+        note(f"hyperparameter axes: {', '.join(problem.grid.axes) or 'none'} (inferred from "
             "the columns that vary inside an (N, D) cell, not derived or measured; --axes to "
             "choose)")
     held = [f"(N={c['N']:.4g}, D={c['D']:.4g})" for c in summary["held_out_cells"]]
     if held:
         tie = summary["held_out_tie"]
-        log(f"held out of the search, scored by heldout_mse: {', '.join(held)}"
+        note(f"held out of the search, scored by heldout_mse: {', '.join(held)}"
             + (f" ({tie})" if tie else ""))
+    for law in ("compute", "chinchilla"):
+        ref = summary[f"reference_{law}"]
+        if ref is not None:
+            params = ", ".join(f"{k}={v:.4g}" for k, v in ref["params"].items())
+            log(f"reference {law} law (the whole acquirable grid): {params} ({ref['status']})")
     records = list(args.record_budgets)
     log(f"replaying {method.label()} to {args.budget:g} of C_total, seed {args.seed} ...")
     with budget_bar(f"replay seed {args.seed}") as progress:
@@ -275,7 +287,7 @@ def _metric_rows(rec: Any) -> list[dict]:
                 exact = lm.params is not None and EXACT_FIT in (lm.message or "")
                 status = f"{lm.status}, exact" if exact else lm.status
                 row = {"budget": m.budget, "source": source, "law": name, "status": status,
-                       "runs": m.n_runs, "spent": m.spent_fraction,
+                       "runs": m.n_runs + m.n_failed, "spent": m.spent_fraction,
                        "x_floor": m.floor_multiple_cells, "env_%": m.envelope_recovery_pct,
                        "cell_%": m.cell_recovery_pct, "heldout_mse": lm.heldout_mse}
                 for c in EXTRAPOLATION_C:
@@ -305,7 +317,8 @@ def _csv_rows(rec: Any) -> list[dict]:
 _LEGEND = ("source: observed = the law fitted on the runs trained, fantasized = on them plus "
            "the surrogate's predicted losses of the untried configurations in the window (the "
            "default point estimate); "
-           "runs: configurations trained; spent: fraction of C_total; x_floor: spent / the "
+           "runs: configurations trained (diverged ones included); spent: fraction of "
+           "C_total; x_floor: spent / the "
            "compute floor (the cost of every cell's best configuration); env_% / cell_%: "
            "share of the reference envelope's configurations / of the (N, D) cells' best "
            "configurations trained; heldout_mse: nats^2 on the held-out cells; |d|%@C: "
@@ -328,6 +341,9 @@ def _table(rec: Any) -> str:
     out = head + format_table(rows, cols) + "\n" + _legend(rows)
     notes = [f"note at {m.budget:g}: {m.fantasize_message}" for m in rec.metrics
              if m.fantasized is not None and m.fantasize_message]
+    notes += [f"note at {m.budget:g}: {m.n_failed} of the {m.n_runs + m.n_failed} runs "
+              "diverged (--diverged-above): compute spent, no loss" for m in rec.metrics
+              if m.n_failed]
     out += "".join("\n" + n for n in notes)
     why = failure_rows(rec)
     if why:

@@ -74,7 +74,17 @@ def interval_rows(rec: Any) -> list[dict]:
 
 
 def untrusted_notes(rec: Any) -> list[str]:
-    """:func:`~scalebo.search.stopping.bound_note` of each budget × law posterior."""
-    return [f"note at {m.budget:g}: {note}" for m in rec.metrics
-            for law, entry in (m.law_posterior or {}).items()
-            if (note := bound_note(entry, law))]
+    """:func:`~scalebo.search.stopping.bound_note` of each budget × law posterior, and a note
+    for each law posterior whose 80 % interval at 1e25 FLOPs has zero width."""
+    notes = [f"note at {m.budget:g}: {note}" for m in rec.metrics
+             for law, entry in (m.law_posterior or {}).items()
+             if (note := bound_note(entry, law))]
+    notes += [f"note at {m.budget:g}: the {law} law posterior's interval has zero "
+              "width: no draw of the untried configurations in its scope changed the points "
+              "the law is fitted on, so it leaves out what the configurations outside that "
+              "scope could change (those the extrapolation guard left out, or beyond the "
+              "window); read it as the point fit, not as certainty"
+              for m in rec.metrics for law, entry in (m.law_posterior or {}).items()
+              if (q := _at_1e25(entry, "predicted_loss")) and q.get("q10") is not None
+              and q["q90"] == q["q10"]]
+    return notes

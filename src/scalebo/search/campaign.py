@@ -319,4 +319,4 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
     return law_posterior(grid, runs.completed, runs.losses, gp, laws=laws, scope=scope,
                          cap=cap, n_samples=n_samples, targets=targets, rng=seed,
                          estimand=estimand, keep_samples=keep_samples,
-                         cell_coupling=cell_coupling)
+                         cell_coupling=cell_coupling, failed=runs.failed)

@@ -118,8 +118,13 @@ def _check_obs(grid: Grid, observed_idx: Any, y_obs: Any) -> tuple[np.ndarray, n
 
 
 def _scope_mask(
-    grid: Grid, observed: np.ndarray, scope: str, cap: float | None
+    grid: Grid, observed: np.ndarray, scope: str, cap: float | None,
+    failed: np.ndarray | None = None,
 ) -> np.ndarray:
+    """Rows in ``scope`` (cost ≤ ``cap`` for ``"window"``; default cap: the costliest
+    observed cell), observed rows always, never a held-out row nor a row of ``failed``
+    (grid rows whose run failed or diverged and was not told later: known not to be a
+    usable configuration)."""
     if scope == "grid":
         keep = np.ones(grid.n_configs, dtype=bool)
     elif scope == "window":
@@ -128,7 +133,11 @@ def _scope_mask(
         keep = grid.cost <= cap * (1 + COST_RTOL)
     else:
         raise SearchError(f"scope must be 'window' or 'grid', got {scope!r}.")
-    return (keep | observed) & ~grid.held_out
+    keep = (keep | observed) & ~grid.held_out
+    if failed is not None and np.size(failed):  # a failed run retried and told stays
+        gone = np.asarray(failed, dtype=np.int64)
+        keep[gone[~observed[gone]]] = False
+    return keep
 
 
 def fantasize(
@@ -143,6 +152,7 @@ def fantasize(
     n_samples: int = 256,
     rng: np.random.Generator | int | None = None,
     max_std_ratio: float | None = MAX_STD_RATIO,
+    failed: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """Observed losses plus surrogate predictions for the unobserved configurations.
 
@@ -163,6 +173,8 @@ def fantasize(
         rng: Seed or generator for the samples.
         max_std_ratio: Extrapolation guard (module docstring, :func:`extrapolated`);
             None: every configuration in scope is filled in.
+        failed: Grid rows whose run failed or diverged, ``(k,)``: never filled in (the
+            surrogate, which never saw them, would predict them like their neighbours).
 
     Returns:
         ``"mean"``: one row per configuration in scope, columns of :attr:`Grid.configs`
@@ -178,7 +190,7 @@ def fantasize(
     idx, y = _check_obs(grid, observed_idx, y_obs)
     observed = np.zeros(grid.n_configs, dtype=bool)
     observed[idx] = True
-    keep = _scope_mask(grid, observed, scope, cap)
+    keep = _scope_mask(grid, observed, scope, cap, failed)
 
     mu, sd = standardization(y)
     X = grid.encode()

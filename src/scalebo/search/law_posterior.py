@@ -318,6 +318,7 @@ def law_posterior(
     keep_samples: bool = False,
     max_std_ratio: float | None = MAX_STD_RATIO,
     cell_coupling: float = CELL_COUPLING,
+    failed: np.ndarray | None = None,
 ) -> dict[str, LawPosterior]:
     """Posterior of each law in ``laws`` given the observations (see the module docstring).
 
@@ -344,6 +345,8 @@ def law_posterior(
         cell_coupling: Share ρ of their deviation that a cell's untried configurations hold
             in common in every sample (:func:`~scalebo.search.law_samples.couple_cells`;
             0: the surrogate's joint draws as they are).
+        failed: Grid rows whose run failed or diverged, ``(k,)``: out of scope (never drawn;
+            the surrogate never saw them).
 
     Returns:
         ``{law name: LawPosterior}``. Raises SearchError (bad observations, scope or
@@ -361,7 +364,7 @@ def law_posterior(
     surrogate = DiscrepancySurrogate(surrogate, discrepancy) if discrepancy else surrogate
     d = draw_with_model(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
                         include_noise, np.random.default_rng(rng), estimand, max_std_ratio,
-                        cell_coupling)
+                        cell_coupling, failed)
     t_sample = time.perf_counter() - t0
     out = {name: _one_law(name, grid, d.rows, d.mean, d.draws, C, n_starts, t_sample)
            for name in dict.fromkeys(laws)}

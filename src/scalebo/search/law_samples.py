@@ -109,20 +109,22 @@ def draw_with_model(grid: Grid, observed_idx: Any, y_obs: Any, surrogate: Any, s
                     cap: float | None, n_samples: int, include_noise: bool,
                     gen: np.random.Generator, estimand: str = "reference",
                     max_std_ratio: float | None = MAX_STD_RATIO,
-                    cell_coupling: float = CELL_COUPLING) -> Draws:
+                    cell_coupling: float = CELL_COUPLING,
+                    failed: np.ndarray | None = None) -> Draws:
     """Rows in scope, posterior-mean losses and S joint samples (nats) of every
     configuration in scope, with the fitted surrogate (see :class:`Draws` and the module
     docstring; ``estimand``: :data:`ESTIMANDS`). Unobserved rows the surrogate only
     extrapolates to are left out of scope, as by the fill-in
     (:func:`~scalebo.search.fantasize.extrapolated`; ``max_std_ratio=None``: none). The
     untried configurations of a cell share ``cell_coupling`` of their deviation
-    (:func:`couple_cells`; 0: the surrogate's joint draws as they are)."""
+    (:func:`couple_cells`; 0: the surrogate's joint draws as they are). Rows of ``failed``
+    (runs that failed or diverged) are out of scope, as in the fill-in."""
     if n_samples < 1:
         raise SearchError(f"n_samples must be >= 1, got {n_samples}.")
     check_estimand(estimand)
     idx, y = _check_obs(grid, observed_idx, y_obs)
     observed = np.isin(np.arange(grid.n_configs), idx)
-    rows = np.flatnonzero(_scope_mask(grid, observed, scope, cap))  # no held-out row
+    rows = np.flatnonzero(_scope_mask(grid, observed, scope, cap, failed))  # no held-out
     mu, sd = standardization(y)  # as fantasize and the loop
     latent = estimand == "noise_free"
     model, X = None, None

@@ -1,0 +1,141 @@
+"""Diverged runs in a replay (``diverged_above``): bought as failed runs (compute spent, no
+loss told), never filled in, left out of the reference, recorded budgets still equal separate
+replays; and the note for a grid whose sentinel losses nobody marked."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.bench.diverged import diverged_note
+from scalebo.bench.intervals import without_wall_times
+from scalebo.bench.problems import load_problem, problem_from_table
+from scalebo.bench.replay import MethodConfig, replay, search_state
+from scalebo.laws import CHINCHILLA
+from scalebo.search.campaign import campaign_gp
+from scalebo.search.fantasize import fantasize
+from scalebo.search.law_posterior import law_posterior
+
+SENTINEL = 10.0
+
+
+def _frame(seed: int = 0) -> pd.DataFrame:
+    """4 N × 4 D × 6 learning rates; the two highest learning rates diverge (loss 10) in
+    every other cell."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i, N in enumerate(np.geomspace(5e7, 4e8, 4)):
+        for j, D in enumerate(np.geomspace(1e9, 8e9, 4)):
+            for k, lr in enumerate(np.geomspace(2.5e-4, 8e-3, 6)):
+                loss = (1.8 + 480 / N**0.34 + 2100 / D**0.36
+                        + 0.03 * np.log2(lr / 1e-3) ** 2 + rng.normal(0, 0.003))
+                if k >= 4 and (i + j) % 2 == 0:
+                    loss = SENTINEL
+                rows.append({"N": N, "D": D, "lr": lr, "loss": loss})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def problems():
+    frame = _frame()
+    starts = CHINCHILLA.start_grid()[::30]
+    plain = problem_from_table(frame, name="plain", chinchilla_starts=starts)
+    with pytest.warns(UserWarning, match="16 of 96 configurations have a recorded loss above"):
+        marked = problem_from_table(frame, name="marked", chinchilla_starts=starts,
+                                    diverged_above=5.0)
+    return plain, marked
+
+
+FAST = MethodConfig(strategy="window", schedule="spent", refit_every=5, posterior_samples=8)
+
+
+def test_diverged_configurations_are_marked_and_left_out_of_the_reference(problems):
+    plain, marked = problems
+    assert marked.diverged.sum() == 16 and plain.diverged is None
+    assert not marked.diverged[marked.envelope_idx].any()
+    assert not marked.diverged[marked.cell_best_idx].any()
+    assert marked.C_total == plain.C_total  # the diverged runs were trained: they cost
+    assert marked.summary()["n_diverged_configs"] == 16
+    with pytest.raises(ValueError, match="finite loss"):
+        problem_from_table(_frame(), name="x", diverged_above=float("nan"))
+
+
+def test_a_replay_spends_on_diverged_runs_and_never_tells_their_loss(problems):
+    _, marked = problems
+    rec = replay(marked, FAST, 0.4, seed=1)
+    loop = search_state(marked, FAST, 0.4, seed=1)
+    failed = loop.failed_indices
+    assert failed.size and marked.diverged[failed].all()
+    assert not marked.diverged[loop.observed_indices].any()
+    assert (loop.observed_losses < SENTINEL).all()
+    m = rec.at(0.4)
+    cost = marked.grid.cost
+    assert m.n_failed == failed.size and m.n_runs == loop.observed_indices.size
+    assert m.spent_fraction == pytest.approx(
+        (cost[loop.observed_indices].sum() + cost[failed].sum()) / marked.C_total)
+    assert m.spent_fraction <= 0.4 + 1e-12
+
+
+def test_recorded_budgets_equal_separate_replays_with_diverged_runs(problems):
+    _, marked = problems
+    both = replay(marked, FAST, 0.4, seed=3, record_budgets=(0.1,))
+    alone = replay(marked, FAST, 0.1, seed=3)
+    assert (without_wall_times(both.at(0.1).to_dict())
+            == without_wall_times(alone.at(0.1).to_dict()))
+
+
+def test_the_fill_in_and_the_law_posterior_never_fill_a_failed_run(problems):
+    _, marked = problems
+    grid = marked.grid
+    ok = np.flatnonzero(~grid.held_out & ~marked.diverged)
+    tried = ok[::3]
+    failed = np.flatnonzero(marked.diverged & ~grid.held_out)
+    gp = campaign_gp(grid, 0)
+    table = fantasize(grid, tried, marked.loss[tried], gp, scope="grid", failed=failed,
+                      max_std_ratio=None)
+    assert not set(table["grid_index"]) & set(failed)
+    untouched = fantasize(grid, tried, marked.loss[tried], campaign_gp(grid, 0),
+                          scope="grid", max_std_ratio=None)
+    assert set(failed) <= set(untouched["grid_index"])  # without it they are filled in
+    post = law_posterior(grid, tried, marked.loss[tried], campaign_gp(grid, 0),
+                         laws=("compute",), n_samples=4, failed=failed, keep_samples=True)
+    assert not set(post["compute"].samples.rows) & set(failed)
+    # a failed run retried and told keeps its row
+    retried = np.concatenate([tried, failed[:1]])
+    losses = np.concatenate([marked.loss[tried], [3.0]])
+    table = fantasize(grid, retried, losses, campaign_gp(grid, 0), scope="grid",
+                      failed=failed)
+    assert failed[0] in set(table["grid_index"])
+
+
+def test_a_file_with_sentinel_losses_gets_a_note_and_a_clean_one_none(tmp_path, problems):
+    plain, marked = problems
+    assert "16 configurations have a recorded loss over 2x the median cell best" in (
+        diverged_note(plain) or "")
+    assert diverged_note(marked) is None  # marked: nothing to say
+    path = tmp_path / "grid.csv"
+    _frame().to_csv(path, index=False)
+    with pytest.warns(UserWarning, match="--diverged-above LOSS"):
+        noted = load_problem(path)
+    assert any("diverged" in n for n in noted.notes)
+    clean = tmp_path / "clean.csv"
+    _frame().query("loss < 5").to_csv(clean, index=False)
+    assert diverged_note(load_problem(clean)) is None
+
+
+def test_cli_replay_marks_diverged_runs_and_says_what_it_inferred_under_quiet(tmp_path,
+                                                                               capsys):
+    from scalebo.cli.main import main
+
+    path = tmp_path / "grid.csv"
+    _frame().to_csv(path, index=False)
+    args = ["replay", "--dataset", str(path), "--budget", "0.4", "--seed", "1",
+            "--posterior-samples", "0", "--bootstrap-samples", "0", "-q"]
+    assert main([*args, "--diverged-above", "5"]) == 0
+    out, err = capsys.readouterr()
+    assert "16 of 96 configurations have a recorded loss above diverged_above=5" in err
+    assert "hyperparameter axes: lr" in err and "held out of the search" in err  # even -q
+    assert "runs diverged (--diverged-above): compute spent, no loss" in out
+    assert main(args) == 0
+    assert "--diverged-above LOSS" in capsys.readouterr().err
