@@ -56,7 +56,8 @@ def test_diverged_configurations_are_marked_and_left_out_of_the_reference(proble
     assert not marked.diverged[marked.envelope_idx].any()
     assert not marked.diverged[marked.cell_best_idx].any()
     assert marked.C_total == plain.C_total  # the diverged runs were trained: they cost
-    assert marked.summary()["n_diverged_configs"] == 16
+    acquirable = marked.diverged & ~marked.grid.held_out
+    assert marked.summary()["n_diverged_configs"] == acquirable.sum() < 16  # some held out
     with pytest.raises(ValueError, match="finite loss"):
         problem_from_table(_frame(), name="x", diverged_above=float("nan"))
 
@@ -77,12 +78,46 @@ def test_a_replay_spends_on_diverged_runs_and_never_tells_their_loss(problems):
     assert m.spent_fraction <= 0.4 + 1e-12
 
 
-def test_recorded_budgets_equal_separate_replays_with_diverged_runs(problems):
+@pytest.mark.parametrize("settings", [{}, {"anchor": 0.0, "polish": 0.0}])
+def test_recorded_budgets_equal_separate_replays_with_diverged_runs(problems, settings):
+    """Both recording paths: budget forks (an anchor or polish) and one long replay."""
     _, marked = problems
-    both = replay(marked, FAST, 0.4, seed=3, record_budgets=(0.1,))
-    alone = replay(marked, FAST, 0.1, seed=3)
+    method = FAST.with_(**settings)
+    both = replay(marked, method, 0.4, seed=3, record_budgets=(0.1,))
+    alone = replay(marked, method, 0.1, seed=3)
     assert (without_wall_times(both.at(0.1).to_dict())
             == without_wall_times(alone.at(0.1).to_dict()))
+    assert both.at(0.4).n_failed > 0
+
+
+def test_a_diverged_seed_leaves_the_mean_and_a_crashed_configuration_is_a_failed_one(tmp_path):
+    """Repeats: a configuration with runs at 3.0 and 10 (diverged) has the oracle loss 3.0,
+    not 6.5; one whose every run diverged is a diverged configuration; a file's NaN-only
+    configuration (a crash) is kept as a failed configuration at its cost."""
+    frame = _frame().query("loss < 5")
+    rows = frame.iloc[[0, 1]]
+    extra = pd.concat([rows.iloc[[0]].assign(loss=SENTINEL),  # a second seed, diverged
+                       rows.iloc[[1]].assign(loss=SENTINEL)])  # its only other run diverged
+    both = pd.concat([frame.drop(index=rows.index[1]), extra], ignore_index=True)
+    with pytest.warns(UserWarning):
+        p = problem_from_table(both, name="r", diverged_above=5.0,
+                               chinchilla_starts=CHINCHILLA.start_grid()[::30])
+    cfg = p.grid.configs
+    first = (cfg["N"] == rows.iloc[0]["N"]) & (cfg["D"] == rows.iloc[0]["D"]) & (
+        cfg["lr"] == rows.iloc[0]["lr"])
+    second = (cfg["N"] == rows.iloc[1]["N"]) & (cfg["D"] == rows.iloc[1]["D"]) & (
+        cfg["lr"] == rows.iloc[1]["lr"])
+    assert p.loss[first.to_numpy()][0] == pytest.approx(rows.iloc[0]["loss"])
+    assert p.diverged[second.to_numpy()][0] and not p.diverged[first.to_numpy()][0]
+    path = tmp_path / "crash.csv"
+    crashed = frame.copy()
+    crashed.loc[crashed.index[3], "loss"] = np.nan
+    crashed.to_csv(path, index=False)
+    with pytest.warns(UserWarning, match="1 crashed"):
+        q = load_problem(path, diverged_above=5.0)
+    assert q.grid.n_configs == len(frame) and q.diverged.sum() == 1
+    assert np.isinf(q.loss[q.diverged]).all()
+    assert (q.n_repeats == 1).all()
 
 
 def test_the_fill_in_and_the_law_posterior_never_fill_a_failed_run(problems):
@@ -139,3 +174,26 @@ def test_cli_replay_marks_diverged_runs_and_says_what_it_inferred_under_quiet(tm
     assert "runs diverged (--diverged-above): compute spent, no loss" in out
     assert main(args) == 0
     assert "--diverged-above LOSS" in capsys.readouterr().err
+
+
+def test_the_target_acquisitions_ensemble_never_draws_a_failed_run(problems):
+    from scalebo.search import target as tgt
+    from scalebo.search.models.scaling import standardization
+
+    _, marked = problems
+    grid = marked.grid
+    ok = np.flatnonzero(~grid.held_out & ~marked.diverged)
+    tried = ok[::5]
+    y = marked.loss[tried]
+    mu, sd = standardization(y)
+    model = campaign_gp(grid, 0)
+    model.fit(grid.encode()[tried], (y - mu) / sd)
+    known = np.isin(np.arange(grid.n_configs), tried)
+    failed = marked.diverged & ~grid.held_out
+    args = (tgt.TargetSettings(samples=32), grid, np.inf, known, model,
+            dict(zip(tried.tolist(), y.tolist(), strict=True)), {}, mu, sd)
+    ens, why = tgt.refresh_ensemble(None, *args, np.random.default_rng(0), failed)
+    assert ens is not None, why
+    assert not failed[ens.rows].any() and known[ens.rows].sum() == tried.size
+    ens_all, _ = tgt.refresh_ensemble(None, *args, np.random.default_rng(0))
+    assert failed[ens_all.rows].sum() == failed.sum()  # without it they are drawn

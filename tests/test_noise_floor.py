@@ -102,6 +102,33 @@ def test_failed_and_held_out_configurations_are_not_conditioned_on(synthetic):
     assert nf.ratio[0] is not None and 0 < nf.ratio[0] < 1
 
 
+
+def test_a_posterior_without_the_failed_runs_is_reused_by_their_floor(synthetic, monkeypatch):
+    """``status`` draws its posterior without the failed runs (``failed=``) and hands it to
+    the floor with ``exclude=`` those runs: the draws are the floor's own, not redrawn, and
+    no draw is made at a failed run."""
+    grid, loss = synthetic
+    idx = np.flatnonzero(np.random.default_rng(2).random(len(grid)) < 0.6)
+    failed = np.setdiff1d(np.arange(len(grid)), idx)[:4]
+    post = law_posterior(grid, idx, loss[idx], campaign_gp(grid, 0), laws=("compute",),
+                         n_samples=16, targets=(1e21,), rng=0, keep_samples=True,
+                         estimand="noise_free", failed=failed)["compute"]
+    assert not np.isin(failed, post.samples.rows).any()
+    calls: list[int] = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return draw_with_model(*args, **kwargs)
+
+    monkeypatch.setattr(nf_module, "draw_with_model", counted)
+    nf = noise_floor(grid, idx, loss[idx], campaign_gp(grid, 0), targets=(1e21,),
+                     n_samples=16, rng=0, prepared=post, exclude=failed)
+    assert calls == [] and nf.n_untried == len(grid) - idx.size - failed.size
+    fresh = noise_floor(grid, idx, loss[idx], campaign_gp(grid, 0), targets=(1e21,),
+                        n_samples=16, rng=0, exclude=failed)
+    assert len(calls) == 1 and fresh.ratio == nf.ratio
+
+
 @pytest.mark.parametrize("kernel, trend", [("matern52", True), ("transfer", False)])
 def test_other_campaign_gps_give_a_floor_or_say_why_not(synthetic, kernel, trend):
     grid, loss = synthetic

@@ -51,24 +51,29 @@ def test_a_compute_column_off_six_n_d_is_said_and_one_odd_row_named():
     typo = C.copy()
     typo.iloc[6] *= 10  # data row 7
     (note,) = _messages(frame.assign(C=typo))
-    assert "data row(s) 7: C is 10 × 6·N·D" in note
+    assert "data row(s) 7: C is 10 × 6·N·D where the other runs of N = 3e+08 have 1 ×" in note
+    drift = C * frame["N"].map({1e8: 1.5, 3e8: 1.2, 1e9: 1.05})  # total vs non-embedding N
+    assert not [m for m in _messages(frame.assign(C=drift)) if "typo" in m]
 
 
-def test_a_text_setting_left_out_of_the_axes_is_said_but_a_run_name_is_not():
-    frame = pd.concat([_grid(lr=1e-3, opt="adam"), _grid(lr=2e-3, opt="lion")],
-                      ignore_index=True)
+def test_a_text_setting_left_out_of_the_axes_is_said_but_a_run_label_is_not():
+    """Two optimizers at the same learning rates are runs the default axes (numeric) leave
+    together: said. A run name, a seed tag and a text copy of the learning rate are not
+    settings the axes miss: not said."""
+    settings = [(1e-3, "adam"), (2e-3, "adam"), (3e-4, "lion"), (6e-4, "lion")]  # a trial's
+    frame = pd.concat([_grid(lr=lr, opt=opt) for lr, opt in settings], ignore_index=True)
     frame["name"] = [f"run{i}" for i in range(len(frame))]
-    notes = _messages(frame)
-    (note,) = [m for m in notes if "text column" in m]
-    assert "'opt' (adam, lion)" in note and "name" not in note.split("varies")[0][-8:]
-    table = load_runs(frame, hyperparameters=["lr", "opt"])
-    assert table.hyperparameters == ("lr", "opt")
+    frame["seed_tag"] = np.where(frame.index % 2, "s0", "s1")
+    frame["lr_tag"] = frame["lr"].map({1e-3: "a", 2e-3: "b", 3e-4: "c", 6e-4: "d"})
+    (note,) = [m for m in _messages(frame) if "text column" in m]
+    assert "'opt' (adam, lion)" in note
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # named: nothing to say
-        load_runs(frame, hyperparameters=["lr", "opt"])
+        table = load_runs(frame, hyperparameters=["lr", "opt"])
+    assert table.hyperparameters == ("lr", "opt")
 
 
-@pytest.mark.parametrize("ratio", [0.95, 1.05])
+@pytest.mark.parametrize("ratio", [0.95, 1.05, 1.2])
 def test_a_compute_column_near_six_n_d_is_not_flagged(ratio):
     frame = _grid()
     assert _messages(frame.assign(C=ratio * 6 * frame.N * frame.D)) == []

@@ -95,3 +95,21 @@ def test_fit_of_checkpoints_resamples_their_runs_and_warns_on_failures():
     assert out.bootstrap.n_clusters is None
     assert any(issubclass(w.category, NumericalWarning) and "bootstrap resamples failed"
                in str(w.message) for w in caught)
+
+
+def test_only_checkpoints_of_runs_are_resampled_as_runs():
+    """A review found a seed tag in a 'run' column clustering 25 averaged points into one
+    'run' (a zero-width interval): runs must each hold one N and distinct D, be at least
+    MIN_RUNS, and the points must not be averaged repeats."""
+    from scalebo.fitting.summary import MIN_RUNS, run_clusters
+
+    N = np.repeat(1e8 * 2.0 ** np.arange(6), 3)
+    D = np.tile([1e9, 2e9, 4e9], 6)
+    ckpt = pd.DataFrame({"N": N, "D": D, "run": np.repeat([f"m{i}" for i in range(6)], 3)})
+    assert list(run_clusters(ckpt)) == list(ckpt["run"])
+    assert run_clusters(ckpt.assign(run=np.tile(["s0", "s1", "s2"], 6))) is None  # spans N
+    assert run_clusters(ckpt.assign(n_repeats=3)) is None
+    assert run_clusters(ckpt[ckpt["run"] < f"m{MIN_RUNS - 1}"]) is None  # too few runs
+    assert run_clusters(ckpt.assign(run=[None] + list(ckpt["run"][1:]))) is None
+    same_d = ckpt.assign(D=1e9)
+    assert run_clusters(same_d) is None  # a run with one D thrice is not checkpoints

@@ -13,14 +13,18 @@ C_total (20 seeds); on StepLaw (diverged above 4 nats) no significant change.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 if TYPE_CHECKING:
     from scalebo.bench.problems import ReplayProblem
+    from scalebo.data.runs import RunTable
 
-__all__ = ["DIVERGED_RATIO", "diverged_note", "diverged_rows"]
+__all__ = ["DIVERGED_RATIO", "diverged_note", "diverged_rows", "keep_usable_runs",
+           "with_failed_configurations"]
 
 #: Recorded losses above this multiple of the median cell-best loss look diverged
 #: (:func:`diverged_note`; trained LLM losses sit at 2–4 nats, diverged ones near ln(vocab)).
@@ -38,11 +42,53 @@ def diverged_rows(loss: np.ndarray, diverged_above: float, name: str
     if not np.isfinite(diverged_above):
         raise ValueError(f"diverged_above must be a finite loss (nats), got "
                          f"{diverged_above!r}")
-    mask = np.asarray(loss, dtype=np.float64) > diverged_above
+    loss = np.asarray(loss, dtype=np.float64)
+    mask = ~(loss <= diverged_above)
     mask.flags.writeable = False
+    crashed = int((~np.isfinite(loss)).sum())
     return mask, (f"{name}: {int(mask.sum())} of {mask.size} configurations have a recorded "
-                  f"loss above diverged_above={diverged_above:g} nats: a replay that buys one "
-                  "spends its compute and learns no loss (a failed run)")
+                  f"loss above diverged_above={diverged_above:g} nats"
+                  + (f" or none ({crashed} crashed)" if crashed else "")
+                  + ": a replay that buys one spends its compute and learns no loss (a "
+                  "failed run)")
+
+
+def keep_usable_runs(frame: pd.DataFrame, key: Sequence[str], diverged_above: float
+                     ) -> pd.DataFrame:
+    """``frame`` (one row per run, ``loss`` in nats) without the diverged runs (loss above
+    ``diverged_above`` or not finite) of configurations (rows equal in ``key``) that also
+    have a usable run: repeats are then averaged over the usable runs, and a configuration
+    whose every run diverged keeps its rows (and is marked diverged)."""
+    loss = frame["loss"].to_numpy(dtype=np.float64)
+    bad = pd.Series(~(loss <= diverged_above), index=frame.index)
+    every = bad.groupby([frame[k] for k in key], sort=False).transform("all")
+    return frame[~bad | every]
+
+
+def with_failed_configurations(table: RunTable) -> pd.DataFrame:
+    """``table``'s runs plus one row for each configuration whose every run was excluded
+    for a non-finite or diverged loss (``load_runs(..., diverged_above=)``): such a run was
+    trained and failed, so a replay that buys the configuration spends its cost and learns
+    no loss. A crashed run's loss becomes ``inf``."""
+    from scalebo.data.columns import ExclusionReason
+
+    frame = table.frame
+    gone = table.excluded
+    gone = gone[gone["reason"].isin([ExclusionReason.NON_FINITE, ExclusionReason.DIVERGED])]
+    if gone.empty:
+        return frame
+    key = ["N", "D", *table.hyperparameters]
+    runs = gone.groupby(key, sort=False)["loss"].transform("size").to_numpy()
+    first = ~gone.duplicated(key).to_numpy()
+    gone, runs = gone[first], runs[first]
+    known = pd.MultiIndex.from_frame(frame[key])
+    fresh = ~pd.MultiIndex.from_frame(gone[key]).isin(known)
+    new = gone[fresh][[c for c in frame.columns if c in gone.columns]].copy()
+    if "n_repeats" in frame.columns:
+        new["n_repeats"] = runs[fresh]
+    new["loss"] = new["loss"].astype(np.float64).where(np.isfinite(new["loss"].astype(
+        np.float64)), np.inf)
+    return pd.concat([frame, new], ignore_index=True)
 
 
 def diverged_note(problem: ReplayProblem) -> str | None:

@@ -30,7 +30,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalebo.bench.diverged import diverged_note, diverged_rows
+from scalebo.bench.diverged import (
+    diverged_note,
+    diverged_rows,
+    keep_usable_runs,
+    with_failed_configurations,
+)
 from scalebo.data.columns import default_hyperparameters
 from scalebo.data.runs import RunTable, load_runs
 from scalebo.errors import EXCLUDED_IN_PYTHON, FitError, closest
@@ -125,7 +130,8 @@ class ReplayProblem:
             "C_total_flops": self.C_total,
             "floor_cells_fraction": self.floor_cells,
             "floor_envelope_fraction": self.floor_envelope,
-            "n_diverged_configs": 0 if self.diverged is None else int(self.diverged.sum()),
+            "n_diverged_configs": 0 if self.diverged is None else int(
+                (self.diverged & ~self.grid.held_out).sum()),
             "n_envelope": int(self.envelope_idx.size),
             "reference_compute": {"params": self.reference_compute.params,
                                   "status": str(self.reference_compute.status)},
@@ -178,6 +184,8 @@ def problem_from_table(
     axes = tuple(axes)
     key = ["N", "D", *axes]
     notes: list[str] = []
+    if diverged_above is not None:  # a configuration's diverged runs leave its mean
+        frame = keep_usable_runs(frame, key, diverged_above)
     counts = frame.groupby(key, sort=False)["loss"].transform("size").to_numpy()
     if "n_repeats" in frame.columns:
         repeats = frame["n_repeats"].to_numpy(dtype=np.int64)
@@ -243,7 +251,8 @@ def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarra
     for msg in extra:
         warnings.warn(msg, stacklevel=3)
     notes = (*notes, *extra)
-    held = cell_best_rows(grid, loss, np.flatnonzero(grid.held_out))
+    held = cell_best_rows(grid, loss, np.flatnonzero(
+        grid.held_out & (True if diverged is None else ~diverged)))
     held_cells = pd.DataFrame({
         "N": grid.configs["N"].to_numpy()[held],
         "D": grid.configs["D"].to_numpy()[held],
@@ -377,9 +386,13 @@ def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir:
     path = Path(name)
     check_dataset_name(name)
     table = load_runs(path, mapping=dict(mapping) or None, hyperparameters=axes,
-                      duplicates=duplicates)  # type: ignore[arg-type]
-    problem = problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held,
-                                 diverged_above=diverged_above)
+                      duplicates=duplicates,  # type: ignore[arg-type]
+                      diverged_above=diverged_above)
+    source: RunTable | pd.DataFrame = table
+    if diverged_above is not None:  # configurations whose every run diverged or crashed
+        source = with_failed_configurations(table)
+    problem = problem_from_table(source, name=name, axes=table.hyperparameters,
+                                 n_held_out_cells=n_held, diverged_above=diverged_above)
     if diverged_above is None and (text := diverged_note(problem)):
         warnings.warn(text, stacklevel=2)
         problem = replace(problem, notes=(*problem.notes, text))

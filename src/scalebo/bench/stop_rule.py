@@ -123,7 +123,8 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
                                 method_surrogate(method, problem, seed, fantasy=True),
                                 targets=(target,), n_samples=n_samples, rng=seed,
                                 prepared=None if method.posterior_discrepancy else post,
-                                cell_coupling=method.posterior_coupling).ratio[0]
+                                cell_coupling=method.posterior_coupling,
+                                exclude=bad).ratio[0]
         except (SearchError, ValueError, np.linalg.LinAlgError):
             ratio = None
     ref = reference_losses(problem, law)

@@ -117,16 +117,24 @@ def trace_figure(rec: Any, problem: Any) -> Any:
     env = np.asarray(problem.envelope_idx, dtype=np.int64)
     b.scatter(g.cost[env], loss[env], s=55, facecolors="none", edgecolors="r", linewidths=1.1,
               label="reference envelope", zorder=3)
-    inside = loss[idx] <= top
+    diverged = getattr(problem, "diverged", None)
+    failed = np.zeros(idx.size, bool) if diverged is None else diverged[idx]
+    inside = (loss[idx] <= top) & ~failed
+    above = ~inside & ~failed
     points = b.scatter(g.cost[idx][inside], loss[idx][inside], s=16, c=order[inside],
                        cmap="viridis", vmin=0, vmax=max(order.max(initial=0), 1),
                        edgecolors="k", linewidths=0.3, label="acquired", zorder=4)
-    if (~inside).any():
-        b.scatter(g.cost[idx][~inside], np.full((~inside).sum(), top + 0.6 * pad), marker="^",
-                  s=28, c=order[~inside], cmap="viridis", vmin=0,
+    if above.any():
+        b.scatter(g.cost[idx][above], np.full(above.sum(), top + 0.6 * pad), marker="^",
+                  s=28, c=order[above], cmap="viridis", vmin=0,
                   vmax=max(order.max(initial=0), 1), edgecolors="k", linewidths=0.3,
-                  label=f"acquired above the axis ({(~inside).sum()}, "
-                        f"loss up to {loss[idx].max():.3g} nats)", zorder=4, clip_on=False)
+                  label=f"acquired above the axis ({above.sum()}, "
+                        f"loss up to {loss[idx][above].max():.3g} nats)", zorder=4,
+                  clip_on=False)
+    if failed.any():
+        b.scatter(g.cost[idx][failed], np.full(failed.sum(), top + 0.6 * pad), marker="x",
+                  s=30, c="r", linewidths=1.0, zorder=4, clip_on=False,
+                  label=f"acquired, diverged ({failed.sum()}: compute spent, no loss)")
     fig.colorbar(points, ax=b, label="acquisition order (0 = first run)", pad=0.01)
     b.set(xscale="log", xlabel="training compute C (FLOPs)", ylabel="loss (nats)",
           ylim=(bottom - pad, top + pad), title="acquired configurations")

@@ -86,5 +86,6 @@ def untrusted_notes(rec: Any) -> list[str]:
               "window); read it as the point fit, not as certainty"
               for m in rec.metrics for law, entry in (m.law_posterior or {}).items()
               if (q := _at_1e25(entry, "predicted_loss")) and q.get("q10") is not None
-              and q["q90"] == q["q10"]]
+              and q["q90"] == q["q10"]
+              and int(entry.get("samples") or 0) - int(entry.get("n_failed") or 0) > 1]
     return notes

@@ -139,6 +139,10 @@ def with_runs(table: RunTable, column: str) -> RunTable:
         raise RunTableError(f"{table.source}: run column {column!r} not found"
                             + (f" (did you mean {near!r}?)" if near else "")
                             + f"; columns: {list(map(str, frame.columns))}.")
+    if (blank := np.flatnonzero(frame[column].isna().to_numpy())).size:
+        raise RunTableError(f"{table.source}: run column {column!r} is blank on "
+                            f"{blank.size} row(s) (first: table row {blank[0] + 1}); every "
+                            "checkpoint needs its run's name")
     if column == "run":
         return table
     frame = frame.assign(run=frame[column].astype("str"))

@@ -129,11 +129,23 @@ def frontier_note(frame: pd.DataFrame, law: Law, target: str, fit: FitResult,
             f"compute-optimal frontier may shape the envelope's fit; {advice}")
 
 
+#: Fewest training runs a bootstrap resamples whole (:func:`run_clusters`); with fewer, the
+#: resamples would be a handful of distinct tables.
+MIN_RUNS = 5
+
+
 def run_clusters(points: pd.DataFrame) -> np.ndarray | None:
-    """The training run of each point when ``points`` has a ``run`` column and some run
-    holds several points (checkpoints), for a bootstrap that resamples whole runs; None
-    otherwise (each point its own run)."""
-    if "run" not in points.columns or points["run"].nunique() == len(points):
+    """The training run of each point, for a bootstrap that resamples whole runs, when
+    ``points`` are checkpoints of runs: a ``run`` column without blanks whose every run has
+    one model size ``N`` and distinct token counts ``D``, some run holding several points, at
+    least :data:`MIN_RUNS` runs, and no averaged repeats (``n_repeats`` > 1: the label is
+    then one row's). None otherwise (each point resampled on its own)."""
+    if "run" not in points.columns or points["run"].isna().any() or (
+            "n_repeats" in points.columns and (points["n_repeats"] > 1).any()):
+        return None
+    runs = points.groupby(points["run"].astype(str), sort=False)
+    if (runs.ngroups == len(points) or runs.ngroups < MIN_RUNS
+            or (runs["N"].nunique() > 1).any() or (runs["D"].nunique() < runs.size()).any()):
         return None
     return points["run"].astype(str).to_numpy()
 

@@ -172,6 +172,7 @@ def sample_losses(
     rng: np.random.Generator | int | None = None,
     estimand: str = "reference",
     cell_coupling: float = CELL_COUPLING,
+    failed: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Joint posterior samples of the losses of every configuration in scope.
 
@@ -195,6 +196,7 @@ def sample_losses(
             (``"reference"`` only: ``"noise_free"`` samples are latent).
         estimand: ``"reference"`` or ``"noise_free"`` (:data:`ESTIMANDS`).
         cell_coupling: ρ of :func:`couple_cells` (0: the surrogate's joint draws as they are).
+        failed: Grid rows whose run failed or diverged: out of scope (never drawn).
 
     Returns:
         ``rows`` — grid rows in scope, increasing, ``(m,)``; ``losses`` — nats, ``(S, m)``.
@@ -202,5 +204,5 @@ def sample_losses(
     """
     d = draw_with_model(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,
                         include_noise, np.random.default_rng(rng), estimand,
-                        cell_coupling=cell_coupling)
+                        cell_coupling=cell_coupling, failed=failed)
     return d.rows, d.draws

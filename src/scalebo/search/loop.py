@@ -312,7 +312,7 @@ class SearchLoop(Admission):
                     self._ens, no_ensemble = tgt.refresh_ensemble(
                         self._ens, self.target, self.grid, cap, self._observed | self._pending,
                         model, dict(zip(self._obs_idx, self._obs_y, strict=True)), believed,
-                        mu, sd, self._target_rng)
+                        mu, sd, self._target_rng, self._failed)
                 s, what = tgt.candidate_scores(self._ens, no_ensemble, self.target, self.grid,
                                                cand)
             inc, stand_in = None, None

@@ -110,12 +110,16 @@ def _noise_at_bound(model: Any) -> bool:
     return bool(model.noise_ <= float(model.noise_bounds[0]) * (1 + 1e-3))
 
 
-def _reusable(grid: Grid, post: LawPosterior | None) -> bool:
-    """Whether ``post`` holds noise-free compute-law draws over every configuration."""
+def _reusable(grid: Grid, post: LawPosterior | None, observed: np.ndarray,
+              exclude: np.ndarray) -> bool:
+    """Whether ``post`` holds noise-free compute-law draws over every configuration but
+    those of ``exclude`` not in ``observed`` (rows never trained: out of every scope)."""
     d = None if post is None else post.samples
-    return (d is not None and post.law == "compute" and d.estimand == "noise_free"
-            and d.model is not None
-            and np.array_equal(d.rows, np.flatnonzero(~np.asarray(grid.held_out))))
+    if d is None or post.law != "compute" or d.estimand != "noise_free" or d.model is None:
+        return False
+    keep = ~np.asarray(grid.held_out)
+    keep[exclude[~np.isin(exclude, observed)]] = False
+    return np.array_equal(d.rows, np.flatnonzero(keep))
 
 
 def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surrogate: Any, *,
@@ -134,7 +138,8 @@ def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surroga
         targets: Target computes, FLOPs. n_samples: S. n_starts: Starts per law fit.
         rng: Seed or generator of the samples.
         exclude: Grid rows that will not be trained (e.g. a campaign's failed runs): not
-            conditioned on. Rows in flight should be left in: they will be observed.
+            conditioned on, and out of the draws' scope (as in the law posterior's
+            ``failed``). Rows in flight should be left in: they will be observed.
         prepared: The compute law's posterior from the same observations and surrogate,
             drawn with ``estimand="noise_free"`` over every configuration (scope ``"grid"``)
             and ``keep_samples=True``: its draws, fits and fitted surrogate are reused
@@ -153,12 +158,13 @@ def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surroga
     for need in ("condition_on", "sample_joint"):
         if not hasattr(surrogate, need):
             return _none(C, f"the surrogate has no {need}: no noise floor")
-    post = prepared if _reusable(grid, prepared) else None
+    obs = np.asarray(observed_idx, dtype=np.int64).ravel()
+    gone = np.asarray(exclude, dtype=np.int64).ravel()
+    post = prepared if _reusable(grid, prepared, obs, gone) else None
     d = post.samples if post is not None else draw_with_model(
         grid, observed_idx, y_obs, surrogate, "grid", None, n_samples, False,
-        np.random.default_rng(rng), "noise_free", cell_coupling=cell_coupling)
-    never = np.concatenate([np.asarray(observed_idx, dtype=np.int64).ravel(),
-                            np.asarray(exclude, dtype=np.int64).ravel()])
+        np.random.default_rng(rng), "noise_free", cell_coupling=cell_coupling, failed=gone)
+    never = np.concatenate([obs, gone])
     untried = d.rows[~np.isin(d.rows, never)]
     if _noise_at_bound(d.model):
         return _none(C, "the GP's noise variance is at its lower bound: it cannot tell the "

@@ -336,7 +336,8 @@ def stein_weights(cost: np.ndarray, draws: np.ndarray, thetas: np.ndarray, targe
 def refresh_ensemble(ens: TargetEnsemble | None, settings: TargetSettings, grid: Grid,
                      cap: float, known: np.ndarray, model: Any, observed: dict[int, float],
                      believed: dict[int, float], mu: float, sd: float,
-                     rng: np.random.Generator) -> tuple[TargetEnsemble | None, str]:
+                     rng: np.random.Generator, failed: np.ndarray | None = None
+                     ) -> tuple[TargetEnsemble | None, str]:
     """Keep or rebuild the ensemble for the scope under ``cap``: ``(ensemble, '')`` or
     ``(None, why)``.
 
@@ -346,9 +347,11 @@ def refresh_ensemble(ens: TargetEnsemble | None, settings: TargetSettings, grid:
     asks and covers the scope; otherwise a new one is built (:func:`build_ensemble`, from
     ``model``, ``mu``, ``sd``, ``rng``) with the ``observed`` losses (row → nats) and the
     ``believed`` pending ones (row → standardized units) fixed. Depends on the total budget
-    only through ``cap``.
+    only through ``cap``. ``failed`` (``(n_cfg,)`` bool): rows of failed runs, never in scope
+    (the surrogate never saw them; drawn, they would enter the law fits as trained).
     """
-    scope = np.flatnonzero(((grid.cost <= cap * (1 + COST_RTOL)) | known) & ~grid.held_out)
+    usable = ~grid.held_out if failed is None else ~grid.held_out & ~(failed & ~known)
+    scope = np.flatnonzero(((grid.cost <= cap * (1 + COST_RTOL)) | known) & usable)
     if ens is not None and ens.age < settings.every and np.isin(scope, ens.rows).all():
         return ens.observe(np.flatnonzero(known)), ""
     fixed = dict(observed)
