@@ -6,9 +6,10 @@ runs at 4–11 nats among good runs at 2–3; a sentinel such as 10). Told to th
 losses, they bend its surrogate; a campaign would record them as failed runs (compute spent,
 no loss: ``scalebo status --diverged-above``). With ``diverged_above`` a replay does the same
 (:attr:`scalebo.bench.problems.ReplayProblem.diverged`), and the reference fits leave them out.
-Measured (docs/reproduction.md, 0.4.12): on a trial's grid whose diverged runs were recorded at
-10 nats, 23.6 / 11.0 / 11.4 / 12.1 → 10.0 / 2.5 / 1.3 / 0.0 % error at 1 / 5 / 10 / 25 % of
-C_total (20 seeds); on StepLaw (diverged above 4 nats) no significant change.
+Measured (docs/reproduction.md, 0.4.12): on a trial's grid whose diverged runs were recorded
+at 10 nats, 23.6 / 11.0 / 11.4 / 12.1 → 10.4 / 5.1 / 1.6 / 0.0 % mean error at 1 / 5 / 10 /
+25 % of C_total (20 seeds; from a few seeds each); on StepLaw (diverged above 4 nats) no
+significant change.
 """
 
 from __future__ import annotations
