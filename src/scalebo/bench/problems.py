@@ -224,7 +224,8 @@ def problem_from_table(
 def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarray,
                      notes: tuple[str, ...], chinchilla_starts: np.ndarray | None,
                      diverged: np.ndarray | None = None) -> ReplayProblem:
-    acq = np.flatnonzero(~grid.held_out & (True if diverged is None else ~diverged))
+    usable = np.ones(grid.n_configs, bool) if diverged is None else ~diverged
+    acq = np.flatnonzero(~grid.held_out & usable)
     env = envelope_rows(grid, loss, acq)
     cells = cell_best_rows(grid, loss, acq)
     try:
@@ -251,8 +252,7 @@ def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarra
     for msg in extra:
         warnings.warn(msg, stacklevel=3)
     notes = (*notes, *extra)
-    held = cell_best_rows(grid, loss, np.flatnonzero(
-        grid.held_out & (True if diverged is None else ~diverged)))
+    held = cell_best_rows(grid, loss, np.flatnonzero(grid.held_out & usable))
     held_cells = pd.DataFrame({
         "N": grid.configs["N"].to_numpy()[held],
         "D": grid.configs["D"].to_numpy()[held],
