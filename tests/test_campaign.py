@@ -207,3 +207,35 @@ def test_a_campaign_runs_the_gp_a_replay_of_the_default_measures(tmp_path):
     assert not isinstance(campaign_gp(grid, 3, clip_iqr=0), ClippedGP)
     at_median = method_surrogate(MethodConfig(clip_iqr=0), problem, 3, fantasy=False)
     assert isinstance(at_median, ClippedGP) and at_median.k == 0
+
+
+def test_sentinel_losses_of_diverged_runs_get_a_note_and_a_too_low_threshold_too(grid):
+    """A trial's campaign told diverged runs as completed with loss 10: the law went 21 %
+    off with no word about those rows. Now they are named; with --diverged-above they are
+    failed runs; and a threshold that fails a quarter of the runs, cell minima among them,
+    is said to be too low."""
+    rows = list(range(12))
+    frame = _frame(grid, rows)
+    frame["loss"] = 2.5 + 0.05 * np.arange(12)  # ordinary losses, cell bests ~2.5-3
+    frame.loc[[3, 7], "loss"] = 10.0  # data rows 4 and 8
+    (note,) = [n for n in read_campaign_runs(frame, grid).notes if "median cell best" in n]
+    assert "data rows 4 and 8: completed with a loss over 2x the median cell best" in note
+    assert "--diverged-above LOSS" in note
+    marked = read_campaign_runs(frame, grid, diverged_above=8.0)
+    assert not [n for n in marked.notes if "median cell best" in n or "too low" in n]
+    assert marked.failed.size == 2 and marked.completed.size == 10
+    low = read_campaign_runs(frame, grid, diverged_above=2.7)
+    (note,) = [n for n in low.notes if "too low" in n]
+    assert f"counts {int((frame['loss'] > 2.7).sum())} of the 12 runs" in note
+    clean = read_campaign_runs(_frame(grid, rows), grid)
+    assert not [n for n in clean.notes if "median cell best" in n]
+
+
+def test_a_finished_run_appended_beside_its_running_row_says_to_update_it(grid):
+    frame = _frame(grid, [0, 1, 2])
+    running = frame.iloc[[1]].assign(loss=np.nan, status="running")
+    both = pd.concat([frame.iloc[[0]], running, frame.iloc[[1, 2]]], ignore_index=True)
+    with pytest.raises(SearchError, match="data row 3 reports .* finished, and data row 2 "
+                       "still lists it as running: update that row"):
+        read_campaign_runs(both.assign(status=both.get("status", "completed")
+                                       .fillna("completed")), grid)

@@ -342,7 +342,7 @@ def test_target_without_joint_samples_falls_back_to_ei_and_says_why(grid):
     scored = [s for s in target if s.acquisition_value is not None]
     assert scored and all(s.reason.startswith("target fallback to EI (the surrogate has no "
                                               "sample_joint") for s in scored)
-    assert all("max ei score" in s.reason for s in scored)
+    assert all("max log ei score" in s.reason for s in scored)
 
 
 def test_ei_per_unit_cost_prefers_the_cheaper_of_two_equal_posteriors():

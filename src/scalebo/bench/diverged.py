@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from scalebo.search.runs_columns import DIVERGED_RATIO, suspect_diverged
+
 if TYPE_CHECKING:
     from scalebo.bench.problems import ReplayProblem
     from scalebo.data.runs import RunTable
@@ -27,9 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["DIVERGED_RATIO", "diverged_note", "diverged_rows", "keep_usable_runs",
            "with_failed_configurations"]
 
-#: Recorded losses above this multiple of the median cell-best loss look diverged
-#: (:func:`diverged_note`; trained LLM losses sit at 2–4 nats, diverged ones near ln(vocab)).
-DIVERGED_RATIO = 2.0
 
 
 def diverged_rows(loss: np.ndarray, diverged_above: float, name: str
@@ -94,12 +93,13 @@ def with_failed_configurations(table: RunTable) -> pd.DataFrame:
 
 def diverged_note(problem: ReplayProblem) -> str | None:
     """A note when some recorded losses of ``problem`` look like diverged runs — above
-    :data:`DIVERGED_RATIO` × the median of the cells' best losses — and none is marked
+    :data:`~scalebo.search.runs_columns.DIVERGED_RATIO` × the median of the cells' best losses
+    (:func:`~scalebo.search.runs_columns.suspect_diverged`, as a campaign's runs are judged)
+    — and none is marked
     (``problem.diverged`` is None); None otherwise."""
     if problem.diverged is not None:
         return None
-    best = float(np.median(problem.loss[problem.cell_best_idx]))
-    high = problem.loss > DIVERGED_RATIO * best
+    high, best = suspect_diverged(problem.loss, problem.grid.cell_ids)
     if not high.any():
         return None
     return (f"{problem.name}: {int(high.sum())} configurations have a recorded loss over "

@@ -108,10 +108,11 @@ def _check_required(frame: pd.DataFrame, name: str,
             f"{name}: missing required column(s) {missing} (N: parameters, D: tokens, "
             f"loss: nats). The file's columns: {[mapping.get(c, c) for c in frame.columns]}. "
             f"Map yours with --map {example} (mapping={{...}} in Python)."
-            + (" A table of compute and loss alone is not a run table; fit it as a formula: "
+            + (" A table of compute and loss alone is not a run table, and a formula is "
+               "fitted to every row, not to the envelope of the best runs (keep only your "
+               "frontier's runs first); fit it as a formula: "
                "scalebo fit FILE --formula 'E + A*C**(-alpha)' --bounds "
-               "E=0:10,A=0:1e8,alpha=0:2 (a formula is fitted to every row, not to the "
-               "envelope of the best runs: keep only the runs on your frontier first)."
+               "E=0:10,A=0:1e8,alpha=0:2."
                if "C" in frame.columns and "loss" in frame.columns
                and {"N", "D"} & set(missing) else "")
         )

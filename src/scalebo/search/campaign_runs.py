@@ -41,11 +41,13 @@ from scalebo.errors import RunTableError, SearchError, shown_config, shown_rows
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 from scalebo.search.runs_columns import (
+    DIVERGED_RATIO,
     RunStatus,
     check_run_columns,
     grid_numbers,
     numbers,
     run_statuses,
+    suspect_diverged,
 )
 
 __all__ = ["CampaignRuns", "RunStatus", "read_campaign_runs", "read_pending_runs"]
@@ -216,6 +218,34 @@ def _named_frame(source: str | Path | pd.DataFrame) -> tuple[str, pd.DataFrame]:
     return str(source), read_table(source)
 
 
+def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status: list,
+                    loss: np.ndarray, diverged_above: float | None, name: str) -> list[str]:
+    """Without ``diverged_above``: a note when completed runs' losses look diverged
+    (:func:`~scalebo.search.runs_columns.suspect_diverged`); with it: a note when it counts
+    a quarter or more of the runs that reported a loss as failed (too low?)."""
+    told = np.array([st is not RunStatus.FAILED and st is not RunStatus.RUNNING
+                     for st in status]) & np.isfinite(loss)
+    cells = np.asarray(grid.cell_ids)[idx]
+    if diverged_above is None:
+        done = np.array([k is RunStatus.COMPLETED for k in kinds]) & told
+        high, median = suspect_diverged(np.where(done, loss, np.nan), cells)
+        if not high.any():
+            return []
+        return [f"{name}: {shown_rows((np.flatnonzero(high) + 1).tolist())}: completed with "
+                f"a loss over {DIVERGED_RATIO:g}x the median cell best ({median:.4g} nats; up "
+                f"to {loss[high].max():.4g}): diverged runs? --diverged-above LOSS counts them "
+                "as failed runs (compute spent, no loss) instead of telling the search and the "
+                "law these losses"]
+    cut = told & (loss > diverged_above)
+    if cut.sum() < 0.25 * max(told.sum(), 1) or not cut.any():
+        return []
+    best = pd.Series(loss[told]).groupby(cells[told]).transform("min").to_numpy()
+    minima = int((cut[told] & (loss[told] <= best)).sum())
+    return [f"{name}: --diverged-above {diverged_above:g} counts {int(cut.sum())} of the "
+            f"{int(told.sum())} runs that reported a loss as failed, {minima} of them the "
+            "best run of their cell: too low? (a diverged loss sits far above every good run)"]
+
+
 def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
                        mapping: Mapping[str, str] | None = None,
                        diverged_above: float | None = None,
@@ -272,6 +302,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
                    else "its loss is missing or not finite")
             notes.append(f"data row {pos + 1}: counted as failed because {why}")
         kinds.append(RunStatus.FAILED)
+    notes += _diverged_notes(grid, idx, kinds, status, loss, diverged_above, name)
     row_cost = np.where(np.isfinite(cost), cost, np.asarray(grid.budget_cost)[idx])
     keep, superseded = _one_row_per_configuration(grid, idx, kinds, name, notes)
     held = keep & np.asarray(grid.held_out)[idx]  # SearchLoop refuses them: set aside
@@ -308,6 +339,13 @@ def _one_row_per_configuration(grid: Grid, idx: np.ndarray, kinds: list[RunStatu
     for g in values[counts > 1].tolist():
         rows = np.flatnonzero(idx == g)
         live = [int(p) for p in rows if kinds[p] is not RunStatus.FAILED]
+        running = [p for p in live if kinds[p] is RunStatus.RUNNING]
+        if len(live) == 2 and len(running) == 1:  # a finished run appended, not updated
+            done = next(p for p in live if p != running[0])
+            raise SearchError(f"{name}: data row {done + 1} reports "
+                              f"{shown_config(grid.config(g))} finished, and data row "
+                              f"{running[0] + 1} still lists it as running: update that row "
+                              "(its status and loss) instead of adding one.")
         if len(live) > 1:
             raise SearchError(f"{name}: {shown_rows([p + 1 for p in live])} are the same "
                               f"configuration {shown_config(grid.config(g))}, run more than "

@@ -325,7 +325,7 @@ class SearchLoop(Admission):
                     cand, mean, std, incumbent=self.incumbent, kappa=self.kappa,
                     cost=(self.marginal_cost(priced=True)[cand], self.grid.budget_total,
                           self.ei_cost_power))
-                what += f"max {kind.value} score" + (
+                what += f"max {'' if kind is Acquisition.LCB else 'log '}{kind.value} score" + (
                     "" if kind is Acquisition.LCB else f" per cost^{self.ei_cost_power:g}")
             if broken := _not_finite("acquisition score", np.where(np.isnan(s), np.nan, 0.0)):
                 self._fall_back(cand, cap, broken, picks)

@@ -17,7 +17,13 @@ import pandas as pd
 from scalebo.data.columns import is_blank, to_numbers
 from scalebo.errors import RunTableError, closest
 
-__all__ = ["RunStatus", "check_run_columns", "grid_numbers", "numbers", "run_statuses"]
+__all__ = ["DIVERGED_RATIO", "RunStatus", "check_run_columns", "grid_numbers", "numbers",
+           "run_statuses", "suspect_diverged"]
+
+#: A loss above this multiple of the median of the cells' best losses looks like a diverged
+#: run told as a loss (trained LLM losses sit at 2–4 nats, diverged ones near ln(vocab) or at
+#: a sentinel such as 10): :func:`suspect_diverged`.
+DIVERGED_RATIO = 2.0
 
 
 class RunStatus(StrEnum):
@@ -112,3 +118,16 @@ def numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:
         raise RunTableError(f"{name}: data row {pos + 1}, column {column!r}: expected a "
                             f"number, got {frame[column].iloc[pos]!r}.")  # as run tables say
     return values.to_numpy(dtype=np.float64)
+
+
+def suspect_diverged(loss: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(mask, median)``: which finite losses (nats, ``(n,)``) lie above
+    :data:`DIVERGED_RATIO` × the median over cells (``cells``: cell id of each, ``(n,)``) of
+    each cell's lowest loss, and that median (NaN without a finite loss)."""
+    loss = np.asarray(loss, dtype=np.float64)
+    ok = np.isfinite(loss)
+    if not ok.any():
+        return np.zeros(loss.size, bool), math.nan
+    best = pd.Series(loss[ok]).groupby(np.asarray(cells)[ok]).min()
+    median = float(best.median())
+    return ok & (loss > DIVERGED_RATIO * median), median
