@@ -218,17 +218,22 @@ def test_sentinel_losses_of_diverged_runs_get_a_note_and_a_too_low_threshold_too
     frame = _frame(grid, rows)
     frame["loss"] = 2.5 + 0.05 * np.arange(12)  # ordinary losses, cell bests ~2.5-3
     frame.loc[[3, 7], "loss"] = 10.0  # data rows 4 and 8
-    (note,) = [n for n in read_campaign_runs(frame, grid).notes if "median cell best" in n]
-    assert "data rows 4 and 8: completed with a loss over 2x the median cell best" in note
+    (note,) = [n for n in read_campaign_runs(frame, grid).notes if "cell's best" in n]
+    assert "data rows 4 and 8: completed with a loss over 2x their cell's best" in note
     assert "--diverged-above LOSS" in note
     marked = read_campaign_runs(frame, grid, diverged_above=8.0)
-    assert not [n for n in marked.notes if "median cell best" in n or "too low" in n]
+    assert not [n for n in marked.notes if "cell's best" in n or "too low" in n]
     assert marked.failed.size == 2 and marked.completed.size == 10
     low = read_campaign_runs(frame, grid, diverged_above=2.7)
     (note,) = [n for n in low.notes if "too low" in n]
     assert f"counts {int((frame['loss'] > 2.7).sum())} of the 12 runs" in note
     clean = read_campaign_runs(_frame(grid, rows), grid)
-    assert not [n for n in clean.notes if "median cell best" in n]
+    assert not [n for n in clean.notes if "cell's best" in n]
+    # a small model's badly tuned run (1.5x its cell's best, 2.4x the large models') is no
+    # diverged run
+    small = frame.assign(loss=np.where(frame["N"] == frame["N"].min(), 5.0, 2.4))
+    small.loc[0, "loss"] = 7.5
+    assert not [n for n in read_campaign_runs(small, grid).notes if "cell's best" in n]
 
 
 def test_a_finished_run_appended_beside_its_running_row_says_to_update_it(grid):

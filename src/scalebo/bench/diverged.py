@@ -93,7 +93,7 @@ def with_failed_configurations(table: RunTable) -> pd.DataFrame:
 
 def diverged_note(problem: ReplayProblem) -> str | None:
     """A note when some recorded losses of ``problem`` look like diverged runs — above
-    :data:`~scalebo.search.runs_columns.DIVERGED_RATIO` × the median of the cells' best losses
+    :data:`~scalebo.search.runs_columns.DIVERGED_RATIO` × their cell's best loss
     (:func:`~scalebo.search.runs_columns.suspect_diverged`, as a campaign's runs are judged)
     — and none is marked
     (``problem.diverged`` is None); None otherwise."""
@@ -103,7 +103,8 @@ def diverged_note(problem: ReplayProblem) -> str | None:
     if not high.any():
         return None
     return (f"{problem.name}: {int(high.sum())} configurations have a recorded loss over "
-            f"{DIVERGED_RATIO:g}x the median cell best ({best:.4g} nats; up to "
-            f"{problem.loss.max():.4g}): if they are diverged runs, --diverged-above LOSS "
-            "(diverged_above= in a sweep or in Python) makes a replay treat them as failed "
+            f"{DIVERGED_RATIO:g}x their cell's best (up to {problem.loss[high].max():.4g} nats; "
+            f"the median cell best is {best:.4g}): if they are diverged runs, "
+            "--diverged-above LOSS (diverged_above= in a sweep or in Python) makes a replay "
+            "treat them as failed "
             "runs (compute spent, no loss) instead of telling the search their losses")

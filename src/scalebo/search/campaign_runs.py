@@ -232,8 +232,9 @@ def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status:
         if not high.any():
             return []
         return [f"{name}: {shown_rows((np.flatnonzero(high) + 1).tolist())}: completed with "
-                f"a loss over {DIVERGED_RATIO:g}x the median cell best ({median:.4g} nats; up "
-                f"to {loss[high].max():.4g}): diverged runs? --diverged-above LOSS counts them "
+                f"a loss over {DIVERGED_RATIO:g}x their cell's best (up to "
+                f"{loss[high].max():.4g} nats; the median cell best is {median:.4g}): "
+                "diverged runs? --diverged-above LOSS counts them "
                 "as failed runs (compute spent, no loss) instead of telling the search and the "
                 "law these losses"]
     cut = told & (loss > diverged_above)

@@ -121,13 +121,19 @@ def numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:
 
 
 def suspect_diverged(loss: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, float]:
-    """``(mask, median)``: which finite losses (nats, ``(n,)``) lie above
-    :data:`DIVERGED_RATIO` × the median over cells (``cells``: cell id of each, ``(n,)``) of
-    each cell's lowest loss, and that median (NaN without a finite loss)."""
+    """``(mask, median)``: which finite losses (nats, ``(n,)``; ``cells``: the (N, D) cell id
+    of each, ``(n,)``) look diverged — above :data:`DIVERGED_RATIO` × their cell's lowest
+    loss, or in a cell whose lowest loss is itself above that multiple of the median over
+    cells of each cell's lowest loss (every run of the cell diverged) — and that median (NaN
+    without a finite loss). A small model's badly tuned runs stay within a few tens of
+    percent of its best and are not flagged, wherever the larger models' losses lie."""
     loss = np.asarray(loss, dtype=np.float64)
     ok = np.isfinite(loss)
     if not ok.any():
         return np.zeros(loss.size, bool), math.nan
-    best = pd.Series(loss[ok]).groupby(np.asarray(cells)[ok]).min()
-    median = float(best.median())
-    return ok & (loss > DIVERGED_RATIO * median), median
+    cells = np.asarray(cells)
+    per_cell = pd.Series(loss[ok]).groupby(cells[ok]).min()
+    median = float(per_cell.median())
+    own = per_cell.reindex(cells).to_numpy()
+    high = (loss > DIVERGED_RATIO * own) | (own > DIVERGED_RATIO * median)
+    return ok & high, median
