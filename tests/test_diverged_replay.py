@@ -197,3 +197,29 @@ def test_the_target_acquisitions_ensemble_never_draws_a_failed_run(problems):
     assert not failed[ens.rows].any() and known[ens.rows].sum() == tried.size
     ens_all, _ = tgt.refresh_ensemble(None, *args, np.random.default_rng(0))
     assert failed[ens_all.rows].sum() == failed.sum()  # without it they are drawn
+
+
+def test_a_run_recorded_as_failed_is_a_failed_configuration_too(tmp_path):
+    """A campaign's own runs file marks a crash with status 'failed' (a review): with
+    diverged_above its configuration stays in the grid as a failed one, as a NaN loss does."""
+    frame = _frame().query("loss < 5").assign(status="completed")
+    frame.loc[frame.index[3], "status"] = "failed"
+    path = tmp_path / "status.csv"
+    frame.to_csv(path, index=False)
+    with pytest.warns(UserWarning):
+        p = load_problem(path, diverged_above=5.0, axes=["lr"])
+    assert p.grid.n_configs == len(frame) and p.diverged.sum() == 1
+
+
+def test_a_held_out_cell_whose_every_run_crashed_is_said(tmp_path):
+    """The held-out cells are the costliest, usable or not: one whose every run crashed
+    leaves the held-out MSE to the other, and a note says so (a review)."""
+    frame = _frame().query("loss < 5")
+    top = frame["N"].max() * frame["D"].max()
+    frame.loc[frame["N"] * frame["D"] == top, "loss"] = np.nan
+    path = tmp_path / "top.csv"
+    frame.to_csv(path, index=False)
+    with pytest.warns(UserWarning):
+        p = load_problem(path, diverged_above=5.0)
+    assert len(p.held_out_cells) == 1
+    assert any("has no usable run" in n and "scores the 1 other(s)" in n for n in p.notes)

@@ -25,9 +25,10 @@ from scalebo.search.runs_columns import DIVERGED_RATIO, suspect_diverged
 if TYPE_CHECKING:
     from scalebo.bench.problems import ReplayProblem
     from scalebo.data.runs import RunTable
+    from scalebo.search.grid import Grid
 
-__all__ = ["DIVERGED_RATIO", "diverged_note", "diverged_rows", "keep_usable_runs",
-           "with_failed_configurations"]
+__all__ = ["DIVERGED_RATIO", "diverged_note", "diverged_rows", "empty_held_out",
+           "keep_usable_runs", "with_failed_configurations"]
 
 
 
@@ -67,14 +68,18 @@ def keep_usable_runs(frame: pd.DataFrame, key: Sequence[str], diverged_above: fl
 
 def with_failed_configurations(table: RunTable) -> pd.DataFrame:
     """``table``'s runs plus one row for each configuration whose every run was excluded
-    for a non-finite or diverged loss (``load_runs(..., diverged_above=)``): such a run was
-    trained and failed, so a replay that buys the configuration spends its cost and learns
-    no loss. A crashed run's loss becomes ``inf``."""
+    for a non-finite or diverged loss (``load_runs(..., diverged_above=)``) or a ``status``
+    of ``failed``: such a run was trained and failed, so a replay that buys the
+    configuration spends its cost and learns no loss. A diverged run keeps its loss; a
+    crashed or failed one's becomes ``inf``."""
     from scalebo.data.columns import ExclusionReason
 
     frame = table.frame
     gone = table.excluded
-    gone = gone[gone["reason"].isin([ExclusionReason.NON_FINITE, ExclusionReason.DIVERGED])]
+    failed = (gone["status"].astype(str).str.strip().str.lower() == "failed"
+              if "status" in gone.columns else False)
+    gone = gone[gone["reason"].isin([ExclusionReason.NON_FINITE, ExclusionReason.DIVERGED])
+                | ((gone["reason"] == ExclusionReason.NOT_COMPLETED) & failed)]
     if gone.empty:
         return frame
     key = ["N", "D", *table.hyperparameters]
@@ -86,9 +91,22 @@ def with_failed_configurations(table: RunTable) -> pd.DataFrame:
     new = gone[fresh][[c for c in frame.columns if c in gone.columns]].copy()
     if "n_repeats" in frame.columns:
         new["n_repeats"] = runs[fresh]
-    new["loss"] = new["loss"].astype(np.float64).where(np.isfinite(new["loss"].astype(
-        np.float64)), np.inf)
+    kept_loss = (gone[fresh]["reason"] == ExclusionReason.DIVERGED).to_numpy()
+    new["loss"] = np.where(kept_loss, new["loss"].astype(np.float64), np.inf)
     return pd.concat([frame, new], ignore_index=True)
+
+
+def empty_held_out(grid: Grid, usable: np.ndarray) -> list[str]:
+    """A note for each held-out cell of ``grid`` without a usable configuration (``usable``:
+    ``(n_cfg,)`` bool; every run of the cell diverged or crashed): the held-out cells are
+    the costliest whatever their runs, so the held-out MSE then scores fewer cells."""
+    cells = np.unique(grid.cell_ids[grid.held_out])
+    empty = [c for c in cells if not usable[grid.held_out & (grid.cell_ids == c)].any()]
+    first = {c: int(np.flatnonzero(grid.cell_ids == c)[0]) for c in empty}
+    return [f"held-out cell (N={grid.configs['N'].iloc[i]:.4g}, "
+            f"D={grid.configs['D'].iloc[i]:.4g}) has no usable run (every run diverged or "
+            f"crashed): the held-out MSE scores the {cells.size - len(empty)} other(s)"
+            for i in first.values()]
 
 
 def diverged_note(problem: ReplayProblem) -> str | None:

@@ -33,6 +33,7 @@ import pandas as pd
 from scalebo.bench.diverged import (
     diverged_note,
     diverged_rows,
+    empty_held_out,
     keep_usable_runs,
     with_failed_configurations,
 )
@@ -248,18 +249,15 @@ def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarra
              f"({fit.status}: {fit.message}); errors and coverage scored against it measure "
              "distance to a fit the data do not pin down"
              for law, fit in (("compute", ref_c), ("chinchilla", ref_ch))
-             if fit is not None and str(fit.status) != "converged"]
+             if fit is not None and str(fit.status) != "converged"] + empty_held_out(grid, usable)
     for msg in extra:
         warnings.warn(msg, stacklevel=3)
     notes = (*notes, *extra)
     held = cell_best_rows(grid, loss, np.flatnonzero(grid.held_out & usable))
-    held_cells = pd.DataFrame({
-        "N": grid.configs["N"].to_numpy()[held],
-        "D": grid.configs["D"].to_numpy()[held],
-        "C": grid.config_cell_cost[held],
-        "best_loss": loss[held],
-        "grid_index": held,
-    })
+    held_cells = pd.DataFrame({"N": grid.configs["N"].to_numpy()[held],
+                               "D": grid.configs["D"].to_numpy()[held],
+                               "C": grid.config_cell_cost[held], "best_loss": loss[held],
+                               "grid_index": held})
     return ReplayProblem(name=name, grid=grid, loss=loss, n_repeats=repeats,
                          reference_compute=ref_c, reference_chinchilla=ref_ch,
                          envelope_idx=env, cell_best_idx=cells, held_out_cells=held_cells,

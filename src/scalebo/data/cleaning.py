@@ -26,6 +26,7 @@ from scalebo.data.columns import (
     text_column,
     to_numbers,
 )
+from scalebo.data.plausibility import text_settings
 from scalebo.errors import (
     EXCLUDED_IN_PYTHON,
     ExcludedRunsWarning,
@@ -253,8 +254,8 @@ def _resolve_hyperparameters(
                 "value(s) in, or name the hyperparameter columns (fit --hyperparameters, "
                 "replay --axes, hyperparameters= in Python).",
                 UserWarning, stacklevel=3)
-        for column, values in _text_settings(valid, candidates, chosen,
-                                             config_columns).items():
+        for column, values in text_settings(valid, candidates, chosen,
+                                            config_columns).items():
             warnings.warn(
                 f"{name}: text column {column!r} ({values}) varies inside (N, D) cells but "
                 "is not a hyperparameter by default (the default takes numeric columns): "
@@ -277,42 +278,6 @@ def _resolve_hyperparameters(
         raise RunTableError(f"{name}: hyperparameters {list(hps)} name a column twice.")
     _check_columns_exist(frame, hps, "hyperparameter column", name)
     return hps
-
-
-#: Name parts of text columns that label runs or repeats rather than settings.
-_RUN_LABELS = ("seed", "run", "name", "id", "job", "tag", "date", "time", "host", "path")
-
-
-def _text_settings(frame: pd.DataFrame, candidates: Sequence[str], chosen: Sequence[str],
-                   config_columns: Sequence[str] = ()) -> dict[str, str]:
-    """Text columns of ``candidates`` left out of ``chosen`` that look like a setting: no
-    blank, a name that does not label runs (:data:`_RUN_LABELS`), fewer distinct values
-    than half the rows, varying inside some (N, D) cell (or config group), and not a one-to-one
-    relabelling of a chosen column (``lr_tag`` beside ``lr``); column → its first values,
-    for a warning. (A setting that the chosen axes determine, such as an optimizer whose
-    learning rates differ from the other's, is still said: the GP would read both
-    optimizers' learning rates as one axis.)"""
-    out = {}
-    cells = frame.groupby(["N", "D", *config_columns], sort=False, dropna=False)
-    for column in candidates:
-        series = frame[column]
-        words = re.split(r"[^a-z]+", str(column).lower())
-        if (column in chosen or pd.api.types.is_numeric_dtype(series.dtype)
-                or any(w in _RUN_LABELS for w in words)
-                or series.isna().any() or 2 * series.nunique() >= len(series)
-                or not (cells[column].nunique() > 1).any()
-                or any(_relabels(frame, column, c) for c in chosen)):
-            continue
-        values = list(map(str, pd.unique(series)))
-        out[column] = ", ".join(values[:4]) + (", ..." if len(values) > 4 else "")
-    return out
-
-
-def _relabels(frame: pd.DataFrame, a: str, b: str) -> bool:
-    """Whether columns ``a`` and ``b`` determine each other (one value of one, one of the
-    other)."""
-    pairs = frame[[a, b]].drop_duplicates()
-    return bool(pairs[a].is_unique and pairs[b].is_unique)
 
 
 def _check_typos(frame: pd.DataFrame, columns: Sequence[str], name: str) -> list[str]:

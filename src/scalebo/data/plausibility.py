@@ -7,6 +7,8 @@ table as a whole and only warn (a real table may be unusual):
   runs train on 1–10,000 tokens per parameter);
 * the largest ``N`` is below :data:`MIN_PARAMS` or the largest ``D`` below :data:`MIN_TOKENS`:
   sizes given in millions or billions (N is a parameter count, D a token count);
+* a text column that varies inside (N, D) cells like a setting but is not among the default
+  (numeric) axes (:func:`text_settings`): its runs would be compared as one setting;
 * a given ``C`` column differs from ``6·N·D`` by more than :data:`C_RTOL` (median ratio;
   attention FLOPs add 10–30 %, which is not worth a note): the
   compute law and predictions at a compute use ``C``, while Chinchilla's compute-optimal N*, D*
@@ -17,10 +19,14 @@ table as a whole and only warn (a real table may be unusual):
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 
-__all__ = ["C_OUTLIER", "C_RTOL", "MIN_PARAMS", "MIN_TOKENS", "unit_notes"]
+__all__ = ["C_OUTLIER", "C_RTOL", "MIN_PARAMS", "MIN_TOKENS", "RUN_LABELS", "relabels",
+           "text_settings", "unit_notes"]
 
 #: A table whose largest N is below this many parameters gets a note (sizes in millions?).
 MIN_PARAMS = 1e5
@@ -69,3 +75,40 @@ def unit_notes(frame: pd.DataFrame, name: str, *, has_C: bool) -> list[str]:
                          f"the other runs of N = {N[odd[0]]:.4g} have {local[odd[0]]:.3g} ×; "
                          "a typo in C, N or D?")
     return notes
+
+
+#: Words of text column names that label runs or repeats rather than settings (``seed_tag``,
+#: ``run_name``; a name unique per run is left out anyway, ``optimizer_name`` is a setting).
+RUN_LABELS = ("seed", "run", "id", "job", "date", "time", "host", "path")
+
+
+def text_settings(frame: pd.DataFrame, candidates: Sequence[str], chosen: Sequence[str],
+                   config_columns: Sequence[str] = ()) -> dict[str, str]:
+    """Text columns of ``candidates`` left out of ``chosen`` that look like a setting: no
+    blank, a name that does not label runs (:data:`RUN_LABELS`), fewer distinct values
+    than half the rows, varying inside some (N, D) cell (or config group), and not a one-to-one
+    relabelling of a chosen column (``lr_tag`` beside ``lr``); column → its first values,
+    for a warning. (A setting that the chosen axes determine, such as an optimizer whose
+    learning rates differ from the other's, is still said: the GP would read both
+    optimizers' learning rates as one axis.)"""
+    out = {}
+    cells = frame.groupby(["N", "D", *config_columns], sort=False, dropna=False)
+    for column in candidates:
+        series = frame[column]
+        words = re.split(r"[^a-z]+", str(column).lower())
+        if (column in chosen or pd.api.types.is_numeric_dtype(series.dtype)
+                or any(w in RUN_LABELS for w in words)
+                or series.isna().any() or 2 * series.nunique() >= len(series)
+                or not (cells[column].nunique() > 1).any()
+                or any(relabels(frame, column, c) for c in chosen)):
+            continue
+        values = list(map(str, pd.unique(series)))
+        out[column] = ", ".join(values[:4]) + (", ..." if len(values) > 4 else "")
+    return out
+
+
+def relabels(frame: pd.DataFrame, a: str, b: str) -> bool:
+    """Whether columns ``a`` and ``b`` determine each other (one value of one, one of the
+    other)."""
+    pairs = frame[[a, b]].drop_duplicates()
+    return bool(pairs[a].is_unique and pairs[b].is_unique)

@@ -221,8 +221,10 @@ def _named_frame(source: str | Path | pd.DataFrame) -> tuple[str, pd.DataFrame]:
 def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status: list,
                     loss: np.ndarray, diverged_above: float | None, name: str) -> list[str]:
     """Without ``diverged_above``: a note when completed runs' losses look diverged
-    (:func:`~scalebo.search.runs_columns.suspect_diverged`); with it: a note when it counts
-    a quarter or more of the runs that reported a loss as failed (too low?)."""
+    (:func:`~scalebo.search.runs_columns.suspect_diverged`); with it: a note when it fails
+    runs whose loss is ordinary — within :data:`DIVERGED_RATIO` × their cell's best among
+    the runs it keeps (or, in a cell it empties, of the kept cells' median best) — at least
+    3 of them and a quarter of the runs that reported a loss (too low?)."""
     told = np.array([st is not RunStatus.FAILED and st is not RunStatus.RUNNING
                      for st in status]) & np.isfinite(loss)
     cells = np.asarray(grid.cell_ids)[idx]
@@ -238,13 +240,18 @@ def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status:
                 "as failed runs (compute spent, no loss) instead of telling the search and the "
                 "law these losses"]
     cut = told & (loss > diverged_above)
-    if cut.sum() < 0.25 * max(told.sum(), 1) or not cut.any():
+    kept = told & ~cut
+    if not cut.any() or not kept.any():
         return []
-    best = pd.Series(loss[told]).groupby(cells[told]).transform("min").to_numpy()
-    minima = int((cut[told] & (loss[told] <= best)).sum())
-    return [f"{name}: --diverged-above {diverged_above:g} counts {int(cut.sum())} of the "
-            f"{int(told.sum())} runs that reported a loss as failed, {minima} of them the "
-            "best run of their cell: too low? (a diverged loss sits far above every good run)"]
+    best = pd.Series(loss[kept]).groupby(cells[kept]).min()
+    ref = best.reindex(cells).fillna(best.median()).to_numpy()
+    ordinary = cut & (loss <= DIVERGED_RATIO * ref)
+    if ordinary.sum() < max(3, 0.25 * told.sum()):
+        return []
+    return [f"{name}: --diverged-above {diverged_above:g} counts {int(ordinary.sum())} runs "
+            f"as failed whose loss is within {DIVERGED_RATIO:g}x of their cell's best run "
+            f"(of the {int(told.sum())} that reported a loss): too low? (a diverged loss "
+            "sits far above every good run)"]
 
 
 def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
@@ -341,7 +348,7 @@ def _one_row_per_configuration(grid: Grid, idx: np.ndarray, kinds: list[RunStatu
         rows = np.flatnonzero(idx == g)
         live = [int(p) for p in rows if kinds[p] is not RunStatus.FAILED]
         running = [p for p in live if kinds[p] is RunStatus.RUNNING]
-        if len(live) == 2 and len(running) == 1:  # a finished run appended, not updated
+        if len(live) == 2 and len(running) == 1 and running[0] < max(live):  # appended
             done = next(p for p in live if p != running[0])
             raise SearchError(f"{name}: data row {done + 1} reports "
                               f"{shown_config(grid.config(g))} finished, and data row "

@@ -123,10 +123,10 @@ def numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:
 def suspect_diverged(loss: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, float]:
     """``(mask, median)``: which finite losses (nats, ``(n,)``; ``cells``: the (N, D) cell id
     of each, ``(n,)``) look diverged — above :data:`DIVERGED_RATIO` × their cell's lowest
-    loss, or in a cell whose lowest loss is itself above that multiple of the median over
-    cells of each cell's lowest loss (every run of the cell diverged) — and that median (NaN
-    without a finite loss). A small model's badly tuned runs stay within a few tens of
-    percent of its best and are not flagged, wherever the larger models' losses lie."""
+    loss — and the median over cells of each cell's lowest loss (NaN without a finite loss).
+    A small model's badly tuned runs stay within a few tens of percent of its best and are
+    not flagged, wherever the larger models' losses lie; a cell whose every run diverged is
+    not flagged either (nothing in it to compare with)."""
     loss = np.asarray(loss, dtype=np.float64)
     ok = np.isfinite(loss)
     if not ok.any():
@@ -135,5 +135,4 @@ def suspect_diverged(loss: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, f
     per_cell = pd.Series(loss[ok]).groupby(cells[ok]).min()
     median = float(per_cell.median())
     own = per_cell.reindex(cells).to_numpy()
-    high = (loss > DIVERGED_RATIO * own) | (own > DIVERGED_RATIO * median)
-    return ok & high, median
+    return ok & (loss > DIVERGED_RATIO * own), median
