@@ -31,7 +31,6 @@ __all__ = ["DIVERGED_RATIO", "diverged_note", "diverged_rows", "empty_held_out",
            "keep_usable_runs", "with_failed_configurations"]
 
 
-
 def diverged_rows(loss: np.ndarray, diverged_above: float, name: str
                   ) -> tuple[np.ndarray, str]:
     """``(mask, note)``: which configurations' recorded ``loss`` (nats, ``(n_cfg,)``) is above
@@ -96,14 +95,14 @@ def with_failed_configurations(table: RunTable) -> pd.DataFrame:
     return pd.concat([frame, new], ignore_index=True)
 
 
-def empty_held_out(grid: Grid, usable: np.ndarray) -> list[str]:
+def empty_held_out(grid: Grid, usable: np.ndarray, name: str) -> list[str]:
     """A note for each held-out cell of ``grid`` without a usable configuration (``usable``:
     ``(n_cfg,)`` bool; every run of the cell diverged or crashed): the held-out cells are
     the costliest whatever their runs, so the held-out MSE then scores fewer cells."""
     cells = np.unique(grid.cell_ids[grid.held_out])
     empty = [c for c in cells if not usable[grid.held_out & (grid.cell_ids == c)].any()]
     first = {c: int(np.flatnonzero(grid.cell_ids == c)[0]) for c in empty}
-    return [f"held-out cell (N={grid.configs['N'].iloc[i]:.4g}, "
+    return [f"{name}: held-out cell (N={grid.configs['N'].iloc[i]:.4g}, "
             f"D={grid.configs['D'].iloc[i]:.4g}) has no usable run (every run diverged or "
             f"crashed): the held-out MSE scores the {cells.size - len(empty)} other(s)"
             for i in first.values()]
@@ -113,8 +112,7 @@ def diverged_note(problem: ReplayProblem) -> str | None:
     """A note when some recorded losses of ``problem`` look like diverged runs — above
     :data:`~scalebo.search.runs_columns.DIVERGED_RATIO` × their cell's best loss
     (:func:`~scalebo.search.runs_columns.suspect_diverged`, as a campaign's runs are judged)
-    — and none is marked
-    (``problem.diverged`` is None); None otherwise."""
+    — and none is marked (``problem.diverged`` is None); None otherwise."""
     if problem.diverged is not None:
         return None
     high, best = suspect_diverged(problem.loss, problem.grid.cell_ids)

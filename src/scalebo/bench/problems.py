@@ -249,7 +249,8 @@ def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarra
              f"({fit.status}: {fit.message}); errors and coverage scored against it measure "
              "distance to a fit the data do not pin down"
              for law, fit in (("compute", ref_c), ("chinchilla", ref_ch))
-             if fit is not None and str(fit.status) != "converged"] + empty_held_out(grid, usable)
+             if fit is not None and str(fit.status) != "converged"]
+    extra += empty_held_out(grid, usable, name)
     for msg in extra:
         warnings.warn(msg, stacklevel=3)
     notes = (*notes, *extra)
