@@ -56,9 +56,9 @@ def misfit_notes(law_name: str, params: Mapping[str, float], C: np.ndarray, loss
         c, value = float(row["C"]), float(row["loss"])
         if c <= C.max() or not np.isfinite(value):  # inside the runs, a fit runs through
             continue                                   # their noise: no contradiction
-        i = best
-        if value > loss[i]:
+        if value > loss[best]:
             notes.append(f"the {law_name} law predicts {value:.4g} nats at {c:.3g} FLOPs, above "
-                         f"the {loss[i]:.4g} nats a run already reached with {C[i]:.3g} FLOPs: "
+                         f"the {loss[best]:.4g} nats a run already reached with "
+                         f"{C[best]:.3g} FLOPs: "
                          "the prediction contradicts the runs it is fitted on")
     return notes
