@@ -282,6 +282,12 @@ def test_noise_free_status_csv_says_its_estimand_and_floor(synthetic, tmp_path):
     assert list(table["reason"]) == [status["reason"]] * 2 and status["reason"]
     for key in ("budget", "spent", "pending", "remaining"):
         assert list(table[key]) == pytest.approx([status[key]] * 2)
+    # the law and the run counts too (a trial's CSV reader had neither)
+    for key in ("E", "A", "alpha"):
+        assert list(table[key]) == pytest.approx([status["law"]["params"][key]] * 2)
+    assert list(table["law_status"]) == [status["law"]["status"]] * 2
+    assert (table["n_completed"][0], table["n_failed"][0]) == (len(half),
+                                                             status["n_failed"])
     assert table["spent"][0] + table["pending"][0] + table["remaining"][0] == pytest.approx(
         table["budget"][0])
     for (_, row), t in zip(table.iterrows(), status["targets"], strict=True):  # CSV = JSON

@@ -52,7 +52,8 @@ EPILOG = ("example: scalebo status --grid grid.yaml --runs runs.csv --budget 0.0
 CSV_COLUMNS = ("C", "prediction", "median", "low_80", "high_80", "low_95", "high_95",
                "half_width_pct", "floor_half_width_pct", "N_opt", "N_opt_low_80",
                "N_opt_high_80", "D_opt", "D_opt_low_80", "D_opt_high_80", "estimand", "stop",
-               "reason", "budget", "spent", "pending", "remaining", "unit")
+               "reason", "budget", "spent", "pending", "remaining", "unit", "law_status", "E",
+               "A", "alpha", "n_completed", "n_failed", "n_running")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -121,7 +122,8 @@ def _shaky(law: dict[str, Any]) -> str:
 
 def _csv_row(t: Any, status: Any) -> dict[str, Any]:
     """One target's CSV row (:data:`CSV_COLUMNS`; an interval's ends empty without it); the
-    campaign's stop decision, its reason and its budget account repeat on every row."""
+    campaign's stop decision, its reason, its budget account, the compute law's status and
+    parameters (E nats, A, alpha; C in FLOPs) and its run counts repeat on every row."""
     low_80, high_80 = t.interval_80 or (None, None)
     low_95, high_95 = t.interval_95 or (None, None)
     n_low, n_high = t.N_opt_80 or (None, None)
@@ -134,7 +136,10 @@ def _csv_row(t: Any, status: Any) -> dict[str, Any]:
             "D_opt_low_80": d_low, "D_opt_high_80": d_high, "estimand": status.estimand,
             "stop": status.stop, "reason": status.reason, "budget": status.budget,
             "spent": status.spent, "pending": status.pending, "remaining": status.remaining,
-            "unit": status.unit}
+            "unit": status.unit, "law_status": status.law.get("status"),
+            **{k: (status.law.get("params") or {}).get(k) for k in ("E", "A", "alpha")},
+            "n_completed": status.n_completed, "n_failed": status.n_failed,
+            "n_running": status.n_running}
 
 
 def run(args: argparse.Namespace) -> int:
