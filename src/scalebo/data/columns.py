@@ -78,11 +78,14 @@ def suggested_mapping(columns: Iterable[object], missing: Iterable[str]) -> dict
             if hits:  # several columns spell it alike: no guess
                 break
         else:  # a typo of a spelling ('los', 'tokns'): the one close column, if one
-            free = [k for k in keys if cols[keys.index(k)] not in out.values()]
+            free: dict[str, str] = {}  # key → the first column spelling it, not yet taken
+            for c, k in zip(cols, keys, strict=True):
+                if str(c) not in out.values():
+                    free.setdefault(k, str(c))
             near = {k for alias in spellings if len(alias) > 2
-                    for k in difflib.get_close_matches(alias, free, n=2, cutoff=0.8)}
+                    for k in difflib.get_close_matches(alias, list(free), n=2, cutoff=0.8)}
             if len(near) == 1:
-                out[name] = str(cols[keys.index(near.pop())])
+                out[name] = free[near.pop()]
     return out
 
 

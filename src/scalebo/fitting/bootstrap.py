@@ -209,16 +209,15 @@ def bootstrap_fit(
     y = np.asarray(y, dtype=np.float64).ravel()
     n = y.size
     gen = np.random.default_rng(rng)
-    if clusters is None:
-        counts = gen.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(np.float64)
-    else:
-        labels, member = np.unique(np.asarray(clusters).astype(str), return_inverse=True)
-        if member.size != n:
-            raise ValueError(f"clusters must label each of the {n} observations, got "
-                             f"{member.size} labels")
-        m = labels.size
-        drawn = gen.multinomial(m, np.full(m, 1.0 / m), size=n_resamples).astype(np.float64)
-        counts = drawn[:, member]
+    # each observation's group: itself unless clusters say otherwise (the same draws then)
+    member = (np.arange(n) if clusters is None
+              else np.unique(np.asarray(clusters).astype(str), return_inverse=True)[1])
+    if member.size != n:
+        raise ValueError(f"clusters must label each of the {n} observations, got "
+                         f"{member.size} labels")
+    m = int(member.max(initial=-1)) + 1
+    counts = gen.multinomial(m, np.full(m, 1.0 / m), size=n_resamples).astype(
+        np.float64)[:, member]
     seed = int(rng) if isinstance(rng, int | np.integer) else None
     if identification_problem(law, X):  # no resample (a subset of the points) can either
         return BootstrapResult(law=law, estimate=fit, samples=np.empty((0, law.n_params)),

@@ -20,8 +20,8 @@ from scalebo.errors import RunTableError, closest
 __all__ = ["DIVERGED_RATIO", "RunStatus", "check_run_columns", "grid_numbers", "numbers",
            "run_statuses", "suspect_diverged"]
 
-#: A loss above this multiple of the median of the cells' best losses looks like a diverged
-#: run told as a loss (trained LLM losses sit at 2–4 nats, diverged ones near ln(vocab) or at
+#: A loss above this multiple of its (N, D) cell's best loss looks like a diverged run told
+#: as a loss (trained LLM losses sit at 2–4 nats, diverged ones near ln(vocab) or at
 #: a sentinel such as 10): :func:`suspect_diverged`.
 DIVERGED_RATIO = 2.0
 
