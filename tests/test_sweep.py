@@ -188,6 +188,15 @@ def test_cell_key_is_stable_and_sensitive():
     # test_records.test_key_of_a_fixed_cell_is_pinned.)
 
 
+def test_a_whole_number_diverged_above_is_the_same_cell_as_its_float():
+    def keys(cut):
+        cfg = SweepConfig.from_dict({**CONFIG, "datasets": {"toy": {"diverged_above": cut}}})
+        return [c.key for c in cfg.cells()]
+
+    assert keys(9) == keys(9.0)
+    assert keys(9) != keys(9.5)
+
+
 @dataclasses.dataclass(frozen=True)
 class ChangedDefault(replay_mod.MethodConfig):
     """MethodConfig with one default changed, as a code change would."""

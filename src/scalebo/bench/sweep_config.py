@@ -313,6 +313,8 @@ class SweepConfig:
                                  f"{{source: runs.csv}}, or {{}}), got {opts!r}.")
             opts = dict(opts or {})
             source = str(opts.pop("source", name))
+            if isinstance(cut := opts.get("diverged_above"), int) and not isinstance(cut, bool):
+                opts["diverged_above"] = float(cut)  # 9 and 9.0: one cell, not two
             datasets.append(DatasetSpec(str(name), source, _freeze(opts),
                                         _file_digest(source)))
         defaults = dict(raw.get("method_defaults") or {})
