@@ -53,6 +53,11 @@ def test_vocab_law_recovered_in_natural_units(vocab_csv, capsys):
     # bounds on a mapped variable blamed the map ("does not use as inputs")
     ({"--bounds": "c0=-100:100,A=-1e4:1e4,b=-5:5,e=-5:5,g=-5:5,V=1:2"},
      "['V'] given bounds and mapped to a column (--map V=vocab_size)"),
+    # bounds on a column's own name made the column a fitted constant (a new-user trial)
+    ({"--formula": "c0 + A*V**b*P**e*num_characters**g",
+      "--bounds": "c0=-100:100,A=-1e4:1e4,b=-5:5,e=-5:5,g=-5:5,num_characters=1:1e12",
+      "--map": "P=non_vocab_parameters,V=vocab_size"},
+     "['num_characters'] given bounds but also a column of"),
 ])
 def test_mistakes_exit_2_naming_them(vocab_csv, capsys, change, match):
     args = list(ARGS)
@@ -212,8 +217,13 @@ def test_c_in_a_formula_comes_from_mapped_n_and_d_or_a_mapped_c(tmp_path, capsys
                               "not a finite number"),
     ({"loss": (9, -0.5)}, "runs.csv: data row 10, column 'loss': -0.5 is not positive, which "
                           "log residuals need (--residuals natural fits any sign)"),
-    ({"params": (3, 0.0)}, "runs.csv: data row 4, column 'params' (variable N) is 0.0, where "
-                           "powers of it are not finite"),
+    ({"params": (3, 0.0)}, "runs.csv: data row 4 (params=0, tokens=1e+09): the formula "
+                           "'E + A/N**a + B/D**b' is not finite there at 16 parameter vectors "
+                           "drawn inside the bounds; params ≤ 0"),
+    # A negative size fitted: its residual was a constant, so the row was silently left
+    # out (status 'bound hit', R² 0.54, exit 0; a new-user trial).
+    ({"params": (3, -5e7)}, "runs.csv: data row 4 (params=-5e+07, tokens=1e+09): the "
+                            "formula 'E + A/N**a + B/D**b' is not finite there"),
 ])
 def test_formula_data_errors_name_file_row_and_column(tmp_path, capsys, bad, message):
     """Formula fits said 'could not convert string to float', 'rows [9] are not' (0-based,
@@ -227,8 +237,25 @@ def test_formula_data_errors_name_file_row_and_column(tmp_path, capsys, bad, mes
     frame.to_csv(path, index=False)
     assert main(["fit", str(path), "--formula", "E + A/N**a + B/D**b", "--bounds",
                  "E=0:5,A=0:1e5,a=0:1,B=0:1e5,b=0:1", "--map", "N=params,D=tokens",
-                 "--quiet"]) in (1, 2)
+                 "--quiet"]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_row_where_the_fitted_formula_is_undefined_is_named_not_dropped(tmp_path, capsys):
+    """log of a negative ratio on one row: the fit reported 'converged' with no R² and no
+    warning, having fitted the other rows only (a new-user trial)."""
+    rng = np.random.default_rng(0)
+    N, D = (g.ravel() for g in np.meshgrid(np.geomspace(5e7, 2e9, 5), np.geomspace(1e9, 1e11, 5)))
+    ratio = rng.uniform(16, 128, N.size)
+    loss = 1.7 + 400 / N**0.34 + 400 / D**0.28 + 0.02 * np.log(ratio / 64) ** 2
+    ratio[7] = -32.0
+    path = tmp_path / "runs.csv"
+    pd.DataFrame({"N": N, "D": D, "ratio": ratio, "loss": loss}).to_csv(path, index=False)
+    assert main(["fit", str(path), "--formula", "E + A/N**a + B/D**b + c*log(ratio/r0)**2",
+                 "--bounds", "E=0:5,A=0:1e5,a=0:1,B=0:1e5,b=0:1,c=0:1,r0=1:1000",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "runs.csv: data row 8 (N=" in err and "ratio=-32): the formula" in err, err
 
 
 def test_a_formula_fit_at_a_bound_warns_in_the_users_names(tmp_path, capsys):

@@ -197,6 +197,34 @@ def test_cli_bad_inputs_exit_2(tmp_path, capsys):
                   response="loss", variable_map=VMAP, require_response=True)
 
 
+def test_cli_pool_rows_the_formula_cannot_use_are_named_not_fitted_around(tmp_path, capsys):
+    """A new-user trial: a negative size (with a cost that stays positive) gave 'failed: no
+    finite start' at every checkpoint, r2 -1 and exit 0; a bound on a column's name made the
+    column a fitted constant; a text size said only 'could not convert string to float'."""
+    pool, _ = _frames()
+    args = _write(tmp_path)
+    cost = args.index("--cost") + 1
+    neg = pool.copy()
+    neg.loc[5, "params"] = -2e7
+    args = _write(tmp_path, pool=neg)
+    args[cost] = "D"
+    assert main([*args, "--budgets", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "pool.csv: data row 6 (params=-2e+07, tokens=" in err and "not finite" in err, err
+    args = _write(tmp_path)
+    args[args.index("--formula") + 1] = "E + A*N**(-a) + B*tokens**(-b)"
+    args[args.index("--bounds") + 1] += ",tokens=1:10"
+    args[args.index("--map") + 1] = "N=params"
+    args[cost] = "6*N*tokens"
+    assert main([*args, "--budgets", "0.1"]) == 2
+    assert "['tokens'] given bounds but also a column of" in capsys.readouterr().err
+    text = pool.astype({"params": object})
+    text.loc[10, "params"] = "3e7x"
+    assert main([*_write(tmp_path, pool=text), "--budgets", "0.1"]) == 2
+    assert "pool.csv: data row 11, column 'params' (variable N): '3e7x' is not a number" in \
+        capsys.readouterr().err
+
+
 def test_cli_messages_name_the_flag_the_file_and_the_fix(tmp_path, capsys):
     """The errors a new user met: no --map, a NaN response, a budget above 1, too few runs,
     and options of the other mode (reported as ignored, not silently dropped)."""

@@ -199,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         separate_group_replays,
         target_predictions,
     )
+    from scalebo.fitting.formula_checks import check_bound_names
     from scalebo.laws.formula import formula_law, formula_names, parse_bounds, parse_variable_map
     from scalebo.outputs import check_output_path, write_json_file
 
@@ -210,6 +211,7 @@ def run(args: argparse.Namespace) -> int:
     target_frame = read_table(args.target_region)
     grouped = _groups(pool_frame, target_frame, args)
     names = formula_names(args.formula)
+    check_bound_names(names, bounds, vmap, pool_frame.columns, args.pool)
     variables = [n for n in names if n not in bounds and (n in vmap or n in pool_frame.columns)]
     unknown = [n for n in names if n not in bounds and n not in variables]
     if unknown:

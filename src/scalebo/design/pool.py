@@ -23,6 +23,7 @@ import pandas as pd
 
 from scalebo.data.columns import to_numbers
 from scalebo.errors import RunTableError, shown
+from scalebo.fitting.formula_checks import undefined_rows
 from scalebo.fitting.formula_fit import table_inputs
 from scalebo.laws.formula import FormulaLaw
 
@@ -150,6 +151,17 @@ def _inputs(law: FormulaLaw, frame: pd.DataFrame, vmap: Mapping[str, str],
     return np.column_stack([_numeric(frame, vmap.get(v, v), source) for v in law.variables])
 
 
+def _check_defined(law: FormulaLaw, X: np.ndarray, vmap: Mapping[str, str],
+                   source: str) -> np.ndarray:
+    """``X``, or RunTableError naming a row the formula is undefined on (a fit would hold
+    its residual constant, i.e. silently leave it out)."""
+    if said := undefined_rows(law, law.random_starts(16, 0), X,
+                              {v: vmap.get(v, v) for v in law.variables}, source,
+                              "at 16 parameter vectors drawn inside the bounds"):
+        raise RunTableError(said)
+    return X
+
+
 def _response(frame: pd.DataFrame, response: str | None, source: str,
               required: bool) -> np.ndarray | None:
     if response is None or (response not in frame.columns and not required):
@@ -191,6 +203,7 @@ def make_pool(frame: pd.DataFrame, law: FormulaLaw, cost: str, *,
     if bad.size:
         raise RunTableError(f"{source}: data row {bad[0] + 1}: cost {cost!r} = "
                             f"{float(c[bad[0]]):g} is not a positive finite number")
+    _check_defined(law, X, vmap, source)
     y = _response(frame, response, source, require_response)
     return Pool(X=X, cost=c, y=y, variables=law.variables, row_ids=tuple(frame.index.tolist()),
                 cost_expr=cost)
@@ -203,7 +216,7 @@ def make_target(frame: pd.DataFrame, law: FormulaLaw, *, response: str | None = 
     if len(frame) == 0:
         raise RunTableError(f"{source}: the table has no rows")
     vmap = dict(variable_map or {})
-    return TargetRegion(X=_inputs(law, frame, vmap, source),
+    return TargetRegion(X=_check_defined(law, _inputs(law, frame, vmap, source), vmap, source),
                         y=_response(frame, response, source, required=False))
 
 

@@ -370,7 +370,10 @@ def table_inputs(law: FormulaLaw, frame: pd.DataFrame,
     try:
         return frame[[mapping.get(v, v) for v in law.variables]].to_numpy(dtype=np.float64)
     except (TypeError, ValueError) as exc:
-        raise RunTableError(f"law {law.name!r}: input columns are not numeric: {exc}") from exc
+        from scalebo.fitting.formula_checks import first_non_number
+
+        raise RunTableError(first_non_number(frame, law.variables, mapping) or f"law "
+                            f"{law.name!r}: input columns are not numeric: {exc}") from None
 
 
 def fit_formula_frame(

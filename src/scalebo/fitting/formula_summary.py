@@ -22,8 +22,9 @@ import numpy as np
 import pandas as pd
 
 from scalebo import __version__
-from scalebo.errors import FitError, RunTableError, shown, with_hints
+from scalebo.errors import RunTableError, shown, with_hints
 from scalebo.fitting.formula_bootstrap import FormulaBootstrapResult, bootstrap_formula
+from scalebo.fitting.formula_checks import check_bound_names, undefined_rows
 from scalebo.fitting.formula_fit import fit_formula, table_inputs
 from scalebo.fitting.robust import FitResult, FitStatus
 from scalebo.laws.formula import FormulaLaw, formula_law, formula_names
@@ -247,11 +248,7 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
                             f"{shown(frame[response].iloc[bad])} is not positive, which log "
                             "residuals need (--residuals natural fits any sign)")
     variables = [n for n in names if n not in bounds and (n in vmap or n in frame.columns)]
-    both = [n for n in names if n in bounds and n in vmap]
-    if both:
-        raise ValueError(f"{both} given bounds and mapped to a column (--map "
-                         f"{','.join(f'{n}={vmap[n]}' for n in both)}): a name of the formula "
-                         "is a variable (a column) or a parameter (with bounds), not both")
+    check_bound_names(names, bounds, vmap, frame.columns, source)
     unknown = [n for n in names if n not in bounds and n not in variables]
     if unknown:
         columns = [str(c) for c in frame.columns]
@@ -270,17 +267,13 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
         progress(f"fitting {formula!r} to {len(y)} rows from {n_starts} starts ({residuals} "
                  "residuals)" + (f", then {bootstrap} bootstrap resamples in one batch"
                                  if bootstrap else "") + " ...")
-    try:
-        fit = fit_formula(law, X, y, residuals=residuals, n_starts=n_starts, seed=seed)
-    except FitError as exc:  # a power of a zero or negative input is not finite
-        bad = [(j, v) for j, v in enumerate(law.variables) if np.any(X[:, j] <= 0)]
-        if not bad or "non-finite" not in str(exc):
-            raise
-        j, v = bad[0]
-        row = int(np.flatnonzero(X[:, j] <= 0)[0])
-        raise FitError(f"{exc}; {source}: data row {row + 1}, column {columns[v]!r} (variable "
-                       f"{v}) is {shown(X[row, j])}, where powers of it are not finite"
-                       ) from None
+    if said := undefined_rows(law, law.random_starts(16, seed), X, columns, source,
+                              "at 16 parameter vectors drawn inside the bounds"):
+        raise RunTableError(said)
+    fit = fit_formula(law, X, y, residuals=residuals, n_starts=n_starts, seed=seed)
+    if said := undefined_rows(law, fit.x[None, :], X, columns, source, "at the fitted "
+                              "parameters", positive=residuals == "log"):
+        raise RunTableError(said)
     if (said := bound_warning(fit)) is not None:
         warnings.warn(said, RuntimeWarning, stacklevel=2)
     boot = None

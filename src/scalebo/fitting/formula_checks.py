@@ -1,0 +1,82 @@
+"""Checks of a formula law's inputs that name what is wrong (file, 1-based data row, column).
+
+Shared by ``scalebo fit --formula`` (:mod:`scalebo.fitting.formula_summary`) and
+``scalebo design`` (:mod:`scalebo.cli.design`):
+
+* :func:`check_bound_names` — a name of the formula is a variable (a column, directly or
+  through ``--map``) or a parameter (with bounds), never both;
+* :func:`undefined_rows` — rows where the formula cannot be evaluated (a log or a fractional
+  power of an input ≤ 0), which a fit would otherwise hold at a constant residual, i.e.
+  silently leave out;
+* :func:`first_non_number` — the first cell of an input column that is not a number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from scalebo.errors import shown
+from scalebo.laws.formula import FormulaLaw
+
+__all__ = ["check_bound_names", "first_non_number", "undefined_rows"]
+
+
+def check_bound_names(names: Iterable[str], bounds: Mapping[str, object],
+                      variable_map: Mapping[str, str], columns: Iterable[object],
+                      source: str) -> None:
+    """ValueError when a name of the formula has bounds and is also mapped to a column
+    (``--map``) or is itself a column of ``source``: it would silently become a fitted
+    constant instead of the column's values."""
+    names, present = list(names), {str(c) for c in columns}
+    if both := [n for n in names if n in bounds and n in variable_map]:
+        raise ValueError(f"{both} given bounds and mapped to a column (--map "
+                         f"{','.join(f'{n}={variable_map[n]}' for n in both)}): a name of the "
+                         "formula is a variable (a column) or a parameter (with bounds), not both")
+    if column := [n for n in names if n in bounds and n in present]:
+        raise ValueError(f"{column} given bounds but also a column of {source}: a name of the "
+                         "formula is a variable (a column) or a parameter (with bounds), not "
+                         "both; drop the bound to use the column, or rename the parameter")
+
+
+def undefined_rows(law: FormulaLaw, thetas: np.ndarray, X: np.ndarray,
+                   columns: Mapping[str, str], source: str, at: str, *,
+                   positive: bool = False) -> str:
+    """Rows where the formula is not finite (``positive``: or not > 0, as log residuals need)
+    at every parameter vector of ``thetas`` ``(S, p)`` (internal, as ``law.param_names``;
+    ``at`` says which they are), naming the first data row (1-based) and its inputs
+    (``columns``: variable → column name); "" when there is none."""
+    with np.errstate(all="ignore"):
+        f = law.predict_natural(np.asarray(thetas, dtype=np.float64), law.prepare(X))
+    ok = np.isfinite(f) & ((f > 0) if positive else True)
+    rows = np.flatnonzero(~ok.any(axis=0))
+    if not rows.size:
+        return ""
+    row = int(rows[0])
+    values = ", ".join(f"{columns[v]}={X[row, j]:g}" for j, v in enumerate(law.variables))
+    what = "not finite" if not np.isfinite(f[:, row]).any() else "not positive"
+    neg = [columns[v] for j, v in enumerate(law.variables) if X[row, j] <= 0]
+    more = (f" (and {rows.size - 1} more: data rows "
+            f"{', '.join(str(r + 1) for r in rows[1:6])}{' ...' if rows.size > 6 else ''})"
+            ) if rows.size > 1 else ""
+    return (f"{source}: data row {row + 1} ({values}){more}: the formula {law.name!r} is "
+            f"{what} there {at}"
+            + (f"; {', '.join(neg)} ≤ 0, where logs and fractional powers are undefined"
+               if neg else "")
+            + ". Fix or drop such rows, or write the formula so that it is defined there.")
+
+
+def first_non_number(frame: pd.DataFrame, variables: Sequence[str],
+                     variable_map: Mapping[str, str]) -> str:
+    """``"data row R, column 'C' (variable V): 'x' is not a number"`` for the first cell of
+    the variables' columns that does not read as a number; "" when there is none."""
+    from scalebo.data.columns import to_numbers
+
+    for v in variables:
+        column = frame[variable_map.get(v, v)]
+        if (bad := np.flatnonzero(to_numbers(column).isna() & column.notna())).size:
+            return (f"data row {bad[0] + 1}, column {variable_map.get(v, v)!r} (variable {v}): "
+                    f"{shown(column.iloc[bad[0]])} is not a number")
+    return ""
