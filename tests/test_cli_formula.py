@@ -288,3 +288,32 @@ def test_c_from_bad_n_or_d_and_a_one_variable_typo_name_the_file_row_and_column(
             "finite number") in capsys.readouterr().err
     assert main(["fit", str(path), "--formula", "E + A*parms**(-a)", *law]) == 2
     assert "'parms' (did you mean 'params'?) in formula" in capsys.readouterr().err
+
+
+def test_options_a_formula_fit_does_not_use_are_refused_and_huber_delta_is_used(tmp_path,
+                                                                                capsys):
+    """A new-user trial: --diverged-above, --duplicates, --law ... were accepted and ignored
+    by --formula (a diverged run was fitted), an empty --formula fitted the compute law, and
+    --bounds / --starts without --formula were dropped without a word."""
+    N, D = (g.ravel() for g in np.meshgrid(np.geomspace(5e7, 2e9, 5), np.geomspace(1e9, 1e11, 5)))
+    frame = pd.DataFrame({"N": N, "D": D, "loss": 1.7 + 400 / N**0.34 + 400 / D**0.28})
+    path = tmp_path / "runs.csv"
+    pd.concat([frame, frame.iloc[[3]]]).to_csv(path, index=False)
+    law = ["--formula", "E + A/N**a + B/D**b", "--bounds", "E=0:5,A=0:1e5,a=0:1,B=0:1e5,b=0:1"]
+    for extra, said in ((["--diverged-above", "5"], "--diverged-above does not apply"),
+                        (["--duplicates", "mean", "--law", "chinchilla"],
+                         "--law and --duplicates do not apply")):
+        assert main(["fit", str(path), *law, *extra, "-q"]) == 2
+        assert said in capsys.readouterr().err
+    assert main(["fit", str(path), "--formula", " ", "-q"]) == 2
+    assert "--formula is empty" in capsys.readouterr().err
+    assert main(["fit", str(path), "--bounds", "E=0:5", "--starts", "8", "-q"]) == 2
+    assert "--bounds and --starts are for --formula" in capsys.readouterr().err
+    assert main(["fit", str(path), *law, "--huber-delta", "0.05", "--format", "json",
+                 "-q"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["fit"]["huber_delta"] == 0.05
+    assert out["warnings"] == [f"{path}: data rows 4, 26 repeat another row in every column "
+                               "(2 rows): each is fitted as an observation of its own (drop "
+                               "copies made by mistake)"]
+    assert out["fit"]["params"]["a"] == pytest.approx(0.34, rel=1e-3)

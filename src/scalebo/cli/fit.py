@@ -115,7 +115,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "its older name; in status and fragility --target is a compute)")
     group.add_argument("--huber-delta", type=positive_float, default=DEFAULT_HUBER_DELTA,
                        help=f"Huber delta on natural-log residuals "
-                            f"(default {DEFAULT_HUBER_DELTA:g})")
+                            f"(default {DEFAULT_HUBER_DELTA:g}; with --formula --residuals "
+                            "natural, in the response's units, default least squares)")
     group.add_argument("--bootstrap", metavar="B", type=int_at_least(0), default=0,
                        help="bootstrap resamples over the fitted runs for percentile "
                             "intervals (0 = none; 1000 is typical)")
@@ -171,8 +172,15 @@ def _collect(fn: Callable[[], Any], sink: list[str]) -> Any:
 def run(args: argparse.Namespace) -> int:
     """Run ``scalebo fit`` (see :mod:`scalebo.fitting.summary`); returns the exit code."""
     warn_few_resamples(args.bootstrap, confidence=args.confidence)
-    if args.formula:
+    if args.formula is not None:
+        if not args.formula.strip():
+            raise ValueError("--formula is empty: write the law, e.g. --formula "
+                             "'E + A*N**(-a) + B*D**(-b)' with --bounds for its parameters")
         return _run_formula(args)
+    if given := _given(args, bounds=None, residuals="log", starts=64):
+        raise ValueError(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for "
+                         f"--formula; the built-in law {args.law!r} takes neither (its "
+                         "bounds and starts are its own)")
     if args.predict_at:
         raise ValueError("--predict-at needs --formula; for a built-in law use --predict C")
     from scalebo.errors import RunTableError
@@ -236,6 +244,12 @@ def run(args: argparse.Namespace) -> int:
     return 0 if summary.fit.success else 1
 
 
+def _given(args: argparse.Namespace, **defaults: Any) -> list[str]:
+    """The options among ``defaults`` (dest → default) whose value is not the default, as
+    flags (``--diverged-above``)."""
+    return ["--" + k.replace("_", "-") for k, v in defaults.items() if getattr(args, k) != v]
+
+
 def _run_formula(args: argparse.Namespace) -> int:
     """``scalebo fit --formula``: :func:`scalebo.fitting.formula_summary.summarize_formula_fit`."""
     from scalebo.data.files import read_table
@@ -251,6 +265,12 @@ def _run_formula(args: argparse.Namespace) -> int:
         raise ValueError("--predict C is for built-in laws; with --formula use --predict-at "
                          "with a value for each variable of the formula, e.g. --predict-at "
                          f"'{','.join(f'{v}=1e10' for v in names)}'")
+    if given := _given(args, law="compute", duplicates="error", diverged_above=None,
+                       hyperparameters=None, data_dir=None, dataset_option=[]):
+        raise ValueError(f"{' and '.join(given)} {'does' if len(given) == 1 else 'do'} not "
+                         "apply to --formula, which fits every row of the table as it is "
+                         "(drop diverged runs or average repeats in the file, or fit a "
+                         "built-in --law)")
     check_outputs(args)
     if args.runs.startswith("dataset:"):
         raise ValueError("--formula reads a table file (CSV, Parquet, JSON lines)")
@@ -260,7 +280,8 @@ def _run_formula(args: argparse.Namespace) -> int:
         response=args.response or "loss", residuals=args.residuals, n_starts=args.starts,
         seed=args.seed,
         source=args.runs, predict_at=args.predict_at, bootstrap=args.bootstrap,
-        confidence_level=args.confidence, progress=log)
+        confidence_level=args.confidence, progress=log,
+        huber_delta=None if args.huber_delta == DEFAULT_HUBER_DELTA else args.huber_delta)
     result = summary.to_dict()
     if args.plot:
         from scalebo.fitting.formula_plot import plot_formula_fit

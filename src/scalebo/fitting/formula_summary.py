@@ -101,6 +101,7 @@ class FormulaFitSummary:
         bounds: ``{parameter: (lo, hi)}`` as given.
         bootstrap: the bootstrap over rows, or None.
         points: prediction points ``{variable: value}``.
+        notes: remarks on the data (e.g. rows repeated exactly), also warned at the fit.
     """
 
     law: FormulaLaw
@@ -114,6 +115,7 @@ class FormulaFitSummary:
     bounds: dict[str, tuple[float, float]]
     bootstrap: FormulaBootstrapResult | None = None
     points: tuple[dict[str, float], ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def fitted(self) -> np.ndarray:
@@ -173,7 +175,7 @@ class FormulaFitSummary:
             "r2_in_sample": self.r2,
             "bootstrap": None if self.bootstrap is None else self.bootstrap.to_dict(),
             "predictions": self.predictions,
-            "warnings": [w for w in (bound_warning(self.fit),) if w],
+            "warnings": [*self.notes, *(w for w in (bound_warning(self.fit),) if w)],
         }
 
 
@@ -210,11 +212,14 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
                           seed: int = 0, source: str = "<DataFrame>",
                           predict_at: Sequence[str | Mapping[str, float]] = (),
                           bootstrap: int = 0, confidence_level: float = 0.95,
+                          huber_delta: float | None = None,
                           progress: Callable[[str], Any] | None = None) -> FormulaFitSummary:
     """Fit ``formula`` to ``frame``; optionally bootstrap it (``bootstrap`` resamples of the
     rows, seeded by ``seed``) and predict at ``predict_at`` points (:func:`parse_point`).
     Every input is checked before the fitting starts; ``progress`` then receives one line
-    saying what is being fitted.
+    saying what is being fitted. ``huber_delta``: δ of the Huber loss (None: 1e-3 on log
+    residuals, least squares on natural ones; :func:`fit_formula`). Rows repeated exactly
+    (every column equal) are fitted as they are, with a warning naming them.
 
     Raises:
         RunTableError: the response column is missing or not numeric (names the column).
@@ -270,7 +275,15 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
     if said := undefined_rows(law, law.random_starts(16, seed), X, columns, source,
                               "at 16 parameter vectors drawn inside the bounds"):
         raise RunTableError(said)
-    fit = fit_formula(law, X, y, residuals=residuals, n_starts=n_starts, seed=seed)
+    notes = []
+    if (twins := np.flatnonzero(frame.duplicated(keep=False).to_numpy())).size:
+        notes.append(f"{source}: data rows {', '.join(str(r + 1) for r in twins[:6])}"
+                     f"{' ...' if twins.size > 6 else ''} repeat another row in every column "
+                     f"({twins.size} rows): each is fitted as an observation of its own "
+                     "(drop copies made by mistake)")
+        warnings.warn(notes[-1], UserWarning, stacklevel=2)
+    fit = fit_formula(law, X, y, residuals=residuals, n_starts=n_starts, seed=seed,
+                      huber_delta=huber_delta)
     if said := undefined_rows(law, fit.x[None, :], X, columns, source, "at the fitted "
                               "parameters", positive=residuals == "log"):
         raise RunTableError(said)
@@ -282,7 +295,7 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
                                  confidence_level=confidence_level, rng=seed)
     return FormulaFitSummary(law=law, fit=fit, X=X, y=y, response=response,
                              residuals=residuals, source=source, variable_map=columns,
-                             bounds=bounds, bootstrap=boot, points=points)
+                             bounds=bounds, bootstrap=boot, points=points, notes=tuple(notes))
 
 
 def formula_fit_summary(frame: pd.DataFrame, formula: str, **kwargs: Any) -> dict[str, Any]:
