@@ -161,6 +161,7 @@ def test_cli_propose_batch(tmp_path):
                  "3", "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     rows = [p["row"] for p in result["proposals"]]
+    assert [p["data_row"] for p in result["proposals"]] == [r + 1 for r in rows]
     assert len(rows) == 3 == len(set(rows)) and not set(rows) & set(range(10))
     spent = result["spent_fraction"] + sum(p["cost_fraction"] for p in result["proposals"])
     assert spent <= 0.05 + 1e-12
@@ -320,3 +321,25 @@ def test_conditioning_keeps_mode_weights_finite_when_a_downdated_variance_rounds
     # N(0; 0, 0.3 + 0.9) → weights ∝ 1/√0.3 and 1/√1.2
     np.testing.assert_allclose(w, np.array([1 / np.sqrt(0.3), 1 / np.sqrt(1.2)])
                                / (1 / np.sqrt(0.3) + 1 / np.sqrt(1.2)), rtol=1e-12)
+
+
+def test_cli_propose_budget_as_percent_cut_batch_and_spent_budget(tmp_path, capsys):
+    """A new-user trial: --budget 5% was refused (--budgets took it), a batch cut by the
+    budget said nothing, and a spent budget exited 2 (bad input) where suggest exits 3."""
+    pool, _ = _frames()
+    args = _write(tmp_path, pool=pool.drop(columns="loss"))
+    pool.iloc[:10].to_csv(tmp_path / "done.csv", index=False)
+    runs = ["--runs", str(tmp_path / "done.csv")]
+    spent = float((6 * pool.params * pool.tokens).iloc[:10].sum()
+                  / (6 * pool.params * pool.tokens).sum())
+    assert main([*args, *runs, "--budget", "5%", "--batch", "2"]) == 0
+    capsys.readouterr()
+    cheapest = float((6 * pool.params * pool.tokens).iloc[10:].min()
+                     / (6 * pool.params * pool.tokens).sum())
+    tight = spent + 1.5 * cheapest  # room for one of the cheapest rows, not two
+    assert main([*args, *runs, "--budget", f"{tight:.12g}", "--batch", "5"]) == 0
+    out, err = capsys.readouterr()
+    assert "1 of the 5 rows asked for (--batch) fit what is left of --budget" in err, err
+    assert out.splitlines()[0].split()[0] == "data_row"
+    assert main([*args, *runs, "--budget", f"{spent / 2:.6g}"]) == 3
+    assert "already spent" in capsys.readouterr().err

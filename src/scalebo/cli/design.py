@@ -38,7 +38,8 @@ Intervals (multi-mode Laplace posterior of the fit, residual noise SSE/(n - p), 
   replay    cover80 = fraction of target rows whose response lies in its 80 % interval for
             a new observation (pooled over groups), width80 = median width of those
             intervals (with groups, the widest group's); the JSON's interval has 95 % too;
-  propose   the table's lo80/hi80 = 80 % interval of the law's mean at the proposed row
+  propose   the table's data_row = the proposed row of --pool (1-based, as errors count);
+            lo80/hi80 = 80 % interval of the law's mean at the proposed row
             (the design's posterior, shrunk by the rows proposed before it); the JSON's
             target_prediction = every target row's prediction with 80 % / 95 % intervals
             for a new observation (none when the runs done are no more than parameters).
@@ -51,7 +52,8 @@ examples:
       --cost "6*N*D" --map N=params,D=tokens --budgets 0.01,0.05,0.1 --seed 0 --json out.json
   scalebo design --pool grid.csv --target-region big.csv --formula ... --bounds ... \\
       --cost "6*N*D" --runs done.csv --budget 0.05 --batch 4
-exit codes: 0 ok, 1 the runs done cannot be fitted, 2 bad input or usage.
+exit codes: 0 ok, 1 the runs done cannot be fitted, 2 bad input or usage, 3 the budget
+is spent or no pool row fits what is left of it.
 """
 
 
@@ -88,8 +90,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
       help="random starts per full fit (default 64)")
     a("--runs", default=None, metavar="FILE",
       help="propose: runs done so far (inputs and response columns, as the pool)")
-    a("--budget", type=float, default=None, metavar="B",
-      help="propose: campaign budget as a fraction of the pool's total cost")
+    a("--budget", default=None, metavar="B",
+      help="propose: campaign budget as a fraction of the pool's total cost, 0.05 or 5%%")
     a("--batch", type=int_at_least(1), default=1, metavar="K",
       help="propose: how many rows (default 1)")
     a("--json", default=None, metavar="FILE", help="write the result as JSON to FILE")
@@ -151,9 +153,13 @@ def _check_mode_options(args: argparse.Namespace) -> None:
             warnings.warn("--batch is for proposals (with --runs); ignored in a replay",
                           stacklevel=2)
         return
-    if args.budget is not None and not 0 < args.budget <= 1:
-        raise ValueError(f"--budget {args.budget}: expected a fraction of the pool's total cost"
-                         " in (0, 1]")
+    if args.budget is not None:
+        from scalebo.search.budget import parse_fraction
+
+        try:
+            args.budget = parse_fraction(args.budget, of="the pool's total cost")
+        except ValueError as exc:
+            raise ValueError(f"--budget {args.budget}: {exc}") from None
     for flag, value, default in (("--budgets", args.budgets, DEFAULT_BUDGETS),
                                  ("--method", args.method, "variance")):
         if value != default:
@@ -282,10 +288,14 @@ def run(args: argparse.Namespace) -> int:
         if grouped is not None:
             result.update(group=args.group, group_budget=args.group_budget)
         _log_target(result["target_prediction"])
-        rows = [{"row": p.row_id, **({"group": p.group} if grouped else {}), **p.inputs,
+        if len(props) < args.batch and (grouped is None or args.group_budget == "shared"):
+            warnings.warn(f"{len(props)} of the {args.batch} rows asked for (--batch) fit what "
+                          f"is left of --budget {args.budget:g}; raise it for more",
+                          stacklevel=2)
+        rows = [{"data_row": p.row + 1, **({"group": p.group} if grouped else {}), **p.inputs,
                  "cost_fraction": p.cost_fraction, "mean": p.mean, "lo80": p.lo80,
                  "hi80": p.hi80} for p in props]
-        columns = ["row", *(["group"] if grouped else []), *law.variables, "cost_fraction",
+        columns = ["data_row", *(["group"] if grouped else []), *law.variables, "cost_fraction",
                    "mean", "lo80", "hi80"]
     if args.json:
         write_json_file(result, args.json)

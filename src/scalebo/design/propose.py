@@ -24,7 +24,7 @@ from scalebo.design.acquisition import DEFAULT_GAMMA, condition_on_mean, varianc
 from scalebo.design.pool import Pool, TargetRegion
 from scalebo.design.posterior import Posterior, build_posterior
 from scalebo.design.replay import fit_rows, observation_bands
-from scalebo.errors import FitError, SearchError
+from scalebo.errors import BudgetExhausted, FitError, SearchError
 from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
 
@@ -37,7 +37,8 @@ class Proposal:
     """One proposed experiment.
 
     Attributes:
-        row: position in the pool (0-based); ``row_id``: the table's label of that row.
+        row: position in the pool (0-based; the JSON adds ``data_row``, 1-based as error
+            messages count the file's rows); ``row_id``: the table's label of that row.
         inputs: ``{variable: value}`` in natural units.
         cost: cost of the row (pool units); ``cost_fraction``: cost / C.
         score: variance reduction per ``(cost/C)^γ`` when picked (response units squared).
@@ -59,7 +60,7 @@ class Proposal:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
-        return dict(self.__dict__)
+        return {**self.__dict__, "data_row": self.row + 1}
 
 
 def _matches(pool: Pool, X_done: np.ndarray) -> np.ndarray:
@@ -100,7 +101,7 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
         k: batch size.
 
     Raises:
-        SearchError: nothing is left of the budget, or no pool row fits it.
+        BudgetExhausted (a SearchError): nothing is left of the budget, or no pool row fits it.
         FitError: the runs done cannot be fitted (fewer than the law's parameters, …).
     """
     if k < 1:
@@ -110,7 +111,7 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
     C = pool.total_cost
     left = budget * C - float(np.sum(cost_done))
     if left <= 0:
-        raise SearchError(f"the runs done already spent {np.sum(cost_done) / C:.4f} of the "
+        raise BudgetExhausted(f"the runs done already spent {np.sum(cost_done) / C:.4f} of the "
                           f"pool's total cost, at or over the budget {budget}")
     post = _posterior(law, X_done, y_done, target.X, seed, n_starts)
     warn_unmatched(pool, X_done)
@@ -127,7 +128,7 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
         free[i] = False
         left -= float(pool.cost[i])
     if not out:
-        raise SearchError(f"no pool row fits the {left / C:.4g} of C left of the budget")
+        raise BudgetExhausted(f"no pool row fits the {left / C:.4g} of C left of the budget")
     return tuple(out)
 
 
@@ -179,8 +180,8 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
         Other arguments as :func:`propose_batch`.
 
     Raises:
-        SearchError: no group has a row that fits its budget; FitError: a group with target
-        rows whose runs done cannot be fitted (named).
+        BudgetExhausted (a SearchError): no group has a row that fits its budget;
+        FitError: a group with target rows whose runs done cannot be fitted (named).
     """
     from scalebo.design.groups import GROUP_BUDGETS, split_groups
 
@@ -212,7 +213,7 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
                             row_id=p.row_id if pool.row_ids else int(g.pool[p.row]))
                     for p in props]
         if not out:
-            raise SearchError(f"no group has a pool row that fits its budget {budget}")
+            raise BudgetExhausted(f"no group has a pool row that fits its budget {budget}")
         return tuple(out)
     C = pool.total_cost
     left = budget * C - float(np.sum(cost_done))
@@ -241,7 +242,7 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
         free[j][i] = False
         left -= float(sub.cost[i])
     if not out:
-        raise SearchError(f"no pool row fits the {max(left, 0) / C:.4g} of C left of the budget")
+        raise BudgetExhausted(f"no pool row fits the {max(left, 0) / C:.4g} of C left of the budget")
     return tuple(out)
 
 
