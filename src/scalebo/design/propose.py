@@ -242,7 +242,8 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
         free[j][i] = False
         left -= float(sub.cost[i])
     if not out:
-        raise BudgetExhausted(f"no pool row fits the {max(left, 0) / C:.4g} of C left of the budget")
+        raise BudgetExhausted(f"no pool row fits the {max(left, 0) / C:.4g} of C left of the "
+                              "budget")
     return tuple(out)
 
 
