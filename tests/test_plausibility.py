@@ -77,3 +77,21 @@ def test_a_text_setting_left_out_of_the_axes_is_said_but_a_run_label_is_not():
 def test_a_compute_column_near_six_n_d_is_not_flagged(ratio):
     frame = _grid()
     assert _messages(frame.assign(C=ratio * 6 * frame.N * frame.D)) == []
+
+
+def test_a_wall_time_that_splits_repeats_is_said_but_a_random_search_setting_is_not():
+    """Two seeds of each (N, D, lr) and a wall time per run: the wall time split the seeds,
+    so --duplicates mean averaged nothing and a cell's best was the luckier seed, without
+    a word. A learning rate drawn at random per run (random search) is a real axis."""
+    rng = np.random.default_rng(0)
+    frame = pd.concat([_grid(lr=lr) for lr in (1e-3, 3e-3) for _ in range(2)],
+                      ignore_index=True)
+    frame["wall_hours"] = 6 * frame.N * frame.D / 1e17 * rng.uniform(0.9, 1.1, len(frame))
+    (note,) = [m for m in _messages(frame, duplicates="mean") if "every run" in m]
+    assert "column 'wall_hours' has a different value on every run" in note
+    named = _messages(frame, hyperparameters=["lr"], duplicates="mean")
+    assert [m.split(": ", 1)[1][:33] for m in named] == ["averaged the loss of repeated con"]
+    assert len(load_runs(frame, hyperparameters=["lr"], duplicates="mean")) == len(frame) // 2
+    search = _grid().loc[np.repeat(np.arange(12), 3)].reset_index(drop=True)
+    search["lr"] = 10 ** rng.uniform(-4, -2, len(search))
+    assert not [m for m in _messages(search) if "every run" in m]

@@ -26,7 +26,7 @@ from scalebo.data.columns import (
     text_column,
     to_numbers,
 )
-from scalebo.data.plausibility import text_settings
+from scalebo.data.plausibility import per_run_axes, text_settings
 from scalebo.errors import (
     EXCLUDED_IN_PYTHON,
     ExcludedRunsWarning,
@@ -253,6 +253,14 @@ def _resolve_hyperparameters(
                 "not used as one and the runs it tells apart count as repeats. Fill the "
                 "value(s) in, or name the hyperparameter columns (fit --hyperparameters, "
                 "replay --axes, hyperparameters= in Python).",
+                UserWarning, stacklevel=3)
+        for column in per_run_axes(valid, chosen, config_columns):
+            warnings.warn(
+                f"{name}: column {column!r} has a different value on every run and only tells "
+                "apart runs equal in every other setting, yet is used as a hyperparameter: "
+                "a measurement (a wall time) splitting repeats? Those runs are then neither "
+                "averaged (--duplicates mean) nor one configuration. Name the settings "
+                "(fit --hyperparameters, replay --axes, hyperparameters= in Python).",
                 UserWarning, stacklevel=3)
         for column, values in text_settings(valid, candidates, chosen,
                                             config_columns).items():

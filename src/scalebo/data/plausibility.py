@@ -9,6 +9,9 @@ table as a whole and only warn (a real table may be unusual):
   sizes given in millions or billions (N is a parameter count, D a token count);
 * a text column that varies inside (N, D) cells like a setting but is not among the default
   (numeric) axes (:func:`text_settings`): its runs would be compared as one setting;
+* a default axis with a different value on every run that only tells apart runs equal in
+  every other setting (:func:`per_run_axes`): a measurement (a wall time) splitting repeats
+  (seeds), which are then neither averaged nor compared as one configuration;
 * a given ``C`` column differs from ``6·N·D`` by more than :data:`C_RTOL` (median ratio;
   attention FLOPs add 10–30 %, which is not worth a note): the
   compute law and predictions at a compute use ``C``, while Chinchilla's compute-optimal N*, D*
@@ -25,8 +28,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["C_OUTLIER", "C_RTOL", "MIN_PARAMS", "MIN_TOKENS", "RUN_LABELS", "relabels",
-           "text_settings", "unit_notes"]
+__all__ = ["C_OUTLIER", "C_RTOL", "MIN_PARAMS", "MIN_TOKENS", "RUN_LABELS", "per_run_axes",
+           "relabels", "text_settings", "unit_notes"]
 
 #: A table whose largest N is below this many parameters gets a note (sizes in millions?).
 MIN_PARAMS = 1e5
@@ -104,6 +107,25 @@ def text_settings(frame: pd.DataFrame, candidates: Sequence[str], chosen: Sequen
             continue
         values = list(map(str, pd.unique(series)))
         out[column] = ", ".join(values[:4]) + (", ..." if len(values) > 4 else "")
+    return out
+
+
+def per_run_axes(frame: pd.DataFrame, chosen: Sequence[str],
+                 config_columns: Sequence[str] = ()) -> list[str]:
+    """Columns of ``chosen`` (the default axes) with a different value on every run and more
+    distinct values than every other chosen column, without which some runs would be equal
+    in N, D and every other setting: a measurement kept because it splits repeats (the
+    default rule leaves a measured column out only when it splits none). A random-search
+    setting beside a grid one looks the same, hence a warning, not a rule."""
+    out = []
+    for column in chosen:
+        others = [c for c in chosen if c != column]
+        n = frame[column].nunique()
+        if (not others or n < len(frame)
+                or any(frame[c].nunique() >= n for c in others)):
+            continue
+        if frame.duplicated(["N", "D", *others, *config_columns]).any():
+            out.append(column)
     return out
 
 
