@@ -82,11 +82,12 @@ def test_runs_by_status_and_cost(synthetic):
     assert runs.failed.tolist() == [idx[1], idx[3]] and runs.running.tolist() == [idx[2]]
     # a failed or running row's loss is not used, and said (it once vanished silently)
     y = rows["loss"].to_numpy()
-    assert runs.notes == (f"data row 2: status failed, so its loss {y[1]:g} is not used",
-                          f"data row 3: status running, so its loss {y[2]:g} is not used "
-                          "until the status says completed",
-                          "data row 4: counted as failed because its loss is missing or not "
-                          "finite")
+    assert runs.notes == (f"{runs.source}: data row 2: status failed, so its loss {y[1]:g} is "
+                          "not used",
+                          f"{runs.source}: data row 3: status running, so its loss {y[2]:g} "
+                          "is not used until the status says completed",
+                          f"{runs.source}: data row 4: counted as failed because its loss is "
+                          "missing or not finite")
     by_hand = 6 * rows["N"] * rows["D"]  # FLOPs, except the given cost of row 2
     assert runs.spent() == pytest.approx(by_hand.iloc[[0, 3, 4]].sum() + 5e17)
     assert runs.pending() == pytest.approx(by_hand.iloc[2])
@@ -386,9 +387,9 @@ def test_a_retried_failed_run_keeps_both_rows(synthetic):
     assert sorted(runs.completed.tolist()) == sorted(grid.index_of(rows).tolist())
     assert runs.failed.size == 0 and runs.n_runs == 4 and runs.n_superseded == 1
     assert runs.spent() == pytest.approx(flops.sum() + flops.iloc[0])  # both attempts
-    assert runs.notes == (f"data row 1: status failed, so its loss {rows.loss.iloc[0]:g} is "
-                          "not used",
-                          "data row 1: a failed attempt of "
+    assert runs.notes == (f"<DataFrame>: data row 1: status failed, so its loss "
+                          f"{rows.loss.iloc[0]:g} is not used",
+                          "<DataFrame>: data row 1: a failed attempt of "
                           f"{shown_config(grid.config(int(grid.index_of(rows.iloc[[0]])[0])))}, "
                           "run again in "
                           "data row 4; its compute counts as spent",)
@@ -500,7 +501,8 @@ def test_a_run_in_a_held_out_cell_is_spent_noted_and_set_aside(synthetic):
     runs = read_campaign_runs(rows, grid)
     assert runs.completed.size == 6 and not grid.held_out[runs.completed].any()
     assert runs.spent() == pytest.approx(float((6 * rows["N"] * rows["D"]).sum()))
-    assert any(n.startswith("data row 7: in the grid's held-out cells (2 costliest")
+    assert any(n.startswith(f"{runs.source}: data row 7: in the grid's held-out cells (2 "
+                            "costliest")
                for n in runs.notes)
     st = campaign_status(grid, runs, 0.2 * grid.C_total, targets=(1e21,), n_samples=8)
     assert st.spent == pytest.approx(runs.spent()) and st.n_completed == 6

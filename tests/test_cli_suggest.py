@@ -182,8 +182,8 @@ def test_quiet_keeps_the_notes_about_the_runs(campaign):
     out = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "nan.csv", "--budget", "0.3",
                    "-q", cwd=path)
     assert out.returncode == 0, out.stderr
-    assert out.stderr.splitlines() == ["note: data row 4: counted as failed because its loss "
-                                       "is missing or not finite"]
+    assert out.stderr.splitlines() == ["note: nan.csv: data row 4: counted as failed because "
+                                       "its loss is missing or not finite"]
 
 
 def test_a_failed_run_retried_through_pending(campaign):

@@ -165,7 +165,7 @@ class CampaignRuns:
                        n_superseded=self.n_superseded + int(retried.sum()) + len(again),
                        set_aside={**self.set_aside, **more.set_aside},
                        cost={**self.cost, **more.cost}, rows={**self.rows, **more.rows},
-                       notes=(*self.notes, *(f"{more.source}: {n}" for n in more.notes)))
+                       notes=(*self.notes, *more.notes))
 
     @property
     def n_runs(self) -> int:
@@ -331,7 +331,9 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
     as_idx = {s: np.asarray(v, dtype=np.int64) for s, v in groups.items()}
     return CampaignRuns(completed=as_idx[RunStatus.COMPLETED], losses=np.asarray(losses),
                         failed=as_idx[RunStatus.FAILED], running=as_idx[RunStatus.RUNNING],
-                        cost=costs, notes=tuple(notes), source=name,
+                        cost=costs, source=name,
+                        notes=tuple(n if n.startswith(f"{name}: ") else f"{name}: {n}"
+                                    for n in notes),
                         superseded_cost=float(row_cost[superseded].sum()),
                         n_superseded=int(superseded.size), rows=rows,
                         set_aside={int(idx[p]): kinds[p].value for p in np.flatnonzero(held)})
