@@ -83,6 +83,32 @@ def test_failed_runs_are_spent_and_not_proposed_again_unless_retried(grid):
     assert failed not in {s.index for s in plain.suggestions}
 
 
+def test_retry_crashed_proposes_crashes_again_but_not_diverged_runs(grid):
+    """A crash (no loss, or status failed without one) is worth running again; a run that
+    diverged (a loss above --diverged-above, an infinite one, or failed beside a loss) is
+    not: --retry-failed crashed tells them apart, --retry-failed (all) does not."""
+    order = np.argsort(grid.cost, kind="stable")
+    frame = _frame(grid, order[:8]).assign(status="completed")
+    frame.loc[2, "loss"] = np.nan  # crashed
+    frame.loc[3, ["loss", "status"]] = [np.nan, "failed"]  # crashed, said
+    frame.loc[4, "loss"] = 50.0  # diverged (above --diverged-above)
+    frame.loc[5, "loss"] = np.inf  # diverged
+    frame.loc[6, "status"] = "failed"  # a loss, but failed: diverged
+    runs = read_campaign_runs(frame, grid, diverged_above=20.0)
+    at = grid.index_of(frame)
+    assert sorted(runs.failed.tolist()) == sorted(at[2:7].tolist())
+    assert sorted(runs.crashed.tolist()) == sorted(at[2:4].tolist())
+    total = 10 * float(grid.cost.sum())
+    proposed = {s.index for s in suggest_runs(grid, runs, total, batch=len(grid),
+                                              retry_failed="crashed").suggestions}
+    assert set(at[2:4]) <= proposed and not set(at[4:7]) & proposed
+    proposed = {s.index for s in suggest_runs(grid, runs, total, batch=len(grid),
+                                              retry_failed="all").suggestions}
+    assert set(at[2:7]) <= proposed
+    with pytest.raises(ValueError, match="retry_failed must be"):
+        suggest_runs(grid, runs, total, retry_failed="diverged")
+
+
 def test_campaign_posterior_is_the_law_posterior_of_its_runs(grid):
     from scalebo.search.campaign import campaign_posterior
     from scalebo.search.law_posterior import law_posterior

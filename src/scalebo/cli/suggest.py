@@ -36,8 +36,8 @@ among configurations that fit the remaining budget and the compute window.
 Without runs, the first batch is the initial design (random configurations of the cheapest
 compute levels); completed runs count toward it. Running runs, and those of --pending, are
 pending (their compute is committed, they are not proposed again); failed runs count as
-spent and are not proposed again unless --retry-failed (log the retry as a new row beside
-the failed one).
+spent and are not proposed again unless --retry-failed (--retry-failed crashed: only those
+without a loss, not diverged ones; log the retry as a new row beside the failed one).
 """ + GRID_HELP
 EPILOG = """\
 example: scalebo suggest --grid grid.yaml --runs runs.csv --budget 0.05 --batch 4
@@ -52,8 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("suggestions")
     group.add_argument("-n", "--batch", type=int_at_least(1), default=1,
                        help="configurations to suggest (default 1)")
-    group.add_argument("--retry-failed", action="store_true",
-                       help="failed runs may be proposed again (their compute stays spent)")
+    group.add_argument("--retry-failed", nargs="?", const="all", default=False,
+                       choices=("all", "crashed"),
+                       help="failed runs may be proposed again (their compute stays spent): "
+                            "all of them (the default of the bare flag), or only crashed ones "
+                            "(no loss; a diverged run stays failed)")
     group.add_argument("--acq", choices=("ei", "pi", "lcb"), default="ei",
                        help="acquisition: expected improvement (default), probability of "
                             "improvement or lower confidence bound")

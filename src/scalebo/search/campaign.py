@@ -149,7 +149,7 @@ def campaign_gp(grid: Grid, seed: int = 0, *, clip_iqr: float = 5.0,
 
 
 def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 1,
-                 retry_failed: bool = False, schedule: str = "spent",
+                 retry_failed: bool | str = False, schedule: str = "spent",
                  acquisition: str = "ei", incumbent: str = "envelope", clip_iqr: float = 5.0,
                  seed: int = 0, n_initial: int = DEFAULT_N_INITIAL,
                  cost_model: CostModel | None = None, kernel: str = "matern52",
@@ -161,7 +161,9 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         grid: candidate configurations (:func:`campaign_grid`).
         runs: the campaign's runs (:func:`~scalebo.search.campaign_runs.read_campaign_runs`):
             completed ones are observations, running ones pending (their compute committed),
-            failed ones spent and never proposed again unless ``retry_failed``.
+            failed ones spent and never proposed again unless ``retry_failed``: True or
+            ``"all"`` proposes any failed one again, ``"crashed"`` only those without a loss
+            (:attr:`CampaignRuns.crashed`; a diverged run stays failed).
         budget: total budget in the grid's budget unit (:meth:`Budget.resolve`: FLOPs, or
             GPU-hours for a grid with a ``cost`` column).
         batch: configurations to suggest.
@@ -213,8 +215,14 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         loop.tell(runs.completed, runs.losses)
     if runs.running.size:
         loop.mark_pending(runs.running)
-    if runs.failed.size and not retry_failed:
-        loop.mark_failed(runs.failed)
+    if retry_failed not in (False, True, "all", "crashed"):
+        raise ValueError(f"retry_failed must be False, True, 'all' or 'crashed', got "
+                         f"{retry_failed!r}")
+    stay = (runs.failed if not retry_failed else
+            runs.failed[~np.isin(runs.failed, runs.crashed)] if retry_failed == "crashed"
+            else runs.failed[:0])
+    if stay.size:
+        loop.mark_failed(stay)
     # The loop counts its cost model's compute of what it knows; the difference to the
     # campaign's (a cost column, retried failures) lowers its budget so ``remaining`` holds.
     loop.budget = budget - (spent + pending - loop.committed_budget)

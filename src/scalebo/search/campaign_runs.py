@@ -63,6 +63,9 @@ class CampaignRuns:
     Attributes:
         completed: grid indices of completed runs, ``(n_c,)``; ``losses`` their losses (nats).
         failed: grid indices of failed runs (crashed, NaN or diverged loss).
+        crashed: those of ``failed`` without a loss (missing or NaN, status failed or not):
+            a crash to retry, unlike a diverged run (a loss that is infinite, above
+            ``diverged_above``, or given beside status failed).
         running: grid indices of runs in flight (pending).
         cost: cost of each grid index that has a run, in the grid's budget unit: the
             ``cost`` column where given, else the grid's.
@@ -80,6 +83,7 @@ class CampaignRuns:
     completed: np.ndarray = field(default_factory=lambda: _EMPTY)
     losses: np.ndarray = field(default_factory=lambda: np.zeros(0))
     failed: np.ndarray = field(default_factory=lambda: _EMPTY)
+    crashed: np.ndarray = field(default_factory=lambda: _EMPTY)
     running: np.ndarray = field(default_factory=lambda: _EMPTY)
     cost: dict[int, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -160,6 +164,7 @@ class CampaignRuns:
         again = [g for g in more.set_aside if g in self.set_aside]  # failed there, retried
         return replace(self, running=np.concatenate([self.running, more.running]),
                        failed=self.failed[~retried],
+                       crashed=self.crashed[~np.isin(self.crashed, more.running)],
                        superseded_cost=self.superseded_cost
                        + sum(self.cost[int(g)] for g in [*self.failed[retried], *again]),
                        n_superseded=self.n_superseded + int(retried.sum()) + len(again),
@@ -322,8 +327,11 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
                      "neither the law nor the search uses the run")
     groups: dict[RunStatus, list[int]] = {s: [] for s in RunStatus}
     losses: list[float] = []
+    crashed = []
     for pos in np.flatnonzero(keep & ~held):
         groups[kinds[pos]].append(int(idx[pos]))
+        if kinds[pos] is RunStatus.FAILED and np.isnan(loss[pos]):
+            crashed.append(int(idx[pos]))
         if kinds[pos] is RunStatus.COMPLETED:
             losses.append(float(loss[pos]))
     costs = {int(idx[pos]): float(row_cost[pos]) for pos in np.flatnonzero(keep)}
@@ -331,7 +339,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
     as_idx = {s: np.asarray(v, dtype=np.int64) for s, v in groups.items()}
     return CampaignRuns(completed=as_idx[RunStatus.COMPLETED], losses=np.asarray(losses),
                         failed=as_idx[RunStatus.FAILED], running=as_idx[RunStatus.RUNNING],
-                        cost=costs, source=name,
+                        crashed=np.asarray(crashed, dtype=np.int64), cost=costs, source=name,
                         notes=tuple(n if n.startswith(f"{name}: ") else f"{name}: {n}"
                                     for n in notes),
                         superseded_cost=float(row_cost[superseded].sum()),
