@@ -130,3 +130,28 @@ def test_suggest_names_the_run_of_every_row(tmp_path):
     done = _suggest("--cost-model", "wsd", "--format", "json", "--budget", "1e18FLOPs",
                     cwd=tmp_path)
     assert done.returncode == 3 and json.loads(done.stdout)["wsd_runs"] == []
+
+
+def test_a_failed_cooldown_beside_a_completed_longer_run_and_an_unused_cost_are_named():
+    """A new-user trial: a failed checkpoint whose family's longer run completed was charged
+    a whole run (4.8e18 FLOPs) where its cooldown cost 4.8e17, without a word, and a
+    completed run's cost column was silently not used. Which it was (a cooldown branch, or
+    a run of its own that crashed before the longer one started) only the user knows."""
+    from scalebo.search.wsd_runs import wsd_cost_notes
+
+    grid = Grid.from_axes({"N": [4e8], "D": [2e9, 4e9], "lr": [5e-4, 1e-3]}, n_held_out_cells=0)
+    frame = pd.DataFrame({"N": [4e8, 4e8, 4e8], "D": [2e9, 4e9, 2e9],
+                          "lr": [5e-4, 5e-4, 1e-3], "loss": [np.nan, 3.03, np.nan]})
+    runs = read_campaign_runs(frame, grid)
+    whole = 6 * 4e8 * 2e9  # 4.8e18 FLOPs; its cooldown: 0.1 of it
+    (note,) = wsd_cost_notes(runs, grid, 0.1)  # row 3 (lr 1e-3) has no completed sibling
+    assert note == ("<DataFrame>: data row 1 (D=2e+09) failed and is charged a whole run, "
+                    "4.8e+18 FLOPs: if it was a cooldown branched off the run of data row 2 "
+                    "(D=4e+09, completed), it cost 4.8e+17: write that in its cost column")
+    model = CostModel("wsd", cooldown=0.1)
+    assert runs.spent(grid, model) == pytest.approx(6 * 4e8 * 4e9 + 2 * whole)
+    told = read_campaign_runs(frame.assign(cost=[0.1 * whole, 7e19, np.nan]), grid)
+    (unused,) = wsd_cost_notes(told, grid, 0.1)
+    assert unused.startswith("<DataFrame>: the cost column of 1 completed run(s) (first: data "
+                             "row 2) is not used under --cost-model wsd")
+    assert told.spent(grid, model) == pytest.approx(6 * 4e8 * 4e9 + 1.1 * whole)

@@ -114,6 +114,13 @@ def load_campaign(args: argparse.Namespace):
     if args.pending:
         runs = runs.with_running(read_pending_runs(args.pending, grid, mapping=mapping),
                                  grid=grid)
+    if getattr(args, "cost_model", None) == "wsd":
+        from dataclasses import replace
+
+        from scalebo.search.wsd_runs import wsd_cost_notes
+
+        runs = replace(runs, notes=runs.notes + wsd_cost_notes(runs, grid,
+                                                                cost_model(args).cooldown))
     return grid, runs, (budget.resolve(grid) if budget is not None else None)
 
 

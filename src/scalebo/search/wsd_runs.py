@@ -25,7 +25,7 @@ import numpy as np
 from scalebo.search.cost_model import families
 from scalebo.search.grid import Grid
 
-__all__ = ["WsdRun", "wsd_runs"]
+__all__ = ["WsdRun", "wsd_cost_notes", "wsd_runs"]
 
 
 @dataclass(frozen=True)
@@ -148,3 +148,39 @@ def wsd_runs(grid: Grid, picked: Sequence[int], completed: np.ndarray, running: 
                            completed=tokens(completed, family),
                            running=tokens(running, family), cooldown=float(cooldown)))
     return tuple(runs), tuple(numbers)
+
+
+def wsd_cost_notes(runs: Any, grid: Grid, cooldown: float) -> tuple[str, ...]:
+    """Notes on how a campaign's runs are charged under the ``wsd`` cost model (cooldown
+    fraction ``cooldown``), for ``runs`` (:class:`~scalebo.search.campaign_runs.CampaignRuns`):
+
+    * a failed checkpoint without a cost of its own (the runs file's ``cost`` column) is
+      charged a whole run, since a failed run shares no stable phase; when a longer
+      checkpoint of its family completed, it may instead have been a cooldown branched off
+      that run's stable phase (as ``suggest`` plans a family), which costs ``f·c·D`` only,
+      and only the user knows which: the note says what to write;
+    * a completed run's cost column is not used (families are charged by the model).
+    """
+    fam = families(grid)
+    D = grid.configs["D"].to_numpy(np.float64)
+    own = np.asarray(grid.budget_cost, dtype=np.float64)
+    done = np.asarray(runs.completed, dtype=np.int64)
+    notes = []
+    for g in (int(i) for i in runs.failed):
+        longer = done[(fam[done] == fam[g]) & (D[done] > D[g])]
+        if not longer.size or not np.isclose(runs.cost.get(g, own[g]), own[g]):
+            continue
+        where = runs.rows.get(g, (runs.source, None))
+        there = runs.rows.get(int(longer[0]), (runs.source, None))
+        notes.append(f"{where[0]}: data row {where[1]} (D={D[g]:g}) failed and is charged a "
+                     f"whole run, {own[g]:.4g} {grid.price_unit}: if it was a cooldown branched "
+                     f"off the run of data row {there[1]} (D={D[longer[0]]:g}, completed), it "
+                     f"cost {cooldown * own[g]:.4g}: write that in its cost column")
+    ignored = [int(g) for g in done
+               if g in runs.cost and not np.isclose(runs.cost[int(g)], own[int(g)])]
+    if ignored:
+        where = runs.rows.get(ignored[0], (runs.source, None))
+        notes.append(f"{where[0]}: the cost column of {len(ignored)} completed run(s) (first: "
+                     f"data row {where[1]}) is not used under --cost-model wsd: each family "
+                     "is charged its stable phase and cooldowns by the model")
+    return tuple(notes)
