@@ -250,6 +250,13 @@ def test_sentinel_losses_of_diverged_runs_get_a_note_and_a_too_low_threshold_too
     marked = read_campaign_runs(frame, grid, diverged_above=8.0)
     assert not [n for n in marked.notes if "cell's best" in n or "too low" in n]
     assert marked.failed.size == 2 and marked.completed.size == 10
+    # one under the threshold (7.5, 2.5x its cell's best) was let through without a word
+    # and took the law posterior's median 55 % off (a new-user trial)
+    under = frame.assign(loss=frame["loss"].where(frame.index != 7, 7.5))
+    (note,) = [n for n in read_campaign_runs(under, grid, diverged_above=8.0).notes
+               if "cell's best" in n]
+    assert "data row 8: completed with a loss over 2x their cell's best" in note
+    assert "they are below --diverged-above 8: a lower one counts them" in note
     low = read_campaign_runs(frame, grid, diverged_above=2.7)
     (note,) = [n for n in low.notes if "too low" in n]
     ordinary = int(((frame["loss"] > 2.7) & (frame["loss"] < 8)).sum())  # the 10s are not

@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
                       **({"wsd_runs": []} if wsd else {})})
         if args.format == "csv":  # the header alone: a reader sees zero proposals
             write_csv([], _columns(config_columns, wsd=wsd))
+        for text in runs.notes:  # what the runs file says still matters when nothing fits
+            note(text)
         raise
     log(f"{runs.counts()}; spent {res.spent:.4g} + pending {res.pending:.4g} of budget "
         f"{res.budget:.4g} {res.unit} ({res.budget / res.C_total:.4g} of the grid's total)")

@@ -225,38 +225,41 @@ def _named_frame(source: str | Path | pd.DataFrame) -> tuple[str, pd.DataFrame]:
 
 def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status: list,
                     loss: np.ndarray, diverged_above: float | None, name: str) -> list[str]:
-    """Without ``diverged_above``: a note when completed runs' losses look diverged
-    (:func:`~scalebo.search.runs_columns.suspect_diverged`); with it: a note when it fails
-    runs whose loss is ordinary — within :data:`DIVERGED_RATIO` × their cell's best among
-    the runs it keeps (or, in a cell it empties, of the kept cells' median best) — at least
-    3 of them and a quarter of the runs that reported a loss (too low?)."""
+    """A note when completed runs' losses look diverged
+    (:func:`~scalebo.search.runs_columns.suspect_diverged`; with ``diverged_above``, those
+    it lets through); with ``diverged_above``, also a note when it fails runs whose loss is
+    ordinary — within :data:`DIVERGED_RATIO` × their cell's best among the runs it keeps
+    (or, in a cell it empties, of the kept cells' median best) — at least 3 of them and a
+    quarter of the runs that reported a loss (too low?)."""
     told = np.array([st is not RunStatus.FAILED and st is not RunStatus.RUNNING
                      for st in status]) & np.isfinite(loss)
     cells = np.asarray(grid.cell_ids)[idx]
+    notes = []
+    done = np.array([k is RunStatus.COMPLETED for k in kinds]) & told
+    high, median = suspect_diverged(np.where(done, loss, np.nan), cells)
+    if high.any():
+        fix = ("--diverged-above LOSS counts them" if diverged_above is None else
+               f"they are below --diverged-above {diverged_above:g}: a lower one counts them")
+        notes.append(f"{name}: {shown_rows((np.flatnonzero(high) + 1).tolist())}: completed "
+                     f"with a loss over {DIVERGED_RATIO:g}x their cell's best (up to "
+                     f"{loss[high].max():.4g} nats; the median cell best is {median:.4g}): "
+                     f"diverged runs? {fix} as failed runs (compute spent, no loss) instead "
+                     "of telling the search and the law these losses")
     if diverged_above is None:
-        done = np.array([k is RunStatus.COMPLETED for k in kinds]) & told
-        high, median = suspect_diverged(np.where(done, loss, np.nan), cells)
-        if not high.any():
-            return []
-        return [f"{name}: {shown_rows((np.flatnonzero(high) + 1).tolist())}: completed with "
-                f"a loss over {DIVERGED_RATIO:g}x their cell's best (up to "
-                f"{loss[high].max():.4g} nats; the median cell best is {median:.4g}): "
-                "diverged runs? --diverged-above LOSS counts them "
-                "as failed runs (compute spent, no loss) instead of telling the search and the "
-                "law these losses"]
+        return notes
     cut = told & (loss > diverged_above)
     kept = told & ~cut
     if not cut.any() or not kept.any():
-        return []
+        return notes
     best = pd.Series(loss[kept]).groupby(cells[kept]).min()
     ref = best.reindex(cells).fillna(best.median()).to_numpy()
     ordinary = cut & (loss <= DIVERGED_RATIO * ref)
     if ordinary.sum() < max(3, 0.25 * told.sum()):
-        return []
-    return [f"{name}: --diverged-above {diverged_above:g} counts {int(ordinary.sum())} runs "
-            f"as failed whose loss is within {DIVERGED_RATIO:g}x of their cell's best run "
-            f"(of the {int(told.sum())} that reported a loss): too low? (a diverged loss "
-            "sits far above every good run)"]
+        return notes
+    return [*notes, f"{name}: --diverged-above {diverged_above:g} counts "
+            f"{int(ordinary.sum())} runs as failed whose loss is within {DIVERGED_RATIO:g}x "
+            f"of their cell's best run (of the {int(told.sum())} that reported a loss): too "
+            "low? (a diverged loss sits far above every good run)"]
 
 
 def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
