@@ -584,3 +584,22 @@ def test_status_names_the_compute_laws_parameter_at_a_bound(tmp_path):
     text = subprocess.run(base, capture_output=True, text=True, timeout=120)
     assert text.returncode == 0, text.stderr
     assert "(bound hit: E at its limit)" in text.stdout, text.stdout
+
+
+def test_a_point_fit_outside_its_own_95_interval_is_said():
+    """A trial's status printed loss (fit) 3.198 beside a 95 % interval [0.043, 2.984] at
+    1e24 FLOPs (a 25-nat run told as a loss) and said nothing about it."""
+    from scalebo.search.status import TargetStatus, _outside_note
+
+    def row(C, fit, lo, hi):
+        return TargetStatus(C=C, prediction=fit, interval_80=[lo, hi], interval_95=[lo, hi],
+                            half_width_pct=1.0, N_opt=None, D_opt=None, N_opt_80=None,
+                            D_opt_80=None, median=(lo + hi) / 2, floor_half_width_pct=None)
+
+    inside = [row(1e22, 2.1, 2.0, 2.2), row(1e24, 1.9, 1.8, 2.0)]
+    assert _outside_note(inside) == ""
+    assert _outside_note([row(1e22, 2.1, 2.0, 2.2), row(1e24, None, 1.8, 2.0)]) == ""
+    note = _outside_note([*inside, row(1e25, 3.198, 0.043, 2.984), row(1e26, 0.5, 1, 2)])
+    assert note.startswith("the point fit's loss at 1e+25 FLOPs (3.198 nats) lies outside the "
+                           "law posterior's own 95 % interval [0.043, 2.984] (and at 1 more "
+                           "target(s))")

@@ -239,7 +239,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                  for k, v in summaries.items()]
     law_notes.append(_frontier_note(grid, compute, targets))
     law_notes.append(_law_form_note(summary, chin, targets))
-    if stop and law_notes[-1]:
+    law_notes.append(_outside_note(rows))
+    if stop and law_notes[-2]:
         reason += ("; the Chinchilla law's loss lies outside the compute law's 80 % interval "
                    "(see the notes)")
     notes = (*runs.notes, *([message] if message else []), *([chin_note] if chin_note else []),
@@ -255,6 +256,23 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                           law_posteriors=posts, unit=grid.price_unit, estimand=estimand,
                           noise_floor=floor, min_shrink=min_shrink,
                           n_retried=int(runs.n_superseded))
+
+
+def _outside_note(rows: list[TargetStatus]) -> str:
+    """A note when the point fit's loss at a target lies outside the law posterior's own
+    95 % interval there (the fit on the posterior-mean table and the sample fits disagree:
+    an outlying run, or a law the runs do not pin down), "" otherwise."""
+    out = [r for r in rows if r.prediction is not None and r.interval_95 is not None
+           and not r.interval_95[0] <= r.prediction <= r.interval_95[1]]
+    if not out:
+        return ""
+    r = out[0]
+    return (f"the point fit's loss at {r.C:.3g} FLOPs ({r.prediction:.4g} nats) lies outside "
+            f"the law posterior's own 95 % interval [{r.interval_95[0]:.4g}, "
+            f"{r.interval_95[1]:.4g}]" + (f" (and at {len(out) - 1} more target(s))"
+                                          if len(out) > 1 else "")
+            + ": the fit and the posterior's sample fits disagree (an outlying or diverged "
+            "run? a law the runs do not pin down yet): trust neither until more runs agree")
 
 
 def _allocation(chin: Any, summary: dict | None, trained: np.ndarray) -> tuple[dict | None, str]:
