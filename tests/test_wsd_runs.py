@@ -155,3 +155,21 @@ def test_a_failed_cooldown_beside_a_completed_longer_run_and_an_unused_cost_are_
     assert unused.startswith("<DataFrame>: the cost column of 1 completed run(s) (first: data "
                              "row 2) is not used under --cost-model wsd")
     assert told.spent(grid, model) == pytest.approx(6 * 4e8 * 4e9 + 1.1 * whole)
+
+
+def test_a_budget_above_the_whole_grid_under_wsd_is_said(tmp_path, capsys):
+    """Fractions are of the independent runs' total; under wsd the whole grid costs less
+    (here 0.55 of it), so --budget 0.7 bought every configuration without a word."""
+    from scalebo.cli.main import main
+
+    (tmp_path / "grid.yaml").write_text(GRID_YAML)
+    RUNS.iloc[:5].to_csv(tmp_path / "runs.csv", index=False)
+    grid = campaign_grid(tmp_path / "grid.yaml")
+    whole = CostModel("wsd", cooldown=0.1).total(grid, np.ones(len(grid), dtype=bool))
+    args = ["suggest", "--grid", str(tmp_path / "grid.yaml"), "--runs",
+            str(tmp_path / "runs.csv"), "--cost-model", "wsd", "-q"]
+    assert main([*args, "--budget", f"{1.1 * whole / grid.budget_total:.6f}"]) == 0
+    assert "is more than training the whole grid costs under --cost-model wsd (" \
+        f"{whole:.4g}" in capsys.readouterr().err
+    assert main([*args, "--budget", f"{0.9 * whole / grid.budget_total:.6f}"]) == 0
+    assert "whole grid" not in capsys.readouterr().err

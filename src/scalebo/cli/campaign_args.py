@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import warnings
 
 from scalebo.cli.common import (
     anchor_share,
@@ -114,14 +115,24 @@ def load_campaign(args: argparse.Namespace):
     if args.pending:
         runs = runs.with_running(read_pending_runs(args.pending, grid, mapping=mapping),
                                  grid=grid)
+    amount = budget.resolve(grid) if budget is not None else None
     if getattr(args, "cost_model", None) == "wsd":
         from dataclasses import replace
 
+        import numpy as np
+
         from scalebo.search.wsd_runs import wsd_cost_notes
 
-        runs = replace(runs, notes=runs.notes + wsd_cost_notes(runs, grid,
-                                                                cost_model(args).cooldown))
-    return grid, runs, (budget.resolve(grid) if budget is not None else None)
+        model = cost_model(args)
+        runs = replace(runs, notes=runs.notes + wsd_cost_notes(runs, grid, model.cooldown))
+        whole = model.total(grid, np.ones(len(grid), dtype=bool), priced=True)
+        if amount is not None and whole < amount <= grid.budget_total * (1 + 1e-9):
+            warnings.warn(f"the budget {budget} ({amount:.4g} {grid.price_unit}) is more than "
+                          f"training the whole grid costs under --cost-model wsd ({whole:.4g}, "
+                          f"{whole / grid.budget_total:.3g} of the grid's total of independent "
+                          "runs, which fractions refer to): every configuration fits",
+                          UserWarning, stacklevel=2)
+    return grid, runs, amount
 
 
 def file_columns(args: argparse.Namespace) -> dict[str, str]:
