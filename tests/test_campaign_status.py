@@ -289,6 +289,7 @@ def test_noise_free_status_csv_says_its_estimand_and_floor(synthetic, tmp_path):
     assert list(table["law_status"]) == [status["law"]["status"]] * 2
     assert (table["n_completed"][0], table["n_failed"][0]) == (len(half),
                                                              status["n_failed"])
+    assert table["n_retried"][0] == status["n_retried"]  # the counts add up to the rows
     assert table["spent"][0] + table["pending"][0] + table["remaining"][0] == pytest.approx(
         table["budget"][0])
     for (_, row), t in zip(table.iterrows(), status["targets"], strict=True):  # CSV = JSON

@@ -53,7 +53,7 @@ CSV_COLUMNS = ("C", "prediction", "median", "low_80", "high_80", "low_95", "high
                "half_width_pct", "floor_half_width_pct", "N_opt", "N_opt_low_80",
                "N_opt_high_80", "D_opt", "D_opt_low_80", "D_opt_high_80", "estimand", "stop",
                "reason", "budget", "spent", "pending", "remaining", "unit", "law_status", "E",
-               "A", "alpha", "n_completed", "n_failed", "n_running")
+               "A", "alpha", "n_completed", "n_failed", "n_running", "n_retried")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -139,7 +139,7 @@ def _csv_row(t: Any, status: Any) -> dict[str, Any]:
             "unit": status.unit, "law_status": status.law.get("status"),
             **{k: (status.law.get("params") or {}).get(k) for k in ("E", "A", "alpha")},
             "n_completed": status.n_completed, "n_failed": status.n_failed,
-            "n_running": status.n_running}
+            "n_running": status.n_running, "n_retried": status.n_retried}
 
 
 def run(args: argparse.Namespace) -> int:

@@ -199,6 +199,8 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
     model = cost_model or CostModel()
     spent, pending = runs.spent(grid, model), runs.pending(grid, model)
     remaining = budget - spent - pending
+    if abs(remaining) <= 1e-9 * budget:  # the sums' rounding, not compute
+        remaining = 0.0
     account = {"budget": float(budget), "spent": spent, "pending": pending,
                "remaining": remaining, "C_total": grid.budget_total, "unit": unit}
     if remaining <= 0:

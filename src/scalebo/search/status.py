@@ -165,6 +165,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     model = cost_model or CostModel()
     spent, pending = runs.spent(grid, model), runs.pending(grid, model)
     remaining = budget - spent - pending
+    if abs(remaining) <= 1e-9 * budget:  # the sums' rounding, not compute (3.3e4 FLOPs)
+        remaining = 0.0
     trained = np.zeros(len(grid), dtype=bool)
     for arr in (runs.completed, runs.running):
         trained[arr] = True
