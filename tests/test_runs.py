@@ -651,3 +651,13 @@ def test_a_mistyped_hyperparameter_column_gets_the_closest_name(tmp_path):
     path.write_text("params,tokens,lr,bs,loss\n1e8,2e9,1e-3,64,3.1\n2e8,4e9,1e-3,64,2.9\n")
     with pytest.raises(RunTableError, match=r"\['bz' \(did you mean 'bs'\?\)\] not found"):
         load_runs(path, mapping={"N": "params", "D": "tokens"}, hyperparameters=["lr", "bz"])
+
+
+def test_a_row_with_a_field_too_many_names_its_data_row(tmp_path):
+    """pandas said 'Expected 3 fields in line 3, saw 4' (a file line, the header counted;
+    a campaign trial read it as data row 3)."""
+    path = tmp_path / "runs.csv"
+    path.write_text("N,D,loss\n1e8,1e9,3.1\n2e8,1e9,3.0,9\n")
+    with pytest.raises(RunTableError, match=r"runs.csv: data row 2 \(line 3 of the file\) has "
+                                            r"4 fields where the header has 3"):
+        load_runs(path)

@@ -4,6 +4,7 @@ command line's column mapping ``"N=params,D=tokens"``."""
 from __future__ import annotations
 
 import csv
+import re
 import warnings
 from pathlib import Path
 
@@ -99,6 +100,12 @@ def read_table(path: str | Path) -> pd.DataFrame:
             except ValueError:
                 frame = pd.read_json(path, lines=True, dtype=False)
     except (ValueError, OSError, ImportError) as exc:
+        said = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(exc))
+        if said:  # pandas counts file lines from 1, the header included
+            want, line, got = (int(g) for g in said.groups())
+            raise RunTableError(f"{path}: data row {line - 1} (line {line} of the file) has "
+                                f"{got} fields where the header has {want}: a separator "
+                                "inside a value (quote it), or a value too many?") from None
         raise RunTableError(f"{path}: could not be read as {suffix[1:]}: {exc}") from exc
     return _stripped_names(frame, path)
 
