@@ -57,3 +57,22 @@ def test_porian_rw_tuned_isoflop_points_converge_and_contradict_their_runs(data_
     texts = " ".join(str(w.message) for w in caught)
     assert out.fit.params["E"] > table.frame["loss"].min()  # the contradiction itself
     assert "irreducible loss E" in texts and "contradicts the runs" in texts
+
+
+def test_an_accuracy_given_to_a_downstream_law_is_said():
+    """A trial fitted --law sigmoid --response acc: a at its bound 0, no hint that the law
+    describes an error. Errors from a known Gadre law rising with the loss stay quiet."""
+    from scalebo.fitting.misfit import falling_error_note
+
+    rng = np.random.default_rng(1)
+    N = np.repeat(np.geomspace(5e7, 1e9, 4), 3)
+    D = np.tile(np.geomspace(1e9, 3e10, 3), 4)
+    loss = 1.69 + 406.4 / N**0.34 + 410.7 / D**0.28
+    err = (0.9 - 30.0 * np.exp(-1.5 * loss)) * np.exp(rng.normal(0, 0.002, N.size))
+    table = load_runs(pd.DataFrame({"N": N, "D": D, "loss": loss, "err": err, "acc": 1 - err}))
+    for law, column, said in (("gadre", "acc", True), ("gadre", "err", False),
+                              ("sigmoid", "acc", True)):
+        summary = fit_summary(table, law, target=column)
+        notes = [w for w in summary.warnings if "falls as the loss rises" in w]
+        assert bool(notes) == said, (law, column, summary.warnings)
+    assert falling_error_note(loss[:4], 1 - err[:4], "acc") == ""  # too few runs to judge

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["misfit_notes"]
+__all__ = ["falling_error_note", "misfit_notes"]
 
 
 def misfit_notes(law_name: str, params: Mapping[str, float], C: np.ndarray, loss: np.ndarray,
@@ -62,3 +62,19 @@ def misfit_notes(law_name: str, params: Mapping[str, float], C: np.ndarray, loss
                          f"{C[best]:.3g} FLOPs: "
                          "the prediction contradicts the runs it is fitted on")
     return notes
+
+
+def falling_error_note(loss: np.ndarray, y: np.ndarray, target: str) -> str:
+    """A note when a downstream law's response (an error, which rises with the loss) falls
+    as the loss rises (Spearman ρ < −0.5 over ≥ 5 runs): an accuracy given where the law
+    expects an error; "" otherwise."""
+    from scipy.stats import spearmanr
+
+    ok = np.isfinite(loss) & np.isfinite(y)
+    if ok.sum() < 5 or np.ptp(loss[ok]) == 0 or np.ptp(y[ok]) == 0:
+        return ""
+    rho = float(spearmanr(loss[ok], y[ok]).statistic)
+    if rho >= -0.5:
+        return ""
+    return (f"{target!r} falls as the loss rises (Spearman {rho:.2f}): an accuracy? The "
+            f"downstream laws describe an error, which rises with the loss: fit 1 − accuracy")

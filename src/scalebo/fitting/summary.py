@@ -36,7 +36,7 @@ from scalebo.errors import FitError, NumericalWarning
 from scalebo.fitting.allocation import ComputeOptimal, compute_optimal
 from scalebo.fitting.bootstrap import BootstrapResult, bootstrap_fit
 from scalebo.fitting.frontier import frontier as select_frontier
-from scalebo.fitting.misfit import misfit_notes
+from scalebo.fitting.misfit import falling_error_note, misfit_notes
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, FitStatus, fit_law
 from scalebo.laws import GadreDownstreamLaw, Law, PowerLawSum, SigmoidDownstreamLaw, get_law
 
@@ -370,8 +370,10 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
                                table.frame["loss"].to_numpy(), preds)
                   if target == "loss" and method != "all" and fit.success
                   and prediction_kind(law) is not None else [])
+        falling = (falling_error_note(X[:, 0], y, target) if law.variables == ("loss",)
+                   else "")
         for text in (note, one_size_note(table.frame) if prediction_kind(law) == "compute"
-                     else None, *misfit):
+                     else None, *misfit, falling):
             if text:
                 warnings.warn(text, UserWarning, stacklevel=2)
     for w in caught:  # re-emitted for the caller's own filters: recorded, not swallowed
