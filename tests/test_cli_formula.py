@@ -317,3 +317,19 @@ def test_options_a_formula_fit_does_not_use_are_refused_and_huber_delta_is_used(
                                "(2 rows): each is fitted as an observation of its own (drop "
                                "copies made by mistake)"]
     assert out["fit"]["params"]["a"] == pytest.approx(0.34, rel=1e-3)
+
+
+def test_map_loss_names_the_response_of_a_formula(tmp_path, capsys):
+    """--map loss=val_loss works for built-in laws; with --formula it said 'no response
+    column loss' (a new-user trial)."""
+    N, D = (g.ravel() for g in np.meshgrid(np.geomspace(5e7, 2e9, 4), np.geomspace(1e9, 1e11, 4)))
+    path = tmp_path / "runs.csv"
+    pd.DataFrame({"N": N, "D": D, "val_loss": 1.7 + 400 / N**0.34 + 400 / D**0.28}).to_csv(
+        path, index=False)
+    law = ["--formula", "E + A/N**a + B/D**b", "--bounds", "E=0:5,A=0:1e5,a=0:1,B=0:1e5,b=0:1"]
+    assert main(["fit", str(path), *law, "--map", "loss=val_loss", "--format", "json",
+                 "-q"]) == 0
+    assert json.loads(capsys.readouterr().out)["fit"]["params"]["a"] == pytest.approx(0.34)
+    assert main(["fit", str(path), *law, "--map", "loss=val_loss", "--response", "x",
+                 "-q"]) == 2
+    assert "name two response columns" in capsys.readouterr().err

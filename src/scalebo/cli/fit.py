@@ -275,9 +275,17 @@ def _run_formula(args: argparse.Namespace) -> int:
     if args.runs.startswith("dataset:"):
         raise ValueError("--formula reads a table file (CSV, Parquet, JSON lines)")
     frame = read_table(args.runs)
+    vmap = parse_variable_map(args.map or "")
+    response = args.response or "loss"
+    if "loss" in vmap and "loss" not in formula_inputs(args.formula, bounds):
+        given = vmap.pop("loss")  # --map loss=COL names the response, as for built-in laws
+        if args.response is not None and args.response != given:
+            raise ValueError(f"--map loss={given} and --response {args.response} name two "
+                             "response columns; keep one")
+        response = given
     summary = summarize_formula_fit(
-        frame, args.formula, bounds=bounds, variable_map=parse_variable_map(args.map or ""),
-        response=args.response or "loss", residuals=args.residuals, n_starts=args.starts,
+        frame, args.formula, bounds=bounds, variable_map=vmap,
+        response=response, residuals=args.residuals, n_starts=args.starts,
         seed=args.seed,
         source=args.runs, predict_at=args.predict_at, bootstrap=args.bootstrap,
         confidence_level=args.confidence, progress=log,
