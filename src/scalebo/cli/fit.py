@@ -136,7 +136,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                               "abs, minimum, maximum, clip), fitted to every row; C is 6*N*D "
                               "when the table has N and D but no C; --bootstrap resamples "
                               "rows, --plot draws observed vs predicted and residuals; not "
-                              "with --frontier or --predict (use --predict-at)")
+                              "with --frontier or --predict (use --predict-at); RUNS is then "
+                              "a table file, not dataset:NAME")
     formula.add_argument("--bounds", default=None, metavar="NAME=LO:HI,...",
                          help="bounds of every parameter, e.g. 'c0=-100:100,A=-1e4:1e4'")
     formula.add_argument("--residuals", choices=("log", "natural"), default="log",
