@@ -343,3 +343,11 @@ def test_cli_propose_budget_as_percent_cut_batch_and_spent_budget(tmp_path, caps
     assert out.splitlines()[0].split()[0] == "data_row"
     assert main([*args, *runs, "--budget", f"{spent / 2:.6g}"]) == 3
     assert "already spent" in capsys.readouterr().err
+
+
+def test_a_pool_row_copied_by_mistake_is_named(tmp_path, capsys):
+    pool, _ = _frames()
+    copied = pd.concat([pool, pool.iloc[[2]]], ignore_index=True)
+    assert main([*_write(tmp_path, pool=copied), "--budgets", "0.05"]) == 0
+    assert (f"pool.csv: data rows 3, {len(copied)} repeat another row in every column (2 "
+            "rows): each counts as a row of its own") in capsys.readouterr().err

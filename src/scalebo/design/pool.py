@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import math
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -23,7 +24,7 @@ import pandas as pd
 
 from scalebo.data.columns import to_numbers
 from scalebo.errors import RunTableError, shown
-from scalebo.fitting.formula_checks import undefined_rows
+from scalebo.fitting.formula_checks import repeated_rows_note, undefined_rows
 from scalebo.fitting.formula_fit import table_inputs
 from scalebo.laws.formula import FormulaLaw
 
@@ -192,6 +193,8 @@ def make_pool(frame: pd.DataFrame, law: FormulaLaw, cost: str, *,
     vmap = dict(variable_map or {})
     if len(frame) == 0:
         raise RunTableError(f"{source}: the table has no rows")
+    if said := repeated_rows_note(frame, source, "counts as a row of its own"):
+        warnings.warn(said, UserWarning, stacklevel=2)
     X = _inputs(law, frame, vmap, source)
     cols = {c: frame[c].to_numpy() for c in frame.columns if isinstance(c, str)}
     cols.update({v: X[:, i] for i, v in enumerate(law.variables)})

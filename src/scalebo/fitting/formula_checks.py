@@ -8,7 +8,8 @@ Shared by ``scalebo fit --formula`` (:mod:`scalebo.fitting.formula_summary`) and
 * :func:`undefined_rows` — rows where the formula cannot be evaluated (a log or a fractional
   power of an input ≤ 0), which a fit would otherwise hold at a constant residual, i.e.
   silently leave out;
-* :func:`first_non_number` — the first cell of an input column that is not a number.
+* :func:`first_non_number` — the first cell of an input column that is not a number;
+* :func:`repeated_rows_note` — rows repeated in every column (copies made by mistake?).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import pandas as pd
 from scalebo.errors import shown
 from scalebo.laws.formula import FormulaLaw
 
-__all__ = ["check_bound_names", "first_non_number", "undefined_rows"]
+__all__ = ["check_bound_names", "first_non_number", "repeated_rows_note", "undefined_rows"]
 
 
 def check_bound_names(names: Iterable[str], bounds: Mapping[str, object],
@@ -80,3 +81,14 @@ def first_non_number(frame: pd.DataFrame, variables: Sequence[str],
             return (f"data row {bad[0] + 1}, column {variable_map.get(v, v)!r} (variable {v}): "
                     f"{shown(column.iloc[bad[0]])} is not a number")
     return ""
+
+
+def repeated_rows_note(frame: pd.DataFrame, source: str, counts_as: str) -> str:
+    """``"SOURCE: data rows 4, 26 repeat another row in every column (2 rows): each
+    {counts_as} (drop copies made by mistake)"``, or "" when no row repeats another."""
+    twins = np.flatnonzero(frame.duplicated(keep=False).to_numpy())
+    if not twins.size:
+        return ""
+    return (f"{source}: data rows {', '.join(str(r + 1) for r in twins[:6])}"
+            f"{' ...' if twins.size > 6 else ''} repeat another row in every column "
+            f"({twins.size} rows): each {counts_as} (drop copies made by mistake)")

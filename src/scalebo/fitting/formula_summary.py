@@ -24,7 +24,11 @@ import pandas as pd
 from scalebo import __version__
 from scalebo.errors import RunTableError, shown, with_hints
 from scalebo.fitting.formula_bootstrap import FormulaBootstrapResult, bootstrap_formula
-from scalebo.fitting.formula_checks import check_bound_names, undefined_rows
+from scalebo.fitting.formula_checks import (
+    check_bound_names,
+    repeated_rows_note,
+    undefined_rows,
+)
 from scalebo.fitting.formula_fit import fit_formula, table_inputs
 from scalebo.fitting.robust import FitResult, FitStatus
 from scalebo.laws.formula import FormulaLaw, formula_law, formula_names
@@ -275,13 +279,10 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
     if said := undefined_rows(law, law.random_starts(16, seed), X, columns, source,
                               "at 16 parameter vectors drawn inside the bounds"):
         raise RunTableError(said)
-    notes = []
-    if (twins := np.flatnonzero(frame.duplicated(keep=False).to_numpy())).size:
-        notes.append(f"{source}: data rows {', '.join(str(r + 1) for r in twins[:6])}"
-                     f"{' ...' if twins.size > 6 else ''} repeat another row in every column "
-                     f"({twins.size} rows): each is fitted as an observation of its own "
-                     "(drop copies made by mistake)")
-        warnings.warn(notes[-1], UserWarning, stacklevel=2)
+    notes = [said] if (said := repeated_rows_note(
+        frame, source, "is fitted as an observation of its own")) else []
+    for text in notes:
+        warnings.warn(text, UserWarning, stacklevel=2)
     fit = fit_formula(law, X, y, residuals=residuals, n_starts=n_starts, seed=seed,
                       huber_delta=huber_delta)
     if said := undefined_rows(law, fit.x[None, :], X, columns, source, "at the fitted "
