@@ -126,6 +126,9 @@ def test_a_pending_file_keeps_its_notes_and_rejects_finished_rows(tmp_path):
     assert runs.running.size == 1
     assert runs.notes == (f"{path}: data row 1: status running, so its loss 3.2 is not used "
                           "until the status says completed",)
+    renamed = CampaignRuns().with_running(read_pending_runs(path, grid), "queue", grid=grid)
+    assert renamed.notes == ("queue: data row 1: status running, so its loss 3.2 is not "
+                             "used until the status says completed",)  # a review
     pd.DataFrame({"N": [5e7, 1e8], "D": [1e9, 1e9], "lr": [1e-3, 1e-3],
                   "status": ["running", "completed"]}).to_csv(path, index=False)
     with pytest.raises(RunTableError, match=rf"^{path}: data row 2, column 'status': "

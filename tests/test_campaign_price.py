@@ -151,3 +151,14 @@ def test_cli_suggests_and_reports_in_gpu_hours(priced):
     assert "GPU-hours" in out.stdout and "of budget 30" in out.stdout
     out = _cli("suggest", "--grid", path.name, "--budget", "2e21FLOPs", cwd=cwd)
     assert out.returncode == 2 and "GPU-hours" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_budget_left_within_rounding_of_zero_is_zero():
+    """A trial's status said 'the budget is spent: 3.277e+04 FLOPs left' of a 2.9e20 budget:
+    the sums' rounding. A real remainder, even a small one, stays."""
+    from scalebo.search.budget import remaining_budget
+
+    assert remaining_budget(2.93e20, 2.93e20 - 1e20, 1e20 - 3.277e4) == 0.0
+    assert remaining_budget(2.93e20, 1e20, 1e20) == pytest.approx(0.93e20)
+    assert remaining_budget(2.93e20, 2.93e20 - 1e16, 0.0) == pytest.approx(1e16)
+    assert remaining_budget(100.0, 101.0, 0.0) == -1.0  # overspent stays negative

@@ -308,7 +308,7 @@ def test_options_a_formula_fit_does_not_use_are_refused_and_huber_delta_is_used(
     assert main(["fit", str(path), "--formula", " ", "-q"]) == 2
     assert "--formula is empty" in capsys.readouterr().err
     assert main(["fit", str(path), "--bounds", "E=0:5", "--starts", "8", "-q"]) == 2
-    assert "--bounds and --starts are for --formula" in capsys.readouterr().err
+    assert "--bounds and --starts are for --formula only" in capsys.readouterr().err
     assert main(["fit", str(path), *law, "--huber-delta", "0.05", "--format", "json",
                  "-q"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -317,6 +317,12 @@ def test_options_a_formula_fit_does_not_use_are_refused_and_huber_delta_is_used(
                                "(2 rows): each is fitted as an observation of its own (drop "
                                "copies made by mistake)"]
     assert out["fit"]["params"]["a"] == pytest.approx(0.34, rel=1e-3)
+    # natural residuals: least squares unless a delta is given, even 1e-3 (a review: the
+    # JSON said null, least squares, for a Huber fit, and an explicit 1e-3 was dropped)
+    for extra, delta in (([], None), (["--huber-delta", "0.001"], 0.001)):
+        assert main(["fit", str(path), *law, "--residuals", "natural", *extra, "--format",
+                     "json", "-q"]) == 0
+        assert json.loads(capsys.readouterr().out)["fit"]["huber_delta"] == delta
 
 
 def test_map_loss_names_the_response_of_a_formula(tmp_path, capsys):

@@ -351,3 +351,16 @@ def test_a_pool_row_copied_by_mistake_is_named(tmp_path, capsys):
     assert main([*_write(tmp_path, pool=copied), "--budgets", "0.05"]) == 0
     assert (f"pool.csv: data rows 3, {len(copied)} repeat another row in every column (2 "
             "rows): each counts as a row of its own") in capsys.readouterr().err
+
+
+def test_a_batch_cut_by_an_exhausted_pool_does_not_ask_for_more_budget(tmp_path, capsys):
+    """A review: 12 of 15 rows done, --budget 100% --batch 5 gave 3 rows and 'raise it for
+    more', which cannot be done."""
+    pool, _ = _frames()
+    small = pool.iloc[:15]
+    args = _write(tmp_path, pool=small.drop(columns="loss"))
+    small.iloc[:12].to_csv(tmp_path / "done.csv", index=False)
+    assert main([*args, "--runs", str(tmp_path / "done.csv"), "--budget", "100%", "--batch",
+                 "5"]) == 0
+    assert "3 of the 5 rows asked for (--batch) are proposed: every other pool row is done" \
+        in capsys.readouterr().err

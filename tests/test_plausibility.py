@@ -92,6 +92,13 @@ def test_a_wall_time_that_splits_repeats_is_said_but_a_random_search_setting_is_
     named = _messages(frame, hyperparameters=["lr"], duplicates="mean")
     assert [m.split(": ", 1)[1][:33] for m in named] == ["averaged the loss of repeated con"]
     assert len(load_runs(frame, hyperparameters=["lr"], duplicates="mean")) == len(frame) // 2
-    search = _grid().loc[np.repeat(np.arange(12), 3)].reset_index(drop=True)
+    # the wall time as the only varying column (seeds, no searched setting): said too
+    seeds = pd.concat([_grid(), _grid()], ignore_index=True)
+    seeds["wall_hours"] = 6 * seeds.N * seeds.D / 1e17 * rng.uniform(0.9, 1.1, len(seeds))
+    assert [m for m in _messages(seeds) if "'wall_hours' has a different value" in m]
+    # a learning rate drawn per run beside a batch grid (random search) is a real axis (a
+    # review: the first rule, which did not look at compute, called it a measurement)
+    search = _grid().loc[np.repeat(np.arange(12), 4)].reset_index(drop=True)
     search["lr"] = 10 ** rng.uniform(-4, -2, len(search))
+    search["bs"] = np.tile([32, 64], len(search) // 2)
     assert not [m for m in _messages(search) if "every run" in m]

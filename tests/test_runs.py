@@ -661,3 +661,8 @@ def test_a_row_with_a_field_too_many_names_its_data_row(tmp_path):
     with pytest.raises(RunTableError, match=r"runs.csv: data row 2 \(line 3 of the file\) has "
                                             r"4 fields where the header has 3"):
         load_runs(path)
+    # a blank line and a quoted line break shift pandas' line count (a review)
+    path.write_text('N,D,loss,name\n1e8,1e9,3.1,"a\nb"\n\n2e8,1e9,3.0,x,9\n')
+    with pytest.raises(RunTableError, match=r"runs.csv: data row 2 \(line 5 of the file\) has "
+                                            r"5 fields where the header has 4"):
+        load_runs(path)

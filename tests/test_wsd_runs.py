@@ -165,7 +165,7 @@ def test_a_budget_above_the_whole_grid_under_wsd_is_said(tmp_path, capsys):
     (tmp_path / "grid.yaml").write_text(GRID_YAML)
     RUNS.iloc[:5].to_csv(tmp_path / "runs.csv", index=False)
     grid = campaign_grid(tmp_path / "grid.yaml")
-    whole = CostModel("wsd", cooldown=0.1).total(grid, np.ones(len(grid), dtype=bool))
+    whole = CostModel("wsd", cooldown=0.1).total(grid, ~grid.held_out)  # what it can buy
     args = ["suggest", "--grid", str(tmp_path / "grid.yaml"), "--runs",
             str(tmp_path / "runs.csv"), "--cost-model", "wsd", "-q"]
     assert main([*args, "--budget", f"{1.1 * whole / grid.budget_total:.6f}"]) == 0

@@ -125,7 +125,7 @@ def load_campaign(args: argparse.Namespace):
 
         model = cost_model(args)
         runs = replace(runs, notes=runs.notes + wsd_cost_notes(runs, grid, model.cooldown))
-        whole = model.total(grid, np.ones(len(grid), dtype=bool), priced=True)
+        whole = model.total(grid, ~np.asarray(grid.held_out, dtype=bool), priced=True)
         if amount is not None and whole < amount <= grid.budget_total * (1 + 1e-9):
             warnings.warn(f"the budget {budget} ({amount:.4g} {grid.price_unit}) is more than "
                           f"training the whole grid costs under --cost-model wsd ({whole:.4g}, "

@@ -289,9 +289,14 @@ def run(args: argparse.Namespace) -> int:
             result.update(group=args.group, group_budget=args.group_budget)
         _log_target(result["target_prediction"])
         if len(props) < args.batch and (grouped is None or args.group_budget == "shared"):
-            warnings.warn(f"{len(props)} of the {args.batch} rows asked for (--batch) fit what "
-                          f"is left of --budget {args.budget:g}; raise it for more",
-                          stacklevel=2)
+            from scalebo.design.propose import done_rows
+
+            untried = ~done_rows(pool, done.X)
+            untried[[p.row for p in props]] = False
+            warnings.warn(f"{len(props)} of the {args.batch} rows asked for (--batch) " + (
+                f"fit what is left of --budget {args.budget:g}; raise it for more"
+                if untried.any() else "are proposed: every other pool row is done"),
+                stacklevel=2)
         rows = [{"data_row": p.row + 1, **({"group": p.group} if grouped else {}), **p.inputs,
                  "cost_fraction": p.cost_fraction, "mean": p.mean, "lo80": p.lo80,
                  "hi80": p.hi80} for p in props]

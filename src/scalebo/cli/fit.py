@@ -113,7 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="column the law (or --formula) predicts: default loss, in nats; "
                             "for gadre / sigmoid the downstream error column (--target is "
                             "its older name; in status and fragility --target is a compute)")
-    group.add_argument("--huber-delta", type=positive_float, default=DEFAULT_HUBER_DELTA,
+    group.add_argument("--huber-delta", type=positive_float, default=None,
                        help=f"Huber delta on natural-log residuals "
                             f"(default {DEFAULT_HUBER_DELTA:g}; with --formula --residuals "
                             "natural, in the response's units, default least squares)")
@@ -180,8 +180,8 @@ def run(args: argparse.Namespace) -> int:
         return _run_formula(args)
     if given := _given(args, bounds=None, residuals="log", starts=64):
         raise ValueError(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for "
-                         f"--formula; the built-in law {args.law!r} takes neither (its "
-                         "bounds and starts are its own)")
+                         f"--formula only; the built-in law {args.law!r} has bounds, starts "
+                         "and residuals of its own")
     if args.predict_at:
         raise ValueError("--predict-at needs --formula; for a built-in law use --predict C")
     from scalebo.errors import RunTableError
@@ -221,7 +221,8 @@ def run(args: argparse.Namespace) -> int:
         log(f"fitting {law.name} ...")
     summary = _collect(
         lambda: fit_summary(table, law, frontier=args.frontier, target=args.response or "loss",
-                            huber_delta=args.huber_delta, bootstrap=args.bootstrap,
+                            huber_delta=DEFAULT_HUBER_DELTA if args.huber_delta is None
+                            else args.huber_delta, bootstrap=args.bootstrap,
                             confidence_level=args.confidence, seed=args.seed,
                             predict=args.predict, notes=seen),
         [])
@@ -290,7 +291,7 @@ def _run_formula(args: argparse.Namespace) -> int:
         seed=args.seed,
         source=args.runs, predict_at=args.predict_at, bootstrap=args.bootstrap,
         confidence_level=args.confidence, progress=log,
-        huber_delta=None if args.huber_delta == DEFAULT_HUBER_DELTA else args.huber_delta)
+        huber_delta=args.huber_delta)
     result = summary.to_dict()
     if args.plot:
         from scalebo.fitting.formula_plot import plot_formula_fit

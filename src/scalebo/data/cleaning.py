@@ -256,9 +256,10 @@ def _resolve_hyperparameters(
                 UserWarning, stacklevel=3)
         for column in per_run_axes(valid, chosen, config_columns):
             warnings.warn(
-                f"{name}: column {column!r} has a different value on every run and only tells "
-                "apart runs equal in every other setting, yet is used as a hyperparameter: "
-                "a measurement (a wall time) splitting repeats? Those runs are then neither "
+                f"{name}: column {column!r} has a different value on every run, tracks the "
+                "runs' compute and tells apart runs equal in every other setting, yet is used "
+                "as a hyperparameter: a measurement (a wall time) splitting repeats? Those "
+                "runs are then neither "
                 "averaged (--duplicates mean) nor one configuration. Name the settings "
                 "(fit --hyperparameters, replay --axes, hyperparameters= in Python).",
                 UserWarning, stacklevel=3)

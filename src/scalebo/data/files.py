@@ -100,14 +100,31 @@ def read_table(path: str | Path) -> pd.DataFrame:
             except ValueError:
                 frame = pd.read_json(path, lines=True, dtype=False)
     except (ValueError, OSError, ImportError) as exc:
-        said = re.search(r"Expected (\d+) fields in line (\d+), saw (\d+)", str(exc))
-        if said:  # pandas counts file lines from 1, the header included
-            want, line, got = (int(g) for g in said.groups())
-            raise RunTableError(f"{path}: data row {line - 1} (line {line} of the file) has "
-                                f"{got} fields where the header has {want}: a separator "
-                                "inside a value (quote it), or a value too many?") from None
+        if re.search(r"Expected \d+ fields in line \d+, saw \d+", str(exc)) and (
+                said := _ragged_row(path)):
+            raise RunTableError(f"{path}: {said}") from None
         raise RunTableError(f"{path}: could not be read as {suffix[1:]}: {exc}") from exc
     return _stripped_names(frame, path)
+
+
+def _ragged_row(path: Path) -> str:
+    """Where a ``.csv`` / ``.tsv`` row has more fields than its header (pandas names a file
+    line that blank lines and quoted line breaks shift): the 1-based data row as loading
+    counts them (blank lines skipped) and the file line; "" when none is found."""
+    sep = _header(path)[1]
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        reader = csv.reader(fh, delimiter=sep)
+        header = next(reader, [])
+        row = 0
+        for fields in reader:
+            if not any(f.strip() for f in fields):
+                continue  # a blank line: not a data row
+            row += 1
+            if len(fields) > len(header):
+                return (f"data row {row} (line {reader.line_num} of the file) has "
+                        f"{len(fields)} fields where the header has {len(header)}: a "
+                        "separator inside a value (quote it), or a value too many?")
+    return ""
 
 
 def _stripped_names(frame: pd.DataFrame, path: Path) -> pd.DataFrame:

@@ -9,9 +9,10 @@ table as a whole and only warn (a real table may be unusual):
   sizes given in millions or billions (N is a parameter count, D a token count);
 * a text column that varies inside (N, D) cells like a setting but is not among the default
   (numeric) axes (:func:`text_settings`): its runs would be compared as one setting;
-* a default axis with a different value on every run that only tells apart runs equal in
-  every other setting (:func:`per_run_axes`): a measurement (a wall time) splitting repeats
-  (seeds), which are then neither averaged nor compared as one configuration;
+* a default axis with a different value on every run that tracks the run's compute and
+  tells apart runs equal in every other setting (:func:`per_run_axes`): a measurement (a
+  wall time) splitting repeats (seeds), which are then neither averaged nor compared as one
+  configuration;
 * a given ``C`` column differs from ``6·N·D`` by more than :data:`C_RTOL` (median ratio;
   attention FLOPs add 10–30 %, which is not worth a note): the
   compute law and predictions at a compute use ``C``, while Chinchilla's compute-optimal N*, D*
@@ -112,19 +113,25 @@ def text_settings(frame: pd.DataFrame, candidates: Sequence[str], chosen: Sequen
 
 def per_run_axes(frame: pd.DataFrame, chosen: Sequence[str],
                  config_columns: Sequence[str] = ()) -> list[str]:
-    """Columns of ``chosen`` (the default axes) with a different value on every run and more
-    distinct values than every other chosen column, without which some runs would be equal
-    in N, D and every other setting: a measurement kept because it splits repeats (the
-    default rule leaves a measured column out only when it splits none). A random-search
-    setting beside a grid one looks the same, hence a warning, not a rule."""
+    """Columns of ``chosen`` (the default axes) that look measured, not set: a different
+    value on every run, tracking the run's compute (|Spearman ρ| with ``6·N·D`` above 0.8,
+    as a wall time or a throughput does and a searched setting does not), and without which
+    some runs would be equal in N, D and every other setting (so the default rule, which
+    leaves a measured column out only when it splits no runs, kept it for splitting
+    repeats)."""
+    from scipy.stats import spearmanr
+
     out = []
+    compute = frame["N"].to_numpy(np.float64) * frame["D"].to_numpy(np.float64)
     for column in chosen:
-        others = [c for c in chosen if c != column]
-        n = frame[column].nunique()
-        if (not others or n < len(frame)
-                or any(frame[c].nunique() >= n for c in others)):
+        values = frame[column]
+        if (values.nunique() < len(frame) or len(frame) < 5
+                or not pd.api.types.is_numeric_dtype(values.dtype)):
             continue
-        if frame.duplicated(["N", "D", *others, *config_columns]).any():
+        others = [c for c in chosen if c != column]
+        if not frame.duplicated(["N", "D", *others, *config_columns]).any():
+            continue
+        if abs(float(spearmanr(values.to_numpy(np.float64), compute).statistic)) > 0.8:
             out.append(column)
     return out
 

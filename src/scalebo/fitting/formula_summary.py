@@ -164,7 +164,7 @@ class FormulaFitSummary:
     def to_dict(self) -> dict[str, Any]:
         """The JSON-ready summary (``scalebo fit --formula --format json``)."""
         out = self.fit.to_dict()
-        if self.residuals == "natural":
+        if not math.isfinite(self.fit.huber_delta):
             out["huber_delta"] = None  # least squares in natural units
         return {
             "scalebo_version": __version__,

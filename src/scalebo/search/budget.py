@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from scalebo.search.grid import Grid
 
 __all__ = ["GPU_HOUR_SUFFIXES", "Budget", "check_budget_amount", "parse_budget",
-           "parse_fraction"]
+           "parse_fraction", "remaining_budget"]
 
 #: Suffixes of a budget in GPU-hours (case-insensitive), e.g. ``500GPUh``, ``500 GPU-hours``.
 GPU_HOUR_SUFFIXES = ("gpu-hours", "gpu_hours", "gpu hours", "gpuhours", "gpu-h", "gpuh")
@@ -148,3 +148,10 @@ def check_budget_amount(budget: float, unit: str = "FLOPs") -> None:
         raise ValueError(f"budget {value:g} FLOPs: the budget is an amount in FLOPs here; for "
                          f"a fraction of the grid's compute pass "
                          f"parse_budget({value!r}).resolve(grid) (= {value:g} × grid.C_total)")
+
+
+def remaining_budget(budget: float, spent: float, pending: float) -> float:
+    """``budget − spent − pending`` (the grid's budget unit), 0 where it is within 1e-9 of
+    the budget of zero: the sums' rounding (3.3e4 FLOPs of a 3e20 budget), not compute."""
+    left = budget - spent - pending
+    return 0.0 if abs(left) <= 1e-9 * abs(budget) else left

@@ -26,7 +26,12 @@ import numpy as np
 import pandas as pd
 
 from scalebo.errors import BudgetExhausted, SearchError
-from scalebo.search.budget import Budget, check_budget_amount, parse_budget
+from scalebo.search.budget import (
+    Budget,
+    check_budget_amount,
+    parse_budget,
+    remaining_budget,
+)
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
@@ -198,9 +203,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         raise ValueError(f"batch must be >= 1, got {batch}")
     model = cost_model or CostModel()
     spent, pending = runs.spent(grid, model), runs.pending(grid, model)
-    remaining = budget - spent - pending
-    if abs(remaining) <= 1e-9 * budget:  # the sums' rounding, not compute
-        remaining = 0.0
+    remaining = remaining_budget(budget, spent, pending)
     account = {"budget": float(budget), "spent": spent, "pending": pending,
                "remaining": remaining, "C_total": grid.budget_total, "unit": unit}
     if remaining <= 0:

@@ -144,8 +144,10 @@ class CampaignRuns:
                 (names both files' 1-based data rows, and the configuration with ``grid``).
         """
         if name is not None:
+            was = f"{more.source}: "
             more = replace(more, source=name,
-                           rows={g: (name, row) for g, (_, row) in more.rows.items()})
+                           rows={g: (name, row) for g, (_, row) in more.rows.items()},
+                           notes=tuple(f"{name}: {n.removeprefix(was)}" for n in more.notes))
         state = {int(i): RunStatus.COMPLETED for i in self.completed}
         state |= {int(i): RunStatus.RUNNING for i in self.running}
         state |= {g: RunStatus(st) for g, st in self.set_aside.items()
@@ -197,7 +199,8 @@ def read_pending_runs(source: str | Path | pd.DataFrame, grid: Grid, *,
     """Runs in flight listed apart from the runs table (``--pending PATH``): the grid's
     columns, one configuration per row, every row running (a ``status`` column is not
     read, but one that says anything but running is an error). Add them with
-    :meth:`CampaignRuns.with_running`, which keeps their notes, prefixed with the file.
+    :meth:`CampaignRuns.with_running`, which keeps their notes (each prefixed with the
+    file, or with ``with_running``'s ``name``).
 
     Raises:
         RunTableError, SearchError: as :func:`read_campaign_runs` (errors name the file and
@@ -224,7 +227,7 @@ def _named_frame(source: str | Path | pd.DataFrame) -> tuple[str, pd.DataFrame]:
 
 
 def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status: list,
-                    loss: np.ndarray, diverged_above: float | None, name: str) -> list[str]:
+                    loss: np.ndarray, diverged_above: float | None) -> list[str]:
     """A note when completed runs' losses look diverged
     (:func:`~scalebo.search.runs_columns.suspect_diverged`; with ``diverged_above``, those
     it lets through); with ``diverged_above``, also a note when it fails runs whose loss is
@@ -240,7 +243,7 @@ def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status:
     if high.any():
         fix = ("--diverged-above LOSS counts them" if diverged_above is None else
                f"they are below --diverged-above {diverged_above:g}: a lower one counts them")
-        notes.append(f"{name}: {shown_rows((np.flatnonzero(high) + 1).tolist())}: completed "
+        notes.append(f"{shown_rows((np.flatnonzero(high) + 1).tolist())}: completed "
                      f"with a loss over {DIVERGED_RATIO:g}x their cell's best (up to "
                      f"{loss[high].max():.4g} nats; the median cell best is {median:.4g}): "
                      f"diverged runs? {fix} as failed runs (compute spent, no loss) instead "
@@ -256,7 +259,7 @@ def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status:
     ordinary = cut & (loss <= DIVERGED_RATIO * ref)
     if ordinary.sum() < max(3, 0.25 * told.sum()):
         return notes
-    return [*notes, f"{name}: --diverged-above {diverged_above:g} counts "
+    return [*notes, f"--diverged-above {diverged_above:g} counts "
             f"{int(ordinary.sum())} runs as failed whose loss is within {DIVERGED_RATIO:g}x "
             f"of their cell's best run (of the {int(told.sum())} that reported a loss): too "
             "low? (a diverged loss sits far above every good run)"]
@@ -318,7 +321,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
                    else "its loss is missing or not finite")
             notes.append(f"data row {pos + 1}: counted as failed because {why}")
         kinds.append(RunStatus.FAILED)
-    notes += _diverged_notes(grid, idx, kinds, status, loss, diverged_above, name)
+    notes += _diverged_notes(grid, idx, kinds, status, loss, diverged_above)
     row_cost = np.where(np.isfinite(cost), cost, np.asarray(grid.budget_cost)[idx])
     keep, superseded = _one_row_per_configuration(grid, idx, kinds, name, notes)
     held = keep & np.asarray(grid.held_out)[idx]  # SearchLoop refuses them: set aside
@@ -343,8 +346,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
     return CampaignRuns(completed=as_idx[RunStatus.COMPLETED], losses=np.asarray(losses),
                         failed=as_idx[RunStatus.FAILED], running=as_idx[RunStatus.RUNNING],
                         crashed=np.asarray(crashed, dtype=np.int64), cost=costs, source=name,
-                        notes=tuple(n if n.startswith(f"{name}: ") else f"{name}: {n}"
-                                    for n in notes),
+                        notes=tuple(f"{name}: {n}" for n in notes),
                         superseded_cost=float(row_cost[superseded].sum()),
                         n_superseded=int(superseded.size), rows=rows,
                         set_aside={int(idx[p]): kinds[p].value for p in np.flatnonzero(held)})

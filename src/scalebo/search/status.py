@@ -29,7 +29,7 @@ import pandas as pd
 
 from scalebo.errors import SearchError
 from scalebo.fitting.identifiability import identification_problem
-from scalebo.search.budget import check_budget_amount
+from scalebo.search.budget import check_budget_amount, remaining_budget
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
@@ -164,9 +164,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     check_budget_amount(budget, grid.price_unit)
     model = cost_model or CostModel()
     spent, pending = runs.spent(grid, model), runs.pending(grid, model)
-    remaining = budget - spent - pending
-    if abs(remaining) <= 1e-9 * budget:  # the sums' rounding, not compute (3.3e4 FLOPs)
-        remaining = 0.0
+    remaining = remaining_budget(budget, spent, pending)
     trained = np.zeros(len(grid), dtype=bool)
     for arr in (runs.completed, runs.running):
         trained[arr] = True
@@ -239,12 +237,13 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                               f"{compute.message or 'every posterior sample failed'}")
     law_notes = [bound_note(v, k, posts[k].at_bound())
                  for k, v in summaries.items()]
-    law_notes.append(_frontier_note(grid, compute, targets))
-    law_notes.append(_law_form_note(summary, chin, targets))
-    law_notes.append(_outside_note(rows))
-    if stop and law_notes[-2]:
+    form_note, outside = _law_form_note(summary, chin, targets), _outside_note(rows)
+    law_notes += [_frontier_note(grid, compute, targets), form_note, outside]
+    if stop and form_note:
         reason += ("; the Chinchilla law's loss lies outside the compute law's 80 % interval "
                    "(see the notes)")
+    if stop and outside:
+        reason += "; the point fit lies outside the law's own 95 % interval (see the notes)"
     notes = (*runs.notes, *([message] if message else []), *([chin_note] if chin_note else []),
              *(n for n in law_notes if n),
              *([f"noise floor unavailable: {floor['message']}"]
