@@ -571,3 +571,24 @@ def test_file_dataset_options_are_checked_and_its_content_is_in_the_key(tmp_path
     assert main(["bench", "run", str(cfg), "--out", str(out), "-q"]) == 2
     assert "mapped column(s) 'parmas' (did you mean 'params'?)" in capsys.readouterr().err
     assert not [p for p in out.glob("*.json") if not p.name.startswith("sweep_")]
+
+
+def test_a_file_edited_after_the_config_is_read_is_refused_and_reloaded(tmp_path):
+    """A trial edited its grid while a sweep ran: a cell's record named the old file's digest
+    but held the new file's fit; after restoring the file the stale record was reused. In
+    one process load_problem served the old file from its cache after the edit."""
+    from scalebo.bench import sweep as sweep_mod
+    from scalebo.bench.problems import load_problem
+
+    csv = _grid_csv(tmp_path, nan_row=0)
+    cfg = SweepConfig.from_dict(_notes_config(csv, [0], [0.05]))
+    spec = cfg.datasets[0]
+    before = load_problem(str(csv), axes=["lr", "bs"])
+    frame = pd.read_csv(csv)
+    frame["loss"] *= 1.1
+    frame.to_csv(csv, index=False)
+    with pytest.raises(ValueError, match=r"dataset 'tiny': .*grid.csv changed since the sweep "
+                                         r"config was read"):
+        sweep_mod._problem(spec, None)
+    after = load_problem(str(csv), axes=["lr", "bs"])  # reloaded, not the cached one
+    assert after.loss == pytest.approx(1.1 * before.loss)

@@ -14,9 +14,8 @@ strategy (DESIGN.md, "Definitions"):
 * the reference envelope configurations and each cell's best configuration, and the
   compute floor: their summed cost as a fraction of ``C_total``.
 
-:func:`load_problem` builds one from a registered dataset name (``"steplaw"``,
-``"oellm_english"``, ``"synthetic"``) or any run-table file, and caches it per process (the
-reference Chinchilla fit, 4,500 starts, is the expensive part).
+:func:`load_problem` builds one from a registered dataset name or any run-table file and
+caches it per process (an edited file is loaded again; the Chinchilla reference is costly).
 """
 
 from __future__ import annotations
@@ -321,20 +320,22 @@ def load_problem(
     Warnings raised while loading (excluded runs, averaged repeats, ...) are kept in
     ``notes`` and re-emitted once, at the first (uncached) load.
     """
+    st = Path(name_or_path).stat() if Path(name_or_path).is_file() else None
     key = (str(name_or_path), tuple(sorted((mapping or {}).items())),
            None if axes is None else tuple(axes), int(n_held_out_cells),
            None if data_dir is None else str(data_dir), int(seed), str(duplicates),
-           None if diverged_above is None else float(diverged_above))
+           None if diverged_above is None else float(diverged_above),
+           None if st is None else (st.st_mtime_ns, st.st_size))
     return _load_cached(*key)
 
 
 @functools.lru_cache(maxsize=16)
 def _load_cached(name: str, mapping: tuple, axes: tuple | None, n_held: int,
                  data_dir: str | None, seed: int, duplicates: str,
-                 diverged_above: float | None = None) -> ReplayProblem:
-    """:func:`_build`, with every warning it raises (excluded runs, averaged repeats, ...)
-    kept in the problem's ``notes`` and shown once: re-emitted after the load, which later
-    (cached) calls do not repeat."""
+                 diverged_above: float | None = None, stamp: tuple | None = None
+                 ) -> ReplayProblem:
+    """:func:`_build`; its warnings are kept in ``notes`` and re-emitted once, at this load
+    (cached calls do not repeat them). ``stamp``: a file's (mtime, size): an edit reloads."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         problem = _build(name, mapping, axes, n_held, data_dir, seed, duplicates,

@@ -160,7 +160,13 @@ def _problem(spec: DatasetSpec, data_dir: str | None) -> Any:
     ``problem.notes``, which reach the records, and :func:`run_sweep` shows them once.
     """
     from scalebo.bench.problems import load_problem
+    from scalebo.bench.sweep_config import _file_digest
 
+    if spec.content_sha256 is not None and _file_digest(spec.source) != spec.content_sha256:
+        raise ValueError(f"dataset {spec.name!r}: {spec.source} changed since the sweep config "
+                         "was read (its content digest differs), so this cell's record would "
+                         "name content it was not computed from; run the sweep again to "
+                         "recompute the cells of the file as it is now")
     kwargs = dict(_thaw(spec.options) or {})
     if data_dir is not None:
         kwargs.setdefault("data_dir", data_dir)
