@@ -592,3 +592,32 @@ def test_a_file_edited_after_the_config_is_read_is_refused_and_reloaded(tmp_path
         sweep_mod._problem(spec, None)
     after = load_problem(str(csv), axes=["lr", "bs"])  # reloaded, not the cached one
     assert after.loss == pytest.approx(1.1 * before.loss)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ("methods: {w: {strategy: window}, w: {strategy: full}}",
+     "not valid YAML at line 5, column 34: the key 'w' is given twice"),
+    ("seeds: [0, 0.7]", "seeds: 0.7 is not a seed; seeds are integers >= 0"),
+    ("seeds: [1, 0, 1]", "seeds: [1] listed more than once"),
+    ("seeds: [-1]", "seeds: -1 is not a seed"),
+    ("datasets: {g: {source: synthetic, diverged_above: 9 nats}}",
+     "dataset 'g': 'diverged_above' must be a loss in nats (a number) or null, got '9 nats'"),
+    ("datasets: {g: {source: synthetic, duplicates: avg}}",
+     "dataset 'g': 'duplicates' must be 'error' or 'mean', got 'avg'"),
+    ("datasets: {g: {source: synthetic, n_held_out_cells: 2.5}}",
+     "'n_held_out_cells' must be a whole number of cells >= 0"),
+])
+def test_config_values_that_would_fail_or_vanish_are_refused_when_read(tmp_path, capsys,
+                                                                      text, said):
+    """A trial's configs: a method given twice kept the last one silently, seed 0.7 became
+    seed 0, and a bad dataset option value failed in every cell instead of at the start."""
+    from scalebo.cli.main import main
+
+    lines = {"name": "name: c", "seeds": "seeds: 1", "budgets": "budgets: [0.05]",
+             "datasets": "datasets: [synthetic]", "methods": "methods: {w: {}}"}
+    lines[text.split(":")[0]] = text
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("\n".join(lines.values()) + "\n")
+    assert main(["bench", "run", str(cfg), "--out", str(tmp_path / "o"), "-q"]) == 2
+    assert said in capsys.readouterr().err
+    assert not list((tmp_path / "o").glob("[0-9a-f]*.json"))  # no cell ran

@@ -6,6 +6,7 @@ header or schema holds — so that a typo fails the command (exit 2) instead of 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -68,3 +69,19 @@ def _check_dataset_options(name: str, opts: Mapping[str, Any]) -> None:
     if "mapping" in opts and not isinstance(opts["mapping"], Mapping):
         raise ValueError(f"dataset {name!r}: 'mapping' must be a mapping such as "
                          f"{{N: params, D: tokens}}, got {opts['mapping']!r}")
+    for key, ok, expected in (
+            ("diverged_above", lambda v: v is None or (isinstance(v, int | float)
+                                                       and not isinstance(v, bool)
+                                                       and math.isfinite(v)),
+             "a loss in nats (a number) or null"),
+            ("duplicates", lambda v: v in ("error", "mean"), "'error' or 'mean'"),
+            ("n_held_out_cells", lambda v: isinstance(v, int) and not isinstance(v, bool)
+             and v >= 0, "a whole number of cells >= 0"),
+            ("seed", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+            ("axes", lambda v: v is None or (isinstance(v, list | tuple)
+                                             and all(isinstance(a, str) for a in v)),
+             "a list of column names"),
+            ("data_dir", lambda v: v is None or isinstance(v, str), "a folder path")):
+        if key in opts and not ok(opts[key]):
+            raise ValueError(f"dataset {name!r}: '{key}' must be {expected}, got "
+                             f"{opts[key]!r}")

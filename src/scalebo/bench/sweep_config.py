@@ -261,7 +261,14 @@ def _parse_seeds(value: Any) -> tuple[int, ...]:
             raise ValueError(f"seeds: a count must be >= 1, got {value}.")
         return tuple(range(value))
     if isinstance(value, list | tuple) and value:
-        return tuple(int(s) for s in value)
+        bad = [s for s in value if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+        if bad:
+            raise ValueError(f"seeds: {bad[0]!r} is not a seed; seeds are integers >= 0, "
+                             f"got {list(value)!r}.")
+        if len(set(value)) < len(value):
+            twice = sorted({s for s in value if list(value).count(s) > 1})
+            raise ValueError(f"seeds: {twice} listed more than once in {list(value)!r}.")
+        return tuple(value)
     raise ValueError(f"seeds must be a count (int) or a non-empty list of ints, got {value!r}.")
 
 
@@ -346,9 +353,11 @@ class SweepConfig:
             raise ValueError(f"{path}: is a folder; give the sweep config (YAML) file")
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such sweep config")
+        from scalebo.search.grid_file import unique_key_loader
+
         try:
             with path.open() as fh:
-                raw = yaml.safe_load(fh)
+                raw = yaml.load(fh, Loader=unique_key_loader())  # noqa: S506 (a SafeLoader)
         except yaml.YAMLError as exc:
             raise ValueError(f"{path}: not valid YAML{yaml_problem(exc)}.") from None
         try:

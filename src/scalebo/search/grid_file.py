@@ -26,7 +26,7 @@ from typing import Any
 from scalebo.data.columns import parse_number
 from scalebo.errors import SearchError, yaml_problem
 
-__all__ = ["GRID_KEYS", "read_grid_file"]
+__all__ = ["GRID_KEYS", "read_grid_file", "unique_key_loader"]
 
 #: Top-level keys of a grid file.
 GRID_KEYS = ("axes", "held_out_cells")
@@ -71,7 +71,10 @@ def _axis(path: Path, name: str, values: Any) -> list[Any]:
     return out
 
 
-def _unique_key_loader() -> type:
+def unique_key_loader() -> type:
+    """A ``yaml.SafeLoader`` subclass that refuses a key given twice in one mapping (plain
+    YAML keeps the last one silently: a sweep config's second method of one name, a grid's
+    axis written twice)."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -108,7 +111,7 @@ def read_grid_file(path: str | Path, mapping: Mapping[str, str] | None = None
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such grid file.")
-    _UniqueKeyLoader = _unique_key_loader()
+    _UniqueKeyLoader = unique_key_loader()
     try:
         spec = yaml.load(path.read_text(), Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
