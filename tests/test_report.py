@@ -351,3 +351,30 @@ def test_compute_saved_needs_the_error_to_stay_within_the_threshold(tmp_path):
     assert "from which mean error stays ≤ 1 %" in md
     assert re.search(r"\| toy \| window \| 25 % \| 4× \|", md)
     assert not re.search(r"\| toy \| window \| 5 % \| 20× \|", md)
+
+
+def test_records_of_an_edited_config_are_left_out_and_said(tmp_path):
+    """A trial edited a method setting and a budget and resumed into the same folder: the
+    report averaged both settings' records at 5 % (n = 2 printed for 4) and showed the old
+    setting's 10 % cells under the label's new meaning, without a word in report.md."""
+    import os
+    import time
+
+    old = {**CONFIG, "seeds": 2, "budgets": [0.05, 0.1], "methods": {"window": {
+        "strategy": "window", "kappa": 2.0}}}
+    rec = _records(tmp_path, old)
+    past = time.time() - 60
+    for p in rec.glob("*.json"):
+        os.utime(p, (past, past))  # written before the edit
+    new = {**old, "budgets": [0.05, 0.2], "methods": {"window": {"strategy": "window",
+                                                                 "kappa": 3.0}}}
+    run_sweep(SweepConfig.from_dict(new), rec, cell_fn=fake_cell, progress=False)
+    with pytest.warns(RecordWarning, match="several records"):
+        assert load_records(rec)["key"].nunique() == 8  # every record, both settings
+    md = write_report(rec, tmp_path / "out", figures=False, oracle=False).read_text()
+    assert "4 cells:" in md and "budgets 5 %, 20 % of C_total" in md
+    assert "toy/window: 4 older record(s) of other method settings" in md
+    with pytest.warns(RecordWarning, match="several records"):
+        both = write_report(rec, tmp_path / "all", figures=False, oracle=False,
+                            all_records=True).read_text()
+    assert "8 cells:" in both and "stale" not in both

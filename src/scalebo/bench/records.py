@@ -47,7 +47,7 @@ from scalebo.outputs import jsonable, write_json_file
 
 __all__ = [
     "ENVIRONMENTS_ATTR", "ID_COLUMNS", "IGNORED_ATTR", "RECORD_SCHEMA", "RECORD_SCHEMA_VERSION",
-    "TIMING_FIELDS",
+    "STALE_ATTR", "TIMING_FIELDS",
     "Cell", "DatasetSpec", "IgnoredRecord", "MethodSpec", "RecordError", "RecordWarning",
     "identity_key", "is_finished", "iter_records", "jsonable", "load_records", "make_record",
     "numerics_environment", "package_version", "read_record", "record_path", "record_state",
@@ -62,6 +62,8 @@ IGNORED_ATTR = "ignored_records"
 #: Key of ``load_records(...).attrs`` that holds {environment: number of records}
 #: (:func:`~scalebo.bench.environment.environments`).
 ENVIRONMENTS_ATTR = "environments"
+#: ``frame.attrs`` key of ``load_records(current_only=True)``: notes on the records left out.
+STALE_ATTR = "stale_records"
 _FIELDS = ("key", "cell", "status", "error", "result")
 
 
@@ -295,8 +297,8 @@ def _tidy_rows(rec: Mapping[str, Any]) -> list[tuple[str, str, float]]:
     return rows
 
 
-def load_records(directory: str | os.PathLike[str], *, include_errors: bool = False
-                 ) -> pd.DataFrame:
+def load_records(directory: str | os.PathLike[str], *, include_errors: bool = False,
+                 current_only: bool = False) -> pd.DataFrame:
     """All records of ``directory`` as one tidy DataFrame.
 
     Columns: ``key, dataset, method, seed, budget, status`` (:data:`ID_COLUMNS`), then the
@@ -312,9 +314,16 @@ def load_records(directory: str | os.PathLike[str], *, include_errors: bool = Fa
     and in ``frame.attrs[IGNORED_ATTR]`` (a tuple of :class:`IgnoredRecord`); several
     records of one dataset/method/seed/budget label also warn. ``frame.attrs[
     ENVIRONMENTS_ATTR]``: the numerical environments the records were computed in
-    (:func:`environments`; a warning when there are several).
+    (:func:`environments`; a warning when there are several). ``current_only``: leave out
+    the records of a label written under older settings (:func:`~scalebo.bench.stale.
+    split_stale`), described in ``frame.attrs[STALE_ATTR]``.
     """
     records, ignored = scan_records(directory)
+    stale: tuple[str, ...] = ()
+    if current_only:
+        from scalebo.bench.stale import split_stale
+
+        records, stale = split_stale(directory, records)
     _warn_ignored(directory, ignored)
     _warn_duplicates(directory, records)
     warn_environments(directory, records, RecordWarning)
@@ -346,14 +355,17 @@ def load_records(directory: str | os.PathLike[str], *, include_errors: bool = Fa
         df = df[list(ID_COLUMNS) + params + ["kind", "metric", "value"] + extra]
     df.attrs[IGNORED_ATTR] = tuple(ignored)
     df.attrs[ENVIRONMENTS_ATTR] = environments(records)
+    df.attrs[STALE_ATTR] = stale
     return df
 
 
-def reportable_records(directory: str | os.PathLike[str]) -> pd.DataFrame:
-    """:func:`load_records` with failed cells included, for a report; ValueError when the
+def reportable_records(directory: str | os.PathLike[str], *, all_records: bool = False
+                       ) -> pd.DataFrame:
+    """:func:`load_records` with failed cells included and, unless ``all_records``, only
+    each label's current records (``current_only``), for a report; ValueError when the
     folder holds no record, or only records of failed cells (the message quotes their
     errors, most frequent first, instead of a report with nothing in it)."""
-    full = load_records(directory, include_errors=True)
+    full = load_records(directory, include_errors=True, current_only=not all_records)
     ignored = full.attrs.get(IGNORED_ATTR, ())
     if full.empty:
         why = f" ({len(ignored)} unusable record file(s) ignored)" if ignored else ""

@@ -48,7 +48,12 @@ from scalebo.bench.calibration import calibration_figure, calibration_section
 from scalebo.bench.environment import describe_environments
 from scalebo.bench.fit_rates import CONVERGED_HEADING, converged_table
 from scalebo.bench.oracle import report_oracle
-from scalebo.bench.records import ENVIRONMENTS_ATTR, IGNORED_ATTR, reportable_records
+from scalebo.bench.records import (
+    ENVIRONMENTS_ATTR,
+    IGNORED_ATTR,
+    STALE_ATTR,
+    reportable_records,
+)
 from scalebo.bench.report_figures import (
     ERROR_FLOOR_PCT,
     FIGURE_NOTE,
@@ -219,7 +224,8 @@ def comparison_groups(frame: pd.DataFrame, param: str) -> list[list[str]]:
 def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
                  title: str | None = None, figures: bool = True, law: str = "compute",
                  threshold_pct: float = 1.0, oracle: bool = True,
-                 data_dir: str | os.PathLike[str] | None = None) -> Path:
+                 data_dir: str | os.PathLike[str] | None = None,
+                 all_records: bool = False) -> Path:
     """Write ``out_dir/report.md`` (and ``out_dir/figures/*.png``) from sweep records.
 
     Args:
@@ -234,14 +240,17 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
             1e25 FLOPs; needs each dataset loadable (a dataset that is not is named in the
             report and left out).
         data_dir: Public datasets folder for the oracles (default ``$SCALEBO_DATA_DIR``).
+        all_records: Also report records of a dataset/method label written under older
+            settings, version or data (by default left out, and said:
+            :mod:`scalebo.bench.stale`).
 
     Returns:
         Path of the Markdown file. Raises ``ValueError`` when the directory holds no record
         or only failed cells;
         unusable record files are named in a warning (``load_records``), counted in it.
     """
-    full = reportable_records(records_dir)
-    ignored = full.attrs.get(IGNORED_ATTR, ())
+    full = reportable_records(records_dir, all_records=all_records)
+    ignored, stale = full.attrs.get(IGNORED_ATTR, ()), full.attrs.get(STALE_ATTR, ())
     frame = full[full["status"] == "ok"]
     summary = summarize(frame)
     out = Path(out_dir)
@@ -256,7 +265,10 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
           + (f" {n_err} cells failed (not included)." if n_err else "")
           + (f" {len(ignored)} record file(s) were ignored as unusable (unparsable, truncated "
              "or of another schema): " + ", ".join(f"`{i}`" for i in ignored) + "."
-             if ignored else ""),
+             if ignored else "")
+          + (" Left out as stale (a label's records under other settings than its newest, "
+             "e.g. before a config edit; `--all-records` keeps them): " + "; ".join(stale)
+             + "." if stale else ""),
           f"Law in the tables: `{law}`. Cells are mean ± SD over seeds; `n` is the number of "
           "seeds. `method + fantasize` = the same runs with the law fitted on observed + "
           "surrogate-filled losses. " + describe_environments(full.attrs[ENVIRONMENTS_ATTR]), ""]

@@ -119,6 +119,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rep.add_argument("--data-dir", default=None, metavar="DIR",
                      help="public datasets folder for the floor oracles "
                           "(default $SCALEBO_DATA_DIR)")
+    rep.add_argument("--all-records", action="store_true",
+                     help="also report records of a dataset/method label written under "
+                          "other settings, version or data than its newest (left out and "
+                          "said by default: an edited config's old cells)")
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -177,7 +181,8 @@ def _report(args: argparse.Namespace) -> int:
 
     path = write_report(args.records, args.out, title=args.title, figures=not args.no_figures,
                         law=args.law, oracle=not args.no_oracle,
-                        data_dir=args.data_dir or os.environ.get("SCALEBO_DATA_DIR"))
+                        data_dir=args.data_dir or os.environ.get("SCALEBO_DATA_DIR"),
+                        all_records=args.all_records)
     log(f"report written to {path}")
     print(path)
     return 0

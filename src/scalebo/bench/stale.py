@@ -1,0 +1,62 @@
+"""Records a report should not mix: older runs of a dataset/method label under other settings.
+
+A sweep folder keeps every record it ever wrote. After a config edit (a method setting, a
+budget), a new scalebo version or an edited dataset file, a resumed sweep computes new cells
+beside the old ones, and a report grouping by label would average both or show old cells
+under the label's new meaning. :func:`split_stale` keeps, for each (dataset, method) label,
+the records of the identity written last — the method's resolved settings, the dataset's
+source, options and file digest, and the scalebo version — and returns the others as stale,
+described for the report (how many, and what differs). Records of one identity at other
+seeds or budgets (a subset run, a budget dropped from the config) are not stale.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["split_stale"]
+
+
+def _identity(cell: Mapping[str, Any]) -> str:
+    return json.dumps([cell.get("method"), cell.get("dataset"), cell.get("scalebo_version")],
+                      sort_keys=True)
+
+
+def split_stale(directory: str | os.PathLike[str], records: Sequence[Mapping[str, Any]]
+                ) -> tuple[list[Mapping[str, Any]], tuple[str, ...]]:
+    """``(current records, notes on the stale ones)``; the newest record file (modification
+    time) of each (dataset, method) label sets its current identity."""
+    by_label: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for rec in records:
+        c = rec["cell"]
+        by_label[(c["dataset"]["name"], c["method"]["name"])].append(rec)
+    current: list[Mapping[str, Any]] = []
+    notes = []
+    for (ds, method), recs in by_label.items():
+        def written(rec: Mapping[str, Any]) -> float:
+            path = Path(directory) / f"{rec['key']}.json"
+            return path.stat().st_mtime if path.exists() else 0.0
+
+        newest = _identity(max(recs, key=written)["cell"])
+        keep = [r for r in recs if _identity(r["cell"]) == newest]
+        current += keep
+        if stale := [r for r in recs if _identity(r["cell"]) != newest]:
+            notes.append(f"{ds}/{method}: {len(stale)} older record(s) of other "
+                         f"{_what_differs(keep[0]['cell'], [r['cell'] for r in stale])}")
+    keys = {r["key"] for r in current}
+    return [r for r in records if r["key"] in keys], tuple(notes)
+
+
+def _what_differs(now: Mapping[str, Any], old: Sequence[Mapping[str, Any]]) -> str:
+    parts = []
+    for field, what in (("method", "method settings"), ("dataset", "dataset file or options"),
+                        ("scalebo_version", "scalebo version")):
+        if any(json.dumps(c.get(field), sort_keys=True)
+               != json.dumps(now.get(field), sort_keys=True) for c in old):
+            parts.append(what)
+    return " or ".join(parts) or "identity"
