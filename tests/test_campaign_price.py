@@ -6,6 +6,7 @@ models use the hardware better), so they are deliberately not proportional to 6Â
 import json
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -162,3 +163,16 @@ def test_a_budget_left_within_rounding_of_zero_is_zero():
     assert remaining_budget(2.93e20, 1e20, 1e20) == pytest.approx(0.93e20)
     assert remaining_budget(2.93e20, 2.93e20 - 1e16, 0.0) == pytest.approx(1e16)
     assert remaining_budget(100.0, 101.0, 0.0) == -1.0  # overspent stays negative
+
+
+def test_a_budget_of_one_is_the_whole_grid_and_said():
+    """A trial wrote budgets: [1] meaning 1 %: it replayed the whole grid without a word
+    (5 is refused with a hint; 1 is a valid fraction)."""
+    from scalebo.search.budget import parse_fraction
+
+    with pytest.warns(UserWarning, match=r"a budget of 1 is the whole of C_total \(100 %\); "
+                                         r"for 1 % write 0.01 or 1%"):
+        assert parse_fraction(1) == 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert parse_fraction("100%") == 1.0 and parse_fraction("1%") == 0.01

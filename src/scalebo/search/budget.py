@@ -133,6 +133,9 @@ def parse_fraction(value: object, of: str = "C_total") -> float:
         hint = (f" (for {out:g} % write {out / 100:g} or {out:g}%)"
                 if 1 < out <= 100 and not raw.endswith("%") else "")
         raise ValueError(f"expected a fraction of {of} in (0, 1], got {value!r}{hint}")
+    if out == 1 and not raw.endswith("%"):
+        warnings.warn(f"a budget of {raw} is the whole of {of} (100 %); for 1 % write 0.01 "
+                      "or 1%", UserWarning, stacklevel=2)
     return out
 
 
