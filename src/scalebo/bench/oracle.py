@@ -36,6 +36,7 @@ import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -119,12 +120,15 @@ class OracleSummary:
             given or lacks their files (:class:`~scalebo.errors.DataDirError`).
         floors: ``(dataset, floor_envelope, floor_cells)`` of each loaded dataset, fractions
             of ``C_total`` (the spend of each oracle once all its configurations fit).
+        spreads: ``(dataset, ReferenceSpread or None)``: how sure each reference law is at
+            1e25 FLOPs (:mod:`scalebo.bench.reference_spread`).
     """
 
     summary: pd.DataFrame
     skipped: tuple[tuple[str, str], ...] = ()
     floors: tuple[tuple[str, float, float], ...] = ()
     data_dir_missing: bool = False
+    spreads: tuple[tuple[str, Any], ...] = ()
 
 
 def _rows(dataset: str, label: str, m: BudgetMetrics) -> list[dict]:
@@ -155,10 +159,12 @@ def oracle_summary(datasets: Mapping[str, tuple[str, Mapping]], budgets: Sequenc
     skipped and named in :attr:`OracleSummary.skipped` with the error.
     """
     from scalebo.bench.problems import load_problem
+    from scalebo.bench.reference_spread import reference_spread
 
     rows: list[dict] = []
     skipped: list[tuple[str, str]] = []
     floors: list[tuple[str, float, float]] = []
+    spreads: list[tuple[str, Any]] = []
     data_dir_missing = False
     for name, (source, options) in datasets.items():
         kwargs = dict(options or {})
@@ -173,13 +179,14 @@ def oracle_summary(datasets: Mapping[str, tuple[str, Mapping]], budgets: Sequenc
             data_dir_missing |= isinstance(exc, DataDirError)
             continue
         floors.append((name, problem.floor_envelope, problem.floor_cells))
+        spreads.append((name, reference_spread(problem, 1e25)))
         for kind in ORACLE_KINDS:
             for b in sorted(set(budgets)):
                 rows += _rows(name, ORACLE_LABELS[kind], floor_oracle(problem, b, kind,
                                                                        laws=laws))
     cols = ["dataset", "method", "kind", "metric", "budget", "mean", "sd", "n"]
     return OracleSummary(pd.DataFrame(rows, columns=cols), tuple(skipped), tuple(floors),
-                         data_dir_missing)
+                         data_dir_missing, tuple(spreads))
 
 
 def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
@@ -216,6 +223,13 @@ def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
     if orc.floors:
         text += " Their full cost (envelope / cell-best floor, % of C_total): " + "; ".join(
             f"{d} {100 * e:.2f} / {100 * c:.2f}" for d, e, c in orc.floors) + "."
+    if known := [(d, s) for d, s in orc.spreads if s is not None]:
+        text += (" The reference law a replay is scored against is itself uncertain: its "
+                 "80 % bootstrap interval over its envelope runs at 1e25 FLOPs is ±"
+                 + "; ±".join(f"{s.half_width_pct:.1f} % ({d}, {s.n_points} runs)"
+                              for d, s in known)
+                 + " of its prediction, so an error below that is agreement with the whole "
+                 "grid's law, not accuracy against the truth.")
     if orc.skipped:
         text += (" No oracle rows for " + "; ".join(f"{d} (cannot load it: {why})"
                                                    for d, why in orc.skipped) + ".")

@@ -248,6 +248,12 @@ def run(args: argparse.Namespace) -> int:
         if ref is not None:
             params = ", ".join(f"{k}={v:.4g}" for k, v in ref["params"].items())
             log(f"reference {law} law (the whole acquirable grid): {params} ({ref['status']})")
+    from scalebo.bench.reference_spread import reference_spread
+
+    spread = reference_spread(problem, 1e25)
+    if spread is not None:
+        note(spread.describe())
+        summary = {**summary, "reference_spread": spread.to_dict()}
     records = list(args.record_budgets)
     log(f"replaying {method.label()} to {args.budget:g} of C_total, seed {args.seed} ...")
     with budget_bar(f"replay seed {args.seed}") as progress:

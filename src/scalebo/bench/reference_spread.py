@@ -1,0 +1,76 @@
+"""How sure the reference law itself is: what a replay's error is measured against.
+
+A replay scores the law it recovers against the reference compute law fitted on the whole
+acquirable grid's Pareto envelope (:class:`~scalebo.bench.problems.ReplayProblem`), not
+against the truth. That reference rests on a handful of envelope runs (StepLaw: 10,
+OELLM-English: 21) and extrapolates decades beyond them, so it is uncertain too:
+:func:`reference_spread` bootstraps it over its envelope runs (the same fitter and the
+batched starts of ``fit --bootstrap``) and gives the interval of its prediction at a target
+compute. A replay's ``|d| %`` below that half-width says the search agrees with the full
+grid, not that it is that accurate at the target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["ReferenceSpread", "reference_spread"]
+
+
+@dataclass(frozen=True)
+class ReferenceSpread:
+    """The reference compute law at ``C`` FLOPs: ``point`` and the ``level`` bootstrap
+    interval ``[low, high]`` (nats) over its ``n_points`` envelope runs, ``n_resamples``
+    resamples (``n_failed`` of them without a fit)."""
+
+    C: float
+    point: float
+    low: float
+    high: float
+    level: float
+    n_points: int
+    n_resamples: int
+    n_failed: int
+
+    @property
+    def half_width_pct(self) -> float:
+        """Half the interval's width, % of the point prediction."""
+        return 50.0 * (self.high - self.low) / self.point
+
+    def to_dict(self) -> dict[str, float | int]:
+        """JSON-ready (``half_width_pct`` included)."""
+        return {**self.__dict__, "half_width_pct": self.half_width_pct}
+
+    def describe(self) -> str:
+        """One sentence for a replay's notes or a report."""
+        return (f"the reference compute law, which a replay is scored against, predicts "
+                f"{self.point:.4g} nats at {self.C:.3g} FLOPs; its {100 * self.level:.0f} % "
+                f"bootstrap interval over its {self.n_points} envelope runs is "
+                f"[{self.low:.4g}, {self.high:.4g}] (±{self.half_width_pct:.1f} %): a replay's "
+                "|d| % below that says it agrees with the whole grid's law, not that it is "
+                "that close to the truth")
+
+
+def reference_spread(problem: Any, C: float = 1e25, *, n_resamples: int = 200,
+                     level: float = 0.8, seed: int = 0) -> ReferenceSpread | None:
+    """:class:`ReferenceSpread` of ``problem``'s reference compute law at ``C`` FLOPs, or
+    None when it did not converge or every resample failed (seeded: reproducible)."""
+    from scalebo.fitting.bootstrap import bootstrap_fit
+
+    ref = problem.reference_compute
+    if ref is None or not ref.success:
+        return None
+    env = np.asarray(problem.envelope_idx)
+    X = np.asarray(problem.grid.cost, dtype=np.float64)[env][:, None]
+    y = np.asarray(problem.loss, dtype=np.float64)[env]
+    boot = bootstrap_fit(ref, X, y, n_resamples=n_resamples, confidence_level=level, rng=seed)
+    at = np.array([[float(C)]])
+    if boot.n_failed >= n_resamples:
+        return None
+    low, high = (float(v[0]) for v in boot.predict_interval(at))
+    point = float(np.exp(ref.law.log_predict(ref.x[None, :], ref.law.prepare(at))).ravel()[0])
+    return ReferenceSpread(float(C), point, low, high, level, int(env.size), n_resamples,
+                           int(boot.n_failed))
