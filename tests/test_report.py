@@ -378,3 +378,21 @@ def test_records_of_an_edited_config_are_left_out_and_said(tmp_path):
         both = write_report(rec, tmp_path / "all", figures=False, oracle=False,
                             all_records=True).read_text()
     assert "8 cells:" in both and "stale" not in both
+
+
+def test_failed_runs_get_a_table_only_when_some_were_bought(tmp_path):
+    """A trial's report had no count of the diverged runs a replay bought in vain."""
+
+    def failing_runs(cell: Cell) -> dict:
+        out = fake_cell(cell)
+        out["metrics"]["n_failed"] = int(100 * cell.budget) + cell.seed  # 1 % → 1, 2, 3
+        return out
+
+    clean = write_report(_records(tmp_path / "a"), tmp_path / "ra", figures=False,
+                         oracle=False).read_text()
+    assert "Failed runs bought" not in clean
+    run_sweep(SweepConfig.from_dict(CONFIG), tmp_path / "b", cell_fn=failing_runs,
+              progress=False)
+    md = write_report(tmp_path / "b", tmp_path / "rb", figures=False, oracle=False).read_text()
+    table = md.split("## Failed runs bought")[1]
+    assert "| toy | window | 2.0 ± 1.0 | 6.0 ± 1.0 | 26.0 ± 1.0 | 3 |" in table

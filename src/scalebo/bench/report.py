@@ -292,6 +292,10 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
            _run_table(summary, "cell_recovery_pct"),
            "## Compute spent (fraction of C_total)", "",
            _run_table(summary, "spent_fraction", 4)]
+    failed = summary[(summary["kind"] == "run") & (summary["metric"] == "n_failed")]
+    if (failed["mean"] > 0).any():  # datasets with diverged_above: what they bought in vain
+        md += ["## Failed runs bought (diverged configurations; compute spent, no loss)", "",
+               _run_table(summary, "n_failed")]
     if figures:
         fig_dir.mkdir(parents=True, exist_ok=True)
         md += ["## Figures", ""]
