@@ -102,3 +102,9 @@ def test_a_wall_time_that_splits_repeats_is_said_but_a_random_search_setting_is_
     search["lr"] = 10 ** rng.uniform(-4, -2, len(search))
     search["bs"] = np.tile([32, 64], len(search) // 2)
     assert not [m for m in _messages(search) if "every run" in m]
+    # nor one drawn around an optimum that falls with the model size (a review)
+    scaled = search.assign(lr=search["lr"] * (search["N"] / 1e8) ** -0.5)
+    assert not [m for m in _messages(scaled) if "every run" in m]
+    one = pd.concat([_grid().iloc[[0]]] * 6, ignore_index=True)  # one cell: no compute trend
+    one["wall_hours"] = rng.uniform(1, 2, 6)
+    assert not [m for m in _messages(one) if "every run" in m or "constant" in m]

@@ -378,6 +378,23 @@ def test_records_of_an_edited_config_are_left_out_and_said(tmp_path):
         both = write_report(rec, tmp_path / "all", figures=False, oracle=False,
                             all_records=True).read_text()
     assert "8 cells:" in both and "stale" not in both
+    # back to the first config: its rerun recomputes nothing, yet its manifest makes its
+    # records current again (a review: the newest record file decided, not the config)
+    assert run_sweep(SweepConfig.from_dict(old), rec, cell_fn=fake_cell,
+                     progress=False).ran == 0
+    md = write_report(rec, tmp_path / "back", figures=False, oracle=False).read_text()
+    assert "budgets 5 %, 10 % of C_total" in md and "4 older record(s)" in md
+    # a config whose every cell fails: the report says where the ok records went
+    failing = {**old, "methods": {"window": {"strategy": "window", "kappa": 5.0}}}
+
+    def broken(cell):
+        raise RuntimeError("boom")
+
+    run_sweep(SweepConfig.from_dict(failing), rec, cell_fn=broken, progress=False)
+    with pytest.raises(ValueError, match=r"every current record .* is of a failed cell .*"
+                                         r"Left out as written under older settings: .*"
+                                         r"--all-records"):
+        write_report(rec, tmp_path / "none", figures=False, oracle=False)
 
 
 def test_failed_runs_get_a_table_only_when_some_were_bought(tmp_path):

@@ -621,3 +621,14 @@ def test_config_values_that_would_fail_or_vanish_are_refused_when_read(tmp_path,
     assert main(["bench", "run", str(cfg), "--out", str(tmp_path / "o"), "-q"]) == 2
     assert said in capsys.readouterr().err
     assert not list((tmp_path / "o").glob("[0-9a-f]*.json"))  # no cell ran
+
+
+def test_a_merge_key_overriding_a_base_method_is_not_a_key_given_twice(tmp_path):
+    """A review: the duplicate-key check refused YAML's `<<: *base` merge."""
+    cfg = tmp_path / "m.yaml"
+    cfg.write_text("name: m\nseeds: 1\nbudgets: [0.05]\ndatasets: [synthetic]\nmethods:\n"
+                   "  a: &base {strategy: window, kappa: 3.0}\n"
+                   "  b: {<<: *base, strategy: full}\n")
+    methods = {m.name: m.as_kwargs() for m in SweepConfig.from_yaml(cfg).methods}
+    assert methods["a"] == {"strategy": "window", "kappa": 3.0}
+    assert methods["b"] == {"strategy": "full", "kappa": 3.0}

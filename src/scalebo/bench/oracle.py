@@ -207,8 +207,9 @@ def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
     names = set(frame["dataset"])
     # from the records the tables use: a failed record of an earlier config in the same
     # folder (e.g. before a column mapping was added) must not decide how to load the data
+    keys = set(frame["key"])  # the report's records: not those of an older config
     specs = {c["dataset"]["name"]: (c["dataset"]["source"], c["dataset"].get("options") or {})
-             for c in (r["cell"] for r in scan_records(records_dir)[0] if r["status"] == "ok")
+             for c in (r["cell"] for r in scan_records(records_dir)[0] if r["key"] in keys)
              if c["dataset"]["name"] in names}
     specs = dict(sorted(specs.items()))  # the report's order, not the record files' order
     orc = oracle_summary(specs, sorted(frame["budget"].unique()), data_dir=data_dir,
@@ -224,7 +225,7 @@ def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
         text += " Their full cost (envelope / cell-best floor, % of C_total): " + "; ".join(
             f"{d} {100 * e:.2f} / {100 * c:.2f}" for d, e, c in orc.floors) + "."
     if known := [(d, s) for d, s in orc.spreads if s is not None]:
-        text += (" The reference law a replay is scored against is itself uncertain: its "
+        text += (" The reference compute law a replay is scored against is itself uncertain: its "
                  "80 % bootstrap interval over its envelope runs at 1e25 FLOPs is ±"
                  + "; ±".join(f"{s.half_width_pct:.1f} % ({d}, {s.n_points} runs)"
                               for d, s in known)

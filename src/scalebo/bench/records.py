@@ -374,7 +374,11 @@ def reportable_records(directory: str | os.PathLike[str], *, all_records: bool =
         errors = full.drop_duplicates("key")["error"].value_counts()
         shown = "; ".join(f"{n} × {e.rstrip('.')}" for e, n in errors.head(3).items())
         more = f" (and {len(errors) - 3} other errors)" if len(errors) > 3 else ""
-        raise ValueError(f"every record in {directory} is of a failed cell ({errors.sum()} "
-                         f"cells), nothing to report: {shown}{more}. Fix the cause and rerun "
-                         "`scalebo bench run`, which recomputes failed cells.")
+        stale = full.attrs.get(STALE_ATTR, ())
+        left = (f" Left out as written under older settings: {'; '.join(stale)} "
+                "(--all-records reports them).") if stale else ""
+        raise ValueError(f"every current record in {directory} is of a failed cell "
+                         f"({errors.sum()} cells), nothing to report: {shown}{more}. Fix the "
+                         "cause and rerun `scalebo bench run`, which recomputes failed "
+                         f"cells.{left}")
     return full

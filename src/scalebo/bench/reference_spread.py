@@ -17,7 +17,12 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ReferenceSpread", "reference_spread"]
+from scalebo.errors import ScaleboError
+
+__all__ = ["MAX_FAILED_SHARE", "ReferenceSpread", "reference_spread"]
+
+#: Largest share of failed bootstrap resamples with which the spread is still given.
+MAX_FAILED_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -49,7 +54,9 @@ class ReferenceSpread:
         return (f"the reference compute law, which a replay is scored against, predicts "
                 f"{self.point:.4g} nats at {self.C:.3g} FLOPs; its {100 * self.level:.0f} % "
                 f"bootstrap interval over its {self.n_points} envelope runs is "
-                f"[{self.low:.4g}, {self.high:.4g}] (±{self.half_width_pct:.1f} %): a replay's "
+                f"[{self.low:.4g}, {self.high:.4g}] (±{self.half_width_pct:.1f} %"
+                + (f"; {self.n_failed} of {self.n_resamples} resamples failed"
+                   if self.n_failed else "") + "): a replay's "
                 "|d| % below that says it agrees with the whole grid's law, not that it is "
                 "that close to the truth")
 
@@ -57,18 +64,31 @@ class ReferenceSpread:
 def reference_spread(problem: Any, C: float = 1e25, *, n_resamples: int = 200,
                      level: float = 0.8, seed: int = 0) -> ReferenceSpread | None:
     """:class:`ReferenceSpread` of ``problem``'s reference compute law at ``C`` FLOPs, or
-    None when it did not converge or every resample failed (seeded: reproducible)."""
+    None when it is not determined: the fit did not converge (a bound hit is a law with a
+    parameter fixed, whose spread would look smaller than it is), the envelope has at most
+    one run more than the law's parameters (resamples repeat runs and cannot be fitted, and
+    the rest reproduce the data), or more than :data:`MAX_FAILED_SHARE` of the resamples
+    failed. Seeded: reproducible."""
+    try:
+        return _spread(problem, C, n_resamples, level, seed)
+    except (ValueError, ArithmeticError, np.linalg.LinAlgError, ScaleboError):
+        return None  # a caveat to print, never a reason for a replay or report to fail
+
+
+def _spread(problem: Any, C: float, n_resamples: int, level: float, seed: int
+            ) -> ReferenceSpread | None:
     from scalebo.fitting.bootstrap import bootstrap_fit
+    from scalebo.fitting.robust import FitStatus
 
     ref = problem.reference_compute
-    if ref is None or not ref.success:
-        return None
     env = np.asarray(problem.envelope_idx)
+    if ref is None or ref.status is not FitStatus.CONVERGED or env.size <= ref.law.n_params + 1:
+        return None
     X = np.asarray(problem.grid.cost, dtype=np.float64)[env][:, None]
     y = np.asarray(problem.loss, dtype=np.float64)[env]
     boot = bootstrap_fit(ref, X, y, n_resamples=n_resamples, confidence_level=level, rng=seed)
     at = np.array([[float(C)]])
-    if boot.n_failed >= n_resamples:
+    if boot.n_failed > MAX_FAILED_SHARE * n_resamples:
         return None
     low, high = (float(v[0]) for v in boot.predict_interval(at))
     point = float(np.exp(ref.law.log_predict(ref.x[None, :], ref.law.prepare(at))).ravel()[0])

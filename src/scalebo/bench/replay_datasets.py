@@ -7,6 +7,7 @@ header or schema holds — so that a typo fails the command (exit 2) instead of 
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -70,14 +71,16 @@ def _check_dataset_options(name: str, opts: Mapping[str, Any]) -> None:
         raise ValueError(f"dataset {name!r}: 'mapping' must be a mapping such as "
                          f"{{N: params, D: tokens}}, got {opts['mapping']!r}")
     for key, ok, expected in (
-            ("diverged_above", lambda v: v is None or (isinstance(v, int | float)
+            ("diverged_above", lambda v: v is None or (isinstance(v, numbers.Real)
                                                        and not isinstance(v, bool)
                                                        and math.isfinite(v)),
              "a loss in nats (a number) or null"),
             ("duplicates", lambda v: v in ("error", "mean"), "'error' or 'mean'"),
-            ("n_held_out_cells", lambda v: isinstance(v, int) and not isinstance(v, bool)
+            ("n_held_out_cells", lambda v: isinstance(v, numbers.Integral)
+             and not isinstance(v, bool)
              and v >= 0, "a whole number of cells >= 0"),
-            ("seed", lambda v: isinstance(v, int) and not isinstance(v, bool), "an integer"),
+            ("seed", lambda v: isinstance(v, numbers.Integral) and not isinstance(v, bool),
+             "an integer"),
             ("axes", lambda v: v is None or (isinstance(v, list | tuple)
                                              and all(isinstance(a, str) for a in v)),
              "a list of column names"),

@@ -4,10 +4,13 @@ A sweep folder keeps every record it ever wrote. After a config edit (a method s
 budget), a new scalebo version or an edited dataset file, a resumed sweep computes new cells
 beside the old ones, and a report grouping by label would average both or show old cells
 under the label's new meaning. :func:`split_stale` keeps, for each (dataset, method) label,
-the records of the identity written last — the method's resolved settings, the dataset's
-source, options and file digest, and the scalebo version — and returns the others as stale,
-described for the report (how many, and what differs). Records of one identity at other
-seeds or budgets (a subset run, a budget dropped from the config) are not stale.
+the records of its current identity — the method's resolved settings, the dataset's source,
+options and file digest, and the scalebo version — and returns the others as stale,
+described for the report (how many, and what differs). The current identity is the one the
+newest sweep manifest (``sweep_<name>.json``, rewritten by every ``bench run``, even one that
+recomputes nothing) lists for the label; a label no manifest lists (or whose listed identity
+no record has) takes that of its newest record file. Records of one identity at other seeds
+or budgets (a ``--seeds`` subset, a budget dropped from the config) are not stale.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ def split_stale(directory: str | os.PathLike[str], records: Sequence[Mapping[str
     for rec in records:
         c = rec["cell"]
         by_label[(c["dataset"]["name"], c["method"]["name"])].append(rec)
+    listed = _listed_identities(directory)
     current: list[Mapping[str, Any]] = []
     notes = []
     for (ds, method), recs in by_label.items():
@@ -42,7 +46,9 @@ def split_stale(directory: str | os.PathLike[str], records: Sequence[Mapping[str
             path = Path(directory) / f"{rec['key']}.json"
             return path.stat().st_mtime if path.exists() else 0.0
 
-        newest = _identity(max(recs, key=written)["cell"])
+        newest = listed.get((ds, method))
+        if newest is None or not any(_identity(r["cell"]) == newest for r in recs):
+            newest = _identity(max(recs, key=written)["cell"])
         keep = [r for r in recs if _identity(r["cell"]) == newest]
         current += keep
         if stale := [r for r in recs if _identity(r["cell"]) != newest]:
@@ -50,6 +56,22 @@ def split_stale(directory: str | os.PathLike[str], records: Sequence[Mapping[str
                          f"{_what_differs(keep[0]['cell'], [r['cell'] for r in stale])}")
     keys = {r["key"] for r in current}
     return [r for r in records if r["key"] in keys], tuple(notes)
+
+
+def _listed_identities(directory: str | os.PathLike[str]) -> dict[tuple[str, str], str]:
+    """(dataset, method) label → the identity the newest manifest listing it gives it."""
+    out: dict[tuple[str, str], str] = {}
+    paths = sorted(Path(directory).glob("sweep_*.json"), key=lambda p: p.stat().st_mtime)
+    for path in paths:  # oldest first: a newer manifest overrides
+        try:
+            m = json.loads(path.read_text())
+            for d in m["datasets"]:
+                for meth in m["methods"]:
+                    out[(d["name"], meth["name"])] = json.dumps(
+                        [meth, d, m.get("scalebo_version")], sort_keys=True)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue  # not a manifest this reads: the record files decide
+    return out
 
 
 def _what_differs(now: Mapping[str, Any], old: Sequence[Mapping[str, Any]]) -> str:

@@ -256,19 +256,21 @@ def _parse_budget(value: Any) -> float:
 
 
 def _parse_seeds(value: Any) -> tuple[int, ...]:
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        value = int(value)
         if value < 1:
             raise ValueError(f"seeds: a count must be >= 1, got {value}.")
         return tuple(range(value))
     if isinstance(value, list | tuple) and value:
-        bad = [s for s in value if isinstance(s, bool) or not isinstance(s, int) or s < 0]
+        bad = [s for s in value
+               if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 0]
         if bad:
             raise ValueError(f"seeds: {bad[0]!r} is not a seed; seeds are integers >= 0, "
                              f"got {list(value)!r}.")
         if len(set(value)) < len(value):
             twice = sorted({s for s in value if list(value).count(s) > 1})
             raise ValueError(f"seeds: {twice} listed more than once in {list(value)!r}.")
-        return tuple(value)
+        return tuple(int(s) for s in value)
     raise ValueError(f"seeds must be a count (int) or a non-empty list of ints, got {value!r}.")
 
 

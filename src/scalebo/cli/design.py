@@ -148,7 +148,7 @@ def _check_mode_options(args: argparse.Namespace) -> None:
     """Options of the other mode are errors or are reported as ignored; budgets are checked
     before any work."""
     if args.runs is None:
-        _budgets(args.budgets)
+        args.budgets = _budgets(args.budgets)  # parsed once: its warnings said once
         if args.batch != 1:
             warnings.warn("--batch is for proposals (with --runs); ignored in a replay",
                           stacklevel=2)
@@ -238,16 +238,17 @@ def run(args: argparse.Namespace) -> int:
             warnings.warn(f"{args.target_region} has no response column {args.response!r}: the "
                           "replay's r2 and interval coverage are not scored", stacklevel=2)
         if grouped is None:
-            log(f"replaying {args.method} on {pool.n} rows, budgets {args.budgets} ...")
-            rep = design_replay(pool, target, law, _budgets(args.budgets), method=args.method,
+            log(f"replaying {args.method} on {pool.n} rows, budgets "
+                f"{','.join(f'{b:g}' for b in args.budgets)} ...")
+            rep = design_replay(pool, target, law, args.budgets, method=args.method,
                                 seed=args.seed, n_starts=args.starts)
             result = {"mode": "replay", "law": law_info, **rep.to_dict()}
         else:
             log(f"replaying {args.method} on {pool.n} rows in {len(set(grouped[0]))} groups "
-                f"of {args.group!r}, budgets {args.budgets} ...")
+                f"of {args.group!r}, budgets {','.join(f'{b:g}' for b in args.budgets)} ...")
             replay = (grouped_design_replay if args.group_budget == "shared"
                       else separate_group_replays)
-            rep = replay(pool, target, law, *grouped, _budgets(args.budgets),
+            rep = replay(pool, target, law, *grouped, args.budgets,
                          method=args.method, seed=args.seed, n_starts=args.starts)
             result = {"mode": "replay", "law": law_info, "group": args.group,
                       "group_budget": args.group_budget, **rep.to_dict()}

@@ -256,7 +256,7 @@ def _resolve_hyperparameters(
                 UserWarning, stacklevel=3)
         for column in per_run_axes(valid, chosen, config_columns):
             warnings.warn(
-                f"{name}: column {column!r} has a different value on every run, tracks the "
+                f"{name}: column {column!r} has a different value on every run, grows with the "
                 "runs' compute and tells apart runs equal in every other setting, yet is used "
                 "as a hyperparameter: a measurement (a wall time) splitting repeats? Those "
                 "runs are then neither "

@@ -24,6 +24,7 @@ table as a whole and only warn (a real table may be unusual):
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -114,8 +115,9 @@ def text_settings(frame: pd.DataFrame, candidates: Sequence[str], chosen: Sequen
 def per_run_axes(frame: pd.DataFrame, chosen: Sequence[str],
                  config_columns: Sequence[str] = ()) -> list[str]:
     """Columns of ``chosen`` (the default axes) that look measured, not set: a different
-    value on every run, tracking the run's compute (|Spearman ρ| with ``6·N·D`` above 0.8,
-    as a wall time or a throughput does and a searched setting does not), and without which
+    value on every run, growing with the run's compute (Spearman ρ with ``N·D`` above 0.8,
+    as a wall time or GPU-hours do, and a searched setting, even one scaled down with the
+    model size, does not), and without which
     some runs would be equal in N, D and every other setting (so the default rule, which
     leaves a measured column out only when it splits no runs, kept it for splitting
     repeats)."""
@@ -131,7 +133,12 @@ def per_run_axes(frame: pd.DataFrame, chosen: Sequence[str],
         others = [c for c in chosen if c != column]
         if not frame.duplicated(["N", "D", *others, *config_columns]).any():
             continue
-        if abs(float(spearmanr(values.to_numpy(np.float64), compute).statistic)) > 0.8:
+        if np.ptp(compute) == 0:
+            continue
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            rho = float(spearmanr(values.to_numpy(np.float64), compute).statistic)
+        if rho > 0.8:  # a wall time or GPU-hours grows with compute; a tuned lr falls
             out.append(column)
     return out
 

@@ -135,7 +135,8 @@ def parse_fraction(value: object, of: str = "C_total") -> float:
         raise ValueError(f"expected a fraction of {of} in (0, 1], got {value!r}{hint}")
     if out == 1 and not raw.endswith("%"):
         warnings.warn(f"a budget of {raw} is the whole of {of} (100 %); for 1 % write 0.01 "
-                      "or 1%", UserWarning, stacklevel=2)
+                      "or 1% (100% says the whole without this warning)", UserWarning,
+                      stacklevel=2)
     return out
 
 
