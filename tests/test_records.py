@@ -321,8 +321,9 @@ def test_a_folder_of_failed_cells_is_refused_with_their_errors(tmp_path):
     for seed, msg in [(0, "bad"), (1, "bad"), (2, "worse.")]:
         write_record(tmp_path, make_record(Cell(CELL.dataset, CELL.method, seed, 0.05), "error",
                                            None, {"type": "ValueError", "message": msg}, 1.0, 1))
-    with pytest.raises(ValueError, match=r"every current record .* failed cell \(3 cells\), nothing to "
-                       r"report: 2 × ValueError: bad; 1 × ValueError: worse\. Fix the cause"):
+    with pytest.raises(ValueError, match=r"every current record .* failed cell \(3 cells\), "
+                       r"nothing to report: 2 × ValueError: bad; 1 × ValueError: worse\. Fix "
+                       r"the cause"):
         reportable_records(tmp_path)
     write_record(tmp_path, make_record(CELL, "ok", {"metrics": budget_metrics(0.05, -1.5)},
                                        None, 1.0, 1))
