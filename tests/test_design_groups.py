@@ -287,3 +287,14 @@ def test_cli_group_propose(tmp_path, capsys):
     assert main([*args[:-2], "--group-budget", "shared"]) == 0
     assert main([*_cli_args(tmp_path, pool_f, target_f), "--runs",
                  str(tmp_path / "pool.csv").replace("pool", "nofile"), "--budget", "0.3"]) == 2
+
+
+def test_cli_shared_batch_beyond_the_pool_says_every_row_is_done(tmp_path, capsys):
+    """With --group-budget shared and the budget at 100 %, a batch larger than the untried
+    rows is cut by the pool, not the budget: the note says so (a run is done in its group)."""
+    pool_f, target_f = _frames()
+    _done(pool_f).to_csv(tmp_path / "done.csv", index=False)
+    args = [*_cli_args(tmp_path, pool_f, target_f), "--runs", str(tmp_path / "done.csv"),
+            "--budget", "100%", "--batch", str(len(pool_f)), "--group-budget", "shared"]
+    assert main(args) == 0
+    assert "are proposed: every other pool row is done" in capsys.readouterr().err
