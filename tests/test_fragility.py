@@ -207,3 +207,23 @@ def test_cli_run_column_enables_checkpoint_variants_and_a_bootstrap_over_runs(tm
     assert with_runs["bootstrap"]["n_clusters"] == 6
     assert main(["fragility", *args, "--run", "run_nam"]) == 2
     assert "did you mean 'run_name'" in capsys.readouterr().err
+
+
+def test_a_sweep_table_is_fitted_on_each_cells_best_run_as_fit_does():
+    """A trial: two learning rates per (N, D) cell, and fragility's base fit used all 50
+    runs (β 0.245 where fit --law chinchilla, on the 25 cell bests, gave 0.288; truth 0.28):
+    a law in N and D describes tuned models."""
+    from scalebo.data.runs import load_runs
+    from scalebo.fitting.summary import fit_summary
+
+    grid = _checkpoints().drop(columns="run")
+    tuned = grid.assign(lr=1e-3)
+    off = grid.assign(lr=1e-2, loss=grid["loss"] * 1.08)  # a worse setting in every cell
+    table = load_runs(pd.concat([tuned, off], ignore_index=True))
+    assert table.hyperparameters == ("lr",)
+    base = build_variants(table, leave_one_out=False, drop_count=0)[0].frame
+    assert len(base) == len(grid) and (base["lr"] == 1e-3).all()
+    points = fit_summary(table, "chinchilla").points
+    assert sorted(base["loss"]) == pytest.approx(sorted(points["loss"]))
+    plain = build_variants(grid, leave_one_out=False, drop_count=0)[0].frame
+    assert len(plain) == len(grid)  # a table without hyperparameters: every row

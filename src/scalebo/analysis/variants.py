@@ -3,7 +3,8 @@
 A :class:`Variant` is one refit: the points ``(N, D, loss)`` it fits and its Huber δ.
 :func:`build_variants` makes the standard set from one table, base first (names as printed):
 
-* ``base`` — all points as given, δ = ``huber_delta``;
+* ``base`` — the points as given (a run table with hyperparameters: the best run of each
+  (N, D) cell), δ = ``huber_delta``;
 * ``leave out N=<N>`` — one per distinct model size (every checkpoint of that model removed);
 * ``drop <k> smallest`` / ``drop <k> largest`` — the k smallest / largest model sizes removed;
 * ``every <k>th checkpoint`` — :func:`scalebo.data.checkpoints.every_kth` (needs a ``run``
@@ -52,10 +53,17 @@ class Variant:
 
 
 def _points(table: RunTable | pd.DataFrame) -> pd.DataFrame:
+    """The points a variant fits: a run table with hyperparameters gives the best run of each
+    (N, D) cell (as ``fit`` fits a law in N and D: it describes tuned models; the off-optimal
+    runs of a sweep would bend it), any other table every row."""
     frame = table.frame if isinstance(table, RunTable) else table
     missing = [c for c in ("N", "D", "loss") if c not in frame.columns]
     if missing:
         raise ValueError(f"fragility needs columns N, D, loss; missing {missing}.")
+    if isinstance(table, RunTable) and table.hyperparameters:
+        from scalebo.fitting.frontier import frontier
+
+        return frontier(frame, "cell", loss="loss", cell=("N", "D"))
     return frame
 
 

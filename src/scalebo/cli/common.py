@@ -239,7 +239,8 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _split_names(text: str | None) -> tuple[str, ...] | None:
+def split_names(text: str | None) -> tuple[str, ...] | None:
+    """``"lr, bs"`` → ``("lr", "bs")``; None stays None (the default hyperparameters)."""
     if text is None:
         return None
     return tuple(name.strip() for name in text.split(",") if name.strip())
@@ -261,7 +262,7 @@ def load_input(args: argparse.Namespace) -> RunTable:
 
     source: str = args.runs
     options = dict(getattr(args, "dataset_option", None) or [])
-    hyperparameters = _split_names(args.hyperparameters)
+    hyperparameters = split_names(args.hyperparameters)
     if not source.startswith(DATASET_PREFIX):
         if options:
             raise RunTableError("--dataset-option only applies to RUNS of the form dataset:NAME")

@@ -139,6 +139,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _extras(args: argparse.Namespace) -> dict:
+    from scalebo.cli.common import split_names
     from scalebo.data.runs import load_runs, parse_mapping
     from scalebo.errors import RunTableError
 
@@ -151,7 +152,8 @@ def _extras(args: argparse.Namespace) -> dict:
     for name, path in args.variant_file:
         try:
             extra[name] = load_runs(path, mapping=parse_mapping(text) if text else None,
-                                    hyperparameters=(), duplicates=args.duplicates,
+                                    hyperparameters=split_names(args.hyperparameters),
+                                    duplicates=args.duplicates,
                                     diverged_above=args.diverged_above)
         except RunTableError as exc:  # a missing column: mapped with --variant-map here
             if "missing required column" not in str(exc):
