@@ -108,6 +108,17 @@ def test_chinchilla_curve_is_the_compute_optimal_path(chinchilla_fit, tmp_path: 
     np.testing.assert_allclose(line.get_ydata(), expected, rtol=1e-6)
 
 
+def test_chinchilla_runs_sit_at_the_compute_their_curve_uses(chinchilla_fit) -> None:
+    """A trial's table had C = 8·N·D: its runs were drawn at C, the law's path at 6·N·D,
+    so the curve sat below every run. Runs of a law in N and D are drawn at 6·N·D."""
+    frame, fit = chinchilla_fit
+    odd = frame.assign(C=8 * frame["N"] * frame["D"])
+    ax = plot_fit(odd, odd, fit).axes[0]
+    x = np.asarray(ax.collections[0].get_offsets())[:, 0]
+    np.testing.assert_allclose(x, 6 * frame["N"] * frame["D"], rtol=1e-12)
+    assert ax.get_xlabel() == "training compute 6·N·D (FLOPs)"
+
+
 def test_laws_without_a_compute_curve_are_rejected(compute_fit) -> None:
     _, frame, fit, _ = compute_fit
     gadre = replace(fit, law=get_law("gadre"))

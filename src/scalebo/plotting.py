@@ -119,8 +119,17 @@ def plot_fit(
         missing = [c for c in (compute, loss) if c not in df.columns]
         if missing:
             raise ValueError(f"plot_fit: {name} lacks column(s) {missing}")
-    c_runs = runs[compute].to_numpy(dtype=np.float64)
-    c_fit = frontier[compute].to_numpy(dtype=np.float64)
+    # A law in N and D puts its compute-optimal path at 6·N·D: draw the runs there too (a
+    # C column that is not 6·N·D would otherwise sit off the curve it was fitted with)
+    nd = (tuple(fit.law.variables) != ("C",)
+          and all({"N", "D"} <= set(df.columns) for df in (runs, frontier)))
+
+    def flops(df: pd.DataFrame) -> np.ndarray:
+        if nd:
+            return 6.0 * df["N"].to_numpy(np.float64) * df["D"].to_numpy(np.float64)
+        return df[compute].to_numpy(dtype=np.float64)
+
+    c_runs, c_fit = flops(runs), flops(frontier)
     targets = np.asarray(predict_at, dtype=np.float64).ravel()
     lo_c = float(np.min(c_fit)) if c_fit.size else float(np.min(c_runs))
     hi_data = float(np.max(c_fit)) if c_fit.size else float(np.max(c_runs))
@@ -157,7 +166,7 @@ def plot_fit(
                     mec="black", mew=0.5, capsize=3, label="prediction", zorder=5)
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("training compute C (FLOPs)")
+    ax.set_xlabel("training compute 6·N·D (FLOPs)" if nd else "training compute C (FLOPs)")
     ax.set_ylabel(f"{loss} (nats)" if loss == "loss" else loss)
     ax.set_title(title or f"{fit.law.name} law, {fit.status} ({len(frontier)} runs)")
     from matplotlib.ticker import FuncFormatter
