@@ -57,6 +57,14 @@ def test_porian_rw_tuned_isoflop_points_converge_and_contradict_their_runs(data_
     texts = " ".join(str(w.message) for w in caught)
     assert out.fit.params["E"] > table.frame["loss"].min()  # the contradiction itself
     assert "irreducible loss E" in texts and "contradicts the runs" in texts
+    # fragility's base fit of the same points says so too (a trial: it printed only a table)
+    from scalebo.analysis.fragility import build_variants, fragility
+
+    base = build_variants(table, leave_one_out=False, drop_count=0, huber_deltas=())[:1]
+    with pytest.warns(UserWarning) as caught:
+        fragility(table, variants=base, target=1e24)
+    texts = " ".join(str(w.message) for w in caught)
+    assert "irreducible loss E" in texts and "contradicts the runs" in texts
 
 
 def test_an_accuracy_given_to_a_downstream_law_is_said():

@@ -324,6 +324,14 @@ def fragility(
                                         policy=StartPolicy(full=True), starts=base_starts)
     if base_fit is None:
         raise FitError(f"the base fit failed: {base_result.message}")
+    if base_fit.success:  # a base that contradicts its runs, said as fit says it
+        from scalebo.fitting.misfit import misfit_notes
+
+        pts = variants[0].frame
+        C = (pts["C"] if "C" in pts.columns else 6.0 * pts["N"] * pts["D"]).to_numpy()
+        for text in misfit_notes(law.name, base_fit.params, C, pts["loss"].to_numpy(),
+                                 [{"C": float(target), "loss": base_result.loss_at_target}]):
+            warnings.warn(text, UserWarning, stacklevel=2)
     optima = _distinct(np.vstack([base_fit.x[None, :], base_fit.converged_x]), policy.n_optima)
     rest = variants[1:]
     if n_jobs in (None, 1) or len(rest) < 2:
