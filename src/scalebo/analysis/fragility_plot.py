@@ -50,8 +50,15 @@ def plot_fragility(report: FragilityReport, path: str | None = None) -> Figure:
             ax.axvspan(s["min"], s["max"], color=colour, alpha=0.08)
             ax.axvline(s["median"], color=colour, lw=1)
             ax.axvline(s["base"], color=colour, lw=1, ls="--")
-        if col == "N_opt":
+        values = ok[col].to_numpy(dtype=float)
+        if col == "N_opt" and np.nanmax(values) > 10 * np.nanmin(values):
             ax.set_xscale("log")
+        else:  # a narrow spread: 4 plain ticks (a log axis within a decade, or 5-digit
+            # losses, labelled a crowd that overlapped)
+            from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(4))
+            ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _p: f"{v:.4g}"))
         title = ", ".join(f"{c}: spread {100 * spread[c]['rel_spread']:.0f}%" for c in cols)
         ax.set_title(f"{label}\n{title}", fontsize=9)
         ax.grid(axis="x", alpha=0.3)
