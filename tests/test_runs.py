@@ -666,3 +666,12 @@ def test_a_row_with_a_field_too_many_names_its_data_row(tmp_path):
     with pytest.raises(RunTableError, match=r"runs.csv: data row 2 \(line 5 of the file\) has "
                                             r"5 fields where the header has 4"):
         load_runs(path)
+
+
+def test_a_broken_json_line_names_its_line_and_data_row(tmp_path):
+    """pandas said 'Expected object or value at position 455' (a trial)."""
+    path = tmp_path / "runs.jsonl"
+    path.write_text('{"N": 1e8, "D": 1e9, "loss": 3.1}\n\n{"N": 2e8, "D": 1e9\n')
+    with pytest.raises(RunTableError, match=r"runs.jsonl: line 3 \(data row 2\) is not valid "
+                                            r"JSON \(Expecting ',' delimiter at column 20\)"):
+        load_runs(path)

@@ -103,6 +103,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
         if re.search(r"Expected \d+ fields in line \d+, saw \d+", str(exc)) and (
                 said := _ragged_row(path)):
             raise RunTableError(f"{path}: {said}") from None
+        if suffix in (".jsonl", ".ndjson") and (said := _bad_json_line(path)):
+            raise RunTableError(f"{path}: {said}") from None
         raise RunTableError(f"{path}: could not be read as {suffix[1:]}: {exc}") from exc
     return _stripped_names(frame, path)
 
@@ -124,6 +126,27 @@ def _ragged_row(path: Path) -> str:
                 return (f"data row {row} (line {reader.line_num} of the file) has "
                         f"{len(fields)} fields where the header has {len(header)}: a "
                         "separator inside a value (quote it), or a value too many?")
+    return ""
+
+
+def _bad_json_line(path: Path) -> str:
+    """The first line of a JSON-lines file that is not a JSON object (blank lines skipped),
+    with its 1-based data row; "" when every line is one."""
+    import json
+
+    row = 0
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            row += 1
+            try:
+                ok = isinstance(json.loads(line.strip()), dict)
+            except ValueError as exc:
+                return (f"line {number} (data row {row}) is not valid JSON ({exc.msg} at "
+                        f"column {exc.colno}): {line.strip()[:60]!r}")
+            if not ok:
+                return f"line {number} (data row {row}) is not a JSON object ({{...}})"
     return ""
 
 
