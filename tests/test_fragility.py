@@ -1,5 +1,6 @@
 """Fragility variants, fits and report on synthetic tables with a known law."""
 
+import io
 import itertools
 import json
 import math
@@ -207,6 +208,11 @@ def test_cli_run_column_enables_checkpoint_variants_and_a_bootstrap_over_runs(tm
     assert with_runs["bootstrap"]["n_clusters"] == 6
     assert main(["fragility", *args, "--run", "run_nam"]) == 2
     assert "did you mean 'run_name'" in capsys.readouterr().err
+    csv_args = [a if a != "json" else "csv" for a in args]
+    assert main(["fragility", *csv_args, "--run", "run_name"]) == 0
+    table = pd.read_csv(io.StringIO(capsys.readouterr().out))  # A and B as the JSON has them
+    base = with_runs["variants"][0]
+    assert table.loc[0, ["A", "B"]].tolist() == pytest.approx([base["A"], base["B"]])
 
 
 def test_a_sweep_table_is_fitted_on_each_cells_best_run_as_fit_does():

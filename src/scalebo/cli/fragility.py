@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_json(result)
     elif args.format == "csv":
-        write_csv(rows, [*COLUMNS, "objective", "huber_delta", "message"])
+        write_csv(rows, [*COLUMNS, "A", "B", "objective", "huber_delta", "message"])
     else:
         law = report.law if report.law == args.law else f"{args.law} ({report.law})"
         sys.stdout.write(f"law {law}, target C = {report.target:.3g} FLOPs\n")
