@@ -653,25 +653,21 @@ def test_a_mistyped_hyperparameter_column_gets_the_closest_name(tmp_path):
         load_runs(path, mapping={"N": "params", "D": "tokens"}, hyperparameters=["lr", "bz"])
 
 
-def test_a_row_with_a_field_too_many_names_its_data_row(tmp_path):
-    """pandas said 'Expected 3 fields in line 3, saw 4' (a file line, the header counted;
-    a campaign trial read it as data row 3)."""
-    path = tmp_path / "runs.csv"
-    path.write_text("N,D,loss\n1e8,1e9,3.1\n2e8,1e9,3.0,9\n")
-    with pytest.raises(RunTableError, match=r"runs.csv: data row 2 \(line 3 of the file\) has "
-                                            r"4 fields where the header has 3"):
-        load_runs(path)
+@pytest.mark.parametrize(("name", "text", "said"), [
+    # pandas said 'Expected 3 fields in line 3, saw 4' (a file line, the header counted; a
+    # campaign trial read it as data row 3)
+    ("runs.csv", "N,D,loss\n1e8,1e9,3.1\n2e8,1e9,3.0,9\n",
+     r"runs.csv: data row 2 \(line 3 of the file\) has 4 fields where the header has 3"),
     # a blank line and a quoted line break shift pandas' line count (a review)
-    path.write_text('N,D,loss,name\n1e8,1e9,3.1,"a\nb"\n\n2e8,1e9,3.0,x,9\n')
-    with pytest.raises(RunTableError, match=r"runs.csv: data row 2 \(line 5 of the file\) has "
-                                            r"5 fields where the header has 4"):
-        load_runs(path)
-
-
-def test_a_broken_json_line_names_its_line_and_data_row(tmp_path):
-    """pandas said 'Expected object or value at position 455' (a trial)."""
-    path = tmp_path / "runs.jsonl"
-    path.write_text('{"N": 1e8, "D": 1e9, "loss": 3.1}\n\n{"N": 2e8, "D": 1e9\n')
-    with pytest.raises(RunTableError, match=r"runs.jsonl: line 3 \(data row 2\) is not valid "
-                                            r"JSON \(Expecting ',' delimiter at column 20\)"):
+    ("runs.csv", 'N,D,loss,name\n1e8,1e9,3.1,"a\nb"\n\n2e8,1e9,3.0,x,9\n',
+     r"runs.csv: data row 2 \(line 5 of the file\) has 5 fields where the header has 4"),
+    # pandas said 'Expected object or value at position 455' (a trial)
+    ("runs.jsonl", '{"N": 1e8, "D": 1e9, "loss": 3.1}\n\n{"N": 2e8, "D": 1e9\n',
+     r"runs.jsonl: line 3 \(data row 2\) is not valid JSON \(Expecting ',' delimiter at "
+     r"column 20\)"),
+])
+def test_a_malformed_row_names_its_data_row(tmp_path, name, text, said):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(RunTableError, match=said):
         load_runs(path)
