@@ -101,6 +101,11 @@ def test_chinchilla_start_grid_is_hoffmanns_4500():
 def test_registry_and_errors():
     assert get_law("chinchilla") is CHINCHILLA
     assert get_law("powerlaw:w,d,D").variables == ("w", "d", "D")
+    # the same law as powerlaw:N,D (a trial: --predict and fragility refused 'D+N')
+    from scalebo.fitting.summary import prediction_kind
+
+    assert get_law("powerlaw:D,N").variables == ("N", "D")
+    assert prediction_kind(get_law("powerlaw:D,N")) == "allocation"
     assert WIDTH_DEPTH.variables == ("width", "depth", "D")
     with pytest.raises(ValueError, match="unknown law"):
         get_law("nope")

@@ -62,6 +62,8 @@ def get_law(name: str) -> Law:
         return LAWS[name if name in LAWS else name.lower()]
     if name.startswith("powerlaw:"):
         variables = [v.strip() for v in name.split(":", 1)[1].split(",") if v.strip()]
+        if sorted(variables) == ["D", "N"]:
+            variables = ["N", "D"]  # one law: a sum's terms commute (predictions need N, D)
         if variables:
             return power_law_sum(variables)
     from scalebo.errors import closest
