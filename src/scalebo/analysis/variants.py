@@ -98,7 +98,9 @@ def build_variants(
         if sizes.size > MANY_SIZES and 2 * sizes.size > len(base):
             warnings.warn(f"N takes {sizes.size} distinct values over {len(base)} points: "
                           "each 'leave out N=...' variant drops one or two points, not a "
-                          "model size (sizes read off a figure? round N to the models' sizes)",
+                          "model size (an isoFLOP sweep with a size of its own per run: "
+                          "--no-leave-one-out; sizes read off a figure: round N to the "
+                          "models' sizes)",
                           UserWarning, stacklevel=2)
         digits = next((d for d in range(4, 17)
                        if len({f"{n:.{d}g}" for n in sizes}) == sizes.size), 17)
