@@ -233,3 +233,14 @@ def test_a_sweep_table_is_fitted_on_each_cells_best_run_as_fit_does():
     assert sorted(base["loss"]) == pytest.approx(sorted(points["loss"]))
     plain = build_variants(grid, leave_one_out=False, drop_count=0)[0].frame
     assert len(plain) == len(grid)  # a table without hyperparameters: every row
+
+
+def test_the_spread_names_the_variants_at_its_ends():
+    """A trial: the spread table gave min and max but not which variant (docs/fragility.md
+    reads them by name)."""
+    report = fragility(_checkpoints(noise=0.01, seed=1), target=1e22, base_starts=STARTS,
+                       leave_one_out=False, every_k=(), huber_deltas=(1e-4,))
+    table = report.table.set_index("variant")
+    for quantity, s in report.spread.items():
+        assert table.loc[s["min_variant"], quantity] == pytest.approx(s["min"])
+        assert table.loc[s["max_variant"], quantity] == pytest.approx(s["max"])

@@ -172,19 +172,22 @@ class FragilityReport:
 
     @property
     def spread(self) -> dict[str, dict[str, float]]:
-        """Per quantity over usable variants (:attr:`usable`): min, max, median, base and
+        """Per quantity over usable variants (:attr:`usable`): min, max (and the variants
+        that give them, ``min_variant``, ``max_variant``), median, base and
         ``rel_spread = (max − min) / |median|``."""
         table = self.table
         ok = table[self.usable]
         out = {}
         for column in SPREAD_COLUMNS:
-            values = ok[column].to_numpy(dtype=np.float64)
-            values = values[np.isfinite(values)]
+            finite = ok[np.isfinite(ok[column].to_numpy(dtype=np.float64))]
+            values = finite[column].to_numpy(dtype=np.float64)
             if values.size == 0:
                 continue
             median = float(np.median(values))
             out[column] = {
                 "min": float(values.min()), "max": float(values.max()), "median": median,
+                "min_variant": str(finite["variant"].iloc[int(np.argmin(values))]),
+                "max_variant": str(finite["variant"].iloc[int(np.argmax(values))]),
                 "base": float(table[column].iloc[0]),
                 "rel_spread": float((values.max() - values.min()) / abs(median))
                 if median else math.nan,

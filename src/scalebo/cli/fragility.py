@@ -213,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write("spread across variants\n")
         sys.stdout.write(format_table(spread_rows,
                                       ("quantity", "base", "median", "min", "max",
-                                       "rel_spread")))
+                                       "rel_spread", "min_variant", "max_variant")))
         boot = result.get("bootstrap")
         if boot:
             runs = (f" of {boot['n_clusters']} training runs" if boot.get("n_clusters")
