@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from scalebo.errors import SearchError
+from scalebo.search.fantasize import _scope_mask
 from scalebo.search.grid import Grid
 from scalebo.search.law_posterior import LawPosterior, _one_law
 from scalebo.search.law_samples import CELL_COUPLING, draw_with_model
@@ -117,9 +118,10 @@ def _reusable(grid: Grid, post: LawPosterior | None, observed: np.ndarray,
     d = None if post is None else post.samples
     if d is None or post.law != "compute" or d.estimand != "noise_free" or d.model is None:
         return False
-    keep = ~np.asarray(grid.held_out)
-    keep[exclude[~np.isin(exclude, observed)]] = False
-    return np.array_equal(d.rows, np.flatnonzero(keep))
+    trained = np.zeros(grid.n_configs, dtype=bool)
+    trained[observed] = True
+    return np.array_equal(d.rows, np.flatnonzero(_scope_mask(grid, trained, "grid", None,
+                                                              exclude)))
 
 
 def noise_floor(grid: Grid, observed_idx: np.ndarray, y_obs: np.ndarray, surrogate: Any, *,

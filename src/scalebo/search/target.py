@@ -47,11 +47,11 @@ import numpy as np
 from scalebo.errors import SearchError
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
 from scalebo.search.acquisition import cost_weighted
+from scalebo.search.fantasize import _scope_mask
 from scalebo.search.grid import Grid
 from scalebo.search.law_frontiers import envelope_masks
 from scalebo.search.law_posterior import LAW_NAMES, _one_law
 from scalebo.search.target_draws import joint_draws
-from scalebo.search.window import COST_RTOL
 
 __all__ = ["ESTIMATORS", "MIN_OK", "TargetEnsemble", "TargetSettings", "build_ensemble",
            "candidate_scores", "refresh_ensemble", "sqrt_update", "stein_weights",
@@ -350,8 +350,8 @@ def refresh_ensemble(ens: TargetEnsemble | None, settings: TargetSettings, grid:
     only through ``cap``. ``failed`` (``(n_cfg,)`` bool): rows of failed runs, never in scope
     (the surrogate never saw them; drawn, they would enter the law fits as trained).
     """
-    usable = ~grid.held_out if failed is None else ~grid.held_out & ~(failed & ~known)
-    scope = np.flatnonzero(((grid.cost <= cap * (1 + COST_RTOL)) | known) & usable)
+    scope = np.flatnonzero(_scope_mask(grid, known, "window", cap,
+                                       None if failed is None else np.flatnonzero(failed)))
     if ens is not None and ens.age < settings.every and np.isin(scope, ens.rows).all():
         return ens.observe(np.flatnonzero(known)), ""
     fixed = dict(observed)
