@@ -233,14 +233,23 @@ def _warn_duplicates(directory: str | os.PathLike[str], records: Sequence[Mappin
                       f"delete the stale ones:{shown}{more}", RecordWarning, stacklevel=3)
 
 
+#: The parts of a cell's identity that records of one label may differ in, as named.
+IDENTITY_PARTS = (("method", "method settings"), ("dataset", "dataset file or options"),
+                  ("scalebo_version", "scalebo version"))
+
+
+def differing_parts(cells: Sequence[Mapping]) -> list[str]:
+    """Names (:data:`IDENTITY_PARTS`) of the identity parts that differ among ``cells``."""
+    return [what for field, what in IDENTITY_PARTS
+            if len({json.dumps(c.get(field), sort_keys=True) for c in cells}) > 1]
+
+
 def _differ(cells: Sequence[Mapping]) -> str:
     """What differs among the identities of ``cells`` that share a label."""
     versions = sorted({str(c.get("scalebo_version")) for c in cells})
-    parts = [f"scalebo {', '.join(versions)}"]
-    for field, what in (("method", "method settings"), ("dataset", "dataset file or options")):
-        if len({json.dumps(c.get(field), sort_keys=True) for c in cells}) > 1:
-            parts.append(f"different {what}")
-    return "; ".join(parts)
+    return "; ".join([f"scalebo {', '.join(versions)}",
+                      *(f"different {what}" for what in differing_parts(cells)
+                        if what != "scalebo version")])
 
 
 def iter_records(directory: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

@@ -91,6 +91,6 @@ def _spread(problem: Any, C: float, n_resamples: int, level: float, seed: int
     if boot.n_failed > MAX_FAILED_SHARE * n_resamples:
         return None
     low, high = (float(v[0]) for v in boot.predict_interval(at))
-    point = float(np.exp(ref.law.log_predict(ref.x[None, :], ref.law.prepare(at))).ravel()[0])
+    point = float(ref.predict(at)[0])
     return ReferenceSpread(float(C), point, low, high, level, int(env.size), n_resamples,
                            int(boot.n_failed))

@@ -22,12 +22,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from scalebo.bench.records import IDENTITY_PARTS, differing_parts
+
 __all__ = ["split_stale"]
 
 
 def _identity(cell: Mapping[str, Any]) -> str:
-    return json.dumps([cell.get("method"), cell.get("dataset"), cell.get("scalebo_version")],
-                      sort_keys=True)
+    return json.dumps([cell.get(field) for field, _ in IDENTITY_PARTS], sort_keys=True)
 
 
 def split_stale(directory: str | os.PathLike[str], records: Sequence[Mapping[str, Any]]
@@ -53,7 +54,7 @@ def split_stale(directory: str | os.PathLike[str], records: Sequence[Mapping[str
         current += keep
         if stale := [r for r in recs if _identity(r["cell"]) != newest]:
             notes.append(f"{ds}/{method}: {len(stale)} older record(s) of other "
-                         f"{_what_differs(keep[0]['cell'], [r['cell'] for r in stale])}")
+                         f"{_what_differs([keep[0]['cell'], *(r['cell'] for r in stale)])}")
     keys = {r["key"] for r in current}
     return [r for r in records if r["key"] in keys], tuple(notes)
 
@@ -67,18 +68,13 @@ def _listed_identities(directory: str | os.PathLike[str]) -> dict[tuple[str, str
             m = json.loads(path.read_text())
             for d in m["datasets"]:
                 for meth in m["methods"]:
-                    out[(d["name"], meth["name"])] = json.dumps(
-                        [meth, d, m.get("scalebo_version")], sort_keys=True)
+                    out[(d["name"], meth["name"])] = _identity(  # as a cell of it
+                        {"method": meth, "dataset": d,
+                         "scalebo_version": m.get("scalebo_version")})
         except (OSError, ValueError, KeyError, TypeError):
             continue  # not a manifest this reads: the record files decide
     return out
 
 
-def _what_differs(now: Mapping[str, Any], old: Sequence[Mapping[str, Any]]) -> str:
-    parts = []
-    for field, what in (("method", "method settings"), ("dataset", "dataset file or options"),
-                        ("scalebo_version", "scalebo version")):
-        if any(json.dumps(c.get(field), sort_keys=True)
-               != json.dumps(now.get(field), sort_keys=True) for c in old):
-            parts.append(what)
-    return " or ".join(parts) or "identity"
+def _what_differs(cells: Sequence[Mapping[str, Any]]) -> str:
+    return " or ".join(differing_parts(cells)) or "identity"

@@ -162,9 +162,9 @@ def _problem(spec: DatasetSpec, data_dir: str | None) -> Any:
     from scalebo.bench.problems import load_problem
     from scalebo.bench.sweep_config import _file_digest
 
-    if spec.content_sha256 is not None and (
-            not Path(spec.source).is_file() or _file_digest(spec.source) != spec.content_sha256):
-        gone = not Path(spec.source).is_file()
+    gone = spec.content_sha256 is not None and not Path(spec.source).is_file()
+    if gone or (spec.content_sha256 is not None
+                and _file_digest(spec.source) != spec.content_sha256):
         raise ValueError(f"dataset {spec.name!r}: {spec.source} "
                          + ("no longer exists (or is not on this worker)" if gone else
                             "changed since the sweep config was read (its content digest "
