@@ -19,10 +19,7 @@ import numpy as np
 
 from scalebo.errors import ScaleboError
 
-__all__ = ["MAX_FAILED_SHARE", "ReferenceSpread", "reference_spread"]
-
-#: Largest share of failed bootstrap resamples with which the spread is still given.
-MAX_FAILED_SHARE = 0.1
+__all__ = ["ReferenceSpread", "reference_spread"]
 
 
 @dataclass(frozen=True)
@@ -67,8 +64,8 @@ def reference_spread(problem: Any, C: float = 1e25, *, n_resamples: int = 200,
     None when it is not determined: the fit did not converge (a bound hit is a law with a
     parameter fixed, whose spread would look smaller than it is), the envelope has at most
     one run more than the law's parameters (resamples repeat runs and cannot be fitted, and
-    the rest reproduce the data), or more than :data:`MAX_FAILED_SHARE` of the resamples
-    failed. Seeded: reproducible."""
+    the rest reproduce the data), or more than :data:`~scalebo.fitting.bootstrap.FAILED_SHARE`
+    of the resamples failed. Seeded: reproducible."""
     try:
         return _spread(problem, C, n_resamples, level, seed)
     except (ValueError, ArithmeticError, np.linalg.LinAlgError, ScaleboError):
@@ -77,7 +74,7 @@ def reference_spread(problem: Any, C: float = 1e25, *, n_resamples: int = 200,
 
 def _spread(problem: Any, C: float, n_resamples: int, level: float, seed: int
             ) -> ReferenceSpread | None:
-    from scalebo.fitting.bootstrap import bootstrap_fit
+    from scalebo.fitting.bootstrap import FAILED_SHARE, bootstrap_fit
     from scalebo.fitting.robust import FitStatus
 
     ref = problem.reference_compute
@@ -88,7 +85,7 @@ def _spread(problem: Any, C: float, n_resamples: int, level: float, seed: int
     y = np.asarray(problem.loss, dtype=np.float64)[env]
     boot = bootstrap_fit(ref, X, y, n_resamples=n_resamples, confidence_level=level, rng=seed)
     at = np.array([[float(C)]])
-    if boot.n_failed > MAX_FAILED_SHARE * n_resamples:
+    if boot.n_failed > FAILED_SHARE * n_resamples:
         return None
     low, high = (float(v[0]) for v in boot.predict_interval(at))
     point = float(ref.predict(at)[0])

@@ -123,17 +123,17 @@ def per_run_axes(frame: pd.DataFrame, chosen: Sequence[str],
     repeats)."""
     from scipy.stats import spearmanr
 
-    out = []
+    out: list[str] = []
     compute = frame["N"].to_numpy(np.float64) * frame["D"].to_numpy(np.float64)
+    if len(frame) < 5 or np.ptp(compute) == 0:  # no compute trend to follow
+        return out
     for column in chosen:
         values = frame[column]
-        if (values.nunique() < len(frame) or len(frame) < 5
+        if (values.nunique() < len(frame)
                 or not pd.api.types.is_numeric_dtype(values.dtype)):
             continue
         others = [c for c in chosen if c != column]
         if not frame.duplicated(["N", "D", *others, *config_columns]).any():
-            continue
-        if np.ptp(compute) == 0:
             continue
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
