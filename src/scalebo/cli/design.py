@@ -290,17 +290,10 @@ def run(args: argparse.Namespace) -> int:
             result.update(group=args.group, group_budget=args.group_budget)
         _log_target(result["target_prediction"])
         if len(props) < args.batch and (grouped is None or args.group_budget == "shared"):
-            import numpy as np
-
             from scalebo.design.propose import done_rows
 
-            if grouped is None:
-                untried = ~done_rows(pool, done.X)
-            else:  # a run is done in its own group only
-                pool_g, done_g = np.asarray(grouped[0]), np.asarray(runs_g)
-                untried = np.ones(pool.n, dtype=bool)
-                for g in set(done_g.tolist()):
-                    untried &= ~(done_rows(pool, done.X[done_g == g]) & (pool_g == g))
+            untried = ~(done_rows(pool, done.X) if grouped is None
+                        else done_rows(pool, done.X, grouped[0], runs_g))
             untried[[p.row for p in props]] = False
             warnings.warn(f"{len(props)} of the {args.batch} rows asked for (--batch) " + (
                 f"fit what is left of --budget {args.budget:g}; raise it for more"

@@ -70,9 +70,18 @@ def _matches(pool: Pool, X_done: np.ndarray) -> np.ndarray:
                      for x in X_done]).reshape(X_done.shape[0], pool.n)
 
 
-def done_rows(pool: Pool, X_done: np.ndarray) -> np.ndarray:
-    """Mask ``(n,)`` of pool rows whose inputs equal (rtol 1e-9) a row of ``X_done``."""
-    return _matches(pool, X_done).any(axis=0)
+def done_rows(pool: Pool, X_done: np.ndarray, pool_groups: Any = None,
+              done_groups: Any = None) -> np.ndarray:
+    """Mask ``(n,)`` of pool rows whose inputs equal (rtol 1e-9) a row of ``X_done``; with
+    group labels (``pool_groups`` ``(n,)``, ``done_groups`` one per run), a run of its own
+    group only."""
+    if pool_groups is None:
+        return _matches(pool, X_done).any(axis=0)
+    pool_g, done_g = np.asarray(pool_groups), np.asarray(done_groups)
+    done = np.zeros(pool.n, dtype=bool)
+    for g in set(done_g.tolist()):
+        done |= done_rows(pool, X_done[done_g == g]) & (pool_g == g)
+    return done
 
 
 def warn_unmatched(pool: Pool, X_done: np.ndarray, where: str = "") -> None:
