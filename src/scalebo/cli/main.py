@@ -49,6 +49,7 @@ from scalebo.errors import (
 #: Subcommand modules of :mod:`scalebo.cli`, in ``--help`` order. One line per command.
 COMMAND_MODULES: tuple[str, ...] = (
     "fit",
+    "allocate",
     "bench",
     "demo",
     "fragility",

@@ -1,0 +1,177 @@
+"""``scalebo allocate``: compute-optimal N*(C) and D*(C) by Chinchilla approaches 1, 2 and 3.
+
+Parses, calls :func:`scalebo.fitting.allocation_summary.allocation_summary`, prints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from typing import Any
+
+from scalebo.cli.common import (
+    add_format_argument,
+    add_input_arguments,
+    check_outputs,
+    format_number,
+    format_table,
+    input_epilog,
+    load_input,
+    log,
+    positive_float,
+    warn,
+    write_csv,
+    write_json,
+    write_json_file,
+)
+
+NAME = "allocate"
+HELP = "compute-optimal model size and tokens, N*(C) and D*(C), by Chinchilla approaches 1-3"
+DESCRIPTION = """\
+Compute-optimal allocation N*(C) = G_N*C^a (parameters) and D*(C) = G_D*C^b (tokens), C in
+FLOPs, by the three approaches of Hoffmann et al. (2022), side by side:
+
+  1  envelope   the best run of each (N, D) cell, then the runs on the envelope of (C, loss)
+                (the best loss reached at each compute); log N and log D regressed on log C
+  2  isoFLOP    runs grouped by compute (--isoflop-column, else C within 1 %); in each budget
+                with >= 3 model sizes a parabola of loss in log N gives N*; D* = C/(6 N*)
+  3  L(N, D)    E + A/N^alpha + B/D^beta fitted to the cell bests, minimized under C = 6ND
+                (also: scalebo fit --law chinchilla --predict C, with bootstrap intervals)
+
+An approach the table cannot support is listed with the reason. Approaches 1 and 2 give
+95 % t-intervals of their exponents (least squares in log-log space).
+"""
+EPILOG = input_epilog("""
+examples:
+  scalebo allocate dataset:epoch_chinchilla --predict 1e24
+  scalebo allocate isoflops.csv --approach 2 --isoflop-column budget --plot alloc.png
+  scalebo allocate runs.csv --format json
+
+exit codes: 0 at least one approach gave an allocation, 1 none did, 2 bad input.
+""")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Declare the options of ``scalebo allocate``."""
+    add_input_arguments(parser)
+    group = parser.add_argument_group("allocation")
+    group.add_argument("--approach", type=int, choices=(1, 2, 3), action="append",
+                       default=None,
+                       help="approach to run (repeatable; default all three)")
+    group.add_argument("--isoflop-column", metavar="COL", default=None,
+                       help="column holding each run's isoFLOP budget in FLOPs (approach 2; "
+                            "default: runs whose C agree within 1 %%)")
+    group.add_argument("--predict", metavar="C", type=positive_float, action="append",
+                       default=[], help="give N*, D* and D*/N* at this compute in FLOPs "
+                                        "(repeatable)")
+    out = parser.add_argument_group("output")
+    add_format_argument(out)
+    out.add_argument("--json", metavar="PATH", default=None,
+                     help="also write the full result as JSON to PATH")
+    out.add_argument("--plot", metavar="PATH", default=None,
+                     help="save log-log plots of N* and D* against C, every approach's "
+                          "points and law (PNG, PDF, SVG) to PATH")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``scalebo allocate``; returns the exit code."""
+    from scalebo.fitting.allocation_summary import APPROACHES, allocation_summary
+
+    check_outputs(args)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        table = load_input(args)
+    notes = [warn(w.message) for w in caught]
+    log(f"{len(table)} runs; approaches {', '.join(map(str, args.approach or APPROACHES))} ...")
+    summary = allocation_summary(table, args.approach or APPROACHES,
+                                 isoflop_column=args.isoflop_column, predict=args.predict)
+    for text in summary.warnings:
+        warn(text)
+    result = summary.to_dict()
+    result["warnings"] = notes + result["warnings"]
+    if args.plot:
+        from scalebo.fitting.allocation_plot import plot_allocation
+
+        plot_allocation(summary, args.plot)
+        log(f"plot written to {args.plot}")
+    if args.json:
+        write_json_file(result, args.json)
+        log(f"JSON written to {args.json}")
+    if args.format == "json":
+        write_json(result)
+    elif args.format == "csv":
+        write_csv(csv_rows(result), CSV_COLUMNS)
+    else:
+        sys.stdout.write(render(result))
+    return 0 if summary.ok else 1
+
+
+LABELS = {1: "1 envelope", 2: "2 isoFLOP", 3: "3 L(N, D)"}
+CSV_COLUMNS = ("approach", "kind", "name", "C", "estimate", "lower", "upper")
+
+
+def _exponent(law: dict[str, Any] | None) -> str:
+    if law is None:
+        return "-"
+    iv = law["exponent_interval"]
+    return format_number(law["exponent"], 4) + (
+        f" [{format_number(iv[0], 3)}, {format_number(iv[1], 3)}]" if iv else "")
+
+
+def render(result: dict[str, Any]) -> str:
+    """The readable report of ``--format table``."""
+    lines = [f"runs        {result['n_runs']} ({result['n_cells']} cells: the best run of "
+             f"each)   [{result['source']}]",
+             "allocation  N* = G_N*C^a parameters, D* = G_D*C^b tokens, C in FLOPs; "
+             f"[{100 * result['exponent_level']:g} % interval]", ""]
+    rows = []
+    for est in result["estimates"]:
+        n, d = est["N_opt"], est["D_opt"]
+        status = "no law (below)" if est["reason"] else (
+            f"fit {est['fit_status']}" if est["fit_status"] else
+                                   f"r2 {format_number(n['r2'], 3)} / "
+                                   f"{format_number(d['r2'], 3)}")
+        rows.append({"approach": LABELS[est["approach"]],
+                     "points": len(est["points"]) if est["approach"] != 2 else
+                     sum(bool(p.get("used")) for p in est["points"]),
+                     "a": _exponent(n), "b": _exponent(d),
+                     "G_N": n and n["coef"], "G_D": d and d["coef"], "status": status})
+    lines.append(format_table(rows, ["approach", "points", "a", "b", "G_N", "G_D", "status"],
+                              ["approach", "points", "a (N*)", "b (D*)", "G_N", "G_D",
+                               "fit"]).rstrip("\n"))
+    lines += [f"  no law from approach {LABELS[e['approach']]}: {e['reason']}"
+              for e in result["estimates"] if e["reason"]]
+    iso = next((e for e in result["estimates"] if e["approach"] == 2 and e["points"]), None)
+    if iso is not None:
+        lines += ["", "isoFLOP budgets (approach 2; loss* in nats)",
+                  format_table([{**p, "used": p.get("reason") or "yes"} for p in iso["points"]],
+                               ["C", "n_models", "N_opt", "D_opt", "loss_opt", "vertex_inside",
+                                "used"],
+                               ["C", "sizes", "N*", "D*", "loss*", "vertex inside range",
+                                "used"]).rstrip("\n")]
+    if result["predictions"]:
+        lines += ["", "predictions (C in FLOPs, N* parameters, D* tokens)",
+                  format_table(result["predictions"],
+                               ["C", "approach", "N_opt", "D_opt", "tokens_per_param"],
+                               ["C", "approach", "N*", "D*", "D*/N*"]).rstrip("\n")]
+    return "\n".join(lines) + "\n"
+
+
+def csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Long-format rows: each approach's exponents and coefficients, then predictions."""
+    rows: list[dict[str, Any]] = []
+    for est in result["estimates"]:
+        for key in ("N_opt", "D_opt"):
+            law = est[key]
+            if law is None:
+                continue
+            iv = law["exponent_interval"] or (None, None)
+            rows += [{"approach": est["approach"], "kind": "exponent", "name": key,
+                      "estimate": law["exponent"], "lower": iv[0], "upper": iv[1]},
+                     {"approach": est["approach"], "kind": "coef", "name": key,
+                      "estimate": law["coef"]}]
+    for p in result["predictions"]:
+        rows += [{"approach": p["approach"], "kind": "prediction", "name": f, "C": p["C"],
+                  "estimate": p[f]} for f in ("N_opt", "D_opt", "tokens_per_param")]
+    return rows

@@ -1,0 +1,81 @@
+"""The ``scalebo allocate --plot`` figure: N*(C) and D*(C) of each approach, on log-log axes.
+
+Left panel: parameters against compute (FLOPs); right panel: tokens against compute. Each
+approach with a law draws its points (approach 1: envelope runs; 2: isoFLOP vertices, hollow
+when the vertex lies outside the sizes of its budget) and its power law over the computes of
+the points and of ``--predict`` (dotted vertical lines), so where approaches part shows.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from scalebo.outputs import save_figure
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from matplotlib.figure import Figure
+
+    from scalebo.fitting.allocation_summary import AllocationEstimate, AllocationSummary
+
+__all__ = ["plot_allocation"]
+
+_STYLE = {1: ("tab:blue", "o", "1: envelope"), 2: ("tab:orange", "s", "2: isoFLOP"),
+          3: ("tab:green", "^", "3: L(N, D)")}
+
+
+def _points(est: AllocationEstimate) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(C, N*, D*, inside) of the points an approach's law was fitted on (none for 3)."""
+    pts = est.points
+    if est.approach == 1:
+        C, N, D = (pts[k].to_numpy(float) for k in ("C", "N", "D"))
+        return C, N, D, np.ones(C.size, bool)
+    if est.approach == 2:
+        used = pts[pts["used"].astype(bool)]
+        return (used["C"].to_numpy(float), used["N_opt"].to_numpy(float),
+                used["D_opt"].to_numpy(float), used["vertex_inside"].astype(bool).to_numpy())
+    empty = np.empty(0)
+    return empty, empty, empty, np.empty(0, bool)
+
+
+def plot_allocation(summary: AllocationSummary, path: str | Path | None = None) -> Figure:
+    """Draw the figure (see the module docstring); saved to ``path`` and closed when given."""
+    from scalebo.plotting import _pyplot
+
+    plt = _pyplot()
+    fig, (ax_n, ax_d) = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
+    with_law = [e for e in summary.estimates if e.law is not None]
+    every_c = [c for e in with_law for c in _points(e)[0]] + list(summary.predict)
+    every_c += [float(x) for x in summary.estimates[0].points.get("C", [])]
+    lo, hi = (min(every_c), max(every_c)) if every_c else (1e18, 1e24)
+    grid = np.geomspace(lo / 1.5, hi * 1.5, 100)
+    for est in with_law:
+        color, marker, label = _STYLE[est.approach]
+        C, N, D, inside = _points(est)
+        for ax, y, fit in ((ax_n, N, est.law.n_opt), (ax_d, D, est.law.d_opt)):
+            ax.plot(grid, fit(grid), color=color,
+                    label=f"{label}: C^{fit.exponent:.3f}")
+            ax.scatter(C[inside], y[inside], color=color, marker=marker, s=24,
+                       edgecolor="black", linewidth=0.3)
+            ax.scatter(C[~inside], y[~inside], facecolor="none", edgecolor=color,
+                       marker=marker, s=24)
+    for ax, what in ((ax_n, "N* (parameters)"), (ax_d, "D* (tokens)")):
+        for i, c in enumerate(summary.predict):
+            ax.axvline(c, color="grey", ls=":", lw=1.2, label="--predict" if i == 0 else None)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("compute C (FLOPs)")
+        ax.set_ylabel(what)
+        ax.grid(True, which="both", alpha=0.25)
+        if with_law:
+            ax.legend(fontsize=8, loc="best")
+    missing = [f"{e.approach}: {e.reason}" for e in summary.estimates if e.law is None]
+    fig.suptitle(f"compute-optimal allocation, {summary.n_cells} cells"
+                 + (f"\nno law from approach {'; '.join(m[:80] for m in missing)}"
+                    if missing else ""), fontsize=10)
+    if path is not None:
+        save_figure(fig, path, dpi=120)
+        plt.close(fig)
+    return fig
