@@ -372,8 +372,48 @@ def test_status_plot_labels_the_proposals_and_counts_those_of_one_cell(synthetic
     plot_status(grid, runs, status, tmp_path / "status.png", proposed=proposed)
     ax = figures[0].axes[0]
     labels = ax.get_legend_handles_labels()[1]
-    assert "next (3; bottom edge, at their compute; ★ at predicted loss)" in labels
-    assert [t.get_text() for t in ax.texts if t.get_text().startswith("×")] == ["×2"]
+    assert ("next (3; just above the bottom edge, at their compute; ★ at predicted loss)"
+            in labels)
+    # the cell's two ticks and two stars each say ×2
+    assert [t.get_text() for t in ax.texts if t.get_text().startswith("×")] == ["×2", "×2"]
+
+
+def test_status_plot_keeps_runs_in_flight_and_failures_of_one_compute_visible(
+        synthetic, tmp_path, monkeypatch):
+    # Two failed runs of one compute drew one red tick, and a run in flight under a
+    # proposal of the same compute was hidden by its green tick.
+    from types import SimpleNamespace
+
+    import matplotlib.pyplot as plt
+
+    from scalebo.search.status_plot import plot_status
+
+    frame, grid = synthetic
+    cols = ["N", "D", "lr", "bs", "loss"]
+    done = frame.iloc[:30][cols].assign(status="completed")
+    cell = np.flatnonzero(grid.cost == grid.cost[45])
+    assert cell.size >= 4
+    extra = pd.DataFrame([grid.config(int(i)) for i in cell[:3]])[cols[:-1]]
+    extra["loss"] = np.nan
+    extra["status"] = ["failed", "failed", "running"]
+    runs = read_campaign_runs(pd.concat([done, extra], ignore_index=True), grid)
+    status = campaign_status(grid, runs, grid.C_total, targets=(1e21,), n_samples=8)
+    proposed = [SimpleNamespace(index=int(cell[3]), predicted_mean=3.0)]
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    plot_status(grid, runs, status, tmp_path / "status.png", proposed=proposed)
+    ax = figures[0].axes[0]
+    ticks = {c.get_label().split(" ")[0]: c for c in ax.collections
+             if c.get_label().split(" ")[0] in ("failed", "running", "next")}
+    assert set(ticks) == {"failed", "running", "next"}
+    red = [t for t in ax.texts if t.get_color() == "tab:red"]
+    assert [t.get_text() for t in red] == ["×2"]
+
+    def screen_y(c):
+        return c.get_offset_transform().transform(c.get_offsets())[:, 1]
+
+    # the proposal and the run in flight share a compute: their ticks stand apart
+    assert screen_y(ticks["next"])[0] - screen_y(ticks["running"])[0] > 10
 
 
 def test_a_retried_failed_run_keeps_both_rows(synthetic):

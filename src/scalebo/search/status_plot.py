@@ -1,8 +1,9 @@
 """The campaign figure of ``scalebo status``: loss (nats) against compute (FLOPs), log–log.
 
 Completed runs (grey), their Pareto envelope (black), failed runs (red ticks on the top
-edge, at their compute: they have no loss), runs in flight and the next proposed runs (ticks
-on the bottom edge; the proposals also as stars at their predicted loss), the compute law
+edge, at their compute: they have no loss), runs in flight (ticks on the bottom edge) and the
+next proposed runs (ticks just above it; also as stars at their predicted loss), ``×k`` where
+k ticks share a compute, the compute law
 fitted on observed + fantasized losses (blue; dashed beyond the costliest run) with the law
 posterior's 80 % and 95 % bands, and each target's prediction with its 80 % interval.
 """
@@ -42,6 +43,25 @@ def status_title(status: CampaignStatus, width: int = 95) -> str:
     return (f"campaign: {status.n_completed} completed, {status.n_failed} failed, "
             f"{status.n_running} running; spent {spent:.2%} of the grid's "
             f"{'C_total' if status.unit == 'FLOPs' else status.unit}\n{reason}")
+
+
+def _edge_ticks(ax: Any, C: np.ndarray, y: float, color: str, label: str,
+                raise_pt: float) -> None:
+    """Vertical ticks at computes ``C`` on the edge ``y`` (raised by ``raise_pt`` points),
+    with ``×k`` beside a compute that holds k of them (they would hide one another)."""
+    if not C.size:
+        return
+    from matplotlib.transforms import offset_copy
+
+    at = offset_copy(ax.transData, fig=ax.figure, y=raise_pt, units="points")
+    ax.scatter(C, np.full(C.size, y), marker="|", color=color, s=200, lw=2, clip_on=False,
+               zorder=5, label=label, transform=at)
+    costs, counts = np.unique(C, return_counts=True)
+    for c, k in zip(costs, counts, strict=True):
+        if k > 1:
+            ax.annotate(f"×{k}", (c, y), xytext=(5, raise_pt - 3),
+                        textcoords="offset points", fontsize=7, color=color,
+                        annotation_clip=False)
 
 
 def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: str | Path, *,
@@ -100,22 +120,19 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
                     label=f"target {t.C:.0e}: {t.prediction:.4g}")
             ymin = min(ymin, t.prediction)
     ylo, yhi = 0.95 * max(ymin, 1e-3), 1.05 * ymax
-    if runs.failed.size:
-        ax.scatter(grid.cost[runs.failed], np.full(runs.failed.size, yhi), marker="|",
-                   color="tab:red", s=200, lw=2, clip_on=False, zorder=5,
-                   label=f"failed ({runs.failed.size}; top edge, at their compute)")
-    if runs.running.size:
-        ax.scatter(grid.cost[runs.running], np.full(runs.running.size, ylo), marker="|",
-                   color="tab:orange", s=200, lw=2, clip_on=False, zorder=5,
-                   label=f"running ({runs.running.size}; bottom edge, loss not yet known)")
+    _edge_ticks(ax, grid.cost[runs.failed], yhi, "tab:red",
+                f"failed ({runs.failed.size}; top edge, at their compute)", 0)
+    _edge_ticks(ax, grid.cost[runs.running], ylo, "tab:orange",
+                f"running ({runs.running.size}; bottom edge, loss not yet known)", 0)
     if proposed:
         pc = np.array([grid.cost[s.index] for s in proposed])
         pm = [s.predicted_mean for s in proposed]
         shown = all(m is not None for m in pm)
-        ax.scatter(pc, np.full(pc.size, ylo), marker="|", color="tab:green", s=200, lw=2,
-                   clip_on=False, zorder=5,
-                   label=f"next ({len(proposed)}; bottom edge, at their compute"
-                   + ("; ★ at predicted loss)" if shown else ")"))
+        # raised off the edge by a tick's height, so a run in flight at the same compute
+        # stays visible below it
+        _edge_ticks(ax, pc, ylo, "tab:green", f"next ({len(proposed)}; just above the bottom "
+                    "edge, at their compute" + ("; ★ at predicted loss)" if shown else ")"),
+                    14)
         if shown:
             ax.scatter(pc, pm, marker="*", color="tab:green", s=80, zorder=6)
             costs, counts = np.unique(pc, return_counts=True)  # proposals of one cell overlap
@@ -138,7 +155,7 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
     ax.set_title(title or status_title(status), fontsize=9)
     ax.grid(True, which="both", alpha=0.25)
     if ax.get_legend_handles_labels()[0]:  # nothing drawn yet (no runs): no empty legend
-        ax.legend(fontsize=7, loc="upper right")
+        ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     out = save_figure(fig, path, dpi=120)
     plt.close(fig)
