@@ -30,8 +30,10 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import minimize_scalar
 
+from scalebo.data.columns import to_numbers
 from scalebo.data.resources import FlopsConvention, flops_per_token
 from scalebo.data.runs import RunTable
+from scalebo.fitting.law_inputs import check_law_inputs
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, fit_law
 from scalebo.laws import WIDTH_DEPTH, PowerLawSum
 
@@ -154,8 +156,12 @@ def fit_width_depth(
     missing = [c for c in (*law.variables, "loss") if c not in frame.columns]
     if missing:
         raise ValueError(f"fit_width_depth needs columns {missing}; got {list(frame.columns)}.")
-    X = frame[list(law.variables)].to_numpy(dtype=np.float64)
-    return fit_law(law, X, frame["loss"].to_numpy(dtype=np.float64), huber_delta=huber_delta,
+    source = table.source if isinstance(table, RunTable) else "fit_width_depth"
+    check_law_inputs(frame if isinstance(table, RunTable) else frame.reset_index(drop=True),
+                     law, "loss", source)
+    X = frame[list(law.variables)].apply(to_numbers).to_numpy(dtype=np.float64)
+    return fit_law(law, X, to_numbers(frame["loss"]).to_numpy(dtype=np.float64),
+                   huber_delta=huber_delta,
                    starts=starts)
 
 

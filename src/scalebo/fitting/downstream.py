@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from scalebo.data.columns import to_numbers
+from scalebo.fitting.law_inputs import check_law_inputs
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, fit_law
 from scalebo.laws import GadreDownstreamLaw, SigmoidDownstreamLaw, get_law
 
@@ -55,10 +57,8 @@ def fit_downstream(
     if missing:
         raise ValueError(f"fit_downstream: columns {missing} not found; available: "
                          f"{list(frame.columns)} (pass loss=..., error=...).")
-    x = frame[loss].to_numpy(dtype=np.float64)
-    y = frame[error].to_numpy(dtype=np.float64)
-    bad = np.flatnonzero(~((y > 0) & (y <= 1)))
-    if bad.size:
-        raise ValueError(f"fit_downstream: {error!r} must be an error rate in (0, 1]; rows "
-                         f"{bad[:5].tolist()} are not (accuracy? pass 1 - accuracy).")
+    rows = frame[[loss, error]].rename(columns={loss: "loss", error: "error"})
+    check_law_inputs(rows.reset_index(drop=True), model, "error", "fit_downstream")
+    x = to_numbers(rows["loss"]).to_numpy(dtype=np.float64)
+    y = to_numbers(rows["error"]).to_numpy(dtype=np.float64)
     return fit_law(model, x[:, None], y, huber_delta=huber_delta)

@@ -36,6 +36,7 @@ from scalebo.errors import FitError, NumericalWarning
 from scalebo.fitting.allocation import ComputeOptimal, compute_optimal
 from scalebo.fitting.bootstrap import BootstrapResult, bootstrap_fit
 from scalebo.fitting.frontier import frontier as select_frontier
+from scalebo.fitting.law_inputs import check_law_inputs
 from scalebo.fitting.misfit import falling_error_note, misfit_notes
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, FitStatus, fit_law
 from scalebo.laws import GadreDownstreamLaw, Law, PowerLawSum, SigmoidDownstreamLaw, get_law
@@ -338,6 +339,7 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
     if target in law.variables:
         raise ValueError(f"law {law.name!r} takes {target!r} as input: fit another column")
     method = frontier or default_frontier(law)
+    check_law_inputs(table.frame, law, target, table.source)
     points = select_points(table.frame, method, law, target)
     X = points[list(law.variables)].to_numpy(dtype=np.float64)
     y = points[target].to_numpy(dtype=np.float64)

@@ -1,0 +1,66 @@
+"""Values a law cannot fit are errors that name the file, the 1-based data row and the column
+(a trial's error rates of 1.3 and in percent were fitted as 'converged' / 'bound hit', a NaN
+width gave 'needs positive, finite inputs' with no row)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.analysis.shape import fit_width_depth
+from scalebo.cli import main as cli_main
+from scalebo.fitting.downstream import fit_downstream
+from scalebo.fitting.law_inputs import check_law_inputs
+from scalebo.laws import get_law
+
+
+def _downstream(n=12):
+    L = np.linspace(2.2, 3.4, n)
+    return pd.DataFrame({"loss": L, "error": 0.9 - 5.0 * np.exp(-1.2 * L)})
+
+
+@pytest.mark.parametrize(("value", "row", "text"), [
+    (1.3, 5, "got 1.3"), (0.0, 5, "got 0.0"), (np.nan, 5, "got nan"), ("n/a", 5, "got 'n/a'"),
+])
+def test_an_error_rate_outside_0_1_is_named(value, row, text):
+    frame = _downstream().astype({"error": object})
+    frame.loc[row - 1, "error"] = value
+    with pytest.raises(ValueError, match="data row 5: expected an error rate in") as info:
+        check_law_inputs(frame, get_law("sigmoid"), "error", "ds.csv")
+    assert str(info.value).startswith("ds.csv: column 'error' (response of law 'sigmoid')")
+    assert text in str(info.value) and "percent" not in str(info.value)
+
+
+def test_percentages_get_a_hint_and_a_count():
+    frame = _downstream()
+    frame["error"] *= 100
+    with pytest.raises(ValueError, match=r"data row 1: .*\(12 rows in all\); percentages\?"):
+        fit_downstream(frame, "sigmoid")
+
+
+def test_a_negative_loss_of_a_downstream_law_is_refused():
+    frame = _downstream()
+    frame.loc[3, "loss"] = -3.0
+    with pytest.raises(ValueError, match="column 'loss' .*data row 4: expected a finite "
+                                         "number > 0, got -3.0"):
+        fit_downstream(frame, "gadre")
+    assert fit_downstream(_downstream(), "gadre").success  # clean data still fits
+
+
+def test_width_depth_inputs_name_their_row(tmp_path, capsys):
+    rows = [{"width": w, "depth": d, "D": D, "loss": 2 + 50 / w**0.3 + 5 / d**0.3 + 400 / D**0.3}
+            for w in (256, 512, 1024) for d in (4, 8, 16) for D in (1e9, 4e9)]
+    frame = pd.DataFrame(rows)
+    frame.loc[3, "width"] = 0
+    with pytest.raises(ValueError, match="column 'width' .*data row 4: expected a finite "
+                                         "number > 0, got 0"):
+        fit_width_depth(frame)
+    frame.loc[3, "width"] = 256
+    frame["N"] = 12 * frame["depth"] * frame["width"] ** 2 + 32000 * frame["width"]
+    frame.loc[3, "width"] = np.nan
+    path = tmp_path / "wd.csv"
+    frame.to_csv(path, index=False)
+    assert cli_main(["-q", "fit", str(path), "--law", "width_depth"]) == 2
+    err = capsys.readouterr().err
+    assert "wd.csv: column 'width' (input of law 'width_depth'), data row 4" in err
