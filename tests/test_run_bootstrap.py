@@ -101,7 +101,7 @@ def test_only_checkpoints_of_runs_are_resampled_as_runs():
     """A review found a seed tag in a 'run' column clustering 25 averaged points into one
     'run' (a zero-width interval): runs must each hold one N and distinct D, be at least
     MIN_RUNS, and the points must not be averaged repeats."""
-    from scalebo.fitting.summary import MIN_RUNS, run_clusters
+    from scalebo.fitting.run_clusters import MIN_RUNS, run_clusters
 
     N = np.repeat(1e8 * 2.0 ** np.arange(6), 3)
     D = np.tile([1e9, 2e9, 4e9], 6)
@@ -113,3 +113,49 @@ def test_only_checkpoints_of_runs_are_resampled_as_runs():
     assert run_clusters(ckpt.assign(run=[None] + list(ckpt["run"][1:]))) is None
     same_d = ckpt.assign(D=1e9)
     assert run_clusters(same_d) is None  # a run with one D thrice is not checkpoints
+
+
+def test_a_run_column_that_cannot_be_used_says_why():
+    # A trial's 4-run table and a run label spanning two sizes were bootstrapped point by
+    # point with no word: intervals narrower than the runs justify, silently.
+    from scalebo.fitting.run_clusters import run_cluster_note
+
+    N = np.repeat(1e8 * 2.0 ** np.arange(6), 3)
+    D = np.tile([1e9, 2e9, 4e9], 6)
+    ckpt = pd.DataFrame({"N": N, "D": D, "run": np.repeat([f"m{i}" for i in range(6)], 3)})
+    assert run_cluster_note(ckpt) is None  # usable: resampled as runs
+    assert run_cluster_note(ckpt.assign(run=[f"r{i}" for i in range(18)])) is None  # runs
+    assert run_cluster_note(ckpt.drop(columns="run")) is None
+    cases = {"from 4 runs, fewer than 5": ckpt[ckpt["run"] < "m4"],
+             "run 'm0' holds 2 model sizes N": ckpt.replace({"run": {"m1": "m0"}}),
+             "blank on 1 of them": ckpt.assign(run=[None] + list(ckpt["run"][1:])),
+             "repeats were averaged": ckpt.assign(n_repeats=3),
+             "run 'm0' repeats a token count D": ckpt.assign(D=1e9)}
+    for text, points in cases.items():
+        note = run_cluster_note(points)
+        assert note is not None and text in note and "one by one" in note, (text, note)
+
+
+def test_fit_names_the_run_column_and_warns_when_it_cannot_use_it(tmp_path, capsys):
+    from scalebo.cli import main as cli_main
+
+    C, y, run = _checkpoints(0, runs=8, per_run=4)
+    D = C / 6e8
+    frame = pd.DataFrame({"N": 1e8, "D": D, "loss": y, "model": [f"r{r}" for r in run]})
+    frame["N"] = 1e8 * 1.5 ** run  # one size per run
+    frame["D"] = C / (6 * frame["N"])
+    path = tmp_path / "ckpt.csv"
+    frame.to_csv(path, index=False)
+    args = ["-q", "fit", str(path), "--bootstrap", "100", "--format", "json", "--frontier",
+            "all"]
+    assert cli_main([*args, "--run", "model"]) == 0
+    import json
+
+    out = capsys.readouterr()
+    assert json.loads(out.out)["bootstrap"]["n_clusters"] == 8
+    frame.loc[frame["model"] == "r1", "model"] = "r0"  # one label over two sizes
+    frame.to_csv(path, index=False)
+    assert cli_main([*args, "--run", "model"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["bootstrap"]["n_clusters"] is None
+    assert "run 'r0' holds 2 model sizes N" in out.err

@@ -368,7 +368,7 @@ def _bootstrap_summary(fit: FitResult, base: Variant, target: float, n_resamples
     from dataclasses import replace
 
     from scalebo.fitting.bootstrap import bootstrap_fit
-    from scalebo.fitting.summary import run_clusters
+    from scalebo.fitting.run_clusters import run_cluster_note, run_clusters
 
     X = base.frame[["N", "D"]].to_numpy(dtype=np.float64)
     y = base.frame["loss"].to_numpy(dtype=np.float64)
@@ -376,6 +376,8 @@ def _bootstrap_summary(fit: FitResult, base: Variant, target: float, n_resamples
                          confidence_level=confidence_level, clusters=run_clusters(base.frame))
     if text := boot.failure_note():
         warnings.warn(text, NumericalWarning, stacklevel=3)
+    if text := run_cluster_note(base.frame):
+        warnings.warn(text, UserWarning, stacklevel=3)
     natural = boot.natural_samples
     values = {k: chinchilla_param(natural, k) for k in ("alpha", "beta", "E")}
     opts = [compute_optimal(replace(fit, x=s), target) for s in boot.samples]

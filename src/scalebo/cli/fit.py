@@ -120,6 +120,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--bootstrap", metavar="B", type=int_at_least(0), default=0,
                        help="bootstrap resamples over the fitted runs for percentile "
                             "intervals (0 = none; 1000 is typical)")
+    group.add_argument("--run", metavar="COL", default=None,
+                       help="column naming each row's training run, when rows are checkpoints: "
+                            "--bootstrap then resamples whole runs (default: a column named "
+                            "'run')")
     group.add_argument("--confidence", type=_level, default=0.95,
                        help="level of the percentile intervals (default 0.95)")
     group.add_argument("--seed", type=int_at_least(0), default=0,
@@ -206,6 +210,10 @@ def run(args: argparse.Namespace) -> int:
                                 "ERROR_COLUMN (--map loss=COL for another loss column)."
                                 ) from None
         raise
+    if args.run:
+        from scalebo.data.checkpoints import with_runs
+
+        table = with_runs(table, args.run)
     hps = ", ".join(table.hyperparameters) or "none"
     every = (args.frontier or default_frontier(law)) == "all" and table.hyperparameters
     over = ("a cell's best run is the lowest loss over them" if table.hyperparameters else
@@ -268,7 +276,7 @@ def _run_formula(args: argparse.Namespace) -> int:
                          "with a value for each variable of the formula, e.g. --predict-at "
                          f"'{','.join(f'{v}=1e10' for v in names)}'")
     if given := _given(args, law="compute", duplicates="error", diverged_above=None,
-                       hyperparameters=None, data_dir=None, dataset_option=[]):
+                       hyperparameters=None, data_dir=None, dataset_option=[], run=None):
         raise ValueError(f"{' and '.join(given)} {'does' if len(given) == 1 else 'do'} not "
                          "apply to --formula, which fits every row of the table as it is "
                          "(drop diverged runs or average repeats in the file, or fit a "

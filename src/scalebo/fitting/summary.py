@@ -39,11 +39,13 @@ from scalebo.fitting.frontier import frontier as select_frontier
 from scalebo.fitting.law_inputs import check_law_inputs
 from scalebo.fitting.misfit import falling_error_note, misfit_notes
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, FitStatus, fit_law
+from scalebo.fitting.run_clusters import run_cluster_note, run_clusters
 from scalebo.laws import GadreDownstreamLaw, Law, PowerLawSum, SigmoidDownstreamLaw, get_law
 
 __all__ = ["FIT_ADVICE", "FRONTIERS", "FRONTIER_NOTE_PCT", "UNITS", "FitSummary",
            "default_frontier", "fit_summary", "frontier_note", "law_formula", "one_size_note",
-           "prediction_kind", "predictions", "run_clusters", "select_points"]
+           "prediction_kind", "predictions", "run_cluster_note", "run_clusters",
+           "select_points"]
 
 FRONTIERS = ("envelope", "hull", "cell", "all")
 #: Units of the canonical columns, as printed and written.
@@ -128,27 +130,6 @@ def frontier_note(frame: pd.DataFrame, law: Law, target: str, fit: FitResult,
             f"the envelope, the compute law predicts {b[j]:.4g} at {C[j, 0]:.3g} FLOPs, "
             f"{gap[j]:+.1f} % from this fit's {a[j]:.4g}: runs of a coarse grid above the "
             f"compute-optimal frontier may shape the envelope's fit; {advice}")
-
-
-#: Fewest training runs a bootstrap resamples whole (:func:`run_clusters`); with fewer, the
-#: resamples would be a handful of distinct tables.
-MIN_RUNS = 5
-
-
-def run_clusters(points: pd.DataFrame) -> np.ndarray | None:
-    """The training run of each point, for a bootstrap that resamples whole runs, when
-    ``points`` are checkpoints of runs: a ``run`` column without blanks whose every run has
-    one model size ``N`` and distinct token counts ``D``, some run holding several points, at
-    least :data:`MIN_RUNS` runs, and no averaged repeats (``n_repeats`` > 1: the label is
-    then one row's). None otherwise (each point resampled on its own)."""
-    if "run" not in points.columns or points["run"].isna().any() or (
-            "n_repeats" in points.columns and (points["n_repeats"] > 1).any()):
-        return None
-    runs = points.groupby(points["run"].astype(str), sort=False)
-    if (runs.ngroups == len(points) or runs.ngroups < MIN_RUNS
-            or (runs["N"].nunique() > 1).any() or (runs["D"].nunique() < runs.size()).any()):
-        return None
-    return points["run"].astype(str).to_numpy()
 
 
 def one_size_note(runs: pd.DataFrame) -> str | None:
@@ -362,6 +343,8 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
                               confidence_level=confidence_level, rng=seed,
                               clusters=run_clusters(points))
                 if bootstrap else None)
+        if boot is not None and (text := run_cluster_note(points)):
+            warnings.warn(text, UserWarning, stacklevel=2)
         if boot is not None and (text := boot.failure_note()):
             warnings.warn(text, NumericalWarning, stacklevel=2)
         preds = predictions(fit, boot, predict) if len(predict) else []
