@@ -175,3 +175,22 @@ def test_approach3_on_epoch_chinchilla_matches_the_published_refit(data_dir):
     three = allocation_summary(table, [3]).estimates[0]
     assert three.fit_status == "converged"
     assert three.law.n_opt.exponent == pytest.approx(0.3658 / (0.3478 + 0.3658), abs=0.01)
+
+
+def test_envelope_points_piled_at_the_smallest_model_are_named_with_the_slope_without():
+    from scalebo.fitting.allocation import edge_note
+
+    # Four checkpoints of the smallest model below its crossing, then one optimum per size.
+    C = np.array([1e17, 2e17, 4e17, 8e17, 1.6e18, 1e19, 1e20, 1e21])
+    N = np.array([1e7, 1e7, 1e7, 1e7, 1e7, 4e7, 1.3e8, 4e8])
+    points = pd.DataFrame({"C": C, "N": N})
+    note = edge_note(points, 1e7, 1e9)
+    inner = fit_power(C[5:], N[5:]).exponent
+    assert note.startswith("5 of the 8 envelope points are runs of the smallest model "
+                           "(N = 1e+07)")
+    assert f"without them N* grows as C^{inner:.3f}" in note
+    assert edge_note(points.iloc[3:], 1e7, 1e9) is None  # 2 of 5 at the edge: too few
+    assert edge_note(points, 1e6, 1e9) is None  # the smallest model of the table is smaller
+    # allocate's approach 1 says it too (as a warning carried in the summary)
+    table = load_runs(pd.DataFrame({"N": N, "D": C / (6 * N), "loss": 10 / C**0.05}))
+    assert any("smallest model" in w for w in allocation_summary(table, [1]).warnings)

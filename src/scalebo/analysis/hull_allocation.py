@@ -7,6 +7,7 @@ convex hull of its checkpoints, with FLOPs or GPU-hours as the resource
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +15,7 @@ import pandas as pd
 
 from scalebo.data.resources import resource_values
 from scalebo.data.runs import RunTable
-from scalebo.fitting.allocation import AllocationLaw, approach1
+from scalebo.fitting.allocation import AllocationLaw, approach1, edge_note
 from scalebo.fitting.frontier import lower_convex_hull
 
 __all__ = ["HullAllocation", "approach1_on_hull"]
@@ -75,5 +76,8 @@ def approach1_on_hull(
     loss = frame["loss"].to_numpy(dtype=np.float64)
     mask = lower_convex_hull(R, loss)
     hull = frame.loc[mask].assign(R=R[mask]).sort_values("R")
-    law = approach1(pd.DataFrame({"C": hull["R"], "N": hull["N"], "D": hull["D"]}))
+    points = pd.DataFrame({"C": hull["R"], "N": hull["N"], "D": hull["D"]})
+    law = approach1(points)
+    if text := edge_note(points, float(frame["N"].min()), float(frame["N"].max()), "hull"):
+        warnings.warn(text, UserWarning, stacklevel=2)
     return HullAllocation(resource=resource, law=law, hull=hull)

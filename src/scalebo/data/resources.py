@@ -176,6 +176,10 @@ def resource_values(
     frame = table.frame if isinstance(table, RunTable) else table
     if resource == "flops":
         if convention is None:
+            if "C" not in frame:
+                raise ValueError("resource 'flops' needs a column C (FLOPs), as load_runs "
+                                 "adds (6*N*D unless the table has one), or a convention "
+                                 f"(convention=...); the columns are {list(frame.columns)}")
             return frame["C"].to_numpy(dtype=np.float64)
         return flops(frame, convention, **kwargs)
     if resource == "gpu_hours":

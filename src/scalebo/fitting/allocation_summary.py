@@ -35,7 +35,14 @@ from scipy import stats
 
 from scalebo import __version__
 from scalebo.errors import FitError
-from scalebo.fitting.allocation import AllocationLaw, PowerFit, approach1, approach2, approach3
+from scalebo.fitting.allocation import (
+    AllocationLaw,
+    PowerFit,
+    approach1,
+    approach2,
+    approach3,
+    edge_note,
+)
 from scalebo.fitting.frontier import best_per_cell, pareto_envelope
 from scalebo.fitting.robust import FitStatus
 
@@ -200,6 +207,8 @@ def _approach1(cells: pd.DataFrame) -> AllocationEstimate:
     if points["N"].nunique() < 2:
         return AllocationEstimate(1, None, "every envelope run has the same N: the table "
                                   "does not say how N* grows with C", points)
+    if text := edge_note(points, float(cells["N"].min()), float(cells["N"].max())):
+        warnings.warn(text, UserWarning, stacklevel=2)
     return AllocationEstimate(1, law, "", points,
                               _power_intervals(law, points["C"], points["N"], points["D"]))
 
