@@ -101,16 +101,19 @@ def approach1(frontier: pd.DataFrame) -> AllocationLaw:
 #: Points at the smallest or largest model size that make approach 1 warn: at least this
 #: many and this share of them.
 EDGE_MIN_POINTS, EDGE_MIN_SHARE = 3, 0.2
+#: ... and their removal moves the exponent by at least this much (when it can be refitted).
+EDGE_MIN_SHIFT = 0.02
 
 
 def edge_note(points: pd.DataFrame, N_min: float, N_max: float,
               what: str = "envelope") -> str | None:
     """A note when many of approach 1's ``points`` (columns ``C``, ``N``) are runs of the
     table's smallest (``N_min``) or largest (``N_max``) model: there the compute-optimal size
-    lies outside the sizes trained, so those points hold N* at the edge and flatten its fitted
+    lies outside the sizes trained, so those points hold N* at the edge and bend its fitted
     slope (a trial's hull: 31 of 92 points of the smallest model, exponent 0.402 against a
     true 0.469; 0.473 without them). The note gives the exponent without the edge points when
-    ≥ 3 distinct sizes remain; None when no edge holds enough points."""
+    ≥ 3 distinct sizes remain; None when no edge holds enough points or leaving them out moves
+    the exponent by less than :data:`EDGE_MIN_SHIFT`."""
     N = points["N"].to_numpy(dtype=np.float64)
     edges = {"smallest": np.isclose(N, N_min, rtol=1e-9),
              "largest": np.isclose(N, N_max, rtol=1e-9)}
@@ -124,11 +127,13 @@ def edge_note(points: pd.DataFrame, N_min: float, N_max: float,
     without = ""
     if np.unique(N[inner]).size >= 3:
         C = points["C"].to_numpy(dtype=np.float64)
-        without = (f"; without them N* grows as C^{fit_power(C[inner], N[inner]).exponent:.3f}"
-                   f" (with them C^{fit_power(C, N).exponent:.3f})")
+        a_in, a_all = fit_power(C[inner], N[inner]).exponent, fit_power(C, N).exponent
+        if abs(a_in - a_all) < EDGE_MIN_SHIFT:
+            return None
+        without = f"; without them N* grows as C^{a_in:.3f} (with them C^{a_all:.3f})"
     return (f"{told}: there the compute-optimal size lies beyond the sizes trained, so these "
-            f"points hold N* at the edge and flatten its slope{without}; train sizes beyond "
-            "the edge to pin it down")
+            f"points hold N* at the edge and bend its slope{without}; train sizes beyond the "
+            "edge to pin it down")
 
 
 def isoflop_minimum(N: np.ndarray, loss: np.ndarray) -> tuple[float, float, bool]:
