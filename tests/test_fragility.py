@@ -244,3 +244,24 @@ def test_the_spread_names_the_variants_at_its_ends():
     for quantity, s in report.spread.items():
         assert table.loc[s["min_variant"], quantity] == pytest.approx(s["min"])
         assert table.loc[s["max_variant"], quantity] == pytest.approx(s["max"])
+
+
+def test_every_kth_checkpoint_of_a_sweep_thins_each_run_then_takes_cell_bests():
+    """A trial: 6 models × 2 learning rates × 6 checkpoints, where one cell's best came from
+    the other learning rate's run: thinning the 36 cell bests counted that point as a run of
+    its own (always kept) and shifted its run's ranks (13 points at every 5th, not 12)."""
+    from scalebo.data.runs import load_runs
+
+    grid = _checkpoints()
+    tuned = grid.assign(lr=1e-3, run=grid["run"] + "_a")
+    off = grid.assign(lr=1e-2, run=grid["run"] + "_b", loss=grid["loss"] * 1.08)
+    off.loc[3, "loss"] = tuned.loc[3, "loss"] * 0.99  # one cell's best is the other run's
+    table = load_runs(pd.concat([tuned, off], ignore_index=True), hyperparameters=("lr",))
+    variants = {v.name: v.frame for v in build_variants(table, leave_one_out=False,
+                                                        drop_count=0, every_k=(2, 3))}
+    for k, name in ((2, "every 2nd checkpoint"), (3, "every 3rd checkpoint")):
+        kept = variants[name]
+        assert len(kept) == 6 * 6 // k  # one point per kept (N, D) cell
+        assert set(kept["D"] / 2e9) == set(range(k, 7, k))  # the same D in every model
+    assert variants["every 2nd checkpoint"].loc[lambda f: f["D"] == 8e9, "lr"].eq(1e-2).sum() \
+        == 1  # the cell whose best is the other learning rate's keeps it

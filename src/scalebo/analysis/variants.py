@@ -115,8 +115,10 @@ def build_variants(
     if "run" in base.columns:
         for k in every_k:
             if k > 1:  # every 1st checkpoint is the base
+                # thinned per run among all its checkpoints, then (with hyperparameters)
+                # each cell's best: thinning the cell bests mixed runs of one cell
                 variants.append(Variant(f"every {_ordinal(k)} checkpoint", "every_kth",
-                                        every_kth(base, k), huber_delta))
+                                        _points(every_kth(table, k)), huber_delta))
     for delta in huber_deltas:
         if not math.isclose(delta, huber_delta):
             variants.append(Variant(f"huber δ={delta:g}", "huber", base, float(delta)))
