@@ -265,3 +265,19 @@ def test_every_kth_checkpoint_of_a_sweep_thins_each_run_then_takes_cell_bests():
         assert set(kept["D"] / 2e9) == set(range(k, 7, k))  # the same D in every model
     assert variants["every 2nd checkpoint"].loc[lambda f: f["D"] == 8e9, "lr"].eq(1e-2).sum() \
         == 1  # the cell whose best is the other learning rate's keeps it
+
+
+def test_variant_names_are_unique(tmp_path, capsys):
+    """A trial: a second --variant-file x=... replaced the first without a word, and
+    --variant-file base=... gave two rows named 'base'."""
+    from scalebo.cli.main import main
+
+    path = tmp_path / "ckpt.csv"
+    _checkpoints(noise=0.01).to_csv(path, index=False)
+    args = ["fragility", str(path), "--no-leave-one-out", "--drop-count", "0", "-q"]
+    assert main([*args, "--variant-file", f"x={path}", "--variant-file", f"x={path}"]) == 2
+    assert "the name 'x' is taken by another --variant-file" in capsys.readouterr().err
+    assert main([*args, "--variant-file", f"base={path}"]) == 2
+    assert "variant name 'base' is a built-in variant's" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="'huber δ=0.01' is a built-in"):
+        build_variants(_checkpoints(), extra={"huber δ=0.01": _checkpoints()})

@@ -122,7 +122,11 @@ def build_variants(
     for delta in huber_deltas:
         if not math.isclose(delta, huber_delta):
             variants.append(Variant(f"huber δ={delta:g}", "huber", base, float(delta)))
+    taken = {v.name for v in variants}
     for name, other in (extra or {}).items():
+        if name in taken:
+            raise ValueError(f"variant name {name!r} is a built-in variant's; name the extra "
+                             "table otherwise")
         variants.append(Variant(name, "extra", _points(other), huber_delta))
     return variants
 

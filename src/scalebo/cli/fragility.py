@@ -150,6 +150,12 @@ def _extras(args: argparse.Namespace) -> dict:
         extra.update(gemstones_extras(args.data_dir, dict(args.dataset_option or [])))
     text = args.variant_map or args.map
     for name, path in args.variant_file:
+        if name in extra:
+            raise ValueError(f"--variant-file {name}={path}: the name {name!r} is taken "
+                             + ("by another --variant-file" if [
+                                 n for n, _ in args.variant_file].count(name) > 1
+                                else "by a variant of the dataset")
+                             + "; give each variant a name of its own")
         try:
             extra[name] = load_runs(path, mapping=parse_mapping(text) if text else None,
                                     hyperparameters=split_names(args.hyperparameters),
