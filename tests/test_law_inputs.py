@@ -64,3 +64,17 @@ def test_width_depth_inputs_name_their_row(tmp_path, capsys):
     assert cli_main(["-q", "fit", str(path), "--law", "width_depth"]) == 2
     err = capsys.readouterr().err
     assert "wd.csv: column 'width' (input of law 'width_depth'), data row 4" in err
+
+
+def test_a_downstream_law_points_to_its_formula_for_predictions_and_plots(tmp_path, capsys):
+    # A trial: --predict-at said "use --predict C", which --law gadre then refused; without
+    # --response the error said "fit another column".
+    frame = _downstream().assign(N=1e8, D=np.geomspace(1e9, 1e11, 12))
+    path = tmp_path / "ds.csv"
+    frame.to_csv(path, index=False)
+    for extra in (["--predict-at", "loss=2"], ["--predict", "1e24"], ["--plot", "x.png"]):
+        assert cli_main(["-q", "fit", str(path), "--law", "gadre", "--response", "error",
+                         *extra]) == 2
+        assert "--formula 'epsilon - k*exp(-gamma*loss)'" in capsys.readouterr().err
+    assert cli_main(["-q", "fit", str(path), "--law", "gadre"]) == 2
+    assert "--response COL" in capsys.readouterr().err

@@ -157,8 +157,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--json", metavar="PATH", default=None,
                      help="also write the full result as JSON to PATH")
     out.add_argument("--plot", metavar="PATH", default=None,
-                     help="save a log-log plot of loss vs compute (with --formula: "
-                          "observed vs predicted and residuals) (PNG, PDF, SVG) to PATH")
+                     help="save a log-log plot of loss vs compute, for a law in C or (N, D) "
+                          "(with --formula: observed vs predicted and residuals) (PNG, PDF, "
+                          "SVG) to PATH")
 
 
 # --------------------------------------------------------------------------- command
@@ -186,18 +187,23 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"{' and '.join(given)} {'is' if len(given) == 1 else 'are'} for "
                          f"--formula only; the built-in law {args.law!r} has bounds, starts "
                          "and residuals of its own")
-    if args.predict_at:
-        raise ValueError("--predict-at needs --formula; for a built-in law use --predict C")
     from scalebo.errors import RunTableError
     from scalebo.fitting.summary import default_frontier, fit_summary, prediction_kind
     from scalebo.laws import get_law
     from scalebo.laws.downstream import AS_FORMULA
 
     law = get_law(args.law)
+    # a downstream law predicts and plots through its formula (--predict-at loss=...)
+    route = (f"; fit it as a formula to predict and plot: --formula '{AS_FORMULA[law.name]}' "
+             f"--response COL --predict-at loss=2.0 --plot PATH" if law.name in AS_FORMULA
+             else "")
+    if args.predict_at:
+        raise ValueError("--predict-at needs --formula; for a built-in law in C or (N, D) "
+                         f"use --predict C{route}")
     if args.predict and prediction_kind(law) is None:
-        raise ValueError(f"--predict needs a law in C or in (N, D), not {law.name!r}")
+        raise ValueError(f"--predict needs a law in C or in (N, D), not {law.name!r}{route}")
     if args.plot and prediction_kind(law) is None:
-        raise ValueError(f"--plot needs a law in C or in (N, D), not {law.name!r}")
+        raise ValueError(f"--plot needs a law in C or in (N, D), not {law.name!r}{route}")
     check_outputs(args)
     seen: list[str] = []
     try:

@@ -318,7 +318,9 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
     if len(predict) and prediction_kind(law) is None:
         raise ValueError(f"predictions need a law in C or in (N, D), not {law.name!r}")
     if target in law.variables:
-        raise ValueError(f"law {law.name!r} takes {target!r} as input: fit another column")
+        raise ValueError(f"law {law.name!r} takes {target!r} as input: name the column it "
+                         "predicts with --response COL (response= in Python), e.g. a benchmark "
+                         "error")
     method = frontier or default_frontier(law)
     check_law_inputs(table.frame, law, target, table.source)
     points = select_points(table.frame, method, law, target)
