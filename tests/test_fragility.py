@@ -281,3 +281,13 @@ def test_variant_names_are_unique(tmp_path, capsys):
     assert "variant name 'base' is a built-in variant's" in capsys.readouterr().err
     with pytest.raises(ValueError, match="'huber δ=0.01' is a built-in"):
         build_variants(_checkpoints(), extra={"huber δ=0.01": _checkpoints()})
+
+
+def test_an_unidentified_base_fit_says_why(tmp_path, capsys):
+    # A trial: one model size, every variant 'unidentified', exit 1, and no word of why.
+    from scalebo.cli.main import main
+
+    path = tmp_path / "one.csv"
+    _checkpoints().query("run == 'm2'").to_csv(path, index=False)
+    assert main(["fragility", str(path), "-q"]) == 1
+    assert "the base fit is unidentified: cannot be identified" in capsys.readouterr().err

@@ -240,4 +240,8 @@ def run(args: argparse.Namespace) -> int:
               f"points: {failed} (left out of the spread)", file=sys.stderr)
     # a variant the data cannot identify is a finding of the analysis; without the base
     # fit there is nothing to compare against
-    return 1 if rows and rows[0]["status"] in ("failed", "unidentified") else 0
+    if rows and rows[0]["status"] in ("failed", "unidentified"):
+        print(f"error: the base fit is {rows[0]['status']}: {rows[0].get('message') or '?'}",
+              file=sys.stderr)
+        return 1
+    return 0
