@@ -78,3 +78,19 @@ def test_a_downstream_law_points_to_its_formula_for_predictions_and_plots(tmp_pa
         assert "--formula 'epsilon - k*exp(-gamma*loss)'" in capsys.readouterr().err
     assert cli_main(["-q", "fit", str(path), "--law", "gadre"]) == 2
     assert "--response COL" in capsys.readouterr().err
+
+
+def test_width_and_depth_as_hyperparameters_are_not_called_off_optimal(tmp_path, capsys):
+    # A trial: N without embeddings makes two shapes share an (N, D) cell, so width and depth
+    # read as hyperparameters, and fit said "off-optimal width, depth included" of the
+    # width/depth law's own inputs.
+    rows = [{"width": w, "depth": d, "D": D, "loss": 2 + 50 / w**0.3 + 5 / d**0.3 + 400 / D**0.3}
+            for w in (256, 512, 1024) for d in (4, 8, 16) for D in (1e9, 4e9, 1.6e10)]
+    frame = pd.DataFrame(rows)
+    frame["N"] = 12 * frame["depth"] * frame["width"] ** 2  # 256² x 16 = 512² x 4
+    path = tmp_path / "wd.csv"
+    frame.to_csv(path, index=False)
+    assert cli_main(["fit", str(path), "--law", "width_depth", "--format", "json"]) == 0
+    err = capsys.readouterr().err
+    assert "27 runs, every one fitted (--frontier all, the law default)" in err
+    assert "off-optimal" not in err
