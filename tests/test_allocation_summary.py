@@ -194,3 +194,15 @@ def test_envelope_points_piled_at_the_smallest_model_are_named_with_the_slope_wi
     # allocate's approach 1 says it too (as a warning carried in the summary)
     table = load_runs(pd.DataFrame({"N": N, "D": C / (6 * N), "loss": 10 / C**0.05}))
     assert any("smallest model" in w for w in allocation_summary(table, [1]).warnings)
+
+
+def test_approach3_bootstrap_interval_holds_the_truth_and_is_seeded():
+    rng = np.random.default_rng(0)
+    table = load_runs(_isoflop_table(rng, noise=0.01))
+    one = allocation_summary(table, [3], bootstrap=60, seed=1).estimates[0]
+    lo, hi = one.intervals["N_opt"]
+    assert lo < one.law.n_opt.exponent < hi and lo < A_TRUE < hi
+    assert one.intervals["D_opt"] == pytest.approx((1 - hi, 1 - lo))
+    again = allocation_summary(table, [3], bootstrap=60, seed=1).estimates[0]
+    assert again.intervals == one.intervals
+    assert allocation_summary(table, [3]).estimates[0].intervals == {}

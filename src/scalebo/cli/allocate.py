@@ -17,10 +17,12 @@ from scalebo.cli.common import (
     format_number,
     format_table,
     input_epilog,
+    int_at_least,
     load_input,
     log,
     positive_float,
     warn,
+    warn_few_resamples,
     write_csv,
     write_json,
     write_json_file,
@@ -40,7 +42,8 @@ FLOPs, by the three approaches of Hoffmann et al. (2022), side by side:
                 (also: scalebo fit --law chinchilla --predict C, with bootstrap intervals)
 
 An approach the table cannot support is listed with the reason. Approaches 1 and 2 give
-95 % t-intervals of their exponents (least squares in log-log space).
+95 % t-intervals of their exponents (least squares in log-log space), approach 3 a 95 %
+bootstrap interval with --bootstrap B.
 """
 EPILOG = input_epilog("""
 examples:
@@ -62,6 +65,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--isoflop-column", metavar="COL", default=None,
                        help="column holding each run's isoFLOP budget in FLOPs (approach 2; "
                             "default: runs whose C agree within 1 %%)")
+    group.add_argument("--bootstrap", metavar="B", type=int_at_least(0), default=0,
+                       help="bootstrap resamples of the cells for approach 3's exponent "
+                            "interval (0 = none, default; 1000 is typical)")
+    group.add_argument("--seed", type=int_at_least(0), default=0,
+                       help="seed of the bootstrap (default 0)")
     group.add_argument("--predict", metavar="C", type=positive_float, action="append",
                        default=[], help="give N*, D* and D*/N* at this compute in FLOPs "
                                         "(repeatable)")
@@ -79,13 +87,15 @@ def run(args: argparse.Namespace) -> int:
     from scalebo.fitting.allocation_summary import APPROACHES, allocation_summary
 
     check_outputs(args)
+    warn_few_resamples(args.bootstrap, confidence=0.95)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         table = load_input(args)
     notes = [warn(w.message) for w in caught]
     log(f"{len(table)} runs; approaches {', '.join(map(str, args.approach or APPROACHES))} ...")
     summary = allocation_summary(table, args.approach or APPROACHES,
-                                 isoflop_column=args.isoflop_column, predict=args.predict)
+                                 isoflop_column=args.isoflop_column, predict=args.predict,
+                                 bootstrap=args.bootstrap, seed=args.seed)
     for text in summary.warnings:
         warn(text)
     result = summary.to_dict()

@@ -109,8 +109,9 @@ class AllocationEstimate:
         points: the points the power laws were fitted on (approach 1: envelope runs; 2: one
             row per budget, unusable ones with their reason; 3: the cell bests the law was
             fitted on).
-        intervals: ``{"N_opt": (lo, hi), "D_opt": (lo, hi)}`` t-intervals of the exponents at
-            :data:`EXPONENT_LEVEL` (approaches 1 and 2 with ≥ 3 points; else empty).
+        intervals: ``{"N_opt": (lo, hi), "D_opt": (lo, hi)}`` intervals of the exponents at
+            :data:`EXPONENT_LEVEL`: t-intervals for approaches 1 and 2 (≥ 3 points),
+            bootstrap percentile intervals for approach 3 (with ``bootstrap``); else empty.
         fit_status: approach 3's law fit status (``converged``, ``not identified``, ...).
         law_params: approach 3's fitted E, A, alpha, B, beta (natural units).
     """
@@ -235,8 +236,10 @@ def _approach2(cells: pd.DataFrame, isoflop_column: str | None,
                               _power_intervals(law, used["C"], used["N_opt"], used["D_opt"]))
 
 
-def _approach3(cells: pd.DataFrame) -> AllocationEstimate:
+def _approach3(cells: pd.DataFrame, bootstrap: int = 0, seed: int = 0) -> AllocationEstimate:
+    from scalebo.fitting.bootstrap import bootstrap_fit
     from scalebo.fitting.robust import fit_law
+    from scalebo.fitting.run_clusters import run_clusters
     from scalebo.laws import get_law
 
     law = get_law("chinchilla")
@@ -259,12 +262,25 @@ def _approach3(cells: pd.DataFrame) -> AllocationEstimate:
     except (FitError, ValueError) as exc:
         return AllocationEstimate(3, None, str(exc), points, fit_status=status,
                                   law_params=params)
-    return AllocationEstimate(3, alloc, "", points, fit_status=status, law_params=params)
+    intervals = {}
+    if bootstrap:
+        boot = bootstrap_fit(fit, X, points["loss"].to_numpy(float), n_resamples=bootstrap,
+                             rng=seed, confidence_level=EXPONENT_LEVEL,
+                             clusters=run_clusters(cells))
+        if text := boot.failure_note():
+            warnings.warn(text, UserWarning, stacklevel=2)
+        nat = boot.natural_samples
+        a = nat["beta"] / (nat["alpha"] + nat["beta"])  # N* ∝ C^a, D* ∝ C^(1 - a)
+        if (iv := boot.percentile(a)) is not None:
+            intervals = {"N_opt": iv, "D_opt": (1 - iv[1], 1 - iv[0])}
+    return AllocationEstimate(3, alloc, "", points, intervals, fit_status=status,
+                              law_params=params)
 
 
 def allocation_summary(table: Any, approaches: Sequence[int] = APPROACHES, *,
                        isoflop_column: str | None = None, min_points: int = 3,
-                       predict: Sequence[float] = ()) -> AllocationSummary:
+                       predict: Sequence[float] = (), bootstrap: int = 0,
+                       seed: int = 0) -> AllocationSummary:
     """Compute-optimal allocation of ``table`` by each of ``approaches`` (see the module doc).
 
     Args:
@@ -274,6 +290,8 @@ def allocation_summary(table: Any, approaches: Sequence[int] = APPROACHES, *,
             None groups runs whose C agree within :data:`ISOFLOP_RTOL`.
         min_points: model sizes an isoFLOP budget needs for its parabola (≥ 3).
         predict: computes (FLOPs) at which to give N*, D* and D*/N*.
+        bootstrap: resamples of the cells for approach 3's exponent interval (0: none;
+            whole runs when a ``run`` column groups checkpoints), seeded by ``seed``.
 
     Raises:
         ValueError: an unknown approach, ``min_points`` < 3, a missing or non-positive
@@ -282,6 +300,8 @@ def allocation_summary(table: Any, approaches: Sequence[int] = APPROACHES, *,
     unknown = [a for a in approaches if a not in APPROACHES]
     if unknown or not approaches:
         raise ValueError(f"approaches must be among {list(APPROACHES)}, got {list(approaches)}")
+    if bootstrap < 0:
+        raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
     if min_points < 3:
         raise ValueError(f"an isoFLOP parabola needs ≥ 3 sizes, got min_points={min_points}")
     frame = table.frame
@@ -305,7 +325,7 @@ def allocation_summary(table: Any, approaches: Sequence[int] = APPROACHES, *,
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             est = (_approach1(cells) if a == 1 else _approach2(cells, isoflop_column, min_points)
-                   if a == 2 else _approach3(cells))
+                   if a == 2 else _approach3(cells, bootstrap, seed))
         notes += [f"approach {a}: {w.message}" for w in caught]
         out.append(est)
     summary = AllocationSummary(source=table.source, n_runs=len(frame), n_cells=len(cells),
