@@ -1,6 +1,7 @@
 """ScaleboSampler: Optuna trials driven by scalebo's loop; two worker processes on one
 journal-file storage never train a configuration twice nor overrun the budget."""
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -120,3 +121,81 @@ def test_an_enqueued_trial_claims_its_own_configuration():
     assert first.params == wanted
     row = grid.configs.iloc[int(first.system_attrs["scalebo:index"])]
     assert {c: float(row[c]) for c in COLS} == {c: float(v) for c, v in wanted.items()}
+
+
+def test_trials_it_did_not_propose_count_as_runs():
+    """A trial: finished trials added with study.add_trial were proposed and trained again,
+    their losses unused and their compute uncounted."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    grid, frame = _grid()
+    truth = frame.set_index(COLS)["loss"]
+    sampler = ScaleboSampler(grid, 0.3, seed=0)
+    study = optuna.create_study(sampler=sampler)
+    dists = {c: optuna.distributions.CategoricalDistribution(sampler.values(c)) for c in COLS}
+    done = [int(i) for i in np.argsort(grid.cost, kind="stable")[:3]]  # what it picks first
+    for i in done:
+        params = {c: sampler.values(c)[sampler.values(c).index(
+            grid.configs[c].iloc[i].item())] for c in COLS}
+        study.add_trial(optuna.trial.create_trial(
+            params=params, distributions=dists, value=float(truth.loc[tuple(params.values())])))
+    study.optimize(lambda t: float(truth.loc[_config(t, sampler)]), n_trials=8)
+    claimed = [int(t.system_attrs["scalebo:index"]) for t in study.get_trials()
+               if "scalebo:index" in t.system_attrs]
+    assert len(claimed) == 8 and not set(claimed) & set(done)
+    # a loss that cannot be placed on the grid is an error, not a silent skip
+    study.add_trial(optuna.trial.create_trial(params={"N": 5e7}, distributions={
+        "N": dists["N"]}, value=3.0))
+    with pytest.raises(Exception, match="lacks grid column"):
+        study.optimize(lambda t: float(truth.loc[_config(t, sampler)]), n_trials=1)
+
+
+@pytest.mark.parametrize(("cost", "text"), [(-1e30, "-1e+30"), (float("nan"), "nan"),
+                                            ("abc", "'abc'")])
+def test_a_bad_cost_attribute_names_the_trial(cost, text):
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    grid, frame = _grid()
+    truth = frame.set_index(COLS)["loss"]
+    sampler = ScaleboSampler(grid, 0.05, seed=0)
+    study = optuna.create_study(sampler=sampler)
+
+    def objective(trial):
+        if trial.number == 0:
+            trial.set_user_attr("cost", cost)
+        return float(truth.loc[_config(trial, sampler)])
+
+    with pytest.raises(Exception, match=f"trial 0: user attribute 'cost' must be a finite "
+                                        f"number > 0 .*got {re.escape(text)}"):
+        study.optimize(objective, n_trials=5)
+
+
+def test_a_maximizing_or_multi_objective_study_is_refused():
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    grid, _ = _grid()
+    for kw in ({"direction": "maximize"}, {"directions": ["minimize", "minimize"]}):
+        study = optuna.create_study(sampler=ScaleboSampler(grid, 0.3), **kw)
+        with pytest.raises(ValueError, match="minimizes the loss|single-objective"):
+            study.optimize(lambda t: 0.0, n_trials=1)
+
+
+def test_an_objective_asking_for_a_non_grid_parameter_releases_its_claim():
+    """A trial: each attempt of an objective with a typo burned a configuration (claimed,
+    charged, never proposed again)."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    grid, frame = _grid()
+    truth = frame.set_index(COLS)["loss"]
+    sampler = ScaleboSampler(grid, 0.3, seed=0)
+    study = optuna.create_study(sampler=sampler)
+
+    def typo(trial):
+        trial.suggest_categorical("learning_rate", [1e-3, 2e-3])
+        return 0.0
+
+    study.optimize(typo, n_trials=3, catch=(ValueError,))
+    first = [int(t.system_attrs["scalebo:index"]) for t in study.get_trials()]
+    assert all(t.system_attrs.get("scalebo:released") for t in study.get_trials())
+    from types import SimpleNamespace
+
+    runs = sampler._campaign(study, SimpleNamespace(number=-1))  # as the next claim sees it
+    assert len(first) == 3 and runs.failed.size == 0 and runs.spent() == 0
+    study.optimize(lambda t: float(truth.loc[_config(t, sampler)]), n_trials=1)
+    assert study.get_trials()[-1].state == optuna.trial.TrialState.COMPLETE

@@ -12,9 +12,14 @@ that column: ``sampler.values(column)``) and returns the final loss in nats::
 How trials map to a campaign (:mod:`scalebo.search.campaign_runs`): COMPLETE trials are
 observations (a NaN or infinite value is a failed run); RUNNING trials of other workers are
 pending (their compute is committed); FAIL trials and trials pruned by the objective count
-their compute as spent and are never proposed again. The cost of a trial is the grid's
+their compute as spent and are never proposed again. Finished trials the sampler did not
+propose (``study.add_trial``, an earlier sampler) count the same way, placed on the grid by
+their parameters. A study must minimize one objective. A trial whose objective asks for a
+parameter that is not a grid column releases its configuration (``scalebo:released``): it
+fails, uncharged, and the configuration can be proposed again. The cost of a trial is the grid's
 ``6·N·D`` FLOPs (for a grid with a price, :meth:`~scalebo.search.grid.Grid.with_price`, its
-price, e.g. GPU-hours), or its user attribute ``cost`` (in that unit) when set.
+price, e.g. GPU-hours), or its user attribute ``cost`` (in that unit, a finite number > 0)
+when set.
 
 Workers claim a configuration by writing it to the trial's system attributes
 (``scalebo:index``) while holding a lock (``lock_path``, a lock file all workers see; Optuna's
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import math
 import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +50,7 @@ __all__ = ["ScaleboSampler"]
 
 _INDEX = "scalebo:index"
 _SKIPPED = "scalebo:skipped"
+_RELEASED = "scalebo:released"
 _MAX_ROUNDS = 20
 
 
@@ -93,6 +100,12 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
         return {}
 
     def before_trial(self, study: Any, trial: Any) -> None:
+        if len(study.directions) != 1:
+            raise ValueError("ScaleboSampler needs a single-objective study (the loss in nats); "
+                             f"this one has {len(study.directions)} objectives")
+        if study.direction != optuna.study.StudyDirection.MINIMIZE:
+            raise ValueError("ScaleboSampler minimizes the loss: create the study with "
+                             "direction='minimize' (an accuracy: return 1 - accuracy)")
         index = self._claim(study, trial)
         storage = study._storage
         if index is None:
@@ -106,22 +119,33 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
         index = trial.system_attrs.get(_INDEX)
         if index is None:
             raise RuntimeError("ScaleboSampler: the trial has no claimed configuration")
-        if param_name not in self.grid.input_columns:
-            raise ValueError(f"{param_name!r} is not a grid column "
-                             f"{list(self.grid.input_columns)}")
-        value = self.grid.configs[param_name].iloc[int(index)]
-        return _choice(param_distribution, value, param_name)
+        try:
+            if param_name not in self.grid.input_columns:
+                raise ValueError(f"{param_name!r} is not a grid column "
+                                 f"{list(self.grid.input_columns)}")
+            value = self.grid.configs[param_name].iloc[int(index)]
+            return _choice(param_distribution, value, param_name)
+        except ValueError:
+            # a mistake of the objective, found before it trained anything: the claimed
+            # configuration goes back to the pool, uncharged
+            study._storage.set_trial_system_attr(trial._trial_id, _RELEASED, True)
+            raise
 
     # --------------------------------------------------------------- claims
     def _campaign(self, study: Any, me: Any) -> CampaignRuns:
         """The campaign of every other trial that holds a claim."""
         completed, losses, failed, running, cost = [], [], [], [], {}
         for t in study.get_trials(deepcopy=False):
-            idx = t.system_attrs.get(_INDEX)
-            if t.number == me.number or idx is None or t.system_attrs.get(_SKIPPED):
+            if t.number == me.number or t.system_attrs.get(_SKIPPED) \
+                    or t.system_attrs.get(_RELEASED):
                 continue
+            idx = t.system_attrs.get(_INDEX)
+            if idx is None:  # a trial this sampler did not propose (added, earlier sampler)
+                idx = self._unclaimed_index(t)
+                if idx is None:
+                    continue
             idx = int(idx)
-            cost[idx] = float(t.user_attrs.get("cost", self.grid.budget_cost[idx]))
+            cost[idx] = _cost(t, float(self.grid.budget_cost[idx]))
             if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(
                     t.value):
                 completed.append(idx)
@@ -134,6 +158,29 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
         return CampaignRuns(completed=arr(completed), losses=np.asarray(losses),
                             failed=arr(failed), running=arr(running), cost=cost,
                             source="optuna")
+
+    def _unclaimed_index(self, t: Any) -> int | None:
+        """The grid row of a finished trial that holds no claim (added with
+        ``study.add_trial``, or run by another sampler) from its parameters; None for a trial
+        still waiting or running, or one without parameters. Off the grid, or a COMPLETE trial
+        with grid columns missing, is an error (its loss cannot be placed); a failed one with
+        columns missing is left out with a warning."""
+        import pandas as pd
+
+        if t.state in (TrialState.RUNNING, TrialState.WAITING) or not t.params:
+            return None  # in flight, or failed before it set anything: nothing to place
+        missing = [c for c in self.grid.input_columns if c not in t.params]
+        if missing:
+            text = (f"trial {t.number} ({t.state.name}) was not proposed by ScaleboSampler "
+                    f"and lacks grid column(s) {missing}")
+            if t.state == TrialState.COMPLETE:
+                raise SearchError(f"{text}: its loss cannot be placed on the grid; give every "
+                                  "grid column as a parameter or delete the trial")
+            warnings.warn(f"{text}: left out of the campaign (its compute is not counted)",
+                          UserWarning, stacklevel=2)
+            return None
+        row = pd.DataFrame([{c: t.params[c] for c in self.grid.input_columns}])
+        return int(self.grid.index_of(row, source=f"optuna trial {t.number}")[0])
 
     def _claim(self, study: Any, trial: Any) -> int | None:
         """Under the claim lock: the campaign as the storage has it, one suggestion, and its
@@ -165,6 +212,22 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
             finally:
                 if lock is not None:
                     lock.release()
+
+
+def _cost(t: Any, default: float) -> float:
+    """A trial's cost: its user attribute ``cost`` (checked: a finite number > 0, in the
+    grid's unit) or ``default``."""
+    if "cost" not in t.user_attrs:
+        return default
+    raw = t.user_attrs["cost"]
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(raw, bool) or not (math.isfinite(value) and value > 0):
+        raise SearchError(f"trial {t.number}: user attribute 'cost' must be a finite number "
+                          f"> 0 (FLOPs, or the grid's price unit), got {raw!r}")
+    return value
 
 
 def _fixed_index_of(grid: Grid, fixed: dict, runs: CampaignRuns) -> int:
