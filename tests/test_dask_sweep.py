@@ -62,3 +62,14 @@ def test_missing_distributed_gives_install_hint(tmp_path, monkeypatch):
     with pytest.raises(ImportError, match=r"pip install 'scalebo\[dask\]'"):
         run_sweep(cfg, tmp_path, cell_fn=stub_cell, dask_scheduler="tcp://127.0.0.1:1",
                   progress=False)
+
+
+def test_an_unreachable_scheduler_is_a_one_line_error(tmp_path):
+    import dask
+
+    cfg = SweepConfig.from_dict(CONFIG)
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}), \
+            pytest.raises(ValueError, match="--dask-scheduler tcp://127.0.0.1:9: cannot "
+                                            "connect .*start the scheduler"):
+        run_sweep(cfg, tmp_path, cell_fn=stub_cell, dask_scheduler="tcp://127.0.0.1:9",
+                  progress=False)

@@ -632,3 +632,23 @@ def test_a_merge_key_overriding_a_base_method_is_not_a_key_given_twice(tmp_path)
     methods = {m.name: m.as_kwargs() for m in SweepConfig.from_yaml(cfg).methods}
     assert methods["a"] == {"strategy": "window", "kappa": 3.0}
     assert methods["b"] == {"strategy": "full", "kappa": 3.0}
+
+
+def test_a_relative_source_is_loaded_from_where_the_config_was_read(tmp_path, monkeypatch):
+    """A trial: a Dask worker started in another folder looked the relative path up in its
+    own folder, and every cell failed with 'run the sweep again' (which failed the same way)."""
+    from scalebo.bench.sweep import _problem
+
+    csv = _grid_csv(tmp_path, nan_row=4)
+    monkeypatch.chdir(tmp_path)
+    cfg = SweepConfig.from_dict({**_notes_config(Path(csv.name), [0], [0.05])})
+    spec = cfg.datasets[0]
+    assert spec.source == "grid.csv" and spec.location == str(csv.resolve())
+    assert spec.to_dict()["source"] == "grid.csv"  # the identity keeps what the user wrote
+    elsewhere = tmp_path / "worker"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert len(_problem(spec, None).loss) == 53  # the 54 runs, the NaN one excluded
+    csv.unlink()
+    with pytest.raises(ValueError, match="every Dask worker needs the file at this absolute"):
+        _problem(spec, None)

@@ -64,7 +64,12 @@ def _iter_dask(tasks: Sequence[Task], run: Callable[[Task], list[dict]], address
     """Submit tasks to a Dask scheduler (address string or an existing ``Client``)."""
     distributed = _distributed()
     own = isinstance(address, str)
-    client = distributed.Client(address) if own else address
+    try:
+        client = distributed.Client(address) if own else address
+    except (OSError, TimeoutError) as exc:  # nothing listening, an unknown host, ...
+        raise ValueError(f"--dask-scheduler {address}: cannot connect ({exc}); start the "
+                         "scheduler and its workers first (dask scheduler, dask worker "
+                         "ADDRESS) and give its address, e.g. tcp://host:8786") from None
     try:
         futures = {client.submit(run, t, pure=False): t for t in tasks}
         for fut in distributed.as_completed(futures):

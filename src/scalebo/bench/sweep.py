@@ -162,21 +162,23 @@ def _problem(spec: DatasetSpec, data_dir: str | None) -> Any:
     from scalebo.bench.problems import load_problem
     from scalebo.bench.sweep_config import _file_digest
 
-    gone = spec.content_sha256 is not None and not Path(spec.source).is_file()
-    if gone or (spec.content_sha256 is not None
-                and _file_digest(spec.source) != spec.content_sha256):
-        raise ValueError(f"dataset {spec.name!r}: {spec.source} "
-                         + ("no longer exists (or is not on this worker)" if gone else
-                            "changed since the sweep config was read (its content digest "
-                            "differs), so this cell's record would name content it was not "
-                            "computed from") + "; run the sweep again to recompute the cells "
-                         "of the file as it is now")
+    where = spec.location
+    gone = spec.content_sha256 is not None and not Path(where).is_file()
+    if gone:
+        raise ValueError(f"dataset {spec.name!r}: {where} is not there (deleted, or not on "
+                         "this worker: every Dask worker needs the file at this absolute "
+                         "path)")
+    if spec.content_sha256 is not None and _file_digest(where) != spec.content_sha256:
+        raise ValueError(f"dataset {spec.name!r}: {where} changed since the sweep config was "
+                         "read (its content digest differs), so this cell's record would name "
+                         "content it was not computed from; run the sweep again to recompute "
+                         "the cells of the file as it is now")
     kwargs = dict(_thaw(spec.options) or {})
     if data_dir is not None:
         kwargs.setdefault("data_dir", data_dir)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return load_problem(spec.source, **kwargs)
+        return load_problem(where, **kwargs)
 
 
 def _method(spec: MethodSpec) -> Any:

@@ -104,12 +104,22 @@ class DatasetSpec:
         options: Extra keyword arguments for ``load_problem``, as sorted pairs.
         content_sha256: SHA-256 of the run-table file when ``source`` is one (None for a
             registered dataset), set by :meth:`SweepConfig.from_dict`.
+        path: that file's absolute path, resolved when the config is read (not part of the
+            identity: a sweep moved with its files keeps its records).
     """
 
     name: str
     source: str
     options: tuple[tuple[str, Any], ...] = ()
     content_sha256: str | None = None
+    path: str | None = field(default=None, compare=False)
+
+    @property
+    def location(self) -> str:
+        """Where the cells load the dataset: a run-table file's absolute path (resolved
+        where the config was read: a Dask worker's current folder is another), else
+        ``source``."""
+        return self.path or self.source
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (also the hashed identity); a run-table file's content digest is
@@ -324,8 +334,9 @@ class SweepConfig:
             source = str(opts.pop("source", name))
             if isinstance(cut := opts.get("diverged_above"), int) and not isinstance(cut, bool):
                 opts["diverged_above"] = float(cut)  # 9 and 9.0: one cell, not two
-            datasets.append(DatasetSpec(str(name), source, _freeze(opts),
-                                        _file_digest(source)))
+            digest = _file_digest(source)
+            datasets.append(DatasetSpec(str(name), source, _freeze(opts), digest,
+                                        str(Path(source).resolve()) if digest else None))
         defaults = dict(raw.get("method_defaults") or {})
         m_raw = raw["methods"]
         if not isinstance(m_raw, Mapping) or not m_raw:
