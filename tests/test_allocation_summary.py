@@ -206,3 +206,51 @@ def test_approach3_bootstrap_interval_holds_the_truth_and_is_seeded():
     again = allocation_summary(table, [3], bootstrap=60, seed=1).estimates[0]
     assert again.intervals == one.intervals
     assert allocation_summary(table, [3]).estimates[0].intervals == {}
+
+
+def test_extrapolated_isoflop_vertices_are_named_with_the_slope_without_them():
+    # A review: a fourth budget whose four sizes all lie far below its N* pulled the
+    # exponent from 0.449 to 0.323 without a word.
+    frame = _isoflop_table()
+    budgets = sorted(frame["budget"].unique())
+    top = frame[frame["budget"] == budgets[-1]].sort_values("N").iloc[:3]  # left of N*
+    frame = pd.concat([frame[frame["budget"] != budgets[-1]], top])
+    summary = allocation_summary(load_runs(frame), [2])
+    two = summary.estimates[0]
+    inside = two.points[two.points["used"]]["vertex_inside"].astype(bool)
+    assert (~inside).sum() == 1
+    note = next(w for w in summary.warnings if "outside the sizes they trained" in w)
+    assert f"C = {budgets[-1]:.3g} FLOPs" in note and "without them N* grows as C^0.45" in note
+
+
+def test_isoflop_d_star_uses_the_tables_flops_per_parameter_token():
+    # A review: with C = 8·N·D, D* = C/(6 N*) was 33 % too high.
+    frame = _isoflop_table(round_sizes=False)
+    frame["C"] = 8 * frame["N"] * frame["D"]
+    with pytest.warns(UserWarning, match="the C column is 1.33"):
+        table = load_runs(frame)
+    two = allocation_summary(table, [2]).estimates[0]
+    used = two.points[two.points["used"]]
+    assert (used["C"] / (8 * used["N_opt"] * used["D_opt"])).tolist() == pytest.approx(
+        [1.0] * len(used))
+
+
+def test_two_points_and_a_lonely_bootstrap_are_said():
+    frame = pd.DataFrame({"N": [1e8, 4e8], "D": [2e9, 2e9], "loss": [3.0, 2.8]})
+    summary = allocation_summary(load_runs(frame), [1], bootstrap=50)
+    assert summary.estimates[0].law is not None
+    assert any("only 2 envelope runs: a line through them has no interval" in w
+               for w in summary.warnings)
+    assert any("only approach 3 is bootstrapped" in w for w in summary.warnings)
+
+
+def test_approach1_groups_close_computes_within_each_group():
+    # A review: one chain of close computes spanning > 2 % switched the 1 % grouping off for
+    # the whole table (Epoch's points); now each chain is one compute on its own.
+    C = np.array([1.0e18, 1.005e18, 1.01e18, 1.015e18, 1.02e18, 1.025e18, 4e18, 4.01e18])
+    N = np.array([1e8, 1e8, 1e8, 1e8, 1e8, 1e8, 1.5e8, 2.5e8])
+    loss = np.array([3.0, 3.01, 3.02, 3.03, 3.04, 2.99, 2.9, 2.91])
+    # 4.01e18 is within 1 % of 4e18 but its loss is higher: off the envelope
+    table = load_runs(pd.DataFrame({"N": N, "D": C / (6 * N), "loss": loss}))
+    one = allocation_summary(table, [1]).estimates[0]
+    assert one.points["N"].tolist() == [1e8, 1.5e8]

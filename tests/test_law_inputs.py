@@ -45,6 +45,9 @@ def test_a_negative_loss_of_a_downstream_law_is_refused():
     with pytest.raises(ValueError, match="column 'loss' .*data row 4: expected a finite "
                                          "number > 0, got -3.0"):
         fit_downstream(frame, "gadre")
+    mine = frame.rename(columns={"loss": "val_loss", "error": "mmlu_err"})
+    with pytest.raises(ValueError, match="column 'val_loss' .*data row 4"):  # the user's name
+        fit_downstream(mine, "gadre", loss="val_loss", error="mmlu_err")
     assert fit_downstream(_downstream(), "gadre").success  # clean data still fits
 
 

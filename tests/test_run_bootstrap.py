@@ -159,3 +159,22 @@ def test_fit_names_the_run_column_and_warns_when_it_cannot_use_it(tmp_path, caps
     out = capsys.readouterr()
     assert json.loads(out.out)["bootstrap"]["n_clusters"] is None
     assert "run 'r0' holds 2 model sizes N" in out.err
+
+
+def test_fit_run_tells_two_seeds_of_one_size_apart(tmp_path, capsys):
+    # A review: checkpoints of two seeds at one (N, D) were repeats to the loader (an error,
+    # or averaged with --duplicates mean, which then refused the run clusters).
+    from scalebo.cli import main as cli_main
+
+    C, y, run = _checkpoints(1, runs=6, per_run=4)
+    N = 1e8 * 1.5 ** (run // 2)  # runs 2k and 2k+1: two seeds of one size
+    frame = pd.DataFrame({"N": N, "D": C / (6 * N), "loss": y, "model": [f"r{r}" for r in run]})
+    frame.loc[frame["model"].isin(["r1", "r3", "r5"]), "D"] = frame["D"].where(
+        frame["model"].isin(["r0", "r2", "r4"])).dropna().to_numpy()  # same D as its twin
+    path = tmp_path / "seeds.csv"
+    frame.to_csv(path, index=False)
+    assert cli_main(["-q", "fit", str(path), "--run", "model", "--frontier", "all",
+                     "--bootstrap", "100", "--format", "json"]) == 0
+    import json
+
+    assert json.loads(capsys.readouterr().out)["bootstrap"]["n_clusters"] == 6

@@ -78,6 +78,7 @@ def approach1_on_hull(
     hull = frame.loc[mask].assign(R=R[mask]).sort_values("R")
     points = pd.DataFrame({"C": hull["R"], "N": hull["N"], "D": hull["D"]})
     law = approach1(points)
-    if text := edge_note(points, float(frame["N"].min()), float(frame["N"].max()), "hull"):
+    if text := edge_note(points, float(frame["N"].min()), float(frame["N"].max()), "hull",
+                         "C" if resource == "flops" else "R"):
         warnings.warn(text, UserWarning, stacklevel=2)
     return HullAllocation(resource=resource, law=law, hull=hull)

@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 LABELS = {1: "1 envelope", 2: "2 isoFLOP", 3: "3 L(N, D)"}
-CSV_COLUMNS = ("approach", "kind", "name", "C", "estimate", "lower", "upper")
+CSV_COLUMNS = ("approach", "kind", "name", "C", "estimate", "lower", "upper", "level")
 
 
 def _exponent(law: dict[str, Any] | None) -> str:
@@ -131,8 +131,8 @@ def _exponent(law: dict[str, Any] | None) -> str:
 
 def render(result: dict[str, Any]) -> str:
     """The readable report of ``--format table``."""
-    lines = [f"runs        {result['n_runs']} ({result['n_cells']} cells: the best run of "
-             f"each)   [{result['source']}]",
+    lines = [f"runs        {result['n_runs']} rows in {result['n_cells']} (N, D) cells, the "
+             f"best row of each used   [{result['source']}]",
              "allocation  N* = G_N*C^a parameters, D* = G_D*C^b tokens, C in FLOPs; "
              f"[{100 * result['exponent_level']:g} % interval]", ""]
     rows = []
@@ -169,7 +169,8 @@ def render(result: dict[str, Any]) -> str:
 
 
 def csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """Long-format rows: each approach's exponents and coefficients, then predictions."""
+    """Long-format rows: each approach's exponents (with their interval and its ``level``, a
+    fraction, when there is one) and coefficients, then predictions."""
     rows: list[dict[str, Any]] = []
     for est in result["estimates"]:
         for key in ("N_opt", "D_opt"):
@@ -178,7 +179,8 @@ def csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                 continue
             iv = law["exponent_interval"] or (None, None)
             rows += [{"approach": est["approach"], "kind": "exponent", "name": key,
-                      "estimate": law["exponent"], "lower": iv[0], "upper": iv[1]},
+                      "estimate": law["exponent"], "lower": iv[0], "upper": iv[1],
+                      "level": result["exponent_level"] if iv[0] is not None else None},
                      {"approach": est["approach"], "kind": "coef", "name": key,
                       "estimate": law["coef"]}]
     for p in result["predictions"]:

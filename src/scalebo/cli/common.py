@@ -246,12 +246,14 @@ def split_names(text: str | None) -> tuple[str, ...] | None:
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
-def load_input(args: argparse.Namespace) -> RunTable:
+def load_input(args: argparse.Namespace, config_columns: Sequence[str] = ()) -> RunTable:
     """Load ``args.runs`` with the loading options declared by :func:`add_input_arguments`.
 
     For ``dataset:NAME`` the dataset's own loader is used (``--dataset-option`` passed to it);
     ``--diverged-above`` and ``--duplicates mean`` are then applied to its table, and
     ``--map`` / ``--hyperparameters`` are rejected (a dataset's columns are fixed).
+    ``config_columns`` (a file's columns that tell runs of one configuration apart, e.g.
+    ``--run``'s) go to :func:`~scalebo.data.runs.load_runs`.
 
     Raises:
         RunTableError: malformed table or options (names file, row and column).
@@ -272,6 +274,7 @@ def load_input(args: argparse.Namespace) -> RunTable:
             hyperparameters=hyperparameters,
             duplicates=args.duplicates,
             diverged_above=args.diverged_above,
+            config_columns=tuple(config_columns),
         )
     from scalebo.data.dataset_options import check_dataset_options
     from scalebo.data.datasets import DATASETS, load_dataset

@@ -207,7 +207,8 @@ def run(args: argparse.Namespace) -> int:
     check_outputs(args)
     seen: list[str] = []
     try:
-        table = _collect(lambda: load_input(args), seen)
+        # a run column tells checkpoints of two runs at one (N, D) apart (seeds)
+        table = _collect(lambda: load_input(args, (args.run,) if args.run else ()), seen)
     except RunTableError as exc:
         if law.name in AS_FORMULA and "missing required column" in str(exc):
             raise RunTableError(f"{exc} Law {law.name!r} takes the loss alone: a table "

@@ -149,13 +149,14 @@ def _extras(args: argparse.Namespace) -> dict:
 
         extra.update(gemstones_extras(args.data_dir, dict(args.dataset_option or [])))
     text = args.variant_map or args.map
+    files: set[str] = set()
     for name, path in args.variant_file:
         if name in extra:
             raise ValueError(f"--variant-file {name}={path}: the name {name!r} is taken "
-                             + ("by another --variant-file" if [
-                                 n for n, _ in args.variant_file].count(name) > 1
+                             + ("by another --variant-file" if name in files
                                 else "by a variant of the dataset")
                              + "; give each variant a name of its own")
+        files.add(name)
         try:
             extra[name] = load_runs(path, mapping=parse_mapping(text) if text else None,
                                     hyperparameters=split_names(args.hyperparameters),
@@ -176,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_outputs(args)
     warn_few_resamples(args.bootstrap, confidence=args.confidence)
-    table = load_input(args)
+    table = load_input(args, (args.run,) if args.run else ())
     if args.run:
         from scalebo.data.checkpoints import with_runs
 

@@ -141,8 +141,9 @@ def with_runs(table: RunTable, column: str) -> RunTable:
                             + f"; columns: {list(map(str, frame.columns))}.")
     if (blank := np.flatnonzero(frame[column].isna().to_numpy())).size:
         raise RunTableError(f"{table.source}: run column {column!r} is blank on "
-                            f"{blank.size} row(s) (first: table row {blank[0] + 1}); every "
-                            "checkpoint needs its run's name")
+                            f"{blank.size} row(s) (first: data row "
+                            f"{int(frame.index[blank[0]]) + 1}); every checkpoint needs its "
+                            "run's name")
     if column == "run":
         return table
     frame = frame.assign(run=frame[column].astype("str"))

@@ -7,7 +7,9 @@ ordinary least squares in log–log space (natural logs).
 * Approach 1 (Hoffmann et al. 2022, §3.1): for each compute level take the run on the
   best-loss frontier, then regress ``log N`` and ``log D`` on ``log C`` over those runs.
 * Approach 2 (§3.2): for each isoFLOP budget fit a parabola of loss in ``log N``; its vertex
-  is ``N*(C)``, ``D*(C) = C / (6 N*)``; then regress as in approach 1.
+  is ``N*(C)``, ``D*(C) = C / (k N*)`` with ``k = 6`` (or the budget's median C/(N·D) when the
+  runs have ``C`` and ``D``: a table whose C counts FLOPs otherwise); then regress as in
+  approach 1.
 * Approach 3 (§3.3): fit ``L(N, D) = E + A/N^α + B/D^β`` and minimize it under ``6ND = C``:
   ``N* = G (C/6)^{β/(α+β)}``, ``D* = G^{-1} (C/6)^{α/(α+β)}``, ``G = (αA / (βB))^{1/(α+β)}``.
 """
@@ -106,13 +108,14 @@ EDGE_MIN_SHIFT = 0.02
 
 
 def edge_note(points: pd.DataFrame, N_min: float, N_max: float,
-              what: str = "envelope") -> str | None:
+              what: str = "envelope", resource: str = "C") -> str | None:
     """A note when many of approach 1's ``points`` (columns ``C``, ``N``) are runs of the
     table's smallest (``N_min``) or largest (``N_max``) model: there the compute-optimal size
     lies outside the sizes trained, so those points hold N* at the edge and bend its fitted
     slope (a trial's hull: 31 of 92 points of the smallest model, exponent 0.402 against a
     true 0.469; 0.473 without them). The note gives the exponent without the edge points when
-    ≥ 3 distinct sizes remain; None when no edge holds enough points or leaving them out moves
+    ≥ 3 distinct sizes remain (``resource`` names the axis ``C`` stands for, e.g. ``R`` for
+    GPU-hours); None when no edge holds enough points or leaving them out moves
     the exponent by less than :data:`EDGE_MIN_SHIFT`."""
     N = points["N"].to_numpy(dtype=np.float64)
     edges = {"smallest": np.isclose(N, N_min, rtol=1e-9),
@@ -130,7 +133,8 @@ def edge_note(points: pd.DataFrame, N_min: float, N_max: float,
         a_in, a_all = fit_power(C[inner], N[inner]).exponent, fit_power(C, N).exponent
         if abs(a_in - a_all) < EDGE_MIN_SHIFT:
             return None
-        without = f"; without them N* grows as C^{a_in:.3f} (with them C^{a_all:.3f})"
+        without = (f"; without them N* grows as {resource}^{a_in:.3f} (with them "
+                   f"{resource}^{a_all:.3f})")
     return (f"{told}: there the compute-optimal size lies beyond the sizes trained, so these "
             f"points hold N* at the edge and bend its slope{without}; train sizes beyond the "
             "edge to pin it down")
@@ -153,7 +157,8 @@ def isoflop_minimum(N: np.ndarray, loss: np.ndarray) -> tuple[float, float, bool
 def approach2(
     runs: pd.DataFrame, *, budget: str = "flops_budget", min_points: int = 3
 ) -> AllocationLaw:
-    """Approach 2 from isoFLOP runs: columns ``N``, ``loss`` and a budget column (FLOPs).
+    """Approach 2 from isoFLOP runs: columns ``N``, ``loss`` and a budget column (FLOPs); with
+    ``C`` and ``D`` columns, ``D*`` uses their FLOPs per parameter-token (module docstring).
 
     Budgets with fewer than ``min_points`` models or a parabola without a minimum are skipped
     and listed in ``points`` with ``used = False`` (never silently dropped).
@@ -169,7 +174,10 @@ def approach2(
         else:
             try:
                 n_star, l_star, inside = isoflop_minimum(grp["N"], grp["loss"])
-                rec.update(N_opt=n_star, D_opt=float(C) / (6 * n_star), loss_opt=l_star,
+                # FLOPs per parameter per token: 6, unless the table's C says otherwise
+                k = (float(np.median(grp["C"] / (grp["N"] * grp["D"])))
+                     if {"C", "D"} <= set(grp.columns) else 6.0)
+                rec.update(N_opt=n_star, D_opt=float(C) / (k * n_star), loss_opt=l_star,
                            vertex_inside=inside, used=True)
             except FitError as exc:
                 rec["reason"] = str(exc)

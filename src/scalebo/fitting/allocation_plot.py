@@ -3,11 +3,12 @@
 Left panel: parameters against compute (FLOPs); right panel: tokens against compute. Each
 approach with a law draws its points (approach 1: envelope runs; 2: isoFLOP vertices, hollow
 when the vertex lies outside the sizes of its budget) and its power law over the computes of
-the points and of ``--predict`` (dotted vertical lines), so where approaches part shows.
+the cells and of ``--predict`` (dotted vertical lines), so where approaches part shows.
 """
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,8 +48,8 @@ def plot_allocation(summary: AllocationSummary, path: str | Path | None = None) 
     plt = _pyplot()
     fig, (ax_n, ax_d) = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
     with_law = [e for e in summary.estimates if e.law is not None]
-    every_c = [c for e in with_law for c in _points(e)[0]] + list(summary.predict)
-    every_c += [float(x) for x in summary.estimates[0].points.get("C", [])]
+    every_c = [*summary.C_range, *summary.predict]
+    every_c = [c for c in every_c if np.isfinite(c) and c > 0]
     lo, hi = (min(every_c), max(every_c)) if every_c else (1e18, 1e24)
     grid = np.geomspace(lo / 1.5, hi * 1.5, 100)
     for est in with_law:
@@ -71,10 +72,10 @@ def plot_allocation(summary: AllocationSummary, path: str | Path | None = None) 
         ax.grid(True, which="both", alpha=0.25)
         if with_law:
             ax.legend(fontsize=8, loc="best")
-    missing = [f"{e.approach}: {e.reason}" for e in summary.estimates if e.law is None]
-    fig.suptitle(f"compute-optimal allocation, {summary.n_cells} cells"
-                 + (f"\nno law from approach {'; '.join(m[:80] for m in missing)}"
-                    if missing else ""), fontsize=10)
+    missing = [textwrap.shorten(f"{e.approach}: {e.reason}", 90, placeholder=" ...")
+               for e in summary.estimates if e.law is None]
+    fig.suptitle(f"compute-optimal allocation, {summary.n_cells} (N, D) cells"
+                 + "".join(f"\nno law from approach {m}" for m in missing), fontsize=10)
     if path is not None:
         save_figure(fig, path, dpi=120)
         plt.close(fig)

@@ -8,147 +8,56 @@ which is why a user wants to see them together.
 
 * **1** — the best run of each (N, D) cell, then the Pareto envelope of (C, loss) over them;
   ``log N`` and ``log D`` regressed on ``log C`` (:func:`~scalebo.fitting.allocation.approach1`).
-  Runs whose C agree within :data:`ISOFLOP_RTOL` count as one compute (a table of isoFLOP
+  Runs whose C agree within ``ISOFLOP_RTOL`` count as one compute (a table of isoFLOP
   profiles with sizes rounded to whole numbers would otherwise put off-optimal runs a little
   cheaper than their budget's best on the envelope).
 * **2** — isoFLOP profiles: the cell bests grouped by compute (a column naming each run's
-  budget, or runs whose C agree within :data:`ISOFLOP_RTOL`); in each group with ≥ 3 sizes a
-  parabola of loss in ``log N`` gives ``N*``; ``D* = C/(6 N*)``
-  (:func:`~scalebo.fitting.allocation.approach2`).
+  budget, or runs whose C agree within ``ISOFLOP_RTOL``); in each group with ≥ 3 sizes a
+  parabola of loss in ``log N`` gives ``N*``; ``D* = C/(k N*)`` with ``k`` the budget's C/(N·D)
+  (6 unless the table's C says otherwise) (:func:`~scalebo.fitting.allocation.approach2`).
 * **3** — ``L(N, D) = E + A/N^α + B/D^β`` fitted to the cell bests and minimized under
   ``C = 6ND`` (:func:`~scalebo.fitting.allocation.approach3`).
 
 An approach the table cannot support is reported with the reason (never silently left out).
+The approaches themselves run in :mod:`scalebo.fitting.allocation_approaches`.
 """
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from scalebo import __version__
-from scalebo.errors import FitError
-from scalebo.fitting.allocation import (
-    AllocationLaw,
-    PowerFit,
-    approach1,
-    approach2,
-    approach3,
-    edge_note,
+from scalebo.fitting.allocation_approaches import (
+    EXPONENT_LEVEL,
+    ISOFLOP_RTOL,
+    AllocationEstimate,
+    envelope_estimate,
+    exponent_interval,
+    isoflop_budgets,
+    isoflop_estimate,
+    law_estimate,
 )
-from scalebo.fitting.frontier import best_per_cell, pareto_envelope
-from scalebo.fitting.robust import FitStatus
+from scalebo.fitting.frontier import best_per_cell
+
+__all__ = ["APPROACHES", "DISAGREEMENT_FACTOR", "EXPONENT_LEVEL", "ISOFLOP_RTOL",
+           "AllocationEstimate", "AllocationSummary", "allocation_summary",
+           "disagreement_notes", "exponent_interval", "isoflop_budgets"]
 
 APPROACHES: tuple[int, ...] = (1, 2, 3)
 
-#: Runs whose compute agrees within this relative tolerance form one isoFLOP budget when no
-#: budget column is named: sizes and token counts rounded to whole numbers move ``6·N·D`` by
-#: well under 1 %, while isoFLOP budgets are spaced by factors of 2 or more.
-ISOFLOP_RTOL = 0.01
-
-#: Level of the exponents' t-intervals (approaches 1 and 2: least squares in log–log space).
-EXPONENT_LEVEL = 0.95
-
-
-def isoflop_budgets(C: np.ndarray, rtol: float = ISOFLOP_RTOL) -> np.ndarray:
-    """The isoFLOP budget (FLOPs) of each run: runs are sorted by C and a new budget starts
-    where C grows by more than ``rtol`` over the previous run; a budget is the geometric mean
-    of its runs' C.
-
-    Raises:
-        FitError: a chain of close computes spans more than ``2·rtol`` (the runs are not on
-            isoFLOP budgets; name each run's budget with a column instead).
-    """
-    C = np.asarray(C, dtype=np.float64)
-    order = np.argsort(C, kind="stable")
-    logc = np.log(C[order])
-    label = np.concatenate([[0], np.cumsum(np.diff(logc) > math.log1p(rtol))])
-    out = np.empty_like(C)
-    for k in np.unique(label):
-        members = logc[label == k]
-        span = math.expm1(members[-1] - members[0])
-        if span > 2 * rtol:
-            raise FitError(
-                f"{members.size} runs with C from {math.exp(members[0]):.4g} to "
-                f"{math.exp(members[-1]):.4g} FLOPs chain within {100 * rtol:g} % of each other "
-                f"(span {100 * span:.2g} %): they are not on isoFLOP budgets; name each run's "
-                "budget with a column (--isoflop-column)")
-        out[order[label == k]] = math.exp(members.mean())
-    return out
-
-
-def exponent_interval(fit: PowerFit, x: np.ndarray, y: np.ndarray,
-                      level: float = EXPONENT_LEVEL) -> tuple[float, float] | None:
-    """Student-t interval of a log–log least-squares slope; None with fewer than 3 points."""
-    lx, ly = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
-    n = lx.size
-    sxx = float(np.sum((lx - lx.mean()) ** 2))
-    if n < 3 or sxx == 0:
-        return None
-    resid = ly - (math.log(fit.coef) + fit.exponent * lx)
-    se = math.sqrt(float(np.sum(resid**2)) / (n - 2) / sxx)
-    half = float(stats.t.ppf(0.5 + level / 2, n - 2)) * se
-    return fit.exponent - half, fit.exponent + half
-
-
-@dataclass(frozen=True)
-class AllocationEstimate:
-    """One approach's allocation law, or why the table could not give one.
-
-    Attributes:
-        approach: 1, 2 or 3.
-        law: ``N*(C)``, ``D*(C)`` power laws (None when the approach failed: see ``reason``).
-        reason: why there is no law ("" when there is one).
-        points: the points the power laws were fitted on (approach 1: envelope runs; 2: one
-            row per budget, unusable ones with their reason; 3: the cell bests the law was
-            fitted on).
-        intervals: ``{"N_opt": (lo, hi), "D_opt": (lo, hi)}`` intervals of the exponents at
-            :data:`EXPONENT_LEVEL`: t-intervals for approaches 1 and 2 (≥ 3 points),
-            bootstrap percentile intervals for approach 3 (with ``bootstrap``); else empty.
-        fit_status: approach 3's law fit status (``converged``, ``not identified``, ...).
-        law_params: approach 3's fitted E, A, alpha, B, beta (natural units).
-    """
-
-    approach: int
-    law: AllocationLaw | None
-    reason: str = ""
-    points: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
-    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
-    fit_status: str | None = None
-    law_params: dict[str, float] = field(default_factory=dict)
-
-    def at(self, C: float) -> dict[str, float] | None:
-        """``N_opt`` (parameters), ``D_opt`` (tokens), ``tokens_per_param`` at ``C`` FLOPs."""
-        if self.law is None:
-            return None
-        return {k: float(v) for k, v in self.law.at(float(C)).items() if k != "C"}
-
-    def to_dict(self) -> dict[str, Any]:
-        law = self.law
-        return {
-            "approach": self.approach,
-            "reason": self.reason or None,
-            "fit_status": self.fit_status,
-            "law_params": self.law_params or None,
-            **{key: None if law is None else {
-                "coef": fit.coef, "exponent": fit.exponent,
-                "exponent_interval": list(self.intervals[key]) if key in self.intervals
-                else None, "r2": fit.r2 if fit.n else None, "n_points": fit.n or None}
-               for key, fit in (("N_opt", law and law.n_opt), ("D_opt", law and law.d_opt))},
-            "points": _records(self.points),
-        }
-
-
 @dataclass(frozen=True)
 class AllocationSummary:
-    """The approaches' allocation laws for one table, with predictions at given computes."""
+    """The approaches' allocation laws for one table, with predictions at given computes.
+
+    ``n_runs``: rows loaded (runs, or checkpoints of runs); ``n_cells``: their (N, D) cells;
+    ``C_range``: the smallest and largest compute of the cells (FLOPs).
+    """
 
     source: str
     n_runs: int
@@ -156,6 +65,7 @@ class AllocationSummary:
     estimates: tuple[AllocationEstimate, ...]
     predict: tuple[float, ...] = ()
     warnings: tuple[str, ...] = ()
+    C_range: tuple[float, float] = (float("nan"), float("nan"))
 
     @property
     def ok(self) -> bool:
@@ -170,111 +80,11 @@ class AllocationSummary:
 
     def to_dict(self) -> dict[str, Any]:
         return {"scalebo_version": __version__, "source": self.source, "n_runs": self.n_runs,
-                "n_cells": self.n_cells,
+                "n_cells": self.n_cells, "C_range": list(self.C_range),
                 "units": {"C": "FLOPs", "N_opt": "parameters", "D_opt": "tokens"},
                 "exponent_level": EXPONENT_LEVEL,
                 "estimates": [e.to_dict() for e in self.estimates],
                 "predictions": self.predictions(), "warnings": list(self.warnings)}
-
-
-def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
-             for k, v in row.items()} for row in frame.to_dict(orient="records")]
-
-
-def _power_intervals(law: AllocationLaw, C: np.ndarray, N: np.ndarray,
-                     D: np.ndarray) -> dict[str, tuple[float, float]]:
-    out = {}
-    for key, fit, y in (("N_opt", law.n_opt, N), ("D_opt", law.d_opt, D)):
-        if (iv := exponent_interval(fit, C, y)) is not None:
-            out[key] = iv
-    return out
-
-
-def _approach1(cells: pd.DataFrame) -> AllocationEstimate:
-    C = cells["C"].to_numpy(float)
-    try:  # runs on isoFLOP budgets (C within ISOFLOP_RTOL) are at one compute
-        C = isoflop_budgets(C)
-    except FitError:
-        pass
-    env = cells.loc[pareto_envelope(C, cells["loss"].to_numpy(float))]
-    env = env.sort_values("C")
-    points = env[[c for c in ("run_id", "N", "D", "C", "loss") if c in env]].reset_index(
-        drop=True)
-    try:
-        law = approach1(points)
-    except FitError as exc:
-        return AllocationEstimate(1, None, f"the envelope: {exc}", points)
-    if points["N"].nunique() < 2:
-        return AllocationEstimate(1, None, "every envelope run has the same N: the table "
-                                  "does not say how N* grows with C", points)
-    if text := edge_note(points, float(cells["N"].min()), float(cells["N"].max())):
-        warnings.warn(text, UserWarning, stacklevel=2)
-    return AllocationEstimate(1, law, "", points,
-                              _power_intervals(law, points["C"], points["N"], points["D"]))
-
-
-def _approach2(cells: pd.DataFrame, isoflop_column: str | None,
-               min_points: int) -> AllocationEstimate:
-    try:
-        budget = (cells[isoflop_column].to_numpy(float) if isoflop_column
-                  else isoflop_budgets(cells["C"].to_numpy(float)))
-    except FitError as exc:
-        return AllocationEstimate(2, None, str(exc))
-    runs = cells.assign(_budget=budget)
-    try:
-        law = approach2(runs, budget="_budget", min_points=min_points)
-    except FitError as exc:
-        n_iso = int((runs.groupby("_budget")["N"].nunique() >= min_points).sum())
-        return AllocationEstimate(
-            2, None, f"{exc} ({n_iso} budget{'s' if n_iso != 1 else ''} with ≥ {min_points} "
-            f"sizes among {runs['_budget'].nunique()} distinct computes; isoFLOP profiles "
-            "need several model sizes trained at one compute)")
-    pts = law.points
-    used = pts[pts["used"]]
-    return AllocationEstimate(2, law, "", pts,
-                              _power_intervals(law, used["C"], used["N_opt"], used["D_opt"]))
-
-
-def _approach3(cells: pd.DataFrame, bootstrap: int = 0, seed: int = 0) -> AllocationEstimate:
-    from scalebo.fitting.bootstrap import bootstrap_fit
-    from scalebo.fitting.robust import fit_law
-    from scalebo.fitting.run_clusters import run_clusters
-    from scalebo.laws import get_law
-
-    law = get_law("chinchilla")
-    points = cells[[c for c in ("run_id", "N", "D", "C", "loss") if c in cells]]
-    if len(points) < law.n_params:
-        return AllocationEstimate(3, None, f"L(N, D) has {law.n_params} parameters but the "
-                                  f"table has {len(points)} (N, D) cells", points)
-    X = points[["N", "D"]].to_numpy(float)
-    fit = fit_law(law, X, points["loss"].to_numpy(float), starts=law.start_grid(law.prepare(X)))
-    params = {k: float(v) for k, v in law.natural(fit.x).items()}
-    status = str(fit.status)
-    if fit.status not in (FitStatus.CONVERGED, FitStatus.BOUND_HIT):
-        return AllocationEstimate(3, None, f"the L(N, D) fit is {status}: {fit.message}",
-                                  points, fit_status=status, law_params=params)
-    if fit.status is FitStatus.BOUND_HIT:
-        warnings.warn(f"the L(N, D) fit has a parameter at a bound ({fit.message}): distrust "
-                      "its allocation", UserWarning, stacklevel=2)
-    try:
-        alloc = approach3(fit)
-    except (FitError, ValueError) as exc:
-        return AllocationEstimate(3, None, str(exc), points, fit_status=status,
-                                  law_params=params)
-    intervals = {}
-    if bootstrap:
-        boot = bootstrap_fit(fit, X, points["loss"].to_numpy(float), n_resamples=bootstrap,
-                             rng=seed, confidence_level=EXPONENT_LEVEL,
-                             clusters=run_clusters(cells))
-        if text := boot.failure_note():
-            warnings.warn(text, UserWarning, stacklevel=2)
-        nat = boot.natural_samples
-        a = nat["beta"] / (nat["alpha"] + nat["beta"])  # N* ∝ C^a, D* ∝ C^(1 - a)
-        if (iv := boot.percentile(a)) is not None:
-            intervals = {"N_opt": iv, "D_opt": (1 - iv[1], 1 - iv[0])}
-    return AllocationEstimate(3, alloc, "", points, intervals, fit_status=status,
-                              law_params=params)
 
 
 def allocation_summary(table: Any, approaches: Sequence[int] = APPROACHES, *,
@@ -287,7 +97,7 @@ def allocation_summary(table: Any, approaches: Sequence[int] = APPROACHES, *,
         table: a :class:`~scalebo.data.runs.RunTable` (completed runs; failed ones excluded).
         approaches: any of 1, 2, 3.
         isoflop_column: a column holding each run's isoFLOP budget in FLOPs (approach 2);
-            None groups runs whose C agree within :data:`ISOFLOP_RTOL`.
+            None groups runs whose C agree within ``ISOFLOP_RTOL``.
         min_points: model sizes an isoFLOP budget needs for its parabola (≥ 3).
         predict: computes (FLOPs) at which to give N*, D* and D*/N*.
         bootstrap: resamples of the cells for approach 3's exponent interval (0: none;
@@ -324,12 +134,17 @@ def allocation_summary(table: Any, approaches: Sequence[int] = APPROACHES, *,
     for a in sorted(set(approaches)):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            est = (_approach1(cells) if a == 1 else _approach2(cells, isoflop_column, min_points)
-                   if a == 2 else _approach3(cells, bootstrap, seed))
+            est = (envelope_estimate(cells) if a == 1 else
+                   isoflop_estimate(cells, isoflop_column, min_points) if a == 2 else
+                   law_estimate(cells, bootstrap, seed))
         notes += [f"approach {a}: {w.message}" for w in caught]
         out.append(est)
+    if bootstrap and 3 not in approaches:
+        notes.append(f"bootstrap {bootstrap}: only approach 3 is bootstrapped (approaches 1 and "
+                     "2 give t-intervals), and it was not asked for")
     summary = AllocationSummary(source=table.source, n_runs=len(frame), n_cells=len(cells),
-                                estimates=tuple(out), predict=tuple(float(c) for c in predict))
+                                estimates=tuple(out), predict=tuple(float(c) for c in predict),
+                                C_range=(float(cells["C"].min()), float(cells["C"].max())))
     return replace(summary, warnings=(*notes, *disagreement_notes(summary)))
 
 

@@ -58,7 +58,8 @@ def fit_downstream(
         raise ValueError(f"fit_downstream: columns {missing} not found; available: "
                          f"{list(frame.columns)} (pass loss=..., error=...).")
     rows = frame[[loss, error]].rename(columns={loss: "loss", error: "error"})
-    check_law_inputs(rows.reset_index(drop=True), model, "error", "fit_downstream")
+    check_law_inputs(rows.reset_index(drop=True), model, "error", "fit_downstream",
+                     shown={"loss": loss, "error": error})
     x = to_numbers(rows["loss"]).to_numpy(dtype=np.float64)
     y = to_numbers(rows["error"]).to_numpy(dtype=np.float64)
     return fit_law(model, x[:, None], y, huber_delta=huber_delta)

@@ -13,7 +13,7 @@ an error rate in (0, 1] and its input, the loss in nats, a finite number > 0.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -35,7 +35,8 @@ def _domain(law: Law, column: str, target: str) -> tuple[str, float, float, bool
 
 
 def check_law_inputs(frame: pd.DataFrame, law: Law, target: str, source: str,
-                     columns: Sequence[str] | None = None) -> None:
+                     columns: Sequence[str] | None = None,
+                     shown: Mapping[str, str] | None = None) -> None:
     """Raise ``ValueError`` for the first row whose value of a law input or of ``target`` lies
     outside the law's domain (module docstring), naming ``source``, the 1-based data row
     (``frame.index`` + 1: the 0-based position in the source, as a
@@ -46,6 +47,7 @@ def check_law_inputs(frame: pd.DataFrame, law: Law, target: str, source: str,
         law: the law; its ``variables`` and ``target`` are checked (``columns`` to restrict).
         target: the response column.
         source: the file (or ``"<DataFrame>"``) for the message.
+        shown: the user's name of a column the caller renamed (law name → user's name).
     """
     for column in columns or (*law.variables, target):
         if column not in frame.columns:
@@ -64,7 +66,8 @@ def check_law_inputs(frame: pd.DataFrame, law: Law, target: str, source: str,
         if column == target and closed and finite.size and np.all(finite <= 100) \
                 and np.median(finite) > 1:
             hint = "; percentages? give the error as a fraction (divide by 100)"
-        raise ValueError(f"{source}: column {column!r} ({role} of law {law.name!r}), data row "
+        name = (shown or {}).get(column, column)
+        raise ValueError(f"{source}: column {name!r} ({role} of law {law.name!r}), data row "
                          f"{int(frame.index[j]) + 1}: expected {expected}, got "
                          f"{_shown(frame[column].iloc[j])}{more}{hint}")
 

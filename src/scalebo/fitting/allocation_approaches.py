@@ -1,0 +1,249 @@
+"""Each Chinchilla approach on a table's cell bests, as one :class:`AllocationEstimate`.
+
+Used by :func:`scalebo.fitting.allocation_summary.allocation_summary` (what ``scalebo allocate``
+prints); the approaches themselves are in :mod:`scalebo.fitting.allocation`. Conventions: ``C``
+in FLOPs, ``N`` parameters, ``D`` tokens, losses in nats. Warnings raised here are collected
+by the caller and prefixed with the approach.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from scalebo.errors import FitError
+from scalebo.fitting.allocation import (
+    AllocationLaw,
+    PowerFit,
+    approach1,
+    approach2,
+    approach3,
+    edge_note,
+    fit_power,
+)
+from scalebo.fitting.frontier import pareto_envelope, snap_ties
+from scalebo.fitting.robust import FitStatus
+
+__all__ = ["EXPONENT_LEVEL", "ISOFLOP_RTOL", "AllocationEstimate", "envelope_estimate",
+           "exponent_interval", "isoflop_budgets", "isoflop_estimate", "law_estimate"]
+
+#: Runs whose compute agrees within this relative tolerance form one isoFLOP budget when no
+#: budget column is named: sizes and token counts rounded to whole numbers move ``6·N·D`` by
+#: well under 1 %, while isoFLOP budgets are spaced by factors of 2 or more.
+ISOFLOP_RTOL = 0.01
+
+#: Level of the exponents' intervals.
+EXPONENT_LEVEL = 0.95
+
+
+def isoflop_budgets(C: np.ndarray, rtol: float = ISOFLOP_RTOL) -> np.ndarray:
+    """The isoFLOP budget (FLOPs) of each run: runs are sorted by C and a new budget starts
+    where C grows by more than ``rtol`` over the previous run
+    (:func:`~scalebo.fitting.frontier.snap_ties`); a budget is the geometric mean of its runs'
+    C.
+
+    Raises:
+        FitError: a chain of close computes spans more than ``2·rtol`` (the runs are not on
+            isoFLOP budgets; name each run's budget with a column instead).
+    """
+    C = np.asarray(C, dtype=np.float64)
+    group = snap_ties(C, rtol)
+    out = np.empty_like(C)
+    for g in np.unique(group):
+        members = C[group == g]
+        span = members.max() / members.min() - 1
+        if span > 2 * rtol:
+            raise FitError(
+                f"{members.size} runs with C from {members.min():.4g} to {members.max():.4g} "
+                f"FLOPs chain within {100 * rtol:g} % of each other (span {100 * span:.2g} %): "
+                "they are not on isoFLOP budgets; name each run's budget with a column "
+                "(--isoflop-column)")
+        out[group == g] = math.exp(float(np.mean(np.log(members))))
+    return out
+
+
+def exponent_interval(fit: PowerFit, x: np.ndarray, y: np.ndarray,
+                      level: float = EXPONENT_LEVEL) -> tuple[float, float] | None:
+    """Student-t interval of a log–log least-squares slope; None with fewer than 3 points."""
+    lx, ly = np.log(np.asarray(x, float)), np.log(np.asarray(y, float))
+    n = lx.size
+    sxx = float(np.sum((lx - lx.mean()) ** 2))
+    if n < 3 or sxx == 0:
+        return None
+    resid = ly - (math.log(fit.coef) + fit.exponent * lx)
+    se = math.sqrt(float(np.sum(resid**2)) / (n - 2) / sxx)
+    half = float(stats.t.ppf(0.5 + level / 2, n - 2)) * se
+    return fit.exponent - half, fit.exponent + half
+
+
+@dataclass(frozen=True)
+class AllocationEstimate:
+    """One approach's allocation law, or why the table could not give one.
+
+    Attributes:
+        approach: 1, 2 or 3.
+        law: ``N*(C)``, ``D*(C)`` power laws (None when the approach failed: see ``reason``).
+        reason: why there is no law ("" when there is one).
+        points: the points the power laws were fitted on (approach 1: envelope runs; 2: one
+            row per budget, unusable ones with their reason; 3: the cell bests the law was
+            fitted on).
+        intervals: ``{"N_opt": (lo, hi), "D_opt": (lo, hi)}`` intervals of the exponents at
+            :data:`EXPONENT_LEVEL`: t-intervals for approaches 1 and 2 (≥ 3 points),
+            bootstrap percentile intervals for approach 3 (with ``bootstrap``); else empty.
+        fit_status: approach 3's law fit status (``converged``, ``not identified``, ...).
+        law_params: approach 3's fitted E, A, alpha, B, beta (natural units).
+    """
+
+    approach: int
+    law: AllocationLaw | None
+    reason: str = ""
+    points: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
+    intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
+    fit_status: str | None = None
+    law_params: dict[str, float] = field(default_factory=dict)
+
+    def at(self, C: float) -> dict[str, float] | None:
+        """``N_opt`` (parameters), ``D_opt`` (tokens), ``tokens_per_param`` at ``C`` FLOPs."""
+        if self.law is None:
+            return None
+        return {k: float(v) for k, v in self.law.at(float(C)).items() if k != "C"}
+
+    def to_dict(self) -> dict[str, Any]:
+        law = self.law
+        return {
+            "approach": self.approach,
+            "reason": self.reason or None,
+            "fit_status": self.fit_status,
+            "law_params": self.law_params or None,
+            **{key: None if law is None else {
+                "coef": fit.coef, "exponent": fit.exponent,
+                "exponent_interval": list(self.intervals[key]) if key in self.intervals
+                else None, "r2": fit.r2 if fit.n else None, "n_points": fit.n or None}
+               for key, fit in (("N_opt", law and law.n_opt), ("D_opt", law and law.d_opt))},
+            "points": [{k: (None if isinstance(v, float) and not math.isfinite(v) else v)
+                        for k, v in row.items()}
+                       for row in self.points.to_dict(orient="records")],
+        }
+
+
+def _power_intervals(law: AllocationLaw, C: np.ndarray, N: np.ndarray,
+                     D: np.ndarray) -> dict[str, tuple[float, float]]:
+    out = {}
+    for key, fit, y in (("N_opt", law.n_opt, N), ("D_opt", law.d_opt, D)):
+        if (iv := exponent_interval(fit, C, y)) is not None:
+            out[key] = iv
+    return out
+
+
+def _two_points(law: AllocationLaw, what: str) -> None:
+    if law.n_opt.n < 3:
+        warnings.warn(f"only {law.n_opt.n} {what}: a line through them has no interval and "
+                      "nothing checks it (r² is 1 by construction)", UserWarning, stacklevel=3)
+
+
+def envelope_estimate(cells: pd.DataFrame) -> AllocationEstimate:
+    """Approach 1 on the Pareto envelope of the cell bests (computes within
+    :data:`ISOFLOP_RTOL` of one another are one compute, in each such group)."""
+    C = snap_ties(cells["C"].to_numpy(float), ISOFLOP_RTOL)
+    env = cells.loc[pareto_envelope(C, cells["loss"].to_numpy(float))].sort_values("C")
+    points = env[[c for c in ("run_id", "N", "D", "C", "loss") if c in env]].reset_index(
+        drop=True)
+    try:
+        law = approach1(points)
+    except FitError as exc:
+        return AllocationEstimate(1, None, f"the envelope: {exc}", points)
+    if points["N"].nunique() < 2:
+        return AllocationEstimate(1, None, "every envelope run has the same N: the table "
+                                  "does not say how N* grows with C", points)
+    _two_points(law, "envelope runs")
+    if text := edge_note(points, float(cells["N"].min()), float(cells["N"].max())):
+        warnings.warn(text, UserWarning, stacklevel=2)
+    return AllocationEstimate(1, law, "", points,
+                              _power_intervals(law, points["C"], points["N"], points["D"]))
+
+
+def isoflop_estimate(cells: pd.DataFrame, isoflop_column: str | None,
+                     min_points: int) -> AllocationEstimate:
+    """Approach 2 on the cell bests grouped into isoFLOP budgets (a column, or
+    :func:`isoflop_budgets`); names budgets whose parabola's vertex lies outside their sizes."""
+    try:
+        budget = (cells[isoflop_column].to_numpy(float) if isoflop_column
+                  else isoflop_budgets(cells["C"].to_numpy(float)))
+    except FitError as exc:
+        return AllocationEstimate(2, None, str(exc))
+    runs = cells.assign(_budget=budget)
+    try:
+        law = approach2(runs, budget="_budget", min_points=min_points)
+    except FitError as exc:
+        n_iso = int((runs.groupby("_budget")["N"].nunique() >= min_points).sum())
+        return AllocationEstimate(
+            2, None, f"{exc} ({n_iso} budget{'s' if n_iso != 1 else ''} with ≥ {min_points} "
+            f"sizes among {runs['_budget'].nunique()} distinct computes; isoFLOP profiles "
+            "need several model sizes trained at one compute)")
+    pts = law.points
+    used = pts[pts["used"]]
+    _two_points(law, "isoFLOP budgets")
+    outside = used[~used["vertex_inside"].astype(bool)]
+    if len(outside):
+        inner = used[used["vertex_inside"].astype(bool)]
+        without = (f"; without them N* grows as "
+                   f"C^{fit_power(inner['C'], inner['N_opt']).exponent:.3f} (with them "
+                   f"C^{law.n_opt.exponent:.3f})" if inner["C"].nunique() >= 2 else "")
+        warnings.warn(f"{len(outside)} of {len(used)} budgets put N* outside the sizes they "
+                      f"trained (C = {', '.join(f'{c:.3g}' for c in outside['C'])} FLOPs): "
+                      f"the parabola extrapolates there{without}; train sizes around their "
+                      "optimum", UserWarning, stacklevel=2)
+    return AllocationEstimate(2, law, "", pts,
+                              _power_intervals(law, used["C"], used["N_opt"], used["D_opt"]))
+
+
+def law_estimate(cells: pd.DataFrame, bootstrap: int = 0, seed: int = 0) -> AllocationEstimate:
+    """Approach 3: the Chinchilla law fitted to the cell bests (the law's start grid, default
+    Huber δ, as ``scalebo fit --law chinchilla``), minimized under C = 6ND; with
+    ``bootstrap`` resamples (whole runs when a ``run`` column groups checkpoints) a percentile
+    interval of ``a = β/(α+β)``."""
+    from scalebo.fitting.bootstrap import bootstrap_fit
+    from scalebo.fitting.robust import fit_law
+    from scalebo.fitting.run_clusters import run_cluster_note, run_clusters
+    from scalebo.laws import get_law
+
+    law = get_law("chinchilla")
+    points = cells[[c for c in ("run_id", "N", "D", "C", "loss") if c in cells]]
+    if len(points) < law.n_params:
+        return AllocationEstimate(3, None, f"L(N, D) has {law.n_params} parameters but the "
+                                  f"table has {len(points)} (N, D) cells", points)
+    X = points[["N", "D"]].to_numpy(float)
+    fit = fit_law(law, X, points["loss"].to_numpy(float), starts=law.start_grid(law.prepare(X)))
+    params = {k: float(v) for k, v in law.natural(fit.x).items()}
+    status = str(fit.status)
+    if fit.status not in (FitStatus.CONVERGED, FitStatus.BOUND_HIT):
+        return AllocationEstimate(3, None, f"the L(N, D) fit is {status}: {fit.message}",
+                                  points, fit_status=status, law_params=params)
+    if fit.status is FitStatus.BOUND_HIT:
+        warnings.warn(f"the L(N, D) fit has a parameter at a bound ({fit.message}): distrust "
+                      "its allocation", UserWarning, stacklevel=2)
+    try:
+        alloc = approach3(fit)
+    except (FitError, ValueError) as exc:
+        return AllocationEstimate(3, None, str(exc), points, fit_status=status,
+                                  law_params=params)
+    intervals = {}
+    if bootstrap:
+        boot = bootstrap_fit(fit, X, points["loss"].to_numpy(float), n_resamples=bootstrap,
+                             rng=seed, confidence_level=EXPONENT_LEVEL,
+                             clusters=run_clusters(cells))
+        for text in (boot.failure_note(), run_cluster_note(cells)):
+            if text:
+                warnings.warn(text, UserWarning, stacklevel=2)
+        nat = boot.natural_samples
+        a = nat["beta"] / (nat["alpha"] + nat["beta"])  # N* ∝ C^a, D* ∝ C^(1 - a)
+        if (iv := boot.percentile(a)) is not None:
+            intervals = {"N_opt": iv, "D_opt": (1 - iv[1], 1 - iv[0])}
+    return AllocationEstimate(3, alloc, "", points, intervals, fit_status=status,
+                              law_params=params)
