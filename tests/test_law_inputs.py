@@ -97,3 +97,15 @@ def test_width_and_depth_as_hyperparameters_are_not_called_off_optimal(tmp_path,
     err = capsys.readouterr().err
     assert "27 runs, every one fitted (--frontier all, the law default)" in err
     assert "off-optimal" not in err
+
+
+def test_a_prediction_far_below_the_runs_asks_whether_1e_was_meant(tmp_path, capsys):
+    frame = pd.DataFrame([{"N": N, "D": D, "loss": 1.7 + 400 / N**0.34 + 400 / D**0.28}
+                          for N in (1e8, 2e8, 4e8) for D in (2e9, 4e9, 8e9)])
+    path = tmp_path / "runs.csv"
+    frame.to_csv(path, index=False)
+    assert cli_main(["-q", "fit", str(path), "--law", "chinchilla", "--predict", "24",
+                     "--predict", "1e19"]) == 0
+    err = capsys.readouterr().err
+    assert "the prediction at C = 24 FLOPs is" in err and "(did you mean 1e24?)" in err
+    assert "1e+19 FLOPs" not in err  # within range: nothing to say

@@ -652,3 +652,19 @@ def test_a_relative_source_is_loaded_from_where_the_config_was_read(tmp_path, mo
     csv.unlink()
     with pytest.raises(ValueError, match="every Dask worker needs the file at this absolute"):
         _problem(spec, None)
+
+
+def test_a_budget_given_twice_and_bad_jobs_are_refused(tmp_path, capsys):
+    from scalebo.cli import main as cli_main
+
+    with pytest.raises(ValueError, match=r"budgets: 0.01 given twice \(as \['1%', 0.01\]\)"):
+        SweepConfig.from_dict({**CONFIG, "budgets": ["1%", 0.01, 0.05]})
+    path = tmp_path / "c.yaml"
+    path.write_text("name: x\nseeds: 1\nbudgets: [0.05]\ndatasets: [synthetic]\n"
+                    "methods: {w: {}}\n")
+    assert cli_main(["bench", "run", str(path), "--out", str(tmp_path / "o"), "--jobs",
+                     "0"]) == 2
+    assert "expected a number of worker processes >= 1, or -1" in capsys.readouterr().err
+    assert cli_main(["bench", "run", str(path), "--out", str(tmp_path / "o"), "--jobs", "2",
+                     "--dask-scheduler", "tcp://127.0.0.1:9"]) == 2
+    assert "--jobs 2 and --dask-scheduler" in capsys.readouterr().err

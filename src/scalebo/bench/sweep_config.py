@@ -351,7 +351,12 @@ class SweepConfig:
         if not isinstance(b_raw, list | tuple):
             raise ValueError(f"budgets: expected a list of fractions of C_total such as "
                              f"[0.01, '5%'], got {b_raw!r}.")
-        budgets = tuple(sorted({_parse_budget(b) for b in b_raw}))
+        parsed = [_parse_budget(b) for b in b_raw]
+        if twice := sorted({b for b in parsed if parsed.count(b) > 1}):
+            raise ValueError(f"budgets: {', '.join(f'{b:g}' for b in twice)} given twice "
+                             f"(as {[b for b in b_raw if _parse_budget(b) in twice]}); "
+                             "list each budget once")
+        budgets = tuple(sorted(set(parsed)))
         if not budgets:
             raise ValueError("'budgets' must not be empty.")
         return cls(str(raw.get("name", default_name)), tuple(datasets), methods,

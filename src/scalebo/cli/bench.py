@@ -79,6 +79,18 @@ def _seeds(text: str) -> list[int]:
     return out
 
 
+def _jobs(text: str) -> int:
+    """argparse type of ``--jobs``: an integer ≥ 1, or -1 (every core)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1 and value != -1:
+        raise argparse.ArgumentTypeError(f"expected a number of worker processes >= 1, or -1 "
+                                         f"for every core, got {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(dest="bench_command", metavar="ACTION", required=True,
                                 help="run a sweep or report on its records")
@@ -88,7 +100,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("config", help="sweep config (YAML), e.g. benchmarks/configs/smoke.yaml")
     run.add_argument("--out", required=True, metavar="DIR",
                      help="record directory (created; one JSON file per cell)")
-    run.add_argument("--jobs", "-j", type=int, default=1,
+    run.add_argument("--jobs", "-j", type=_jobs, default=1,
                      help="local worker processes (joblib/loky; -1 = all cores; default 1)")
     run.add_argument("--dask-scheduler", metavar="ADDRESS", default=None,
                      help="run the cells on a Dask cluster, e.g. tcp://10.0.0.1:8786 "
@@ -138,6 +150,9 @@ def _run(args: argparse.Namespace) -> int:
         require_extra("trees", f"method {trees[0]!r} (surrogate: trees)")
     if args.dask_scheduler is not None:
         require_extra("dask", "--dask-scheduler")
+        if args.jobs != 1:
+            raise ValueError(f"--jobs {args.jobs} and --dask-scheduler: the cluster's workers "
+                             "run the cells; give one of them")
     data_dir = args.data_dir or os.environ.get("SCALEBO_DATA_DIR")
     try:  # before any cell runs, naming the config (run_sweep checks them again)
         check_replay_datasets(config.datasets, data_dir)

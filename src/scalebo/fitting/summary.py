@@ -45,7 +45,7 @@ from scalebo.laws import GadreDownstreamLaw, Law, PowerLawSum, SigmoidDownstream
 __all__ = ["FIT_ADVICE", "FRONTIERS", "FRONTIER_NOTE_PCT", "UNITS", "FitSummary",
            "default_frontier", "fit_summary", "frontier_note", "law_formula", "one_size_note",
            "prediction_kind", "predictions", "run_cluster_note", "run_clusters",
-           "select_points"]
+           "select_points", "tiny_compute_notes"]
 
 FRONTIERS = ("envelope", "hull", "cell", "all")
 #: Units of the canonical columns, as printed and written.
@@ -288,6 +288,19 @@ class FitSummary:
         }
 
 
+def tiny_compute_notes(predict: Sequence[float], C_min: float) -> list[str]:
+    """A note for each prediction compute (FLOPs) more than 1000x below the smallest run's
+    (``C_min``): ``--predict 24`` meant 1e24 rather than 24 FLOPs."""
+    out = []
+    for c in predict:
+        if c < C_min / 1e3:
+            meant = f" (did you mean 1e{c:g}?)" if float(c).is_integer() and 10 <= c <= 40 \
+                else ""
+            out.append(f"the prediction at C = {c:g} FLOPs is {C_min / c:.3g}x below the "
+                       f"smallest run's compute ({C_min:.3g} FLOPs){meant}")
+    return out
+
+
 def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | None = None,
                 target: str = "loss", huber_delta: float = DEFAULT_HUBER_DELTA,
                 bootstrap: int = 0, confidence_level: float = 0.95,
@@ -350,6 +363,8 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
         if boot is not None and (text := boot.failure_note()):
             warnings.warn(text, NumericalWarning, stacklevel=2)
         preds = predictions(fit, boot, predict) if len(predict) else []
+        for text in tiny_compute_notes(predict, float(table.frame["C"].min())):
+            warnings.warn(text, UserWarning, stacklevel=2)
         note = (frontier_note(table.frame, law, target, fit, predict, huber_delta)
                 if method == "envelope" and prediction_kind(law) == "compute" and fit.success
                 else None)
