@@ -49,7 +49,7 @@ def test_isoflop_budgets_group_close_computes_and_refuse_a_chain():
     assert got[0] == got[3] == pytest.approx(np.sqrt(2.0e18 * 2.01e18))
     assert got[4] == pytest.approx(8e18, rel=1e-12)
     chain = 1e18 * 1.008 ** np.arange(5)  # each within 1 % of the last, 3.2 % end to end
-    with pytest.raises(FitError, match="not on isoFLOP budgets"):
+    with pytest.raises(FitError, match="not one isoFLOP budget"):
         isoflop_budgets(chain)
 
 
@@ -254,3 +254,76 @@ def test_approach1_groups_close_computes_within_each_group():
     table = load_runs(pd.DataFrame({"N": N, "D": C / (6 * N), "loss": loss}))
     one = allocation_summary(table, [1]).estimates[0]
     assert one.points["N"].tolist() == [1e8, 1.5e8]
+
+
+def test_a_budget_column_in_another_unit_is_refused():
+    # A trial: budgets given as labels 1..5 or in PF-days gave D* of 2e-9 tokens, exit 0.
+    frame = _isoflop_table()
+    frame["label"] = frame["budget"].rank(method="dense")
+    frame["zero"] = frame["budget"].where(frame.index != 4, 0.0)
+    table = load_runs(frame, hyperparameters=())
+    with pytest.raises(ValueError, match=r"column 'label' is [0-9.e-]+x the runs' compute C"):
+        allocation_summary(table, [2], isoflop_column="label")
+    with pytest.raises(ValueError, match="data row 5 has 0.0"):
+        allocation_summary(table, [2], isoflop_column="zero")
+
+
+def test_approach3_answers_at_the_tables_own_compute():
+    # A trial: with C = 7.2·N·D approaches 1 and 2 were right at 1e24 and approach 3 (solving
+    # 6·N·D = C) 8.6 % off in N*, without a word.
+    frame = _isoflop_table(round_sizes=False)
+    frame["C"] = 7.2 * frame["N"] * frame["D"]
+    summary = allocation_summary(load_runs(frame), [3], predict=[1e24])
+    r = summary.predictions()[0]
+    assert 7.2 * r["N_opt"] * r["D_opt"] == pytest.approx(1e24, rel=1e-9)
+    G = (TRUE["alpha"] * TRUE["A"] / (TRUE["beta"] * TRUE["B"])) ** (
+        1 / (TRUE["alpha"] + TRUE["beta"]))
+    assert r["N_opt"] == pytest.approx(G * (1e24 / 7.2) ** A_TRUE, rel=0.01)
+    assert any("approach 3 solves 7.2·N·D = C" in w for w in summary.warnings)
+
+
+def test_a_stray_chain_of_close_computes_is_listed_not_fatal():
+    # A trial: four stray runs chaining over 2.8 % stopped approach 2 on a clean design.
+    frame = _isoflop_table()
+    stray = pd.DataFrame({"N": [1e8, 2e8, 3e8, 4e8], "budget": np.nan,
+                          "C": [5e18, 5.04e18, 5.09e18, 5.14e18]})
+    stray["D"] = stray["C"] / (6 * stray["N"])
+    stray["loss"] = _loss(stray["N"], stray["D"])
+    table = load_runs(pd.concat([frame, stray.drop(columns="C")], ignore_index=True),
+                      hyperparameters=())
+    two = allocation_summary(table, [2]).estimates[0]
+    assert two.law.n_opt.exponent == pytest.approx(A_TRUE, abs=0.02)
+    unused = two.points[~two.points["used"].astype(bool)]
+    assert len(unused) == 1 and "not one isoFLOP budget" in unused["reason"].iloc[0]
+
+
+def test_approach2_needs_an_isoflop_design_without_a_budget_column():
+    # Gemstones' checkpoints: 20 of 220 cells share a compute with 2 other sizes by chance;
+    # their parabolas gave a = 0.86 [-0.16, 1.88].
+    rng = np.random.default_rng(0)
+    N = np.repeat(np.geomspace(1e8, 1e9, 6), 8)
+    D = np.tile(np.geomspace(1e9, 1e11, 8), 6) * np.exp(rng.normal(0, 0.3, 48))
+    table = load_runs(pd.DataFrame({"N": N, "D": D, "loss": _loss(N, D)}))
+    two = allocation_summary(table, [2]).estimates[0]
+    assert two.law is None and ("not an isoFLOP design" in two.reason
+                                or "isoFLOP profiles need several" in two.reason)
+
+
+def test_approach1_tracking_the_edge_of_each_profile_is_said():
+    # A trial: every size 8x above N*: approach 1 gave the true slope with a zero-width
+    # interval and N* 2.9x too large, silently.
+    frame = _isoflop_table()
+    n_star = frame.loc[frame.groupby("budget")["loss"].idxmin(), ["budget", "N"]]
+    frame = frame.merge(n_star.rename(columns={"N": "N_star"}), on="budget")
+    frame = frame[frame["N"] > 1.5 * frame["N_star"]].drop(columns=["N_star", "budget"])
+    summary = allocation_summary(load_runs(frame), [1])
+    assert any("smallest or largest size of their profile" in w for w in summary.warnings)
+
+
+def test_the_python_entry_checks_its_arguments():
+    table = load_runs(_isoflop_table())
+    with pytest.raises(TypeError, match="takes a RunTable"):
+        allocation_summary(_isoflop_table())
+    with pytest.raises(ValueError, match="computes must be finite FLOPs > 0"):
+        allocation_summary(table, predict=[0.0])
+    assert [e.approach for e in allocation_summary(table, 2).estimates] == [2]

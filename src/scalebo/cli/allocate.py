@@ -36,10 +36,12 @@ FLOPs, by the three approaches of Hoffmann et al. (2022), side by side:
 
   1  envelope   the best run of each (N, D) cell, then the runs on the envelope of (C, loss)
                 (the best loss reached at each compute); log N and log D regressed on log C
-  2  isoFLOP    runs grouped by compute (--isoflop-column, else C within 1 %); in each budget
-                with >= 3 model sizes a parabola of loss in log N gives N*; D* = C/(6 N*)
-  3  L(N, D)    E + A/N^alpha + B/D^beta fitted to the cell bests, minimized under C = 6ND
+  2  isoFLOP    runs grouped by compute (--isoflop-column, in FLOPs; else C within 1 %, and
+                then at least half the cells must lie on profiles); in each budget with >= 3
+                model sizes a parabola of loss in log N gives N*; D* = C/(k N*)
+  3  L(N, D)    E + A/N^alpha + B/D^beta fitted to the cell bests, minimized under C = kND
                 (also: scalebo fit --law chinchilla --predict C, with bootstrap intervals)
+  k is the table's C/(N*D): 6 unless the table has a C column that says otherwise.
 
 An approach the table cannot support is listed with the reason. Approaches 1 and 2 give
 95 % t-intervals of their exponents (least squares in log-log space), approach 3 a 95 %

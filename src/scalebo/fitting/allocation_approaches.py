@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -38,19 +38,24 @@ __all__ = ["EXPONENT_LEVEL", "ISOFLOP_RTOL", "AllocationEstimate", "envelope_est
 #: well under 1 %, while isoFLOP budgets are spaced by factors of 2 or more.
 ISOFLOP_RTOL = 0.01
 
+#: Without a budget column, approach 2 needs at least this share of the cells on usable
+#: isoFLOP profiles: a grid or a checkpoint table has a few sizes sharing a compute by chance.
+ISOFLOP_MIN_SHARE = 0.5
+
 #: Level of the exponents' intervals.
 EXPONENT_LEVEL = 0.95
 
 
-def isoflop_budgets(C: np.ndarray, rtol: float = ISOFLOP_RTOL) -> np.ndarray:
+def isoflop_budgets(C: np.ndarray, rtol: float = ISOFLOP_RTOL, *,
+                    strict: bool = True) -> np.ndarray:
     """The isoFLOP budget (FLOPs) of each run: runs are sorted by C and a new budget starts
     where C grows by more than ``rtol`` over the previous run
     (:func:`~scalebo.fitting.frontier.snap_ties`); a budget is the geometric mean of its runs'
-    C.
+    C. A chain of close computes spanning more than ``2·rtol`` is no budget: NaN for its runs
+    with ``strict=False``.
 
     Raises:
-        FitError: a chain of close computes spans more than ``2·rtol`` (the runs are not on
-            isoFLOP budgets; name each run's budget with a column instead).
+        FitError: with ``strict``, such a chain (its runs are not on one isoFLOP budget).
     """
     C = np.asarray(C, dtype=np.float64)
     group = snap_ties(C, rtol)
@@ -59,13 +64,40 @@ def isoflop_budgets(C: np.ndarray, rtol: float = ISOFLOP_RTOL) -> np.ndarray:
         members = C[group == g]
         span = members.max() / members.min() - 1
         if span > 2 * rtol:
-            raise FitError(
-                f"{members.size} runs with C from {members.min():.4g} to {members.max():.4g} "
-                f"FLOPs chain within {100 * rtol:g} % of each other (span {100 * span:.2g} %): "
-                "they are not on isoFLOP budgets; name each run's budget with a column "
-                "(--isoflop-column)")
+            if not strict:
+                out[group == g] = np.nan
+                continue
+            raise FitError(_chain_text(members, rtol))
         out[group == g] = math.exp(float(np.mean(np.log(members))))
     return out
+
+
+def _chain_text(members: np.ndarray, rtol: float) -> str:
+    span = members.max() / members.min() - 1
+    return (f"{members.size} runs with C from {members.min():.4g} to {members.max():.4g} FLOPs "
+            f"chain within {100 * rtol:g} % of each other (span {100 * span:.2g} %): not one "
+            "isoFLOP budget (a budget column names each run's, --isoflop-column)")
+
+
+def check_budget_column(frame: pd.DataFrame, column: str, source: str) -> None:
+    """Raise ValueError unless ``column`` holds each run's isoFLOP budget in FLOPs: present,
+    a number > 0 on every row, and within a factor of 2 of the runs' own C (median ratio; a
+    budget in PF-days or a label 1, 2, 3 would make every D* absurd)."""
+    if column not in frame.columns:
+        raise ValueError(f"--isoflop-column {column!r} is not a column of {source}; columns: "
+                         f"{list(frame.columns)}")
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(float)
+    if bad := np.flatnonzero(~(values > 0)).tolist():
+        raw = frame[column].iloc[bad[0]]
+        shown = "a blank" if pd.isna(raw) else repr(raw.item() if isinstance(raw, np.generic)
+                                                     else raw)
+        raise ValueError(f"{source}: column {column!r} must hold each run's budget in FLOPs "
+                         f"(> 0); data row {int(frame.index[bad[0]]) + 1} has {shown}")
+    ratio = float(np.median(values / frame["C"].to_numpy(float)))
+    if not 0.5 <= ratio <= 2.0:
+        raise ValueError(f"{source}: column {column!r} is {ratio:.3g}x the runs' compute C "
+                         "(median): expected each run's budget in FLOPs, as C (a label or "
+                         "another unit makes every D* = C/(k N*) wrong)")
 
 
 def exponent_interval(fit: PowerFit, x: np.ndarray, y: np.ndarray,
@@ -164,29 +196,71 @@ def envelope_estimate(cells: pd.DataFrame) -> AllocationEstimate:
     _two_points(law, "envelope runs")
     if text := edge_note(points, float(cells["N"].min()), float(cells["N"].max())):
         warnings.warn(text, UserWarning, stacklevel=2)
+    elif text := _budget_edge_note(cells, C, env.index):
+        warnings.warn(text, UserWarning, stacklevel=2)
     return AllocationEstimate(1, law, "", points,
                               _power_intervals(law, points["C"], points["N"], points["D"]))
+
+
+def _budget_edge_note(cells: pd.DataFrame, C: np.ndarray, chosen: pd.Index) -> str | None:
+    """A note when most envelope runs that have ≥ 3 sizes at their compute (an isoFLOP
+    profile) are its smallest or largest size: the optimum lies beyond the sizes trained
+    there, and the envelope only tracks the profiles' edge (a trial: sizes 8x above N*, a
+    tight exponent and N* 2.9x too large)."""
+    group = pd.Series(C, index=cells.index)
+    N = cells["N"]
+    edge = profiles = 0
+    for i in chosen:
+        sizes = N[group == group[i]]
+        if sizes.nunique() >= 3:
+            profiles += 1
+            edge += N[i] in (sizes.min(), sizes.max())
+    if profiles < 2 or edge <= profiles / 2:
+        return None
+    return (f"{edge} of the {profiles} envelope runs on isoFLOP profiles are the smallest or "
+            "largest size of their profile: the optimum lies beyond the sizes trained there, "
+            "so N*(C) follows the profiles' edge, not the optimum (approach 2's vertices say "
+            "where it lies)")
 
 
 def isoflop_estimate(cells: pd.DataFrame, isoflop_column: str | None,
                      min_points: int) -> AllocationEstimate:
     """Approach 2 on the cell bests grouped into isoFLOP budgets (a column, or
     :func:`isoflop_budgets`); names budgets whose parabola's vertex lies outside their sizes."""
-    try:
-        budget = (cells[isoflop_column].to_numpy(float) if isoflop_column
-                  else isoflop_budgets(cells["C"].to_numpy(float)))
-    except FitError as exc:
-        return AllocationEstimate(2, None, str(exc))
-    runs = cells.assign(_budget=budget)
+    C = cells["C"].to_numpy(float)
+    budget = (cells[isoflop_column].to_numpy(float) if isoflop_column
+              else isoflop_budgets(C, strict=False))
+    lost = np.isnan(budget)  # chains of close computes that are no one budget: listed
+    chains = []
+    if lost.any():
+        group = snap_ties(C[lost], ISOFLOP_RTOL)
+        for g in np.unique(group):
+            members = C[lost][group == g]
+            chains.append({"C": float(np.exp(np.mean(np.log(members)))),
+                           "n_models": int(members.size), "used": False,
+                           "reason": _chain_text(members, ISOFLOP_RTOL)})
+    runs = cells.assign(_budget=budget)[~np.isnan(budget)]
     try:
         law = approach2(runs, budget="_budget", min_points=min_points)
     except FitError as exc:
         n_iso = int((runs.groupby("_budget")["N"].nunique() >= min_points).sum())
+        why = f"; {chains[0]['reason']}" if chains else ""
         return AllocationEstimate(
             2, None, f"{exc} ({n_iso} budget{'s' if n_iso != 1 else ''} with ≥ {min_points} "
             f"sizes among {runs['_budget'].nunique()} distinct computes; isoFLOP profiles "
-            "need several model sizes trained at one compute)")
+            f"need several model sizes trained at one compute{why})", pd.DataFrame(chains))
     pts = law.points
+    on_profiles = int(runs["_budget"].isin(pts.loc[pts["used"], "C"]).sum())
+    if isoflop_column is None and on_profiles < ISOFLOP_MIN_SHARE * len(cells):
+        return AllocationEstimate(
+            2, None, f"only {on_profiles} of the {len(cells)} cells lie on isoFLOP profiles "
+            f"(≥ {min_points} sizes at one compute, within {100 * ISOFLOP_RTOL:g} %): the "
+            "table is not an isoFLOP design, and profiles of a few sizes that share a compute "
+            "by chance say little (a budget column, --isoflop-column, names a design's)", pts)
+    if chains:
+        pts = pd.concat([pts, pd.DataFrame(chains)], ignore_index=True).sort_values("C")
+        law = replace(law, points=pts.reset_index(drop=True))
+        pts = law.points
     used = pts[pts["used"]]
     _two_points(law, "isoFLOP budgets")
     outside = used[~used["vertex_inside"].astype(bool)]
@@ -201,6 +275,34 @@ def isoflop_estimate(cells: pd.DataFrame, isoflop_column: str | None,
                       "optimum", UserWarning, stacklevel=2)
     return AllocationEstimate(2, law, "", pts,
                               _power_intervals(law, used["C"], used["N_opt"], used["D_opt"]))
+
+
+def _on_table_compute(alloc: AllocationLaw, points: pd.DataFrame) -> AllocationLaw:
+    """``alloc`` (the optimum under 6·N·D = C) for the table's own compute k·N·D = C, with k
+    its median C/(N·D): N*(C) = G (C/k)^a = [G_6 (6/k)^a] C^a, likewise D*. Unchanged for 6."""
+    k = float(np.median(points["C"] / (points["N"] * points["D"])))
+    if math.isclose(k, 6.0, rel_tol=1e-6):
+        return alloc
+    warnings.warn(f"the table's C is {k:.3g}·N·D (median), not 6·N·D: approach 3 solves "
+                  f"{k:.3g}·N·D = C, so its N*, D* are at the same compute as approaches 1 "
+                  "and 2 (scalebo fit --law chinchilla --predict solves 6·N·D = C)",
+                  UserWarning, stacklevel=3)
+    n, d = alloc.n_opt, alloc.d_opt
+    return replace(alloc, n_opt=replace(n, coef=n.coef * (6.0 / k) ** n.exponent),
+                   d_opt=replace(d, coef=d.coef * (6.0 / k) ** d.exponent))
+
+
+def _ratio_note(alloc: AllocationLaw, points: pd.DataFrame) -> str | None:
+    """A note when approach 3's D*/N* at the table's largest compute is over 3x outside the
+    D/N of every cell: the law's optimum lies where no run was trained (StepLaw: 0.10)."""
+    ratio = points["D"] / points["N"]
+    at = float(alloc.at(float(points["C"].max()))["tokens_per_param"])
+    if ratio.min() / 3 <= at <= 3 * ratio.max():
+        return None
+    return (f"at the largest compute of the table ({points['C'].max():.3g} FLOPs) the L(N, D) "
+            f"fit puts D*/N* at {at:.3g}, while the runs span {ratio.min():.3g} to "
+            f"{ratio.max():.3g} tokens per parameter: its optimum lies where no run was "
+            "trained, so its allocation is an extrapolation of the law's shape")
 
 
 def law_estimate(cells: pd.DataFrame, bootstrap: int = 0, seed: int = 0) -> AllocationEstimate:
@@ -233,6 +335,9 @@ def law_estimate(cells: pd.DataFrame, bootstrap: int = 0, seed: int = 0) -> Allo
     except (FitError, ValueError) as exc:
         return AllocationEstimate(3, None, str(exc), points, fit_status=status,
                                   law_params=params)
+    alloc = _on_table_compute(alloc, points)
+    if text := _ratio_note(alloc, points):
+        warnings.warn(text, UserWarning, stacklevel=2)
     intervals = {}
     if bootstrap:
         boot = bootstrap_fit(fit, X, points["loss"].to_numpy(float), n_resamples=bootstrap,

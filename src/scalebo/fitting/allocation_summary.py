@@ -30,13 +30,13 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from scalebo import __version__
 from scalebo.fitting.allocation_approaches import (
     EXPONENT_LEVEL,
     ISOFLOP_RTOL,
     AllocationEstimate,
+    check_budget_column,
     envelope_estimate,
     exponent_interval,
     isoflop_budgets,
@@ -87,7 +87,7 @@ class AllocationSummary:
                 "predictions": self.predictions(), "warnings": list(self.warnings)}
 
 
-def allocation_summary(table: Any, approaches: Sequence[int] = APPROACHES, *,
+def allocation_summary(table: Any, approaches: Sequence[int] | int = APPROACHES, *,
                        isoflop_column: str | None = None, min_points: int = 3,
                        predict: Sequence[float] = (), bootstrap: int = 0,
                        seed: int = 0) -> AllocationSummary:
@@ -107,6 +107,14 @@ def allocation_summary(table: Any, approaches: Sequence[int] = APPROACHES, *,
         ValueError: an unknown approach, ``min_points`` < 3, a missing or non-positive
             isoFLOP column.
     """
+    from scalebo.data.runs import RunTable
+
+    if not isinstance(table, RunTable):
+        raise TypeError(f"allocation_summary takes a RunTable (scalebo.load_runs(path or "
+                        f"DataFrame)), got {type(table).__name__}")
+    approaches = (approaches,) if isinstance(approaches, int) else tuple(approaches)
+    if bad_c := [c for c in predict if not (np.isfinite(c) and c > 0)]:
+        raise ValueError(f"predict: computes must be finite FLOPs > 0, got {bad_c}")
     unknown = [a for a in approaches if a not in APPROACHES]
     if unknown or not approaches:
         raise ValueError(f"approaches must be among {list(APPROACHES)}, got {list(approaches)}")
@@ -116,14 +124,7 @@ def allocation_summary(table: Any, approaches: Sequence[int] = APPROACHES, *,
         raise ValueError(f"an isoFLOP parabola needs ≥ 3 sizes, got min_points={min_points}")
     frame = table.frame
     if isoflop_column is not None:
-        if isoflop_column not in frame.columns:
-            raise ValueError(f"--isoflop-column {isoflop_column!r} is not a column of "
-                             f"{table.source}; columns: {list(frame.columns)}")
-        values = pd.to_numeric(frame[isoflop_column], errors="coerce").to_numpy(float)
-        if bad := np.flatnonzero(~(values > 0)).tolist():
-            raise ValueError(f"{table.source}: column {isoflop_column!r} must hold each run's "
-                             f"budget in FLOPs (> 0); data row {frame.index[bad[0]] + 1} has "
-                             f"{frame[isoflop_column].iloc[bad[0]]!r}")
+        check_budget_column(frame, isoflop_column, table.source)
     keys = ["N", "D", *([isoflop_column] if isoflop_column else [])]
     cells = best_per_cell(frame, keys)
     notes = []
@@ -154,17 +155,26 @@ DISAGREEMENT_FACTOR = 2.0
 
 def disagreement_notes(summary: AllocationSummary) -> list[str]:
     """A note per ``--predict`` compute where the approaches' N* differ by more than
-    :data:`DISAGREEMENT_FACTOR`: the table then does not pin the allocation down there."""
+    :data:`DISAGREEMENT_FACTOR`: the table then does not pin the allocation down there. It
+    gives every approach's N* and, with three, names the one farthest from the other two."""
     notes = []
     for C in summary.predict:
         rows = [r for r in summary.predictions() if r["C"] == C]
         if len(rows) < 2:
             continue
-        lo = min(rows, key=lambda r: r["N_opt"])
-        hi = max(rows, key=lambda r: r["N_opt"])
-        if hi["N_opt"] > DISAGREEMENT_FACTOR * lo["N_opt"]:
-            notes.append(f"at C = {C:.3g} FLOPs approach {hi['approach']} puts N* "
-                         f"{hi['N_opt'] / lo['N_opt']:.3g}x above approach {lo['approach']} "
-                         f"({hi['N_opt']:.3g} vs {lo['N_opt']:.3g} parameters): the runs do not "
-                         "pin the allocation down this far out; trust neither alone")
+        n = {r["approach"]: r["N_opt"] for r in rows}
+        if max(n.values()) <= DISAGREEMENT_FACTOR * min(n.values()):
+            continue
+        shown = ", ".join(f"{v:.3g} ({k})" for k, v in n.items())
+        apart = ""
+        if len(n) == 3:
+            logs = {k: np.log(v) for k, v in n.items()}
+            mid = float(np.median(list(logs.values())))
+            odd = max(logs, key=lambda k: abs(logs[k] - mid))
+            rest = [v for k, v in n.items() if k != odd]
+            if max(rest) <= DISAGREEMENT_FACTOR * min(rest):
+                apart = f"; approach {odd} stands apart from the other two, which agree"
+        notes.append(f"at C = {C:.3g} FLOPs the approaches put N* at {shown} parameters, "
+                     f"{max(n.values()) / min(n.values()):.3g}x apart{apart}: the runs do not "
+                     "pin the allocation down this far out; trust no one approach alone")
     return notes
