@@ -671,3 +671,15 @@ def test_a_malformed_row_names_its_data_row(tmp_path, name, text, said):
     path.write_text(text)
     with pytest.raises(RunTableError, match=said):
         load_runs(path)
+
+
+def test_a_short_csv_row_is_named_before_it_counts_as_failed(tmp_path):
+    # A trial: '1e8,4e9' under 'N,D,loss' was only "a non-finite loss (data row 2)".
+    path = tmp_path / "short.csv"
+    path.write_text("N,D,loss\n1e8,2e9,3.45\n\n1e8,4e9\n2e8,2e9,3.2\n2e8,4e9,\n")
+    with pytest.warns(UserWarning) as caught:
+        table = load_runs(path)
+    texts = [str(w.message) for w in caught]
+    assert any("1 row(s) have fewer fields than the header's 3: data row 2 (2 fields)" in t
+               for t in texts)  # the blank line is no data row; a trailing ',' is whole
+    assert table.n_excluded == 2

@@ -90,6 +90,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     try:
         if suffix in (".csv", ".tsv"):
             frame = pd.read_csv(path, sep=_header(path)[1])
+            if said := _short_rows(path):
+                warnings.warn(f"{path}: {said}", UserWarning, stacklevel=2)
         elif suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(path)
         elif suffix in (".jsonl", ".ndjson"):
@@ -127,6 +129,30 @@ def _ragged_row(path: Path) -> str:
                         f"{len(fields)} fields where the header has {len(header)}: a "
                         "separator inside a value (quote it), or a value too many?")
     return ""
+
+
+def _short_rows(path: Path) -> str:
+    """Rows of a ``.csv`` / ``.tsv`` with fewer fields than the header (pandas reads their
+    missing trailing values as empty, e.g. a loss: the run then counts as failed), by 1-based
+    data row; "" when every row is whole."""
+    sep = _header(path)[1]
+    short: list[tuple[int, int]] = []
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        reader = csv.reader(fh, delimiter=sep)
+        header = next(reader, [])
+        row = 0
+        for fields in reader:
+            if not any(f.strip() for f in fields):
+                continue
+            row += 1
+            if len(fields) < len(header):
+                short.append((row, len(fields)))
+    if not short:
+        return ""
+    shown = ", ".join(f"data row {r} ({n} fields)" for r, n in short[:5])
+    return (f"{len(short)} row(s) have fewer fields than the header's {len(header)}: {shown}"
+            f"{' ...' if len(short) > 5 else ''}; their missing trailing values read as empty "
+            "(write the trailing separators, e.g. '1e8,2e9,' for a run without a loss)")
 
 
 def _bad_json_line(path: Path) -> str:
