@@ -73,3 +73,12 @@ def test_an_unreachable_scheduler_is_a_one_line_error(tmp_path):
                                             "connect .*start the scheduler"):
         run_sweep(cfg, tmp_path, cell_fn=stub_cell, dask_scheduler="tcp://127.0.0.1:9",
                   progress=False)
+
+
+def test_a_scheduler_without_workers_says_so():
+    # A trial: the sweep waited without a word on a scheduler that had no worker.
+    from scalebo.bench.executors import _iter_dask
+
+    with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as lc, \
+            pytest.warns(UserWarning, match="has no workers: the cells wait until one joins"):
+        assert list(_iter_dask([], stub_cell, lc.scheduler_address)) == []

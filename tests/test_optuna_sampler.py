@@ -199,3 +199,13 @@ def test_an_objective_asking_for_a_non_grid_parameter_releases_its_claim():
     assert len(first) == 3 and runs.failed.size == 0 and runs.spent() == 0
     study.optimize(lambda t: float(truth.loc[_config(t, sampler)]), n_trials=1)
     assert study.get_trials()[-1].state == optuna.trial.TrialState.COMPLETE
+
+
+def test_an_enqueued_trial_off_the_grid_fails_instead_of_running_forever():
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    grid, _ = _grid()
+    study = optuna.create_study(sampler=ScaleboSampler(grid, 0.3, seed=0))
+    study.enqueue_trial({"N": 3e8, "D": 4e9, "lr": 2e-3, "bs": 256})  # N is not on the grid
+    with pytest.raises(Exception, match="enqueued trial"):
+        study.optimize(lambda t: 0.0, n_trials=1)
+    assert [t.state for t in study.get_trials()] == [optuna.trial.TrialState.FAIL]

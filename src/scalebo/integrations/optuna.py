@@ -195,7 +195,12 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
                 runs = self._campaign(study, trial)
                 fixed = trial.system_attrs.get("fixed_params")
                 if fixed:  # an enqueued trial: claim the configuration it will train
-                    index = _fixed_index_of(self.grid, fixed, runs)
+                    try:
+                        index = _fixed_index_of(self.grid, fixed, runs)
+                    except SearchError:  # it will never run: FAIL, not RUNNING forever
+                        study._storage.set_trial_state_values(trial._trial_id,
+                                                              state=TrialState.FAIL)
+                        raise
                 else:
                     try:
                         res = suggest_runs(self.grid, runs, self.budget, batch=1,
