@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pandas as pd
 import pytest
 
 optuna = pytest.importorskip("optuna", reason="the [optuna] extra is not installed")
@@ -142,16 +143,47 @@ def test_trials_it_did_not_propose_count_as_runs():
     claimed = [int(t.system_attrs["scalebo:index"]) for t in study.get_trials()
                if "scalebo:index" in t.system_attrs]
     assert len(claimed) == 8 and not set(claimed) & set(done)
-    # a loss that cannot be placed on the grid is an error, not a silent skip
+    from types import SimpleNamespace
+
+    runs = sampler._campaign(study, SimpleNamespace(number=-1))
+    assert set(done) <= set(runs.completed.tolist())  # their losses are used ...
+    assert runs.spent() == pytest.approx(float(grid.cost[[*done, *claimed]].sum()))  # ... paid
+    # a loss that cannot be placed on the grid is left out with a warning (Optuna cannot
+    # delete a trial, so an error would stop the study for good)
     study.add_trial(optuna.trial.create_trial(params={"N": 5e7}, distributions={
         "N": dists["N"]}, value=3.0))
-    with pytest.raises(Exception, match="lacks grid column"):
+    with pytest.warns(UserWarning, match="cannot be placed on the grid .*lacks grid column"):
         study.optimize(lambda t: float(truth.loc[_config(t, sampler)]), n_trials=1)
+    assert study.get_trials()[-1].state == optuna.trial.TrialState.COMPLETE
+
+
+def test_repeated_configurations_of_another_sampler_are_one_observation():
+    """A review: six random trials (two of one configuration), then ScaleboSampler: every
+    claim raised 'Indices repeat within one call', and the repeat was charged once."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    grid, frame = _grid()
+    truth = frame.set_index(COLS)["loss"]
+    sampler = ScaleboSampler(grid, 0.3, seed=0)
+    study = optuna.create_study(sampler=sampler)
+    dists = {c: optuna.distributions.CategoricalDistribution(sampler.values(c)) for c in COLS}
+    params = {c: sampler.values(c)[0] for c in COLS}
+    for value in (3.0, 3.2):
+        study.add_trial(optuna.trial.create_trial(params=params, distributions=dists,
+                                                  value=value))
+    study.optimize(lambda t: float(truth.loc[_config(t, sampler)]), n_trials=2)
+    from types import SimpleNamespace
+
+    runs = sampler._campaign(study, SimpleNamespace(number=-1))
+    i = int(grid.index_of(pd.DataFrame([params]))[0])
+    assert runs.losses[runs.completed.tolist().index(i)] == pytest.approx(3.1)
+    assert runs.cost[i] == pytest.approx(2 * grid.budget_cost[i])  # both attempts paid
 
 
 @pytest.mark.parametrize(("cost", "text"), [(-1e30, "-1e+30"), (float("nan"), "nan"),
-                                            ("abc", "'abc'")])
-def test_a_bad_cost_attribute_names_the_trial(cost, text):
+                                            ("abc", "'abc'"), (0, "0")])
+def test_a_bad_cost_attribute_is_named_and_the_grids_cost_used(cost, text):
+    """A trial: cost = -1e30 switched the budget off (101 trials, the whole grid). A finished
+    trial's attributes cannot be mended, so an error would stop the study for good."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     grid, frame = _grid()
     truth = frame.set_index(COLS)["loss"]
@@ -163,9 +195,12 @@ def test_a_bad_cost_attribute_names_the_trial(cost, text):
             trial.set_user_attr("cost", cost)
         return float(truth.loc[_config(trial, sampler)])
 
-    with pytest.raises(Exception, match=f"trial 0: user attribute 'cost' must be a finite "
-                                        f"number > 0 .*got {re.escape(text)}"):
-        study.optimize(objective, n_trials=5)
+    with pytest.warns(UserWarning, match=f"trial 0: user attribute 'cost' must be a finite "
+                                         f"number > 0 .*got {re.escape(text)}; the grid's"):
+        study.optimize(objective, n_trials=200)
+    idx = [int(t.system_attrs["scalebo:index"]) for t in study.get_trials()
+           if "scalebo:index" in t.system_attrs]
+    assert float(grid.cost[idx].sum()) <= 0.05 * grid.C_total * (1 + 1e-12)
 
 
 def test_a_maximizing_or_multi_objective_study_is_refused():
@@ -175,6 +210,8 @@ def test_a_maximizing_or_multi_objective_study_is_refused():
         study = optuna.create_study(sampler=ScaleboSampler(grid, 0.3), **kw)
         with pytest.raises(ValueError, match="minimizes the loss|single-objective"):
             study.optimize(lambda t: 0.0, n_trials=1)
+        # FAIL, not RUNNING forever (a pending run to every later claim)
+        assert [t.state for t in study.get_trials()] == [optuna.trial.TrialState.FAIL]
 
 
 def test_an_objective_asking_for_a_non_grid_parameter_releases_its_claim():

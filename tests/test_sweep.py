@@ -499,9 +499,12 @@ def test_config_mistakes_are_named(tmp_path, capsys):
     for alone in ("0.05", "'5%'"):  # one budget written alone is one budget
         cfg = SweepConfig.from_dict({**CONFIG, "budgets": yaml.safe_load(alone)})
         assert cfg.budgets == (0.05,)
-    # "0.7%" was 0.006999999999999999: two budgets beside 0.007, and keys with extra digits
-    assert SweepConfig.from_dict({**CONFIG, "budgets": [0.007, "0.7%", "1.1%"]}).budgets == (
+    # "0.7%" was 0.006999999999999999: two budgets beside 0.007, and keys with extra digits;
+    # it is 0.007 itself, so writing both is one budget given twice
+    assert SweepConfig.from_dict({**CONFIG, "budgets": ["0.7%", "1.1%"]}).budgets == (
         0.007, 0.011)
+    with pytest.raises(ValueError, match=r"budgets: 0.007 given twice \(as \[0.007, '0.7%'\]"):
+        SweepConfig.from_dict({**CONFIG, "budgets": [0.007, "0.7%", "1.1%"]})
 
 
 def test_file_dataset_options_are_checked_and_its_content_is_in_the_key(tmp_path, capsys):

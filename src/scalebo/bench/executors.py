@@ -71,11 +71,11 @@ def _iter_dask(tasks: Sequence[Task], run: Callable[[Task], list[dict]], address
         raise ValueError(f"--dask-scheduler {address}: cannot connect ({exc}); start the "
                          "scheduler and its workers first (dask scheduler, dask worker "
                          "ADDRESS) and give its address, e.g. tcp://host:8786") from None
-    if not client.scheduler_info().get("workers"):
-        warnings.warn(f"the Dask scheduler {client.scheduler.address} has no workers: the "
-                      "cells wait until one joins (dask worker ADDRESS)", UserWarning,
-                      stacklevel=2)
     try:
+        if not client.scheduler_info().get("workers"):
+            warnings.warn(f"the Dask scheduler {client.scheduler.address} has no workers: the "
+                          "cells wait until one joins (dask worker ADDRESS)", UserWarning,
+                          stacklevel=2)
         futures = {client.submit(run, t, pure=False): t for t in tasks}
         for fut in distributed.as_completed(futures):
             try:

@@ -240,22 +240,15 @@ def _file_digest(source: str) -> str | None:
     """SHA-256 (hex) of ``source`` when it names a run-table file, else None; raises
     ValueError for a run-table path (a known suffix) that is no file."""
     from scalebo.bench.problems import REGISTERED
+    from scalebo.data.files import SUFFIXES, file_sha256
 
+    path = Path(source)
     if source in REGISTERED or source.startswith("dataset:"):
         return None
-    path = Path(source)
-    if not path.is_file():
-        from scalebo.data.files import SUFFIXES
-
-        if path.suffix.lower() in SUFFIXES:  # a run-table file, not a name: every cell fails
-            raise ValueError(f"dataset source {source!r}: no such file (a relative path is "
-                             f"taken from the current folder, {Path.cwd()}).")
-        return None
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    if not path.is_file() and path.suffix.lower() in SUFFIXES:  # every cell would fail
+        raise ValueError(f"dataset source {source!r}: no such file (a relative path is "
+                         f"taken from the current folder, {Path.cwd()}).")
+    return file_sha256(path) if path.is_file() else None
 
 
 def _parse_budget(value: Any) -> float:

@@ -122,8 +122,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "intervals (0 = none; 1000 is typical)")
     group.add_argument("--run", metavar="COL", default=None,
                        help="column naming each row's training run, when rows are checkpoints: "
-                            "--bootstrap then resamples whole runs (default: a column named "
-                            "'run')")
+                            "--bootstrap then resamples whole runs, and (in a file) two seeds' "
+                            "checkpoints at one (N, D) are not repeats (default: a column "
+                            "named 'run')")
     group.add_argument("--confidence", type=_level, default=0.95,
                        help="level of the percentile intervals (default 0.95)")
     group.add_argument("--seed", type=int_at_least(0), default=0,

@@ -248,3 +248,14 @@ def check_header(path: str | Path, columns: dict[str, list[str]], name: str) -> 
             where = "header" if path.suffix.lower() in (".csv", ".tsv") else "schema"
             raise RunTableError(f"{name}: {what}(s) {with_hints(absent, have)} not in the "
                                 f"{where} of {path}; its columns: {have}.")
+
+
+def file_sha256(path: str | Path) -> str:
+    """SHA-256 (hex) of a file's bytes, read in 1 MiB blocks."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

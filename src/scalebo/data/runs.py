@@ -265,11 +265,11 @@ def load_runs(
 
     config_columns = tuple(config_columns)
     _check_columns_exist(frame, config_columns, "config column", name)
-    for column in config_columns:
-        _check_no_missing(frame[column], column, name)
     unfinished = unfinished_runs(frame)
     valid = (np.isfinite(frame["loss"].to_numpy(dtype=np.float64))  # the others are excluded
              & ~unfinished[0])
+    for column in config_columns:  # a run excluded anyway (no loss) may leave it blank
+        _check_no_missing(frame.loc[valid, column], column, name)
     hps = _resolve_hyperparameters(frame, hyperparameters, config_columns, name, valid)
     for column in hps:
         if hyperparameters is not None and (is_categorical(frame[column]) or

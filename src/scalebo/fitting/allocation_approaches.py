@@ -180,9 +180,12 @@ def _two_points(law: AllocationLaw, what: str) -> None:
 
 
 def envelope_estimate(cells: pd.DataFrame) -> AllocationEstimate:
-    """Approach 1 on the Pareto envelope of the cell bests (computes within
-    :data:`ISOFLOP_RTOL` of one another are one compute, in each such group)."""
-    C = snap_ties(cells["C"].to_numpy(float), ISOFLOP_RTOL)
+    """Approach 1 on the Pareto envelope of the cell bests: runs on one isoFLOP budget
+    (:func:`isoflop_budgets`: computes within :data:`ISOFLOP_RTOL` of the previous, the chain
+    spanning at most twice that) are one compute; a longer chain keeps its runs' own C."""
+    raw = cells["C"].to_numpy(float)
+    grouped = isoflop_budgets(raw, strict=False)  # a longer chain keeps its runs' own C
+    C = np.where(np.isnan(grouped), raw, grouped)
     env = cells.loc[pareto_envelope(C, cells["loss"].to_numpy(float))].sort_values("C")
     points = env[[c for c in ("run_id", "N", "D", "C", "loss") if c in env]].reset_index(
         drop=True)
@@ -252,11 +255,14 @@ def isoflop_estimate(cells: pd.DataFrame, isoflop_column: str | None,
     pts = law.points
     on_profiles = int(runs["_budget"].isin(pts.loc[pts["used"], "C"]).sum())
     if isoflop_column is None and on_profiles < ISOFLOP_MIN_SHARE * len(cells):
-        return AllocationEstimate(
-            2, None, f"only {on_profiles} of the {len(cells)} cells lie on isoFLOP profiles "
-            f"(≥ {min_points} sizes at one compute, within {100 * ISOFLOP_RTOL:g} %): the "
-            "table is not an isoFLOP design, and profiles of a few sizes that share a compute "
-            "by chance say little (a budget column, --isoflop-column, names a design's)", pts)
+        why = (f"only {on_profiles} of the {len(cells)} cells lie on isoFLOP profiles "
+               f"(≥ {min_points} sizes at one compute, within {100 * ISOFLOP_RTOL:g} %): the "
+               "table is not an isoFLOP design, and profiles of a few sizes that share a "
+               "compute by chance say little (a budget column, --isoflop-column, names a "
+               "design's)")
+        kept = pts["used"].astype(bool)
+        pts = pts.assign(used=False, reason=pts["reason"].where(~kept, "not an isoFLOP design"))
+        return AllocationEstimate(2, None, why, pts)
     if chains:
         pts = pd.concat([pts, pd.DataFrame(chains)], ignore_index=True).sort_values("C")
         law = replace(law, points=pts.reset_index(drop=True))
@@ -281,10 +287,10 @@ def _on_table_compute(alloc: AllocationLaw, points: pd.DataFrame) -> AllocationL
     """``alloc`` (the optimum under 6·N·D = C) for the table's own compute k·N·D = C, with k
     its median C/(N·D): N*(C) = G (C/k)^a = [G_6 (6/k)^a] C^a, likewise D*. Unchanged for 6."""
     k = float(np.median(points["C"] / (points["N"] * points["D"])))
-    if math.isclose(k, 6.0, rel_tol=1e-6):
+    if math.isclose(k, 6.0, rel_tol=ISOFLOP_RTOL):  # C given to a few digits: 6·N·D
         return alloc
-    warnings.warn(f"the table's C is {k:.3g}·N·D (median), not 6·N·D: approach 3 solves "
-                  f"{k:.3g}·N·D = C, so its N*, D* are at the same compute as approaches 1 "
+    warnings.warn(f"the table's C is {k:.4g}·N·D (median), not 6·N·D: approach 3 solves "
+                  f"{k:.4g}·N·D = C, so its N*, D* are at the same compute as approaches 1 "
                   "and 2 (scalebo fit --law chinchilla --predict solves 6·N·D = C)",
                   UserWarning, stacklevel=3)
     n, d = alloc.n_opt, alloc.d_opt

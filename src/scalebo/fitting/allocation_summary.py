@@ -140,6 +140,9 @@ def allocation_summary(table: Any, approaches: Sequence[int] | int = APPROACHES,
                    law_estimate(cells, bootstrap, seed))
         notes += [f"approach {a}: {w.message}" for w in caught]
         out.append(est)
+    from scalebo.fitting.summary import tiny_compute_notes
+
+    notes += tiny_compute_notes(predict, float(cells["C"].min()))
     if bootstrap and 3 not in approaches:
         notes.append(f"bootstrap {bootstrap}: only approach 3 is bootstrapped (approaches 1 and "
                      "2 give t-intervals), and it was not asked for")

@@ -14,12 +14,15 @@ observations (a NaN or infinite value is a failed run); RUNNING trials of other 
 pending (their compute is committed); FAIL trials and trials pruned by the objective count
 their compute as spent and are never proposed again. Finished trials the sampler did not
 propose (``study.add_trial``, an earlier sampler) count the same way, placed on the grid by
-their parameters. A study must minimize one objective. A trial whose objective asks for a
-parameter that is not a grid column releases its configuration (``scalebo:released``): it
-fails, uncharged, and the configuration can be proposed again. The cost of a trial is the grid's
+their parameters (one that cannot be placed is left out with a warning), and several trials
+of one configuration are one observation (the mean value; every attempt's cost counts). A
+study must minimize one objective; a trial whose claim fails is marked FAIL. A trial whose
+objective asks for a parameter that is not a grid column releases its configuration
+(``scalebo:released``): it fails, uncharged, and the configuration can be proposed again. The
+cost of a trial is the grid's
 ``6·N·D`` FLOPs (for a grid with a price, :meth:`~scalebo.search.grid.Grid.with_price`, its
-price, e.g. GPU-hours), or its user attribute ``cost`` (in that unit, a finite number > 0)
-when set.
+price, e.g. GPU-hours), or its user attribute ``cost`` (in that unit, a finite number > 0;
+another value is warned about and the grid's cost used) when set.
 
 Workers claim a configuration by writing it to the trial's system attributes
 (``scalebo:index``) while holding a lock (``lock_path``, a lock file all workers see; Optuna's
@@ -100,16 +103,21 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
         return {}
 
     def before_trial(self, study: Any, trial: Any) -> None:
-        if len(study.directions) != 1:
-            raise ValueError("ScaleboSampler needs a single-objective study (the loss in nats); "
-                             f"this one has {len(study.directions)} objectives")
-        if study.direction != optuna.study.StudyDirection.MINIMIZE:
-            raise ValueError("ScaleboSampler minimizes the loss: create the study with "
-                             "direction='minimize' (an accuracy: return 1 - accuracy)")
-        index = self._claim(study, trial)
-        storage = study._storage
+        try:
+            if len(study.directions) != 1:
+                raise ValueError("ScaleboSampler needs a single-objective study (the loss in "
+                                 f"nats); this one has {len(study.directions)} objectives")
+            if study.direction != optuna.study.StudyDirection.MINIMIZE:
+                raise ValueError("ScaleboSampler minimizes the loss: create the study with "
+                                 "direction='minimize' (an accuracy: return 1 - accuracy)")
+            index = self._claim(study, trial)
+        except Exception:
+            # Optuna made the trial RUNNING before this hook: it will never run, so FAIL it
+            # rather than leave it RUNNING (a pending run to every later claim) forever
+            study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+            raise
         if index is None:
-            storage.set_trial_system_attr(trial._trial_id, _SKIPPED, True)
+            study._storage.set_trial_system_attr(trial._trial_id, _SKIPPED, True)
             study.stop()
 
     def sample_independent(self, study: Any, trial: Any, param_name: str,
@@ -133,8 +141,12 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
 
     # --------------------------------------------------------------- claims
     def _campaign(self, study: Any, me: Any) -> CampaignRuns:
-        """The campaign of every other trial that holds a claim."""
-        completed, losses, failed, running, cost = [], [], [], [], {}
+        """The campaign of every other trial that holds a claim or can be placed on the grid.
+
+        Several trials of one configuration (repeats added with ``add_trial``, an earlier
+        sampler's) are one observation, the mean of their finite values (completed wins over
+        failed and running), and every attempt's cost counts."""
+        by_index: dict[int, list[Any]] = {}
         for t in study.get_trials(deepcopy=False):
             if t.number == me.number or t.system_attrs.get(_SKIPPED) \
                     or t.system_attrs.get(_RELEASED):
@@ -144,13 +156,16 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
                 idx = self._unclaimed_index(t)
                 if idx is None:
                     continue
-            idx = int(idx)
-            cost[idx] = _cost(t, float(self.grid.budget_cost[idx]))
-            if t.state == TrialState.COMPLETE and t.value is not None and math.isfinite(
-                    t.value):
+            by_index.setdefault(int(idx), []).append(t)
+        completed, losses, failed, running, cost = [], [], [], [], {}
+        for idx, trials in by_index.items():
+            cost[idx] = sum(_cost(t, float(self.grid.budget_cost[idx])) for t in trials)
+            done = [float(t.value) for t in trials if t.state == TrialState.COMPLETE
+                    and t.value is not None and math.isfinite(t.value)]
+            if done:
                 completed.append(idx)
-                losses.append(float(t.value))
-            elif t.state in (TrialState.RUNNING, TrialState.WAITING):
+                losses.append(float(np.mean(done)))
+            elif any(t.state in (TrialState.RUNNING, TrialState.WAITING) for t in trials):
                 running.append(idx)
             else:  # FAIL, pruned by the objective, or a non-finite value
                 failed.append(idx)
@@ -162,25 +177,25 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
     def _unclaimed_index(self, t: Any) -> int | None:
         """The grid row of a finished trial that holds no claim (added with
         ``study.add_trial``, or run by another sampler) from its parameters; None for a trial
-        still waiting or running, or one without parameters. Off the grid, or a COMPLETE trial
-        with grid columns missing, is an error (its loss cannot be placed); a failed one with
-        columns missing is left out with a warning."""
+        still waiting or running, or one without parameters. One with grid columns missing or
+        off the grid is left out with a warning: its compute and loss cannot be placed (and
+        Optuna cannot delete a trial)."""
         import pandas as pd
 
         if t.state in (TrialState.RUNNING, TrialState.WAITING) or not t.params:
             return None  # in flight, or failed before it set anything: nothing to place
         missing = [c for c in self.grid.input_columns if c not in t.params]
-        if missing:
-            text = (f"trial {t.number} ({t.state.name}) was not proposed by ScaleboSampler "
-                    f"and lacks grid column(s) {missing}")
-            if t.state == TrialState.COMPLETE:
-                raise SearchError(f"{text}: its loss cannot be placed on the grid; give every "
-                                  "grid column as a parameter or delete the trial")
-            warnings.warn(f"{text}: left out of the campaign (its compute is not counted)",
-                          UserWarning, stacklevel=2)
+        try:
+            if missing:
+                raise SearchError(f"it lacks grid column(s) {missing}")
+            row = pd.DataFrame([{c: t.params[c] for c in self.grid.input_columns}])
+            return int(self.grid.index_of(row, source=f"optuna trial {t.number}")[0])
+        except (SearchError, ValueError) as exc:
+            warnings.warn(f"trial {t.number} ({t.state.name}) was not proposed by "
+                          f"ScaleboSampler and cannot be placed on the grid ({exc}): left out "
+                          "of the campaign, its compute and loss not counted", UserWarning,
+                          stacklevel=2)
             return None
-        row = pd.DataFrame([{c: t.params[c] for c in self.grid.input_columns}])
-        return int(self.grid.index_of(row, source=f"optuna trial {t.number}")[0])
 
     def _claim(self, study: Any, trial: Any) -> int | None:
         """Under the claim lock: the campaign as the storage has it, one suggestion, and its
@@ -195,12 +210,7 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
                 runs = self._campaign(study, trial)
                 fixed = trial.system_attrs.get("fixed_params")
                 if fixed:  # an enqueued trial: claim the configuration it will train
-                    try:
-                        index = _fixed_index_of(self.grid, fixed, runs)
-                    except SearchError:  # it will never run: FAIL, not RUNNING forever
-                        study._storage.set_trial_state_values(trial._trial_id,
-                                                              state=TrialState.FAIL)
-                        raise
+                    index = _fixed_index_of(self.grid, fixed, runs)
                 else:
                     try:
                         res = suggest_runs(self.grid, runs, self.budget, batch=1,
@@ -220,8 +230,9 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
 
 
 def _cost(t: Any, default: float) -> float:
-    """A trial's cost: its user attribute ``cost`` (checked: a finite number > 0, in the
-    grid's unit) or ``default``."""
+    """A trial's cost: its user attribute ``cost`` (a finite number > 0, in the grid's unit)
+    or ``default``; a bad value (a finished trial's attributes cannot be mended) is warned
+    about and replaced by ``default``."""
     if "cost" not in t.user_attrs:
         return default
     raw = t.user_attrs["cost"]
@@ -230,8 +241,10 @@ def _cost(t: Any, default: float) -> float:
     except (TypeError, ValueError):
         value = math.nan
     if isinstance(raw, bool) or not (math.isfinite(value) and value > 0):
-        raise SearchError(f"trial {t.number}: user attribute 'cost' must be a finite number "
-                          f"> 0 (FLOPs, or the grid's price unit), got {raw!r}")
+        warnings.warn(f"trial {t.number}: user attribute 'cost' must be a finite number > 0 "
+                      f"(FLOPs, or the grid's price unit), got {raw!r}; the grid's cost "
+                      f"{default:.4g} is used", UserWarning, stacklevel=2)
+        return default
     return value
 
 
