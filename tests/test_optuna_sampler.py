@@ -30,12 +30,16 @@ def _config(trial, sampler):
     return tuple(trial.suggest_categorical(c, sampler.values(c)) for c in COLS)
 
 
-def test_one_worker_spends_the_budget_and_stops():
+def _study(budget: float):
+    """A fresh single-worker study on the test grid: (grid, true losses, sampler, study)."""
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     grid, frame = _grid()
-    truth = frame.set_index(COLS)["loss"]
-    sampler = ScaleboSampler(grid, 0.3, seed=0)
-    study = optuna.create_study(sampler=sampler)
+    sampler = ScaleboSampler(grid, budget, seed=0)
+    return grid, frame.set_index(COLS)["loss"], sampler, optuna.create_study(sampler=sampler)
+
+
+def test_one_worker_spends_the_budget_and_stops():
+    grid, truth, sampler, study = _study(0.3)
 
     def objective(trial):
         if trial.number in (2, 6):
@@ -106,11 +110,7 @@ def test_two_workers_on_one_journal(tmp_path):
 
 def test_an_enqueued_trial_claims_its_own_configuration():
     """Optuna does not sample fixed parameters: the claim must be the enqueued row (review)."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    grid, frame = _grid()
-    truth = frame.set_index(COLS)["loss"]
-    sampler = ScaleboSampler(grid, 0.3, seed=0)
-    study = optuna.create_study(sampler=sampler)
+    grid, truth, sampler, study = _study(0.3)
     wanted = {"N": 2e8, "D": 4e9, "lr": 2e-3, "bs": 256}
     study.enqueue_trial(wanted)
 
@@ -127,11 +127,7 @@ def test_an_enqueued_trial_claims_its_own_configuration():
 def test_trials_it_did_not_propose_count_as_runs():
     """A trial: finished trials added with study.add_trial were proposed and trained again,
     their losses unused and their compute uncounted."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    grid, frame = _grid()
-    truth = frame.set_index(COLS)["loss"]
-    sampler = ScaleboSampler(grid, 0.3, seed=0)
-    study = optuna.create_study(sampler=sampler)
+    grid, truth, sampler, study = _study(0.3)
     dists = {c: optuna.distributions.CategoricalDistribution(sampler.values(c)) for c in COLS}
     done = [int(i) for i in np.argsort(grid.cost, kind="stable")[:3]]  # what it picks first
     for i in done:
@@ -160,11 +156,7 @@ def test_trials_it_did_not_propose_count_as_runs():
 def test_repeated_configurations_of_another_sampler_are_one_observation():
     """A review: six random trials (two of one configuration), then ScaleboSampler: every
     claim raised 'Indices repeat within one call', and the repeat was charged once."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    grid, frame = _grid()
-    truth = frame.set_index(COLS)["loss"]
-    sampler = ScaleboSampler(grid, 0.3, seed=0)
-    study = optuna.create_study(sampler=sampler)
+    grid, truth, sampler, study = _study(0.3)
     dists = {c: optuna.distributions.CategoricalDistribution(sampler.values(c)) for c in COLS}
     params = {c: sampler.values(c)[0] for c in COLS}
     for value in (3.0, 3.2):
@@ -184,11 +176,7 @@ def test_repeated_configurations_of_another_sampler_are_one_observation():
 def test_a_bad_cost_attribute_is_named_and_the_grids_cost_used(cost, text):
     """A trial: cost = -1e30 switched the budget off (101 trials, the whole grid). A finished
     trial's attributes cannot be mended, so an error would stop the study for good."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    grid, frame = _grid()
-    truth = frame.set_index(COLS)["loss"]
-    sampler = ScaleboSampler(grid, 0.05, seed=0)
-    study = optuna.create_study(sampler=sampler)
+    grid, truth, sampler, study = _study(0.05)
 
     def objective(trial):
         if trial.number == 0:
@@ -217,11 +205,7 @@ def test_a_maximizing_or_multi_objective_study_is_refused():
 def test_an_objective_asking_for_a_non_grid_parameter_releases_its_claim():
     """A trial: each attempt of an objective with a typo burned a configuration (claimed,
     charged, never proposed again)."""
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    grid, frame = _grid()
-    truth = frame.set_index(COLS)["loss"]
-    sampler = ScaleboSampler(grid, 0.3, seed=0)
-    study = optuna.create_study(sampler=sampler)
+    grid, truth, sampler, study = _study(0.3)
 
     def typo(trial):
         trial.suggest_categorical("learning_rate", [1e-3, 2e-3])

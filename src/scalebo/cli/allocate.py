@@ -6,7 +6,6 @@ Parses, calls :func:`scalebo.fitting.allocation_summary.allocation_summary`, pri
 from __future__ import annotations
 
 import argparse
-import sys
 import warnings
 from typing import Any
 
@@ -14,6 +13,7 @@ from scalebo.cli.common import (
     add_format_argument,
     add_input_arguments,
     check_outputs,
+    emit_result,
     format_number,
     format_table,
     input_epilog,
@@ -24,8 +24,6 @@ from scalebo.cli.common import (
     warn,
     warn_few_resamples,
     write_csv,
-    write_json,
-    write_json_file,
 )
 
 NAME = "allocate"
@@ -107,15 +105,7 @@ def run(args: argparse.Namespace) -> int:
 
         plot_allocation(summary, args.plot)
         log(f"plot written to {args.plot}")
-    if args.json:
-        write_json_file(result, args.json)
-        log(f"JSON written to {args.json}")
-    if args.format == "json":
-        write_json(result)
-    elif args.format == "csv":
-        write_csv(csv_rows(result), CSV_COLUMNS)
-    else:
-        sys.stdout.write(render(result))
+    emit_result(args, result, render, lambda: write_csv(csv_rows(result), CSV_COLUMNS))
     return 0 if summary.ok else 1
 
 

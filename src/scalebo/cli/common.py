@@ -305,6 +305,21 @@ def add_format_argument(parser: argparse.ArgumentParser, default: str = "table")
     )
 
 
+def emit_result(args: argparse.Namespace, result: dict[str, Any],
+                table: Callable[[dict[str, Any]], str], csv_out: Callable[[], None]) -> None:
+    """What a command prints: ``result`` to ``--json PATH`` when given, then to stdout in
+    ``--format``: JSON, CSV (``csv_out()`` writes it) or the readable ``table(result)``."""
+    if getattr(args, "json", None):
+        write_json_file(result, args.json)
+        log(f"JSON written to {args.json}")
+    if args.format == "json":
+        write_json(result)
+    elif args.format == "csv":
+        csv_out()
+    else:
+        sys.stdout.write(table(result))
+
+
 def write_json(data: Any, stream: TextIO | None = None) -> None:
     """Write ``data`` as indented, strict JSON (no NaN) to ``stream`` (default stdout)."""
     stream = sys.stdout if stream is None else stream

@@ -20,7 +20,6 @@ Default points (``--frontier``):
 from __future__ import annotations
 
 import argparse
-import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -29,6 +28,7 @@ from scalebo.cli.common import (
     add_format_argument,
     add_input_arguments,
     check_outputs,
+    emit_result,
     input_epilog,
     int_at_least,
     load_input,
@@ -36,8 +36,6 @@ from scalebo.cli.common import (
     positive_float,
     warn,
     warn_few_resamples,
-    write_json,
-    write_json_file,
 )
 from scalebo.cli.fit_output import (
     CSV_COLUMNS,
@@ -253,16 +251,9 @@ def run(args: argparse.Namespace) -> int:
         plot_fit(table.frame, summary.points, summary.fit, bootstrap=summary.bootstrap,
                  predict_at=args.predict, path=args.plot, loss=summary.target)
         log(f"plot written to {args.plot}")
-    if args.json:
-        write_json_file(result, args.json)
-        log(f"JSON written to {args.json}")
-    if args.format == "json":
-        write_json(result)
-    elif args.format == "csv":
-        write_fit_csv(csv_rows(result), result["fit"]["status"],
-                      (result["bootstrap"] or {}).get("confidence_level"), CSV_COLUMNS)
-    else:
-        sys.stdout.write(render_table(result))
+    emit_result(args, result, render_table, lambda: write_fit_csv(
+        csv_rows(result), result["fit"]["status"],
+        (result["bootstrap"] or {}).get("confidence_level"), CSV_COLUMNS))
     return 0 if summary.fit.success else 1
 
 
@@ -318,15 +309,7 @@ def _run_formula(args: argparse.Namespace) -> int:
 
         plot_formula_fit(summary, args.plot)
         log(f"plot written to {args.plot}")
-    if args.json:
-        write_json_file(result, args.json)
-        log(f"JSON written to {args.json}")
-    if args.format == "json":
-        write_json(result)
-    elif args.format == "csv":
-        write_fit_csv(summary.rows(), str(summary.fit.status),
-                      summary.bootstrap and summary.bootstrap.confidence_level,
-                      FORMULA_CSV_COLUMNS)
-    else:
-        sys.stdout.write(render_formula_table(result))
+    emit_result(args, result, render_formula_table, lambda: write_fit_csv(
+        summary.rows(), str(summary.fit.status),
+        summary.bootstrap and summary.bootstrap.confidence_level, FORMULA_CSV_COLUMNS))
     return 0 if result["fit"]["status"] in ("converged", "bound hit") else 1

@@ -111,23 +111,31 @@ def read_table(path: str | Path) -> pd.DataFrame:
     return _stripped_names(frame, path)
 
 
-def _ragged_row(path: Path) -> str:
-    """Where a ``.csv`` / ``.tsv`` row has more fields than its header (pandas names a file
-    line that blank lines and quoted line breaks shift): the 1-based data row as loading
-    counts them (blank lines skipped) and the file line; "" when none is found."""
+def _field_counts(path: Path) -> tuple[int, list[tuple[int, int, int]]]:
+    """The header's number of fields and, for every data row of a ``.csv`` / ``.tsv`` (blank
+    lines skipped, as loading counts rows; quoted line breaks kept in their row), its 1-based
+    data row, its last file line and its number of fields."""
     sep = _header(path)[1]
+    rows: list[tuple[int, int, int]] = []
     with open(path, newline="", encoding="utf-8", errors="replace") as fh:
         reader = csv.reader(fh, delimiter=sep)
         header = next(reader, [])
-        row = 0
         for fields in reader:
-            if not any(f.strip() for f in fields):
-                continue  # a blank line: not a data row
-            row += 1
-            if len(fields) > len(header):
-                return (f"data row {row} (line {reader.line_num} of the file) has "
-                        f"{len(fields)} fields where the header has {len(header)}: a "
-                        "separator inside a value (quote it), or a value too many?")
+            if any(f.strip() for f in fields):
+                rows.append((len(rows) + 1, reader.line_num, len(fields)))
+    return len(header), rows
+
+
+def _ragged_row(path: Path) -> str:
+    """Where a ``.csv`` / ``.tsv`` row has more fields than its header (pandas names a file
+    line that blank lines and quoted line breaks shift): the 1-based data row as loading
+    counts them and the file line; "" when none is found."""
+    width, rows = _field_counts(path)
+    for row, line, n in rows:
+        if n > width:
+            return (f"data row {row} (line {line} of the file) has {n} fields where the "
+                    f"header has {width}: a separator inside a value (quote it), or a value "
+                    "too many?")
     return ""
 
 
@@ -135,22 +143,12 @@ def _short_rows(path: Path) -> str:
     """Rows of a ``.csv`` / ``.tsv`` with fewer fields than the header (pandas reads their
     missing trailing values as empty, e.g. a loss: the run then counts as failed), by 1-based
     data row; "" when every row is whole."""
-    sep = _header(path)[1]
-    short: list[tuple[int, int]] = []
-    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
-        reader = csv.reader(fh, delimiter=sep)
-        header = next(reader, [])
-        row = 0
-        for fields in reader:
-            if not any(f.strip() for f in fields):
-                continue
-            row += 1
-            if len(fields) < len(header):
-                short.append((row, len(fields)))
+    width, rows = _field_counts(path)
+    short = [(row, n) for row, _, n in rows if n < width]
     if not short:
         return ""
     shown = ", ".join(f"data row {r} ({n} fields)" for r, n in short[:5])
-    return (f"{len(short)} row(s) have fewer fields than the header's {len(header)}: {shown}"
+    return (f"{len(short)} row(s) have fewer fields than the header's {width}: {shown}"
             f"{' ...' if len(short) > 5 else ''}; their missing trailing values read as empty "
             "(write the trailing separators, e.g. '1e8,2e9,' for a run without a loss)")
 
