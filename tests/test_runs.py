@@ -683,3 +683,13 @@ def test_a_short_csv_row_is_named_before_it_counts_as_failed(tmp_path):
     assert any("1 row(s) have fewer fields than the header's 3: data row 2 (2 fields)" in t
                for t in texts)  # the blank line is no data row; a trailing ',' is whole
     assert table.n_excluded == 2
+
+
+def test_a_config_column_may_be_blank_only_on_runs_without_a_loss():
+    frame = pd.DataFrame({"N": [1e8, 1e8, 2e8, 2e8], "D": [1e9, 2e9, 1e9, 2e9],
+                          "loss": [3.0, np.nan, 2.9, 2.8], "run": ["a", None, "b", "b"]})
+    table = load_runs(frame, config_columns=("run",))  # the blank run has no loss: excluded
+    assert len(table) == 3 and table.n_excluded == 1
+    frame.loc[0, "run"] = None
+    with pytest.raises(RunTableError, match="column 'run', data row 1: missing"):
+        load_runs(frame, config_columns=("run",))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import re
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -111,19 +112,25 @@ def read_table(path: str | Path) -> pd.DataFrame:
     return _stripped_names(frame, path)
 
 
-def _field_counts(path: Path) -> tuple[int, list[tuple[int, int, int]]]:
-    """The header's number of fields and, for every data row of a ``.csv`` / ``.tsv`` (blank
-    lines skipped, as loading counts rows; quoted line breaks kept in their row), its 1-based
-    data row, its last file line and its number of fields."""
+def _field_counts(path: Path) -> tuple[int, Iterator[tuple[int, int, int]]]:
+    """The header's number of fields and an iterator over the data rows of a ``.csv`` /
+    ``.tsv`` (blank lines skipped, as loading counts rows; quoted line breaks kept in their
+    row): each row's 1-based data row, last file line and number of fields."""
     sep = _header(path)[1]
-    rows: list[tuple[int, int, int]] = []
     with open(path, newline="", encoding="utf-8", errors="replace") as fh:
-        reader = csv.reader(fh, delimiter=sep)
-        header = next(reader, [])
-        for fields in reader:
-            if any(f.strip() for f in fields):
-                rows.append((len(rows) + 1, reader.line_num, len(fields)))
-    return len(header), rows
+        width = len(next(csv.reader(fh, delimiter=sep), []))
+
+    def rows() -> Iterator[tuple[int, int, int]]:
+        with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+            reader = csv.reader(fh, delimiter=sep)
+            next(reader, None)
+            row = 0
+            for fields in reader:
+                if any(f.strip() for f in fields):
+                    row += 1
+                    yield row, reader.line_num, len(fields)
+
+    return width, rows()
 
 
 def _ragged_row(path: Path) -> str:

@@ -179,13 +179,21 @@ def _two_points(law: AllocationLaw, what: str) -> None:
                       "nothing checks it (r² is 1 by construction)", UserWarning, stacklevel=3)
 
 
-def envelope_estimate(cells: pd.DataFrame) -> AllocationEstimate:
-    """Approach 1 on the Pareto envelope of the cell bests: runs on one isoFLOP budget
-    (:func:`isoflop_budgets`: computes within :data:`ISOFLOP_RTOL` of the previous, the chain
-    spanning at most twice that) are one compute; a longer chain keeps its runs' own C."""
+def envelope_estimate(cells: pd.DataFrame,
+                      isoflop_column: str | None = None) -> AllocationEstimate:
+    """Approach 1 on the Pareto envelope of the cell bests: runs on one isoFLOP budget are
+    one compute — the budget of ``isoflop_column`` when given, else :func:`isoflop_budgets`
+    (computes within :data:`ISOFLOP_RTOL` of the previous, the chain spanning at most twice
+    that); a longer chain keeps its runs' own C, with a warning when it looks like a budget
+    (≥ 3 sizes within 10 %)."""
     raw = cells["C"].to_numpy(float)
-    grouped = isoflop_budgets(raw, strict=False)  # a longer chain keeps its runs' own C
-    C = np.where(np.isnan(grouped), raw, grouped)
+    if isoflop_column is not None:
+        C = cells[isoflop_column].to_numpy(float)
+    else:
+        grouped = isoflop_budgets(raw, strict=False)  # a longer chain keeps its own C
+        C = np.where(np.isnan(grouped), raw, grouped)
+        if text := _loose_budget_note(cells, grouped):
+            warnings.warn(text, UserWarning, stacklevel=2)
     env = cells.loc[pareto_envelope(C, cells["loss"].to_numpy(float))].sort_values("C")
     points = env[[c for c in ("run_id", "N", "D", "C", "loss") if c in env]].reset_index(
         drop=True)
@@ -203,6 +211,27 @@ def envelope_estimate(cells: pd.DataFrame) -> AllocationEstimate:
         warnings.warn(text, UserWarning, stacklevel=2)
     return AllocationEstimate(1, law, "", points,
                               _power_intervals(law, points["C"], points["N"], points["D"]))
+
+
+def _loose_budget_note(cells: pd.DataFrame, grouped: np.ndarray) -> str | None:
+    """A note when runs left ungrouped (chains of close computes spanning over 2 %) look like
+    isoFLOP budgets: a chain of ≥ 3 sizes spanning at most 10 % (a design whose budgets vary by
+    a few % keeps its runs' own C, and off-optimal sizes join the envelope: a review's ±1.5 %
+    design gave a = 0.530 against a true 0.452)."""
+    lost = np.isnan(grouped)
+    if not lost.any():
+        return None
+    C = cells["C"].to_numpy(float)[lost]
+    N = cells["N"].to_numpy(float)[lost]
+    chain = snap_ties(C, ISOFLOP_RTOL)
+    loose = [g for g in np.unique(chain)
+             if np.unique(N[chain == g]).size >= 3 and C[chain == g].max() <= 1.1 * g]
+    if not loose:
+        return None
+    return (f"{len(loose)} group(s) of ≥ 3 sizes at computes within 10 % of one another span "
+            f"more than {200 * ISOFLOP_RTOL:g} % (from C = {min(loose):.3g} FLOPs): their runs "
+            "keep their own C on the envelope; if they are isoFLOP budgets, name each run's "
+            "budget with --isoflop-column")
 
 
 def _budget_edge_note(cells: pd.DataFrame, C: np.ndarray, chosen: pd.Index) -> str | None:
@@ -252,21 +281,22 @@ def isoflop_estimate(cells: pd.DataFrame, isoflop_column: str | None,
             2, None, f"{exc} ({n_iso} budget{'s' if n_iso != 1 else ''} with ≥ {min_points} "
             f"sizes among {runs['_budget'].nunique()} distinct computes; isoFLOP profiles "
             f"need several model sizes trained at one compute{why})", pd.DataFrame(chains))
+    on_profiles = int(runs["_budget"].isin(law.points.loc[law.points["used"], "C"]).sum())
+    if chains:
+        pts = pd.concat([law.points, pd.DataFrame(chains)], ignore_index=True).sort_values("C")
+        law = replace(law, points=pts.reset_index(drop=True))
     pts = law.points
-    on_profiles = int(runs["_budget"].isin(pts.loc[pts["used"], "C"]).sum())
     if isoflop_column is None and on_profiles < ISOFLOP_MIN_SHARE * len(cells):
         why = (f"only {on_profiles} of the {len(cells)} cells lie on isoFLOP profiles "
                f"(≥ {min_points} sizes at one compute, within {100 * ISOFLOP_RTOL:g} %): the "
                "table is not an isoFLOP design, and profiles of a few sizes that share a "
                "compute by chance say little (a budget column, --isoflop-column, names a "
-               "design's)")
+               "design's)" + (f"; {sum(c['n_models'] for c in chains)} of them are in "
+                              f"{len(chains)} chain(s) of close computes that are no one "
+                              "budget" if chains else ""))
         kept = pts["used"].astype(bool)
         pts = pts.assign(used=False, reason=pts["reason"].where(~kept, "not an isoFLOP design"))
         return AllocationEstimate(2, None, why, pts)
-    if chains:
-        pts = pd.concat([pts, pd.DataFrame(chains)], ignore_index=True).sort_values("C")
-        law = replace(law, points=pts.reset_index(drop=True))
-        pts = law.points
     used = pts[pts["used"]]
     _two_points(law, "isoFLOP budgets")
     outside = used[~used["vertex_inside"].astype(bool)]

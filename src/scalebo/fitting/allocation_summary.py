@@ -135,7 +135,7 @@ def allocation_summary(table: Any, approaches: Sequence[int] | int = APPROACHES,
     for a in sorted(set(approaches)):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            est = (envelope_estimate(cells) if a == 1 else
+            est = (envelope_estimate(cells, isoflop_column) if a == 1 else
                    isoflop_estimate(cells, isoflop_column, min_points) if a == 2 else
                    law_estimate(cells, bootstrap, seed))
         notes += [f"approach {a}: {w.message}" for w in caught]

@@ -35,6 +35,7 @@ anything (the sampler raises ``TrialPruned`` from ``suggest_categorical``; attri
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import warnings
@@ -111,10 +112,11 @@ class ScaleboSampler(optuna.samplers.BaseSampler):
                 raise ValueError("ScaleboSampler minimizes the loss: create the study with "
                                  "direction='minimize' (an accuracy: return 1 - accuracy)")
             index = self._claim(study, trial)
-        except Exception:
+        except BaseException:  # an interrupt while waiting for the claim lock, too
             # Optuna made the trial RUNNING before this hook: it will never run, so FAIL it
             # rather than leave it RUNNING (a pending run to every later claim) forever
-            study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
+            with contextlib.suppress(Exception):  # the original error is the one to see
+                study._storage.set_trial_state_values(trial._trial_id, state=TrialState.FAIL)
             raise
         if index is None:
             study._storage.set_trial_system_attr(trial._trial_id, _SKIPPED, True)
