@@ -356,3 +356,17 @@ def test_a_design_whose_budgets_vary_by_a_few_percent_is_said_or_named():
     one, two = named.estimates
     assert len(one.points) == 5 and one.law.n_opt.exponent == pytest.approx(A_TRUE, abs=0.02)
     assert two.law.n_opt.exponent == pytest.approx(A_TRUE, abs=0.02)
+
+
+def test_the_budget_table_counts_computes_of_one_or_two_sizes(tmp_path, capsys):
+    # A new user's Epoch output listed ~150 budgets, most 'only 1 distinct N (< 3)'.
+    iso = _isoflop_table().drop(columns="budget")
+    N = np.array([1e8, 2e8, 4e8, 8e8])
+    extra = pd.DataFrame({"N": N, "D": [3e9, 7e9, 2e10, 5e10]})
+    extra["loss"] = _loss(extra["N"], extra["D"])
+    path = tmp_path / "runs.csv"
+    pd.concat([iso, extra]).to_csv(path, index=False)
+    assert cli_main(["-q", "allocate", str(path), "--approach", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "and 4 compute(s) of fewer than 3 sizes (all in --format json)" in out
+    assert "only 1 distinct N" not in out

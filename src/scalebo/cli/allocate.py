@@ -146,12 +146,17 @@ def render(result: dict[str, Any]) -> str:
               for e in result["estimates"] if e["reason"]]
     iso = next((e for e in result["estimates"] if e["approach"] == 2 and e["points"]), None)
     if iso is not None:
+        # budgets of one or two sizes (a grid's coincidences) are counted, not listed
+        shown = [p for p in iso["points"] if p.get("used") or (p.get("n_models") or 0) >= 3]
+        few = len(iso["points"]) - len(shown)
         lines += ["", "isoFLOP budgets (approach 2; loss* in nats)",
-                  format_table([{**p, "used": p.get("reason") or "yes"} for p in iso["points"]],
+                  format_table([{**p, "used": p.get("reason") or "yes"} for p in shown],
                                ["C", "n_models", "N_opt", "D_opt", "loss_opt", "vertex_inside",
                                 "used"],
                                ["C", "sizes", "N*", "D*", "loss*", "vertex inside range",
                                 "used"]).rstrip("\n")]
+        if few:
+            lines.append(f"  and {few} compute(s) of fewer than 3 sizes (all in --format json)")
     if result["predictions"]:
         lines += ["", "predictions (C in FLOPs, N* parameters, D* tokens)",
                   format_table(result["predictions"],
