@@ -38,5 +38,8 @@ def test_python_examples_run_verbatim(tmp_path, monkeypatch):
     exec(compile(first.group(1), "README: runnable example", "exec"), ns)
     exec(compile(then.group(1), "README: campaign example", "exec"), ns)
     assert len(ns["nxt"].suggestions) == 4 and not ns["status"].stop
+    again: dict = {}  # a new user's reruns bought other runs (the GP was unseeded)
+    exec(compile(first.group(1), "README: runnable example", "exec"), again)
+    assert list(again["loop"].observed_indices) == list(ns["loop"].observed_indices)
     lo, hi = ns["status"].targets[0].interval_80
     assert lo < hi and set(ns["posts"]) == {"compute", "chinchilla"}
