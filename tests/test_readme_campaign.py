@@ -32,7 +32,7 @@ def test_python_examples_run_verbatim(tmp_path, monkeypatch):
     first = re.search(r"A runnable example .*?```python\n(.*?)```", text, re.S)
     then = re.search(r"<!-- python-campaign-example -->\s*```python\n(.*?)```", text, re.S)
     assert first and then, "the README lost its Python examples"
-    monkeypatch.chdir(tmp_path)  # the example writes runs.csv
+    monkeypatch.chdir(tmp_path)  # the example writes sweep.csv
     monkeypatch.setenv("MPLBACKEND", "Agg")
     ns: dict = {}
     exec(compile(first.group(1), "README: runnable example", "exec"), ns)
