@@ -82,7 +82,7 @@ dataset:NAME (steplaw, steplaw_moe, oellm_english, epoch_chinchilla, porian_isof
 gadre_overtraining) with --data-dir or $SCALEBO_DATA_DIR.
 Run 'scalebo COMMAND --help' for details.
 exit codes: 0 ok, 1 fit failed or did not converge, 2 bad input or usage, 3 the budget
-is spent (suggest: nothing left to propose).
+is spent (suggest: nothing left to propose), 130 interrupted.
 """
 
 
