@@ -72,6 +72,17 @@ def isoflop_budgets(C: np.ndarray, rtol: float = ISOFLOP_RTOL, *,
     return out
 
 
+def _lost_chains(C: np.ndarray, budget: np.ndarray) -> list[np.ndarray]:
+    """The computes of each chain :func:`isoflop_budgets` left without a budget (NaN in
+    ``budget``; such chains are whole groups of close computes, so grouping them alone gives
+    the same chains)."""
+    lost = np.isnan(budget)
+    if not lost.any():
+        return []
+    group = snap_ties(C[lost], ISOFLOP_RTOL)
+    return [C[lost][group == g] for g in np.unique(group)]
+
+
 def _chain_text(members: np.ndarray, rtol: float) -> str:
     span = members.max() / members.min() - 1
     return (f"{members.size} runs with C from {members.min():.4g} to {members.max():.4g} FLOPs "
@@ -218,14 +229,11 @@ def _loose_budget_note(cells: pd.DataFrame, grouped: np.ndarray) -> str | None:
     isoFLOP budgets: a chain of ≥ 3 sizes spanning at most 10 % (a design whose budgets vary by
     a few % keeps its runs' own C, and off-optimal sizes join the envelope: a review's ±1.5 %
     design gave a = 0.530 against a true 0.452)."""
-    lost = np.isnan(grouped)
-    if not lost.any():
-        return None
-    C = cells["C"].to_numpy(float)[lost]
-    N = cells["N"].to_numpy(float)[lost]
-    chain = snap_ties(C, ISOFLOP_RTOL)
-    loose = [g for g in np.unique(chain)
-             if np.unique(N[chain == g]).size >= 3 and C[chain == g].max() <= 1.1 * g]
+    C = cells["C"].to_numpy(float)
+    N = cells["N"].to_numpy(float)
+    loose = [members.min() for members in _lost_chains(C, grouped)
+             if np.unique(N[np.isin(C, members)]).size >= 3
+             and members.max() <= 1.1 * members.min()]
     if not loose:
         return None
     return (f"{len(loose)} group(s) of ≥ 3 sizes at computes within 10 % of one another span "
@@ -262,15 +270,9 @@ def isoflop_estimate(cells: pd.DataFrame, isoflop_column: str | None,
     C = cells["C"].to_numpy(float)
     budget = (cells[isoflop_column].to_numpy(float) if isoflop_column
               else isoflop_budgets(C, strict=False))
-    lost = np.isnan(budget)  # chains of close computes that are no one budget: listed
-    chains = []
-    if lost.any():
-        group = snap_ties(C[lost], ISOFLOP_RTOL)
-        for g in np.unique(group):
-            members = C[lost][group == g]
-            chains.append({"C": float(np.exp(np.mean(np.log(members)))),
-                           "n_models": int(members.size), "used": False,
-                           "reason": _chain_text(members, ISOFLOP_RTOL)})
+    chains = [{"C": float(np.exp(np.mean(np.log(members)))), "n_models": int(members.size),
+               "used": False, "reason": _chain_text(members, ISOFLOP_RTOL)}
+              for members in _lost_chains(C, budget)]  # no one budget each: listed
     runs = cells.assign(_budget=budget)[~np.isnan(budget)]
     try:
         law = approach2(runs, budget="_budget", min_points=min_points)

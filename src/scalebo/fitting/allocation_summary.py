@@ -161,8 +161,9 @@ def disagreement_notes(summary: AllocationSummary) -> list[str]:
     :data:`DISAGREEMENT_FACTOR`: the table then does not pin the allocation down there. It
     gives every approach's N* and, with three, names the one farthest from the other two."""
     notes = []
+    predictions = summary.predictions()
     for C in summary.predict:
-        rows = [r for r in summary.predictions() if r["C"] == C]
+        rows = [r for r in predictions if r["C"] == C]
         if len(rows) < 2:
             continue
         n = {r["approach"]: r["N_opt"] for r in rows}
