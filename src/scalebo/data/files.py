@@ -91,7 +91,8 @@ def read_table(path: str | Path) -> pd.DataFrame:
     try:
         if suffix in (".csv", ".tsv"):
             frame = pd.read_csv(path, sep=_header(path)[1])
-            if said := _short_rows(path):
+            # a short row leaves its last column empty: only then is the file scanned again
+            if frame.shape[1] and frame.iloc[:, -1].isna().any() and (said := _short_rows(path)):
                 warnings.warn(f"{path}: {said}", UserWarning, stacklevel=2)
         elif suffix in (".parquet", ".pq"):
             frame = pd.read_parquet(path)
