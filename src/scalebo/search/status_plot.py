@@ -56,12 +56,19 @@ def _edge_ticks(ax: Any, C: np.ndarray, y: float, color: str, label: str,
     at = offset_copy(ax.transData, fig=ax.figure, y=raise_pt, units="points")
     ax.scatter(C, np.full(C.size, y), marker="|", color=color, s=200, lw=2, clip_on=False,
                zorder=5, label=label, transform=at)
+    _counts(ax, C, np.full(C.size, y), (5, raise_pt - 3), color, clip=False)
+
+
+def _counts(ax: Any, C: np.ndarray, y: np.ndarray, offset: tuple[float, float], color: str,
+            *, clip: bool | None = None) -> None:
+    """``×k`` beside each compute in ``C`` that holds k > 1 marks (at the lowest of their
+    ``y``), ``offset`` points away: marks of one compute hide one another."""
     costs, counts = np.unique(C, return_counts=True)
     for c, k in zip(costs, counts, strict=True):
         if k > 1:
-            ax.annotate(f"×{k}", (c, y), xytext=(5, raise_pt - 3),
+            ax.annotate(f"×{k}", (c, float(np.min(y[C == c]))), xytext=offset,
                         textcoords="offset points", fontsize=7, color=color,
-                        annotation_clip=False)
+                        annotation_clip=clip)
 
 
 def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: str | Path, *,
@@ -135,13 +142,7 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
                     14)
         if shown:
             ax.scatter(pc, pm, marker="*", color="tab:green", s=80, zorder=6)
-            costs, counts = np.unique(pc, return_counts=True)  # proposals of one cell overlap
-            for c, k in zip(costs, counts, strict=True):
-                if k > 1:
-                    ax.annotate(f"×{k}", (c, min(m for m, x in zip(pm, pc, strict=True)
-                                                 if x == c)),
-                                xytext=(4, -10), textcoords="offset points", fontsize=7,
-                                color="tab:green")
+            _counts(ax, pc, np.asarray(pm, dtype=np.float64), (4, -10), "tab:green")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_ylim(ylo, yhi)
