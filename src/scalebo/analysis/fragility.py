@@ -257,7 +257,7 @@ def fit_variant(
                              max_iter=policy.max_iter, n_polish=policy.n_polish)
             fit = summarize_starts(law, res, huber_delta=variant.huber_delta, n_obs=y.size,
                                    unidentified=identification_problem(law, X))
-        opt = compute_optimal(fit, target)
+        opt = compute_optimal(fit, target, warn=False)
         result = VariantResult(
             name=variant.name, kind=variant.kind, huber_delta=variant.huber_delta,
             n_points=int(y.size), n_models=n_models, params=fit.params, objective=fit.fun,
@@ -380,7 +380,7 @@ def _bootstrap_summary(fit: FitResult, base: Variant, target: float, n_resamples
         warnings.warn(text, UserWarning, stacklevel=3)
     natural = boot.natural_samples
     values = {k: chinchilla_param(natural, k) for k in ("alpha", "beta", "E")}
-    opts = [compute_optimal(replace(fit, x=s), target) for s in boot.samples]
+    opts = [compute_optimal(replace(fit, x=s), target, warn=False) for s in boot.samples]
     values["N_opt"] = np.array([o.N_opt for o in opts])
     values["loss_at_target"] = np.array([o.loss for o in opts])
     out = {"n_resamples": n_resamples, "n_failed": boot.n_failed, "seed": rng,

@@ -17,6 +17,7 @@ ordinary least squares in log–log space (natural logs).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -197,7 +198,9 @@ def approach2(
 def _chinchilla_terms(fit: FitResult) -> tuple[float, float, float, float, float]:
     law = fit.law
     if not isinstance(law, PowerLawSum) or law.variables != ("N", "D"):
-        raise ValueError(f"approach 3 needs a law in (N, D); got {law.name!r} {law.variables}")
+        raise ValueError(f"the compute-optimal allocation (Chinchilla's approach 3) needs a fit "
+                         f"of L(N, D) = E + A/N^alpha + B/D^beta (get_law('chinchilla')); got "
+                         f"the law {law.name!r} in {law.variables}")
     p = law.natural(fit.x)
     (tn, td) = law.terms
     return p["E"], p[tn.coef], p[tn.exponent], p[td.coef], p[td.exponent]
@@ -238,8 +241,20 @@ class ComputeOptimal:
     loss: float
 
 
-def compute_optimal(fit: FitResult, C: float) -> ComputeOptimal:
-    """N*, D*, D*/N* and the predicted loss at compute ``C`` (FLOPs) for a fitted L(N, D)."""
+def compute_optimal(fit: FitResult, C: float, *, warn: bool = True) -> ComputeOptimal:
+    """N*, D*, D*/N* and the predicted loss at compute ``C`` (FLOPs) for a fitted L(N, D).
+
+    A fit that is not usable (``fit.success`` False: unidentified, not converged) gives its
+    numbers with a UserWarning saying so (``warn=False``: the caller reports the status).
+
+    Raises:
+        ValueError: ``C`` not a finite number > 0, or ``fit`` not of L(N, D).
+    """
+    if not (np.ndim(C) == 0 and np.isfinite(C) and C > 0):
+        raise ValueError(f"C must be one compute in FLOPs, finite and > 0; got {C!r}")
+    if warn and not fit.success:
+        warnings.warn(f"the fit is {fit.status}: its compute-optimal N*, D* at C = {C:.3g} "
+                      f"FLOPs are not to be trusted ({fit.message})", UserWarning, stacklevel=2)
     alloc = approach3(fit).at(C)
     N, D = float(alloc["N_opt"]), float(alloc["D_opt"])
     loss = float(fit.predict(np.array([[N, D]]))[0])

@@ -132,7 +132,7 @@ def fit_batch(
         :class:`~scalebo.errors.FitError`); one whose rows of positive weight have too few
         distinct inputs gets a result of status ``unidentified`` (as ``fit_law`` does).
     """
-    X = as_inputs(X, len(law.variables))
+    X = as_inputs(X, law.variables)
     y = np.atleast_2d(np.asarray(y, dtype=np.float64))
     n_sets, n = y.shape
     if X.shape[0] != n:

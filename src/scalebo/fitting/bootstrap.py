@@ -66,6 +66,10 @@ class BootstrapResult:
             return None
         why = (f", {self.n_unidentified} of them because the resample could not identify "
                "the law (too few distinct points drawn)" if self.n_unidentified else "")
+        if self.n_failed >= self.n_resamples:
+            return (f"all {self.n_resamples} bootstrap resamples failed{why}: the "
+                    f"{self.law.name} law has no intervals; fit on more runs, or a law with "
+                    "fewer parameters")
         return (f"{self.n_failed} of {self.n_resamples} bootstrap resamples failed{why}; "
                 f"the {self.law.name} law's intervals come from the "
                 f"{self.n_resamples - self.n_failed} that did and are likely narrower than "
@@ -135,7 +139,7 @@ class BootstrapResult:
 
     def predict_samples(self, X: np.ndarray) -> np.ndarray:
         """Predictions of every replicate at ``X`` (n, k), shape ``(n_ok, n)``."""
-        X = as_inputs(X, len(self.law.variables))
+        X = as_inputs(X, self.law.variables)
         if len(self.samples) == 0:
             return np.empty((0, X.shape[0]))
         Z = self.law.prepare(X)
@@ -205,7 +209,7 @@ def bootstrap_fit(
     if not 0 < confidence_level < 1:
         raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
     law = fit.law
-    X = as_inputs(X, len(law.variables))
+    X = as_inputs(X, law.variables)
     y = np.asarray(y, dtype=np.float64).ravel()
     n = y.size
     gen = np.random.default_rng(rng)

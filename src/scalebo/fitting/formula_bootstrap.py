@@ -67,7 +67,7 @@ class FormulaBootstrapResult(BootstrapResult):
 
     def predict_samples(self, X: np.ndarray) -> np.ndarray:
         """Natural-unit predictions of every replicate at ``X`` (n, k), shape ``(n_ok, n)``."""
-        Z = self.law.prepare(as_inputs(X, len(self.law.variables)))
+        Z = self.law.prepare(as_inputs(X, self.law.variables))
         return self.law.predict_natural(self.samples, Z)
 
     def predict_interval(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -165,7 +165,7 @@ def bootstrap_formula(
         raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
     if not 0 < confidence_level < 1:
         raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
-    X = as_inputs(X, len(law.variables))
+    X = as_inputs(X, law.variables)
     y = np.asarray(y, dtype=np.float64).ravel()
     if X.shape[0] != y.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")

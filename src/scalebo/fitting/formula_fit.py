@@ -323,7 +323,7 @@ def fit_formula(
     if starts is None:
         starts = law.random_starts(n_starts, seed)
     starts = np.atleast_2d(np.asarray(starts, dtype=np.float64))
-    X = as_inputs(X, len(law.variables))
+    X = as_inputs(X, law.variables)
     y = np.asarray(y, dtype=np.float64).ravel()
     if X.shape[0] != y.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")

@@ -74,7 +74,7 @@ def identification_problem(law: Law, X: np.ndarray, weights: np.ndarray | None =
         A one-line reason, e.g. ``"6 runs but only 1 distinct value of C; the law has 3
         parameters"``, or ``""``.
     """
-    X = as_inputs(X, len(law.variables))
+    X = as_inputs(X, law.variables)
     if weights is not None:
         X = X[np.asarray(weights, dtype=np.float64).ravel() > 0]
     n, p = X.shape[0], law.n_params
@@ -149,7 +149,7 @@ def exact_fit_note(law: Law, X: np.ndarray, weights: np.ndarray | None = None) -
     repeated inputs it passes through each point's centre instead, and the residuals
     measure only the scatter among repeats, not the law's shape.
     """
-    X = as_inputs(X, len(law.variables))
+    X = as_inputs(X, law.variables)
     if weights is not None:
         X = X[np.asarray(weights, dtype=np.float64).ravel() > 0]
     k, p = distinct_points(X), law.n_params

@@ -123,8 +123,15 @@ class FitResult:
         names = list(self.law.natural(self.x))
         return tuple(names[i] for i in np.flatnonzero(bound_mask(self.law, self.x)))
 
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{k}={v:.4g}" for k, v in self.params.items())
+        return (f"FitResult(law={self.law.name!r}, status='{self.status}', {shown}, "
+                f"objective={self.fun:.4g}, n_obs={self.n_obs}, "
+                f"agree={self.n_agree}/{self.n_starts} starts)")
+
     def predict(self, X: np.ndarray) -> np.ndarray:
-        """Prediction in natural units at inputs ``X`` of shape ``(n, k)`` (k = variables)."""
+        """Prediction in natural units at inputs ``X`` of shape ``(n, k)`` (k = variables; a
+        DataFrame's columns are taken by these names)."""
         return self.law.predict(self.x, X)
 
     def to_dict(self) -> dict:
@@ -182,7 +189,7 @@ def run_starts(
     (:func:`~scalebo.fitting.optim.continue_slow`). ``groups`` (S,): each start's data set
     (a bootstrap replicate); default one for all, or one per start with per-start weights.
     """
-    Z = law.prepare(as_inputs(X, len(law.variables)))
+    Z = law.prepare(as_inputs(X, law.variables))
     log_y = log_targets(y)
     fg = make_objective(law, Z, log_y, huber_delta, sample_weight)
     res = minimize_batched(fg, starts, law.lower, law.upper, max_iter=max_iter, **SCREEN_TOL)
@@ -323,11 +330,15 @@ def fit_law(
     Returns:
         :class:`FitResult` with the best converged start; its status is
         :attr:`FitStatus.UNIDENTIFIED` (not converged) when the inputs have too few distinct
-        points for the law (rows of zero ``sample_weight`` do not count). Raises
-        :class:`FitError` only when there are fewer observations than parameters or no
-        start gives a finite objective.
+        points for the law (rows of zero ``sample_weight`` do not count).
+
+    Raises:
+        FitError: fewer observations than parameters, or no start gives a finite objective.
+        ValueError: an input or target the law cannot take (``y`` ≤ 0 or not finite, an
+            input ≤ 0 of a power law; the message names the 0-based position), a DataFrame
+            ``X`` without the law's variables as columns, ``huber_delta`` not > 0.
     """
-    X = as_inputs(X, len(law.variables))
+    X = as_inputs(X, law.variables)
     y = np.asarray(y, dtype=np.float64).ravel()
     if X.shape[0] != y.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")

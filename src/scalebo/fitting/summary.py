@@ -189,7 +189,7 @@ def select_points(frame: pd.DataFrame, method: str, law: Law, target: str) -> pd
 
 def _safe_optimal(fit: FitResult, C: float) -> ComputeOptimal | None:
     try:
-        return compute_optimal(fit, C)
+        return compute_optimal(fit, C, warn=False)
     except (FitError, ValueError, FloatingPointError):
         return None
 
@@ -221,7 +221,7 @@ def predictions(fit: FitResult, boot: BootstrapResult | None,
                         "loss_interval": list(iv) if iv else None})
         return out
     for c in compute:
-        best = compute_optimal(fit, c)
+        best = compute_optimal(fit, c, warn=False)
         rec: dict[str, Any] = {"C": float(c)} | {f: float(getattr(best, f)) for f in _PATH_FIELDS}
         if boot is None:
             rec |= {f"{f}_interval": None for f in _PATH_FIELDS}
@@ -261,6 +261,12 @@ class FitSummary:
     bootstrap: BootstrapResult | None
     predictions: list[dict[str, Any]]
     warnings: tuple[str, ...] = ()
+
+    def __repr__(self) -> str:
+        return (f"FitSummary({self.fit!r}, frontier={self.frontier!r}, "
+                f"points={len(self.points)} of {len(self.table)} runs, "
+                f"predictions={len(self.predictions)}, warnings={len(self.warnings)}; "
+                "to_dict() for everything)")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready summary (what ``scalebo fit --format json`` prints)."""
@@ -317,7 +323,8 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
         bootstrap: resamples over the fitted points (0: none).
         confidence_level: level of every percentile interval.
         seed: seed (or Generator) of the bootstrap.
-        predict: compute budgets in FLOPs at which to predict (laws in C or in (N, D)).
+        predict: compute budgets in FLOPs at which to predict (laws in C or in (N, D)); one
+            number or several.
         notes: messages to carry into :attr:`FitSummary.warnings` (e.g. of loading).
 
     Raises:
@@ -325,9 +332,13 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
             that is an input of the law, a negative bootstrap count).
         FitError: fewer fitted points than the law has parameters.
     """
+    if not isinstance(table, RunTable):
+        raise TypeError(f"fit_summary takes a RunTable (scalebo.load_runs(path or DataFrame, "
+                        f"mapping=...) checks the runs first), got {type(table).__name__}")
     law = get_law(law) if isinstance(law, str) else law
-    if bootstrap < 0:
-        raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, int | np.integer) or bootstrap < 0:
+        raise ValueError(f"bootstrap must be a whole number of resamples >= 0, got {bootstrap!r}")
+    predict = [predict] if np.ndim(predict) == 0 else list(predict)  # one compute, or several
     if len(predict) and prediction_kind(law) is None:
         raise ValueError(f"predictions need a law in C or in (N, D), not {law.name!r}")
     if target in law.variables:

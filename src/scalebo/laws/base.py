@@ -75,12 +75,26 @@ class Law:
 
     def predict(self, theta: np.ndarray, X: np.ndarray) -> np.ndarray:
         """Prediction in natural units for one parameter vector ``theta`` (p,) at ``X`` (n, k)."""
-        Z = self.prepare(as_inputs(X, len(self.variables)))
+        Z = self.prepare(as_inputs(X, self.variables))
         return np.exp(self.log_predict(np.asarray(theta, float)[None, :], Z)[0])
 
 
-def as_inputs(X: np.ndarray | Sequence[float], k: int) -> np.ndarray:
-    """Coerce inputs to a float64 array of shape ``(n, k)``; a 1-D array is one variable."""
+def as_inputs(X: np.ndarray | Sequence[float], variables: Sequence[str] | int) -> np.ndarray:
+    """Coerce inputs to a float64 array of shape ``(n, k)``; a 1-D array is one variable.
+
+    ``variables``: the law's input names (or just their number ``k``). A DataFrame's columns
+    are taken by these names, whatever their order (a frame with ``D`` before ``N`` would
+    otherwise be read as swapped inputs, and fit or predict wrongly without an error).
+    """
+    k = variables if isinstance(variables, int) else len(variables)
+    if hasattr(X, "columns") and not isinstance(variables, int):
+        names = list(variables)
+        if missing := [v for v in names if v not in X.columns]:
+            raise ValueError(f"a DataFrame's columns are matched to the law's inputs {names} "
+                             f"by name: {missing} missing among its columns "
+                             f"{list(X.columns)} (rename them, or pass a NumPy array whose "
+                             "columns follow that order)")
+        X = X[names]
     X = np.asarray(X, dtype=np.float64)
     if X.ndim == 0:
         X = X.reshape(1, 1)
@@ -89,5 +103,3 @@ def as_inputs(X: np.ndarray | Sequence[float], k: int) -> np.ndarray:
     if X.ndim != 2 or X.shape[1] != k:
         raise ValueError(f"expected inputs of shape (n, {k}), got {X.shape}")
     return X
-
-

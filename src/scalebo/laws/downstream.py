@@ -47,7 +47,7 @@ class GadreDownstreamLaw(Law):
     upper: np.ndarray = field(default_factory=lambda: np.array([2.0, 30.0, 50.0]))
 
     def prepare(self, X: np.ndarray) -> np.ndarray:
-        return as_inputs(X, 1)
+        return as_inputs(X, self.variables)
 
     def log_predict_vjp(self, theta: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, VJP]:
         theta = np.atleast_2d(theta)
@@ -95,7 +95,7 @@ class SigmoidDownstreamLaw(Law):
     upper: np.ndarray = field(default_factory=lambda: np.array([2.0, 100.0, 20.0, 1.0]))
 
     def prepare(self, X: np.ndarray) -> np.ndarray:
-        return as_inputs(X, 1)
+        return as_inputs(X, self.variables)
 
     def log_predict_vjp(self, theta: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, VJP]:
         theta = np.atleast_2d(theta)

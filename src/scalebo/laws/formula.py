@@ -227,7 +227,7 @@ class FormulaLaw(Law):
 
     def prepare(self, X: np.ndarray) -> np.ndarray:
         """Inputs as float64 ``(n, k)``, columns ``variables``, natural units; must be finite."""
-        X = as_inputs(X, len(self.variables))
+        X = as_inputs(X, self.variables)
         if not np.all(np.isfinite(X)):
             raise ValueError(f"law {self.name!r} needs finite inputs {self.variables}")
         return X
@@ -277,7 +277,7 @@ class FormulaLaw(Law):
 
     def predict(self, theta: np.ndarray, X: np.ndarray) -> np.ndarray:
         """Prediction in natural units (may be ≤ 0) for one ``theta`` (p,) at ``X`` (n, k)."""
-        Z = self.prepare(as_inputs(X, len(self.variables)))
+        Z = self.prepare(as_inputs(X, self.variables))
         return self.predict_natural(np.asarray(theta, float)[None, :], Z)[0]
 
     def random_starts(self, n_starts: int, seed: int | None = 0) -> np.ndarray:

@@ -96,9 +96,12 @@ class PowerLawSum(Law):
 
     def prepare(self, X: np.ndarray) -> np.ndarray:
         """Natural log of the inputs, shape ``(n, k)``; inputs must be positive."""
-        X = as_inputs(X, len(self.terms))
-        if np.any(~(X > 0)):
-            raise ValueError(f"law {self.name!r} needs positive, finite inputs {self.variables}")
+        X = as_inputs(X, self.variables)
+        if np.any(~(X > 0) | ~np.isfinite(X)):
+            i, j = np.argwhere(~(X > 0) | ~np.isfinite(X))[0]
+            raise ValueError(f"law {self.name!r} needs positive, finite inputs "
+                             f"{self.variables}; {self.variables[j]} at 0-based position {i} "
+                             f"is {float(X[i, j])!r}")
         return np.log(X)
 
     def log_predict_vjp(self, theta: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, VJP]:
