@@ -82,7 +82,8 @@ def test_status_pending_counts_compute_and_is_not_proposed(campaign, capsys):
      "grid's axis (the grid's columns: ['N', 'D', 'lr'])"),
     ("N,D,lr\n5e7,1e9,2e-3\n",
      "pending.csv: 1 of 1 rows are not on the grid (data row 1; first: (N=5e+07, D=1e+09, "
-     "lr=0.002): lr 0.002 is not a grid value (nearest 0.003)). Add their values to the grid "
+     "lr=0.002): lr 0.002 is not a grid value (nearest 0.003, 33 % away; values match within "
+     "1e-06 relative)). Add their values to the grid "
      "axes or drop those runs."),
     ("N,D,lr\n2e8,1e10,3e-3\n2e8,1e10,3e-3\n",
      "pending.csv: data rows 1 and 2 are the same configuration (N=2e+08, D=1e+10, "

@@ -289,7 +289,7 @@ def test_random_order_is_uniform_over_positions():
                           n_initial=0, rng=seed)
         order = []
         while picks := loop.ask():
-            loop.tell(picks, [float(len(order))])  # increasing losses: EI would never repeat
+            loop.tell(picks, [float(len(order) + 1)])  # increasing losses: EI would never repeat
             order.extend(picks)
         assert sorted(order) == list(range(n))
         counts[order, np.arange(n)] += 1

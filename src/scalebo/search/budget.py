@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from scalebo.search.grid import Grid
 
-__all__ = ["GPU_HOUR_SUFFIXES", "Budget", "check_budget_amount", "parse_budget",
-           "parse_fraction", "remaining_budget"]
+__all__ = ["GPU_HOUR_SUFFIXES", "NOTHING_FITS", "Budget", "check_budget_amount",
+           "check_fraction", "parse_budget", "parse_fraction", "remaining_budget"]
 
 #: Suffixes of a budget in GPU-hours (case-insensitive), e.g. ``500GPUh``, ``500 GPU-hours``.
 GPU_HOUR_SUFFIXES = ("gpu-hours", "gpu_hours", "gpu hours", "gpuhours", "gpu-h", "gpuh")
@@ -159,3 +159,39 @@ def remaining_budget(budget: float, spent: float, pending: float) -> float:
     the budget of zero: the sums' rounding (3.3e4 FLOPs of a 3e20 budget), not compute."""
     left = budget - spent - pending
     return 0.0 if abs(left) <= 1e-9 * abs(budget) else left
+
+
+#: The start of :func:`check_fraction`'s warning (a filter for callers that say it their way).
+NOTHING_FITS = "a budget of .* fits no configuration"
+
+
+def check_fraction(budget_fraction: object, grid: Grid) -> float:
+    """``budget_fraction`` of a search loop as a float in (0, 1], with a UserWarning when not
+    one acquirable configuration of ``grid`` fits the budget it makes (the loop is then done
+    before its first ask).
+
+    Raises:
+        SearchError: not a number (text such as ``"5%"`` is read by :func:`parse_budget`), or
+            outside (0, 1] (a percentage written as a number says how to write it).
+    """
+    import numpy as np
+
+    from scalebo.errors import SearchError
+
+    if isinstance(budget_fraction, bool) or not isinstance(budget_fraction, int | float):
+        hint = (f" (parse_budget({budget_fraction!r}).fraction reads text)"
+                if isinstance(budget_fraction, str) else "")
+        raise SearchError(f"budget_fraction must be a number in (0, 1], a fraction of the "
+                          f"grid's total, got {budget_fraction!r}{hint}.")
+    value = float(budget_fraction)
+    if not (math.isfinite(value) and 0 < value <= 1):
+        raise SearchError(
+            f"budget_fraction must be a fraction of C_total in (0, 1], got {value:g}"
+            + (f" (for {value:g} % write {value / 100:g})" if value > 1 else "") + ".")
+    costs = grid.budget_cost[~grid.held_out]
+    if costs.size and (cheapest := float(np.min(costs))) > value * grid.budget_total:
+        warnings.warn(f"a budget of {value:g} of the grid's total ({value * grid.budget_total:.4g}"
+                      f" {grid.price_unit}) fits no configuration: the cheapest costs "
+                      f"{cheapest:.4g}, so the search proposes nothing", UserWarning,
+                      stacklevel=3)
+    return value

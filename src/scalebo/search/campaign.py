@@ -17,6 +17,7 @@ search starts at once.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,7 @@ import pandas as pd
 
 from scalebo.errors import BudgetExhausted, SearchError
 from scalebo.search.budget import (
+    NOTHING_FITS,
     Budget,
     check_budget_amount,
     parse_budget,
@@ -212,10 +214,12 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                               "continue.", account)
     surrogate = campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend,
                             shift_optimum=shift_optimum)
-    loop = SearchLoop(grid, min(budget / grid.budget_total, 1.0), surrogate,
-                      acquisition=acquisition, incumbent=incumbent, schedule=schedule,
-                      n_initial=max(0, n_initial - runs.completed.size), cost_model=model,
-                      anchor=anchor, polish=polish, rng=seed)
+    with warnings.catch_warnings():  # a budget nothing fits is said below, with the account
+        warnings.filterwarnings("ignore", message=NOTHING_FITS)
+        loop = SearchLoop(grid, min(budget / grid.budget_total, 1.0), surrogate,
+                          acquisition=acquisition, incumbent=incumbent, schedule=schedule,
+                          n_initial=max(0, n_initial - runs.completed.size), cost_model=model,
+                          anchor=anchor, polish=polish, rng=seed)
     if runs.completed.size:
         loop.tell(runs.completed, runs.losses)
     if runs.running.size:
@@ -322,8 +326,10 @@ def campaign_posterior(grid: Grid, runs: CampaignRuns, *,
     cap = None
     if scope == "window":
         share = 1.0 if budget is None else min(1.0, budget / grid.budget_total)
-        loop = SearchLoop(grid, share, None, acquisition="random", schedule=schedule,
-                          n_initial=0)
+        with warnings.catch_warnings():  # only its window cap is used
+            warnings.filterwarnings("ignore", message=NOTHING_FITS)
+            loop = SearchLoop(grid, share, None, acquisition="random", schedule=schedule,
+                              n_initial=0)
         loop.tell(runs.completed, runs.losses)
         cap = loop.window_cap()
         scope, cap = ("grid", None) if np.isinf(cap) else ("window", cap)

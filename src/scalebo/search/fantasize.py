@@ -112,9 +112,20 @@ def _check_obs(grid: Grid, observed_idx: Any, y_obs: Any) -> tuple[np.ndarray, n
             f"observed_idx must hold distinct grid rows in 0..{grid.n_configs - 1}; "
             "average repeated runs upstream."
         )
-    if not np.all(np.isfinite(y)):
-        raise SearchError("Observed losses must be finite; got NaN or inf.")
+    check_losses(idx, y, positive=False)
     return idx, y
+
+
+def check_losses(idx: np.ndarray, y: np.ndarray, *, positive: bool = True) -> None:
+    """Raise SearchError naming the first observed loss ``y`` (nats) that is not finite (or,
+    with ``positive``, not > 0, as a law fitted in log space needs), by its position and
+    grid row ``idx``."""
+    ok = np.isfinite(y) & (y > 0) if positive else np.isfinite(y)
+    if bad := np.flatnonzero(~ok).tolist():
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        raise SearchError(f"Observed losses must be finite{' and > 0' if positive else ''} "
+                          f"(nats): y_obs[{bad[0]}], grid row {int(idx[bad[0]])}, is "
+                          f"{float(y[bad[0]])!r}{more}.")
 
 
 def _scope_mask(

@@ -179,17 +179,23 @@ class Grid:
         """Cartesian product grid, e.g. ``{"N": [...], "D": [...], "lr": [...], "bs": [...]}``.
 
         ``N`` and ``D`` are required keys; the other keys become the hyperparameter axes, in
-        the mapping's order. Lists of strings are categorical axes. Cost is ``6·N·D`` FLOPs.
+        the mapping's order. Values are checked as a grid file's
+        (:func:`~scalebo.search.grid_file.check_axis`: numbers, numeric text such as
+        ``"1e-3"`` included, become floats; an all-text axis is categorical; a repeated,
+        non-finite or mixed value is an error). Cost is ``6·N·D`` FLOPs. The
+        ``n_held_out_cells`` costliest (N, D) cells (default 2, as a replay holds them out to
+        score extrapolation) are never acquired and do not count in :attr:`budget_total`;
+        pass 0 for a campaign's grid.
         """
+        from scalebo.search.grid_file import check_axis
+
         for col in ("N", "D"):
             if col not in axes:
                 raise SearchError(
                     f"Axis {col!r} is required, got axes {list(axes)}; add e.g. {col}: [1e8, 1e9]."
                 )
         names = ["N", "D", *[k for k in axes if k not in ("N", "D")]]
-        for name in names:
-            if len(axes[name]) == 0:
-                raise SearchError(f"Axis {name!r} has no values; give at least one.")
+        axes = {name: check_axis(f"axis {name!r}", name, axes[name]) for name in names}
         rows = list(itertools.product(*[list(axes[k]) for k in names]))
         configs = pd.DataFrame(rows, columns=names)
         cost = 6.0 * configs["N"].to_numpy(dtype=np.float64) * configs["D"].to_numpy(np.float64)

@@ -26,14 +26,26 @@ from typing import Any
 from scalebo.data.columns import parse_number
 from scalebo.errors import SearchError, yaml_problem
 
-__all__ = ["GRID_KEYS", "read_grid_file", "unique_key_loader"]
+__all__ = ["GRID_KEYS", "check_axis", "read_grid_file", "unique_key_loader"]
 
 #: Top-level keys of a grid file.
 GRID_KEYS = ("axes", "held_out_cells")
 
 
 def _axis(path: Path, name: str, values: Any) -> list[Any]:
-    where = f"{path}: axis {name!r}"
+    return check_axis(f"{path}: axis {name!r}", name, values)
+
+
+def check_axis(where: str, name: str, values: Any) -> list[Any]:
+    """The values of axis ``name`` checked as the module docstring says (numbers as floats,
+    or all text for a categorical axis; a lone number is a one-value axis); ``where`` starts
+    every error (e.g. ``"grid.yaml: axis 'lr'"``).
+
+    Raises:
+        SearchError: naming ``where``, the 1-based item and what was expected.
+    """
+    if isinstance(values, tuple | range) or hasattr(values, "tolist"):
+        values = values.tolist() if hasattr(values, "tolist") else list(values)
     if isinstance(values, str) and parse_number(values) is not None:
         values = [values]  # one number that YAML 1.1 read as text (3e-3)
     if isinstance(values, str):

@@ -80,6 +80,8 @@ def match_rows(grid: Grid, frame: pd.DataFrame, source: str | None = None) -> np
 def _why_off(columns: list[str], row: dict, codes: np.ndarray, levels: list[np.ndarray]) -> str:
     """Which of ``row``'s values no grid configuration has, each with the grid's nearest
     value (in log distance for positive numbers), or that the combination is not one."""
+    from scalebo.search.grid import INDEX_RTOL
+
     said = []
     for j in np.flatnonzero(codes < 0):
         col, value, uniq = columns[j], row[columns[j]], levels[j]
@@ -87,7 +89,10 @@ def _why_off(columns: list[str], row: dict, codes: np.ndarray, levels: list[np.n
             v = float(value)
             gap = (np.abs(np.log(uniq / v)) if v > 0 and (uniq > 0).all()
                    else np.abs(uniq - v))
-            near, value = f"nearest {float(uniq[int(np.argmin(gap))]):.6g}", format(v, ".9g")
+            g = float(uniq[int(np.argmin(gap))])
+            near = (f"nearest {g:.12g}, {abs(v / g - 1) * 100:.2g} % away; values match "
+                    f"within {INDEX_RTOL:g} relative")
+            value = format(v, ".12g")
         else:
             value = shown(value)
             near = f"the grid has {', '.join(shown(u) for u in uniq[:6])}" + (

@@ -62,7 +62,7 @@ from scalebo.fitting.batch import fit_batch
 from scalebo.fitting.bootstrap import distinct_optima
 from scalebo.fitting.robust import FitResult, FitStatus, bound_mask, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW, PowerLawSum
-from scalebo.search.fantasize import MAX_STD_RATIO
+from scalebo.search.fantasize import MAX_STD_RATIO, check_losses
 from scalebo.search.grid import Grid
 from scalebo.search.law_frontiers import envelope_masks, sample_frontiers, too_few_points
 from scalebo.search.law_samples import (
@@ -330,11 +330,12 @@ def law_posterior(
             (``"reference"``, what replays score against) or the noise-free law
             (``"noise_free"``, whose interval does not shrink to zero once the runs that
             make the envelope are trained).
-        laws: Names among ``"compute"``, ``"chinchilla"``.
+        laws: Names among ``"compute"``, ``"chinchilla"`` (one name or several).
         n_samples: Posterior samples S (one law fit each).
         targets: Computes at which the loss (and N*, D*) are derived, FLOPs.
         n_starts: Starts per sample: the best distinct optima of the point fit.
-        rng: Seed or generator of the samples; the same seed gives the same result.
+        rng: Seed or generator of the samples; the same seed gives the same result when the
+            surrogate is seeded too (`GPSurrogate(rng=0)`: its hyperparameter restarts).
         discrepancy: Samples widened by a hyperparameter-shift term of this scale
             (:class:`~scalebo.search.posterior_discrepancy.DiscrepancySurrogate`; 0: none);
             the posterior mean and point fit are unchanged.
@@ -352,6 +353,7 @@ def law_posterior(
         ``{law name: LawPosterior}``. Raises SearchError (bad observations, scope or
         samples) or ValueError (unknown law, non-positive target, ``n_starts < 1``).
     """
+    laws = (laws,) if isinstance(laws, str) else tuple(laws)
     unknown = [name for name in laws if name not in LAW_NAMES]
     if unknown:
         raise ValueError(f"unknown law(s) {unknown}; expected names among {list(LAW_NAMES)}")
@@ -360,6 +362,9 @@ def law_posterior(
         raise ValueError(f"targets must be positive, finite FLOPs; got {list(targets)}")
     if n_starts < 1 or not discrepancy >= 0:
         raise ValueError(f"need n_starts >= 1, discrepancy >= 0; got {n_starts}, {discrepancy}")
+    y = np.asarray(y_obs, dtype=np.float64).ravel()
+    if y.shape == np.shape(np.ravel(observed_idx)):
+        check_losses(np.ravel(observed_idx), y)  # the laws are fitted in log space
     t0 = time.perf_counter()
     surrogate = DiscrepancySurrogate(surrogate, discrepancy) if discrepancy else surrogate
     d = draw_with_model(grid, observed_idx, y_obs, surrogate, scope, cap, n_samples,

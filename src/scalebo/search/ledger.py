@@ -108,15 +108,16 @@ class ObservationLedger:
 
         Raises:
             SearchError: an index is off-grid, held out, repeated or already observed, or a
-                loss is not finite (record a diverged run as a large finite loss or leave it
-                out).
+                loss is not finite and > 0 (record a crashed or diverged run with
+                :meth:`mark_failed`).
         """
         arr = self._indices(idx)
         y = np.atleast_1d(np.asarray(loss, dtype=np.float64))
         if y.shape != arr.shape:
             raise SearchError(f"Got {arr.size} indices but {y.size} losses; pass one per index.")
-        if not np.all(np.isfinite(y)):
-            raise SearchError(f"Losses must be finite, got {y.tolist()} for rows {arr.tolist()}; "
+        if not np.all(np.isfinite(y) & (y > 0)):
+            raise SearchError(f"Losses must be finite and > 0 (nats), got {y.tolist()} for rows "
+                              f"{arr.tolist()}; "
                               "record a crashed or diverged run with mark_failed (its compute "
                               "stays spent, and it is not proposed again).")
         dup = arr[self._observed[arr]]

@@ -46,6 +46,7 @@ from scalebo.errors import SearchError
 from scalebo.search import target as tgt
 from scalebo.search.acquisition import INCUMBENTS, Acquisition, incumbent_score, parse_acquisition
 from scalebo.search.admission import Admission
+from scalebo.search.budget import check_fraction
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 from scalebo.search.models.protocol import accepts_warm_start, fit_surrogate, hyperparameter_fit
@@ -131,13 +132,7 @@ class SearchLoop(Admission):
         polish: float = 0.0,
         rng: np.random.Generator | int | None = None,
     ) -> None:
-        if not (np.isfinite(budget_fraction) and 0 < budget_fraction <= 1):
-            raise SearchError(
-                f"budget_fraction must be a fraction of C_total in (0, 1], got "
-                f"{budget_fraction}" + (f" (for {budget_fraction:g} % write "
-                                        f"{budget_fraction / 100:g})" if budget_fraction > 1
-                                        else "") + "."
-            )
+        budget_fraction = check_fraction(budget_fraction, grid)
         if incumbent not in INCUMBENTS:
             raise SearchError(f"incumbent must be one of {list(INCUMBENTS)}, got {incumbent!r}.")
         if not (np.isfinite(ei_cost_power) and ei_cost_power >= 0):
