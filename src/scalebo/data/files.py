@@ -104,13 +104,42 @@ def read_table(path: str | Path) -> pd.DataFrame:
             except ValueError:
                 frame = pd.read_json(path, lines=True, dtype=False)
     except (ValueError, OSError, ImportError) as exc:
+        if isinstance(exc, UnicodeDecodeError):
+            raise RunTableError(f"{path}: {_not_utf8(path, exc)}") from None
         if re.search(r"Expected \d+ fields in line \d+, saw \d+", str(exc)) and (
                 said := _ragged_row(path)):
             raise RunTableError(f"{path}: {said}") from None
         if suffix in (".jsonl", ".ndjson") and (said := _bad_json_line(path)):
             raise RunTableError(f"{path}: {said}") from None
         raise RunTableError(f"{path}: could not be read as {suffix[1:]}: {exc}") from exc
+    if suffix in (".csv", ".tsv") and (said := _repeated_names(path)):
+        raise RunTableError(f"{path}: {said}")
     return _stripped_names(frame, path)
+
+
+def _repeated_names(path: Path) -> str:
+    """What repeats in a CSV header (the parser renames a second ``loss`` to ``loss.1``, and
+    the first one would be read silently), or ``""``."""
+    line, sep = _header(path)  # names as written: ones differing by spaces are said later
+    names = next(csv.reader([line.rstrip("\r\n")], delimiter=sep), [])
+    twice = [n for i, n in enumerate(names) if n in names[:i]]
+    if not twice:
+        return ""
+    at = [i + 1 for i, n in enumerate(names) if n == twice[0]]
+    return (f"the column name {twice[0]!r} appears {len(at)} times in the header (columns "
+            f"{', '.join(map(str, at))}); give each column its own name")
+
+
+def _not_utf8(path: Path, exc: UnicodeDecodeError) -> str:
+    """Where a text file stops being UTF-8: its 1-based line and the byte."""
+    for number, line in enumerate(path.read_bytes().splitlines(), start=1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            return (f"not UTF-8 text: line {number} has the byte 0x{line[bad.start]:02x} "
+                    f"(position {bad.start + 1}); save the file as UTF-8 (a spreadsheet's "
+                    "'CSV UTF-8'), or read it with pandas and pass the DataFrame")
+    return f"not UTF-8 text ({exc.reason})"
 
 
 def _field_counts(path: Path) -> tuple[int, Iterator[tuple[int, int, int]]]:

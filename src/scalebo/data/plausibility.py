@@ -13,6 +13,9 @@ table as a whole and only warn (a real table may be unusual):
   tells apart runs equal in every other setting (:func:`per_run_axes`): a measurement (a
   wall time) splitting repeats (seeds), which are then neither averaged nor compared as one
   configuration;
+* the median finite loss is above :data:`MAX_LOSS` nats: a perplexity (``exp`` of the loss)
+  or a loss scaled by 1000 (a per-token cross-entropy in nats lies below the log of the
+  vocabulary size, 10.8–12.4 for 50k–250k tokens, already at initialization);
 * a given ``C`` column differs from ``6·N·D`` by more than :data:`C_RTOL` (median ratio;
   attention FLOPs add 10–30 %, which is not worth a note): the
   compute law and predictions at a compute use ``C``, while Chinchilla's compute-optimal N*, D*
@@ -30,13 +33,15 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-__all__ = ["C_OUTLIER", "C_RTOL", "MIN_PARAMS", "MIN_TOKENS", "RUN_LABELS", "per_run_axes",
-           "relabels", "text_settings", "unit_notes"]
+__all__ = ["C_OUTLIER", "C_RTOL", "MAX_LOSS", "MIN_PARAMS", "MIN_TOKENS", "RUN_LABELS",
+           "per_run_axes", "relabels", "text_settings", "unit_notes"]
 
 #: A table whose largest N is below this many parameters gets a note (sizes in millions?).
 MIN_PARAMS = 1e5
 #: A table whose largest D is below this many tokens gets a note (tokens in billions?).
 MIN_TOKENS = 1e6
+#: A table whose median finite loss is above this many nats gets a note (a perplexity?).
+MAX_LOSS = 15.0
 #: Relative gap between a given C and 6·N·D (median over runs) above which a note says so.
 C_RTOL = 0.25
 #: Factor by which one run's C/(6·N·D) may differ from the median of the runs of its model
@@ -61,6 +66,14 @@ def unit_notes(frame: pd.DataFrame, name: str, *, has_C: bool) -> list[str]:
             notes.append(f"{name}: the largest {col} is {values.max():.4g}: {col} counts "
                          f"{unit} (e.g. {eg}), not millions or billions of them; the law's "
                          "compute and its predictions are in FLOPs of these units")
+    loss = pd.to_numeric(frame["loss"], errors="coerce").to_numpy(np.float64) if (
+        "loss" in frame.columns) else np.array([])
+    if (loss := loss[np.isfinite(loss)]).size and (med := float(np.median(loss))) > MAX_LOSS:
+        notes.append(f"{name}: the median loss is {med:.4g} nats (from {loss.min():.4g} to "
+                     f"{loss.max():.4g}): a per-token cross-entropy in nats lies below the log "
+                     "of the vocabulary size (about 11-12) even at initialization; is the "
+                     "column a perplexity (exp of the loss) or in another unit? The laws are "
+                     "fitted to it as it is")
     if has_C and N.size:
         ratio = frame["C"].to_numpy(dtype=np.float64) / (6.0 * N * D)
         med = float(np.median(ratio))

@@ -39,7 +39,6 @@ import pandas as pd
 
 from scalebo.data.cleaning import (
     UNITS,
-    _apply_mapping,
     _check_columns_exist,
     _check_no_missing,
     _check_positive,
@@ -51,6 +50,7 @@ from scalebo.data.cleaning import (
     _run_ids,
     _to_float,
     _to_labels,
+    apply_mapping,
     shown_column,
 )
 from scalebo.data.columns import (
@@ -199,7 +199,9 @@ def load_runs(
 
     Args:
         source: A file path (format by suffix, see :func:`read_table`) or a DataFrame
-            (copied, never modified).
+            (copied, never modified). Messages count "data row k" from 1 over the rows in
+            order (a file's line k + 1 under its header; a DataFrame's ``iloc[k - 1]``,
+            whatever its index labels).
         mapping: Canonical name → column of the source, e.g. ``{"N": "params", "D":
             "tokens"}``. A source column that already bears a mapped canonical name is kept
             as ``<name>_unmapped``.
@@ -247,7 +249,7 @@ def load_runs(
         raise RunTableError(f"{name}: the table has no rows; expected one row per run.")
 
     merged = _merge_run_id(mapping, run_id, name)
-    frame = _apply_mapping(frame, merged, name)
+    frame = apply_mapping(frame, merged, name)
     _check_required(frame, name, merged)
     for column in ("N", "D", "loss", "C"):
         if column in frame.columns:

@@ -69,6 +69,24 @@ def undefined_rows(law: FormulaLaw, thetas: np.ndarray, X: np.ndarray,
             + ". Fix or drop such rows, or write the formula so that it is defined there.")
 
 
+def undefined_points(law: FormulaLaw, x: np.ndarray, points: Sequence[Mapping[str, float]],
+                     what: str = "--predict-at") -> str:
+    """The first of ``points`` (``{variable: value}``) where the formula at the fitted
+    internal parameters ``x`` is not finite (a log or a fractional power of an input ≤ 0),
+    named; "" when it is finite at every point."""
+    for point in points:
+        X = np.array([[point[v] for v in law.variables]], dtype=np.float64)
+        with np.errstate(all="ignore"):
+            f = law.predict_natural(np.asarray(x, dtype=np.float64)[None, :], law.prepare(X))
+        if not np.isfinite(f).all():
+            shown = ",".join(f"{v}={point[v]:g}" for v in law.variables)
+            neg = [v for v in law.variables if point[v] <= 0]
+            return (f"{what} {shown}: the fitted formula {law.name!r} is not finite there"
+                    + (f" ({', '.join(neg)} ≤ 0, where logs and fractional powers are "
+                       "undefined)" if neg else "") + "; predict where it is defined")
+    return ""
+
+
 def first_non_number(frame: pd.DataFrame, variables: Sequence[str],
                      variable_map: Mapping[str, str]) -> str:
     """``"data row R, column 'C' (variable V): 'x' is not a number"`` for the first cell of

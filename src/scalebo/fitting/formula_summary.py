@@ -27,6 +27,7 @@ from scalebo.fitting.formula_bootstrap import FormulaBootstrapResult, bootstrap_
 from scalebo.fitting.formula_checks import (
     check_bound_names,
     repeated_rows_note,
+    undefined_points,
     undefined_rows,
 )
 from scalebo.fitting.formula_fit import fit_formula, table_inputs
@@ -288,6 +289,8 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
     if said := undefined_rows(law, fit.x[None, :], X, columns, source, "at the fitted "
                               "parameters", positive=residuals == "log"):
         raise RunTableError(said)
+    if said := undefined_points(law, fit.x, points):
+        raise ValueError(said)
     if (said := bound_warning(fit)) is not None:
         warnings.warn(said, RuntimeWarning, stacklevel=2)
     boot = None

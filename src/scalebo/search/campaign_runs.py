@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from scalebo.data.cleaning import apply_mapping
 from scalebo.data.columns import is_blank
 from scalebo.data.files import read_table
 from scalebo.errors import RunTableError, SearchError, shown_config, shown_rows
@@ -283,7 +284,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
     default, frame = _named_frame(source)
     name = name or default
     original = [str(c) for c in frame.columns]
-    frame = frame.rename(columns={v: k for k, v in (mapping or {}).items()})
+    frame = apply_mapping(frame, mapping or {}, name, optional=("C", "loss", "run_id"))
     frame = frame.reset_index(drop=True)
     if len(frame) == 0:
         return CampaignRuns(source=name)
@@ -323,7 +324,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
         kinds.append(RunStatus.FAILED)
     notes += _diverged_notes(grid, idx, kinds, status, loss, diverged_above)
     row_cost = np.where(np.isfinite(cost), cost, np.asarray(grid.budget_cost)[idx])
-    keep, superseded = _one_row_per_configuration(grid, idx, kinds, name, notes)
+    keep, superseded = _one_row_per_configuration(grid, idx, kinds, name, notes, frame)
     held = keep & np.asarray(grid.held_out)[idx]  # SearchLoop refuses them: set aside
     if held.any():
         notes.append(f"{shown_rows((np.flatnonzero(held) + 1).tolist())}: in the grid's "
@@ -353,7 +354,8 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
 
 
 def _one_row_per_configuration(grid: Grid, idx: np.ndarray, kinds: list[RunStatus],
-                               name: str, notes: list[str]) -> tuple[np.ndarray, np.ndarray]:
+                               name: str, notes: list[str], frame: pd.DataFrame
+                               ) -> tuple[np.ndarray, np.ndarray]:
     """``(keep, superseded)``: the row that stands for each configuration (its run that did
     not fail, else its last failed attempt) and the failed attempts it supersedes (a note
     each). SearchError for two runs of one configuration that did not fail."""
@@ -370,11 +372,15 @@ def _one_row_per_configuration(grid: Grid, idx: np.ndarray, kinds: list[RunStatu
                               f"{running[0] + 1} still lists it as running: update that row "
                               "(its status and loss) instead of adding one.")
         if len(live) > 1:
+            other = [str(c) for c in frame.columns if c not in (*grid.input_columns, "C",
+                     "loss", "status", "run_id", "cost") and frame[c].iloc[live].nunique() > 1]
             raise SearchError(f"{name}: {shown_rows([p + 1 for p in live])} are the same "
                               f"configuration {shown_config(grid.config(g))}, run more than "
                               "once without failing; keep one run per configuration "
                               "(average repeats into one row, or drop the older one); failed "
-                              "attempts may stay beside their retry.")
+                              "attempts may stay beside their retry." + (
+                                  f" They differ in {other}, which the grid has no axis for "
+                                  "(add it to the grid's axes to search it)." if other else ""))
         stay = live[0] if live else int(rows[-1])
         for p in rows:
             if p != stay:

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scalebo.data.cleaning import shown_column
+from scalebo.data.cleaning import apply_mapping, shown_column
 from scalebo.data.columns import (
     blank_cells,
     is_blank,
@@ -144,8 +144,8 @@ def read_grid_table(path: str | Path, mapping: Mapping[str, str] | None = None) 
         SearchError: two rows of the same configuration (names their 1-based data rows).
     """
     path = Path(path)
-    frame = read_table(path).rename(columns={v: k for k, v in (mapping or {}).items()})
-    frame = frame.reset_index(drop=True)
+    frame = apply_mapping(read_table(path), mapping or {}, str(path),
+                          optional=("C", "loss", "run_id")).reset_index(drop=True)
     missing = [c for c in ("N", "D") if c not in frame.columns]
     if missing:
         raise RunTableError(f"{path}: columns {missing} are missing (a grid table needs N, "

@@ -1,0 +1,109 @@
+"""Table mistakes a bad-input trial found read silently or with a traceback: a ``--map`` onto a
+column beside one already bearing the canonical name (``loss`` and ``val_loss``), a mapped
+column a campaign file lacks, a header naming one column twice, a file that is not UTF-8, a
+formula predicted where it is undefined, a perplexity read as a loss, repeats that differ
+only in a column the grid has no axis for."""
+
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from scalebo.data.runs import load_runs
+from scalebo.errors import RunTableError, SearchError
+from scalebo.fitting.formula_summary import summarize_formula_fit
+from scalebo.search.campaign_runs import read_campaign_runs
+from scalebo.search.grid import Grid
+from scalebo.search.grid_table import read_grid_table
+
+AXES = {"N": [5e7, 1e8], "D": [1e9, 2e9], "lr": [1e-3, 3e-3]}
+
+
+def _grid() -> Grid:
+    return Grid.from_axes(AXES, n_held_out_cells=0)
+
+
+def test_a_mapped_loss_beside_a_loss_column_is_the_one_read(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("N,D,lr,loss,val_loss\n5e7,1e9,0.001,3.91,4.01\n1e8,2e9,0.003,3.50,3.62\n")
+    runs = read_campaign_runs(path, _grid(), mapping={"loss": "val_loss"})
+    assert sorted(runs.losses.tolist()) == [3.62, 4.01]
+    table = load_runs(path, mapping={"loss": "val_loss"})  # the fit's reader agrees
+    assert sorted(table.frame["loss"].tolist()) == [3.62, 4.01]
+
+
+def test_a_grid_table_maps_its_columns_as_a_run_table_does(tmp_path):
+    path = tmp_path / "grid.csv"
+    path.write_text("N,D,lr,N_active\n" + "".join(
+        f"{n:g},{d:g},{lr:g},{n / 4:g}\n" for n in AXES["N"] for d in AXES["D"]
+        for lr in AXES["lr"]))
+    grid = read_grid_table(path, {"N": "N_active", "loss": "val_loss"})  # no loss: fine
+    assert sorted(set(grid.configs["N"])) == [1.25e7, 2.5e7]
+    assert grid.axes == ("lr",)  # the total N set aside is no axis
+    with pytest.raises(RunTableError, match=r"mapped column\(s\) \{'N': 'N_actve'\} not found "
+                                            r"\(did you mean 'N_active'"):
+        read_grid_table(path, {"N": "N_actve"})
+
+
+def test_a_campaign_file_without_a_mapped_column_is_an_error(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("N,D,lr,loss\n5e7,1e9,0.001,3.91\n")
+    with pytest.raises(RunTableError, match=r"mapped column\(s\) \{'N': 'params', 'D': "
+                                            r"'tokens'\} not found"):
+        read_campaign_runs(path, _grid(), mapping={"N": "params", "D": "tokens"})
+
+
+@pytest.mark.parametrize(("header", "said"), [
+    ("N,D,loss,loss", r"'loss' appears 2 times in the header \(columns 3, 4\)"),
+    ("N,D,N,loss", r"'N' appears 2 times in the header \(columns 1, 3\)"),
+])
+def test_a_header_naming_a_column_twice_is_an_error(tmp_path, header, said):
+    path = tmp_path / "runs.csv"
+    path.write_text(header + "\n5e7,1e9,0.001,3.9\n1e8,2e9,0.003,3.5\n")
+    with pytest.raises(RunTableError, match=said):
+        load_runs(path)
+
+
+def test_a_file_that_is_not_utf8_names_its_line_and_byte(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_bytes("N,D,loss,note\n5e7,1e9,3.9,ok\n1e8,2e9,3.5,caf\u00e9\n".encode("latin-1"))
+    with pytest.raises(RunTableError, match=r"not UTF-8 text: line 3 has the byte 0xe9 "
+                                            r"\(position 16\); save the file as UTF-8"):
+        load_runs(path)
+
+
+def test_a_formula_is_not_predicted_where_it_is_undefined():
+    N, D = np.meshgrid(np.geomspace(5e7, 5e9, 4), np.geomspace(1e9, 1e11, 4))
+    frame = pd.DataFrame({"N": N.ravel(), "D": D.ravel()})
+    frame["loss"] = 1.69 + 406.4 / frame["N"] ** 0.34 + 410.7 / frame["D"] ** 0.28
+    bounds = {"E": (0, 10), "A": (1e-3, 1e9), "a": (0.05, 2), "B": (1e-3, 1e9),
+              "b": (0.05, 2)}
+    formula = "E + A*N**(-a) + B*D**(-b)"
+    with pytest.raises(ValueError, match=r"--predict-at N=-1,D=2e\+11: the fitted formula .* "
+                                         r"is not finite there \(N ≤ 0"):
+        summarize_formula_fit(frame, formula, bounds=bounds, predict_at=["N=-1,D=2e11"])
+    ok = summarize_formula_fit(frame, formula, bounds=bounds, predict_at=["N=1e10,D=2e11"])
+    truth = 1.69 + 406.4 / 1e10 ** 0.34 + 410.7 / 2e11 ** 0.28
+    got = ok.law.predict(ok.fit.x, np.array([[1e10, 2e11]]))[0]
+    assert math.isclose(got, truth, rel_tol=1e-3)
+
+
+def test_a_perplexity_read_as_a_loss_is_named():
+    frame = pd.DataFrame({"N": [5e7, 1e8, 2e8, 4e8], "D": [1e9, 2e9, 4e9, 8e9]})
+    frame["loss"] = np.exp([3.4, 3.2, 3.0, 2.9])  # perplexities 30, 25, 20, 18
+    with pytest.warns(UserWarning, match=r"the median loss is 22.31 nats .* a perplexity"):
+        load_runs(frame)
+    frame["loss"] = np.log(frame["loss"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_runs(frame)
+
+
+def test_repeats_that_differ_off_the_grid_say_in_what(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("N,D,lr,bs,loss\n5e7,1e9,0.001,256,3.91\n5e7,1e9,0.001,512,3.95\n")
+    with pytest.raises(SearchError, match=r"They differ in \['bs'\], which the grid has no "
+                                          r"axis for"):
+        read_campaign_runs(path, _grid())
