@@ -44,6 +44,11 @@ def test_replay_file_json_plot_and_errors(tmp_path):
 
     bad = _scalebo("replay", "--dataset", str(path), "--budget", "2", cwd=tmp_path)
     assert bad.returncode == 2 and "--budget" in bad.stderr
+    late = _scalebo("replay", "--dataset", str(path), "--budget", "0.1", "--record-budgets",
+                    "0.05,0.2", cwd=tmp_path)  # refused before the data load
+    assert late.returncode == 2 and "loading" not in late.stderr
+    assert ("--record-budgets 0.2: a budget recorded on the way must be at most --budget 0.1"
+            in late.stderr)
 
     # The 0.2 search (cell-best incumbent, cost-blind EI) is two options away, and it picks
     # other runs: per unit cost, EI buys more of the cheap configurations.

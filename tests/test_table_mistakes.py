@@ -107,3 +107,24 @@ def test_repeats_that_differ_off_the_grid_say_in_what(tmp_path):
     with pytest.raises(SearchError, match=r"They differ in \['bs'\], which the grid has no "
                                           r"axis for"):
         read_campaign_runs(path, _grid())
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    ("1.3B", r"write '1.3B' as 1.3e\+09 \(k = 1e3, M = 1e6, B = 1e9, T = 1e12\)"),
+    ("125M", r"write '125M' as 1.25e\+08"),
+    ("50,000,000", r"Thousands separators are not read: write '50,000,000' as 5e\+07"),
+    ("3,1", r"Decimal commas are not read"),
+])
+def test_a_size_written_for_people_says_how_to_write_it(tmp_path, value, said):
+    runs = tmp_path / "runs.csv"
+    runs.write_text(f'N,D,loss\n"{value}",2e10,3.1\n1e8,2e9,3.5\n')
+    with pytest.raises(RunTableError, match=r"data row 1, column 'N'.*" + said):
+        load_runs(runs)
+    grid_yaml = tmp_path / "grid.yaml"
+    grid_yaml.write_text(f'axes:\n  N: ["{value}", 2e9]\n  D: [2e10]\n')
+    with pytest.raises(SearchError, match=r"axis 'N', item 1: .*" + said):
+        Grid.from_yaml(grid_yaml)
+    table = tmp_path / "grid.csv"
+    table.write_text(f'N,D\n"{value}",2e10\n2e9,2e10\n')
+    with pytest.raises(RunTableError, match=r"data row 1, column 'N'.*" + said):
+        read_grid_table(table)

@@ -33,7 +33,8 @@ NAME = "fragility"
 HELP = "refit a law under variants (leave one model out, checkpoints, cooldown, δ, ...)"
 DESCRIPTION = """\
 Refit a law in (N, D) (default chinchilla: L = E + A/N^alpha + B/D^beta) on every point of
-RUNS (each run or checkpoint; C = 6*N*D FLOPs) and under named variants, and report alpha,
+RUNS (each run or checkpoint; with hyperparameters, the best run of each (N, D) cell;
+C = 6*N*D FLOPs) and under named variants, and report alpha,
 beta, E, the compute-optimal N* (parameters) and D* (tokens) at --target FLOPs, D*/N*, and
 the predicted loss there (nats), with the spread across variants (min, max, median,
 (max - min)/median).
@@ -194,7 +195,10 @@ def run(args: argparse.Namespace) -> int:
         "every_k": tuple(args.every_k) if args.every_k else (2, 5),
         "huber_deltas": args.huber_deltas, "extra": extra,
     }
-    log(f"fragility: {len(table)} base points, {len(extra)} extra tables, "
+    cells = (f" (the best of each of {table.frame.groupby(['N', 'D']).ngroups} (N, D) cells "
+             f"over {', '.join(table.hyperparameters)} is fitted)" if table.hyperparameters
+             else "")
+    log(f"fragility: {len(table)} runs{cells}, {len(extra)} extra tables, "
         f"n_jobs={args.n_jobs} ...")
     report = fragility(table, law=args.law, target=args.target, huber_delta=args.huber_delta,
                        policy=StartPolicy(full=args.starts == "full"), n_jobs=args.n_jobs,

@@ -218,6 +218,9 @@ def run(args: argparse.Namespace) -> int:
     mapping = parse_mapping(args.map) if args.map else None
     if not (0 < args.budget <= 1):
         raise ValueError(f"--budget must be a fraction of C_total in (0, 1], got {args.budget}")
+    if bad := [b for b in args.record_budgets if b > args.budget]:
+        raise ValueError(f"--record-budgets {','.join(f'{b:g}' for b in bad)}: a budget "
+                         f"recorded on the way must be at most --budget {args.budget:g}")
     method = MethodConfig(**{field: getattr(args, option)
                              for option, field in _METHOD_OPTIONS.items()
                              if getattr(args, option) is not None})

@@ -4,7 +4,6 @@ configurations. Messages name the source, the 1-based data row(s) and the column
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Collection, Mapping, Sequence
 
@@ -21,6 +20,7 @@ from scalebo.data.columns import (
     default_hyperparameters,
     is_blank,
     is_candidate_column,
+    number_hint,
     parse_number,
     suggested_mapping,
     text_column,
@@ -167,13 +167,11 @@ def _to_float(series: pd.Series, column: str, name: str, shown: str | None = Non
     if bad.size:
         first = bad[0]
         more = f" (first at data row {first + 1})" if bad.size > 1 else ""
-        comma = re.fullmatch(r"\s*[-+]?\d+,\d+\s*", str(series.iloc[first])) is not None
         raise RunTableError(
             f"{name}: {_rows(bad)}, column {shown}: expected a number, got "
             f"{_scalar(series.iloc[first])!r}{more}. "
-            + ("Decimal commas are not read: write the number with a point (3.1, not 3,1)."
-               if comma else "Fix the value(s), or map another column (--map on the command "
-                             "line, mapping= in Python).")
+            + (number_hint(series.iloc[first]) or "Fix the value(s), or map another column "
+               "(--map on the command line, mapping= in Python).")
         )
     return values.astype(np.float64)
 
@@ -203,7 +201,7 @@ def _check_positive(series: pd.Series, column: str, name: str, shown: str | None
         shown = shown or shown_column(column, None, UNITS[column])
         raise RunTableError(
             f"{name}: column {shown}, {_rows(bad)}: expected a finite value > 0, "
-            f"got {values[bad[0]].item()!r}"
+            f"got {'a blank or NaN' if np.isnan(values[bad[0]]) else repr(values[bad[0]].item())}"
             + (f" (first at data row {bad[0] + 1})." if bad.size > 1 else ".")
         )
 

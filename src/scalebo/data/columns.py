@@ -3,6 +3,7 @@ the default rule for hyperparameter columns. See :mod:`scalebo.data.runs` for th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any
@@ -13,8 +14,8 @@ import pandas as pd
 __all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "UNFINISHED_STATUSES",
            "UNMAPPED_SUFFIX", "ExclusionReason", "blank_axes", "blank_cells",
            "default_hyperparameters", "is_blank", "is_candidate_column", "is_categorical",
-           "numeric_typos", "parse_number", "suggested_mapping", "text_column", "to_numbers",
-           "unfinished_runs"]
+           "number_hint", "numeric_typos", "parse_number", "suggested_mapping", "text_column",
+           "to_numbers", "unfinished_runs"]
 
 #: Names that ``mapping`` may assign, in the order they appear in ``RunTable.frame``.
 CANONICAL_COLUMNS: tuple[str, ...] = ("run_id", "N", "D", "C", "loss")
@@ -133,6 +134,27 @@ def parse_number(value: object) -> float | None:
         except ValueError:
             return None
     return None
+
+
+#: Count suffixes of sizes written as in model names (``125M``, ``1.3B``, ``20B``).
+SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+
+
+def number_hint(value: object) -> str:
+    """How to write ``value``, a cell that is not a number, when it looks like one written
+    for people: ``"1.3B"`` → write 1.3e9; ``"50,000,000"`` → no thousands separators;
+    ``"3,1"`` → a point, not a decimal comma; "" otherwise."""
+    text = str(value).strip()
+    if m := re.fullmatch(r"([-+]?\d+(?:\.\d+)?)\s*([kKmMbBtT])", text):
+        number = float(m.group(1)) * SUFFIXES[m.group(2).lower()]
+        return (f"Sizes with a suffix are not read: write {text!r} as {number:g} (k = 1e3, "
+                "M = 1e6, B = 1e9, T = 1e12).")
+    if re.fullmatch(r"[-+]?\d{1,3}(?:,\d{3}){2,}(?:\.\d+)?", text):
+        return (f"Thousands separators are not read: write {text!r} as "
+                f"{float(text.replace(',', '')):g}.")
+    if re.fullmatch(r"[-+]?\d+,\d+", text):
+        return "Decimal commas are not read: write the number with a point (3.1, not 3,1)."
+    return ""
 
 
 def to_numbers(series: pd.Series) -> pd.Series:

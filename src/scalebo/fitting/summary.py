@@ -355,8 +355,8 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
                 f"{len(table.frame)} runs)") if method != "all" and len(
                     table.frame) >= law.n_params else "train more runs first"
         raise FitError(
-            f"law {law.name!r} has {law.n_params} parameters but the {method} points "
-            f"are only {len(y)} run{'' if len(y) == 1 else 's'}; {hint}"
+            f"{table.source}: law {law.name!r} has {law.n_params} parameters but the {method} "
+            f"points are only {len(y)} run{'' if len(y) == 1 else 's'}; {hint}"
         )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -112,8 +112,9 @@ class Grid:
         held_cells = np.arange(n_cell)[n_cell - min(n_held_out_cells, n_cell) :]
         if len(held_cells) == n_cell:
             raise SearchError(f"Holding out {n_held_out_cells} cells leaves no candidate: the "
-                              f"grid has only {n_cell} (N, D) cells. Use a smaller "
-                              "n_held_out_cells.")
+                              f"grid has only {n_cell} (N, D) cells. Hold out fewer "
+                              f"(at most {n_cell - 1}: n_held_out_cells in Python, "
+                              "--held-out-cells or held_out_cells: in a file).")
         held_out = np.isin(cell_ids, held_cells)
         return cls(
             configs=configs,

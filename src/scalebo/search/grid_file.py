@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from scalebo.data.columns import parse_number
+from scalebo.data.columns import number_hint, parse_number
 from scalebo.errors import SearchError, yaml_problem
 
 __all__ = ["GRID_KEYS", "check_axis", "read_grid_file", "unique_key_loader"]
@@ -54,17 +54,19 @@ def check_axis(where: str, name: str, values: Any) -> list[Any]:
     if isinstance(values, int | float) and not isinstance(values, bool):
         values = [values]
     if not isinstance(values, list) or not values:
+        eg = {"N": "[1e8, 1e9]", "D": "[2e9, 2e10]"}.get(name, "[1e-3, 3e-3]")
         raise SearchError(f"{where}: expected a non-empty list of values, e.g. "
-                          f"{name}: [1e-3, 3e-3]; got {values!r}.")
+                          f"{name}: {eg}; got {values!r}.")
     numbers = [parse_number(v) for v in values]
     if any(n is None for n in numbers):
         if name in ("N", "D") or any(n is not None for n in numbers):
             bad = next(i for i, n in enumerate(numbers) if n is None)
+            hint = number_hint(values[bad])
             raise SearchError(
                 f"{where}, item {bad + 1}: {values[bad]!r} is not a number"
                 + (" (N and D are numbers)" if name in ("N", "D") else
                    ", while other values of the axis are; a typo? (a categorical axis is all "
-                   "text)") + ".")
+                   "text)") + "." + (f" {hint}" if hint else ""))
         out: list[Any] = [str(v) for v in values]
     else:
         for i, n in enumerate(numbers):

@@ -40,6 +40,7 @@ from scalebo.data.columns import (
     blank_cells,
     is_blank,
     is_candidate_column,
+    number_hint,
     parse_number,
     text_column,
     to_numbers,
@@ -69,8 +70,9 @@ def _fail(path: Path, bad: list[int], column: str, expected: str, value: Any,
     """The error for the first of the 0-based positions ``bad`` of ``column`` (``named``:
     the column as the message names it, default quoted)."""
     more = f"; {len(bad) - 1} more such rows" if len(bad) > 1 else ""
+    said = f" {number_hint(value)}" if number_hint(value) else ""
     return RunTableError(f"{path}: data row {bad[0] + 1}, column {named or repr(column)}: "
-                         f"expected {expected}, got {_got(value)}{hint}{more}.")
+                         f"expected {expected}, got {_got(value)}{hint}{more}.{said}")
 
 
 def _positive(path: Path, frame: pd.DataFrame, column: str,
