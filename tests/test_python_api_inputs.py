@@ -168,3 +168,26 @@ def test_an_off_grid_value_is_shown_to_the_digit_that_differs():
                                           r"125594000, 0.0032 % away; values match within "
                                           r"1e-06 relative\)"):
         grid.index_of(runs)
+
+
+def test_grid_axes_keep_the_types_given():
+    grid = Grid.from_axes({"N": [1e8, 2e8], "D": np.array([1e9, 2e9]), "layers": [12, 24],
+                           "bias": [True, False], "lr": ["1e-3", "3e-3"]}, n_held_out_cells=0)
+    assert grid.configs["layers"].dtype == np.int64 and grid.configs["bias"].dtype == bool
+    assert grid.configs["lr"].tolist()[:2] == [1e-3, 3e-3] and grid.categorical_axes == ("bias",)
+    loop = SearchLoop(grid, np.float32(0.5), None, acquisition="random")  # numpy numbers
+    assert SearchLoop(grid, np.int64(1), None, acquisition="random").budget == grid.budget_total
+    assert loop.budget == pytest.approx(0.5 * grid.budget_total)
+
+
+def test_a_formula_fit_in_natural_units_refuses_a_delta_that_is_not_positive():
+    from scalebo.fitting.formula_fit import fit_formula
+    from scalebo.laws.formula import formula_law
+
+    law = formula_law("a + b*x", ["x"], {"a": (-10, 10), "b": (-10, 10)})
+    x = np.arange(1.0, 9.0)
+    for delta in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match=r"huber_delta must be > 0"):
+            fit_formula(law, x[:, None], 1 + 2 * x, residuals="natural", huber_delta=delta)
+    fit = fit_formula(law, x[:, None], 1 + 2 * x, residuals="natural")
+    assert fit.params["b"] == pytest.approx(2.0, rel=1e-6)

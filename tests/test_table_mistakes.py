@@ -42,17 +42,26 @@ def test_a_grid_table_maps_its_columns_as_a_run_table_does(tmp_path):
     grid = read_grid_table(path, {"N": "N_active", "loss": "val_loss"})  # no loss: fine
     assert sorted(set(grid.configs["N"])) == [1.25e7, 2.5e7]
     assert grid.axes == ("lr",)  # the total N set aside is no axis
-    with pytest.raises(RunTableError, match=r"mapped column\(s\) \{'N': 'N_actve'\} not found "
-                                            r"\(did you mean 'N_active'"):
-        read_grid_table(path, {"N": "N_actve"})
+    with pytest.warns(UserWarning, match=r"the mapping's column 'N_actve' \(for 'N'\) is not "
+                                         r"in the file \(did you mean 'N_active'\?\); its "
+                                         r"column 'N' is used"):
+        typo = read_grid_table(path, {"N": "N_actve"})
+    assert sorted(set(typo.configs["N"])) == AXES["N"]
 
 
-def test_a_campaign_file_without_a_mapped_column_is_an_error(tmp_path):
+def test_one_mapping_serves_files_in_either_names(tmp_path):
+    """A grid in the grid's own names and runs in the user's (or the reverse): each file
+    maps what it has."""
     path = tmp_path / "runs.csv"
     path.write_text("N,D,lr,loss\n5e7,1e9,0.001,3.91\n")
-    with pytest.raises(RunTableError, match=r"mapped column\(s\) \{'N': 'params', 'D': "
-                                            r"'tokens'\} not found"):
-        read_campaign_runs(path, _grid(), mapping={"N": "params", "D": "tokens"})
+    mapping = {"N": "params", "D": "tokens"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        runs = read_campaign_runs(path, _grid(), mapping=mapping)
+    mine = tmp_path / "mine.csv"
+    mine.write_text("params,tokens,learning_rate,loss\n5e7,1e9,0.001,3.91\n")
+    other = read_campaign_runs(mine, _grid(), mapping={**mapping, "lr": "learning_rate"})
+    assert runs.completed.tolist() == other.completed.tolist() == [0]
 
 
 @pytest.mark.parametrize(("header", "said"), [
@@ -103,16 +112,20 @@ def test_a_perplexity_read_as_a_loss_is_named():
 
 def test_repeats_that_differ_off_the_grid_say_in_what(tmp_path):
     path = tmp_path / "runs.csv"
-    path.write_text("N,D,lr,bs,loss\n5e7,1e9,0.001,256,3.91\n5e7,1e9,0.001,512,3.95\n")
+    path.write_text("N,D,lr,bs,seed,train_loss,loss\n5e7,1e9,0.001,256,0,3.9,3.91\n"
+                    "5e7,1e9,0.001,512,1,3.8,3.95\n")  # a seed and a loss are no settings
     with pytest.raises(SearchError, match=r"They differ in \['bs'\], which the grid has no "
-                                          r"axis for"):
+                                          r"axis for: a setting among them belongs"):
         read_campaign_runs(path, _grid())
 
 
 @pytest.mark.parametrize(("value", "said"), [
-    ("1.3B", r"write '1.3B' as 1.3e\+09 \(k = 1e3, M = 1e6, B = 1e9, T = 1e12\)"),
-    ("125M", r"write '125M' as 1.25e\+08"),
-    ("50,000,000", r"Thousands separators are not read: write '50,000,000' as 5e\+07"),
+    ("1.3B", r"write '1.3B' as 1.3e9 \(k = 1e3, M = 1e6, B = 1e9, T = 1e12\)"),
+    ("124.4397M", r"write '124.4397M' as 124.4397e6"),
+    ("1,234,567,891", r"Thousands separators are not read: write '1,234,567,891' as "
+                      r"1234567891\."),
+    ("1,024", r"write '1,024' as 1024 if the comma separates thousands, or 1.024 if it is a "
+              r"decimal comma"),
     ("3,1", r"Decimal commas are not read"),
 ])
 def test_a_size_written_for_people_says_how_to_write_it(tmp_path, value, said):
@@ -128,3 +141,24 @@ def test_a_size_written_for_people_says_how_to_write_it(tmp_path, value, said):
     table.write_text(f'N,D\n"{value}",2e10\n2e9,2e10\n')
     with pytest.raises(RunTableError, match=r"data row 1, column 'N'.*" + said):
         read_grid_table(table)
+
+
+def test_a_header_check_reads_names_as_the_parser_does(tmp_path):
+    path = tmp_path / "runs.csv"
+    path.write_text("N,D,loss,,\n5e7,1e9,3.9,,\n1e8,2e9,3.5,,\n")  # a spreadsheet's empties
+    assert len(load_runs(path)) == 2
+    path.write_bytes(b"\xef\xbb\xbfloss,N,D,loss\n3.9,5e7,1e9,4.0\n")  # BOM ('CSV UTF-8')
+    with pytest.raises(RunTableError, match=r"'loss' appears 2 times in the header \(columns "
+                                            r"1, 4\)"):
+        load_runs(path)
+    path.write_text("\nN,D,N,loss\n5e7,1e9,1,3.9\n")  # a blank first line, skipped by pandas
+    with pytest.raises(RunTableError, match=r"'N' appears 2 times"):
+        load_runs(path)
+
+
+def test_an_off_grid_value_next_to_zero_is_named():
+    grid = Grid.from_axes({"N": [1e8, 3e8], "D": [1e9, 3e9], "wd": [0.0, 0.1]},
+                          n_held_out_cells=0)
+    with pytest.raises(SearchError, match=r"wd 0.01 is not a grid value \(nearest 0; values "
+                                          r"match within 1e-06 relative\)"):
+        grid.index_of(pd.DataFrame({"N": [1e8], "D": [1e9], "wd": [0.01]}))

@@ -99,7 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--target", type=positive_float, default=1e24,
                        help="compute in FLOPs at which N*, D* and the loss are reported "
                             "(default 1e24)")
-    group.add_argument("--huber-delta", type=float, default=DEFAULT_HUBER_DELTA,
+    group.add_argument("--huber-delta", type=positive_float, default=DEFAULT_HUBER_DELTA,
                        help=f"Huber delta of the base fit (default {DEFAULT_HUBER_DELTA:g})")
     group.add_argument("--starts", choices=("reduced", "full"), default="reduced",
                        help="start grid of the variant fits (see above; default reduced)")

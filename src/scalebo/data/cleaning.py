@@ -5,7 +5,7 @@ configurations. Messages name the source, the 1-based data row(s) and the column
 from __future__ import annotations
 
 import warnings
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -60,18 +60,15 @@ def _merge_run_id(
     return merged
 
 
-def apply_mapping(frame: pd.DataFrame, mapping: Mapping[str, str], name: str, *,
-                  optional: Collection[str] = ()) -> pd.DataFrame:
+def apply_mapping(frame: pd.DataFrame, mapping: Mapping[str, str], name: str) -> pd.DataFrame:
     """``frame`` with its columns renamed by ``mapping`` (canonical name → the file's column);
     a column that already bears a mapped canonical name is kept as ``<name>_unmapped`` (a
-    ``loss`` beside the mapped ``val_loss``). Keys in ``optional`` whose column ``frame`` lacks
-    are left out (one ``--map`` serves a grid table without a loss column and a runs file).
+    ``loss`` beside the mapped ``val_loss``).
 
     Raises:
         RunTableError: a key that is not canonical, a mapped column not in ``frame`` (with a
             did-you-mean), one column mapped twice, repeated names after renaming.
     """
-    mapping = {k: v for k, v in mapping.items() if k not in optional or v in frame.columns}
     unknown = [key for key in mapping if key not in CANONICAL_COLUMNS]
     if unknown:
         raise RunTableError(

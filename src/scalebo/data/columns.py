@@ -136,22 +136,27 @@ def parse_number(value: object) -> float | None:
     return None
 
 
-#: Count suffixes of sizes written as in model names (``125M``, ``1.3B``, ``20B``).
-SUFFIXES = {"k": 1e3, "m": 1e6, "b": 1e9, "t": 1e12}
+#: Count suffixes of sizes written as in model names (``125M``, ``1.3B``, ``20B``): their
+#: power of ten.
+SUFFIXES = {"k": 3, "m": 6, "b": 9, "t": 12}
 
 
 def number_hint(value: object) -> str:
     """How to write ``value``, a cell that is not a number, when it looks like one written
-    for people: ``"1.3B"`` → write 1.3e9; ``"50,000,000"`` → no thousands separators;
-    ``"3,1"`` → a point, not a decimal comma; "" otherwise."""
+    for people (the number given exactly, as text): ``"1.3B"`` → ``1.3e9``;
+    ``"50,000,000"`` → ``50000000``; ``"3,1"`` → a point, not a decimal comma; ``"1,024"``
+    → either reading; "" otherwise."""
     text = str(value).strip()
     if m := re.fullmatch(r"([-+]?\d+(?:\.\d+)?)\s*([kKmMbBtT])", text):
-        number = float(m.group(1)) * SUFFIXES[m.group(2).lower()]
-        return (f"Sizes with a suffix are not read: write {text!r} as {number:g} (k = 1e3, "
-                "M = 1e6, B = 1e9, T = 1e12).")
+        return (f"Sizes with a suffix are not read: write {text!r} as "
+                f"{m.group(1)}e{SUFFIXES[m.group(2).lower()]} (k = 1e3, M = 1e6, B = 1e9, "
+                "T = 1e12).")
     if re.fullmatch(r"[-+]?\d{1,3}(?:,\d{3}){2,}(?:\.\d+)?", text):
         return (f"Thousands separators are not read: write {text!r} as "
-                f"{float(text.replace(',', '')):g}.")
+                f"{text.replace(',', '')}.")
+    if re.fullmatch(r"[-+]?\d{1,3},\d{3}", text):
+        return (f"Commas are not read: write {text!r} as {text.replace(',', '')} if the comma "
+                f"separates thousands, or {text.replace(',', '.')} if it is a decimal comma.")
     if re.fullmatch(r"[-+]?\d+,\d+", text):
         return "Decimal commas are not read: write the number with a point (3.1, not 3,1)."
     return ""

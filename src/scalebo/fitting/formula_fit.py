@@ -342,6 +342,9 @@ def fit_formula(
         res = _refine(law, Z, y, res, fg, delta, sample_weight, max_iter, log_space=True)
     else:
         delta = np.inf if huber_delta is None else float(huber_delta)
+        if not delta > 0:  # ∞: least squares
+            raise ValueError(f"huber_delta must be > 0 (δ in response units; None for least "
+                             f"squares), got {huber_delta!r}")
         res = _run_natural(law, law.prepare(X), y, starts, delta, sample_weight, max_iter,
                            solver)
     why = identification_problem(law, X, sample_weight)

@@ -174,11 +174,13 @@ def check_fraction(budget_fraction: object, grid: Grid) -> float:
         SearchError: not a number (text such as ``"5%"`` is read by :func:`parse_budget`), or
             outside (0, 1] (a percentage written as a number says how to write it).
     """
+    from numbers import Real
+
     import numpy as np
 
     from scalebo.errors import SearchError
 
-    if isinstance(budget_fraction, bool) or not isinstance(budget_fraction, int | float):
+    if isinstance(budget_fraction, bool | np.bool_) or not isinstance(budget_fraction, Real):
         hint = (f" (parse_budget({budget_fraction!r}).fraction reads text)"
                 if isinstance(budget_fraction, str) else "")
         raise SearchError(f"budget_fraction must be a number in (0, 1], a fraction of the "

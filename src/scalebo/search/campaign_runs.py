@@ -35,8 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalebo.data.cleaning import apply_mapping
-from scalebo.data.columns import is_blank
+from scalebo.data.columns import is_blank, is_candidate_column
 from scalebo.data.files import read_table
 from scalebo.errors import RunTableError, SearchError, shown_config, shown_rows
 from scalebo.search.cost_model import CostModel
@@ -46,6 +45,7 @@ from scalebo.search.runs_columns import (
     RunStatus,
     check_run_columns,
     grid_numbers,
+    map_columns,
     numbers,
     run_statuses,
     suspect_diverged,
@@ -284,8 +284,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
     default, frame = _named_frame(source)
     name = name or default
     original = [str(c) for c in frame.columns]
-    frame = apply_mapping(frame, mapping or {}, name, optional=("C", "loss", "run_id"))
-    frame = frame.reset_index(drop=True)
+    frame = map_columns(frame, mapping, name).reset_index(drop=True)
     if len(frame) == 0:
         return CampaignRuns(source=name)
     for column in grid.input_columns:  # a typo in a numeric column, named (not a ValueError)
@@ -353,6 +352,10 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
                         set_aside={int(idx[p]): kinds[p].value for p in np.flatnonzero(held)})
 
 
+#: Columns a campaign writes beside a configuration (``suggest``'s CSV): never settings.
+_WRITTEN = ("predicted_std", "cost", "cap", "acquisition", "wsd_run")
+
+
 def _one_row_per_configuration(grid: Grid, idx: np.ndarray, kinds: list[RunStatus],
                                name: str, notes: list[str], frame: pd.DataFrame
                                ) -> tuple[np.ndarray, np.ndarray]:
@@ -372,15 +375,17 @@ def _one_row_per_configuration(grid: Grid, idx: np.ndarray, kinds: list[RunStatu
                               f"{running[0] + 1} still lists it as running: update that row "
                               "(its status and loss) instead of adding one.")
         if len(live) > 1:
-            other = [str(c) for c in frame.columns if c not in (*grid.input_columns, "C",
-                     "loss", "status", "run_id", "cost") and frame[c].iloc[live].nunique() > 1]
+            other = [str(c) for c in frame.columns if c not in grid.input_columns
+                     and is_candidate_column(frame, c, _WRITTEN)
+                     and frame[c].iloc[live].nunique() > 1]
             raise SearchError(f"{name}: {shown_rows([p + 1 for p in live])} are the same "
                               f"configuration {shown_config(grid.config(g))}, run more than "
                               "once without failing; keep one run per configuration "
                               "(average repeats into one row, or drop the older one); failed "
                               "attempts may stay beside their retry." + (
-                                  f" They differ in {other}, which the grid has no axis for "
-                                  "(add it to the grid's axes to search it)." if other else ""))
+                                  f" They differ in {other}, which the grid has no axis "
+                                  "for: a setting among them belongs in the grid's axes."
+                                  if other else ""))
         stay = live[0] if live else int(rows[-1])
         for p in rows:
             if p != stay:

@@ -181,9 +181,9 @@ class Grid:
 
         ``N`` and ``D`` are required keys; the other keys become the hyperparameter axes, in
         the mapping's order. Values are checked as a grid file's
-        (:func:`~scalebo.search.grid_file.check_axis`: numbers, numeric text such as
-        ``"1e-3"`` included, become floats; an all-text axis is categorical; a repeated,
-        non-finite or mixed value is an error). Cost is ``6·N·D`` FLOPs. The
+        (:func:`~scalebo.search.grid_file.check_axis`: a repeated, non-finite or mixed value
+        is an error; numeric text such as ``"1e-3"`` becomes a float, an all-text axis is
+        categorical; numbers, booleans and None are kept as given). Cost is ``6·N·D`` FLOPs. The
         ``n_held_out_cells`` costliest (N, D) cells (default 2, as a replay holds them out to
         score extrapolation) are never acquired and do not count in :attr:`budget_total`;
         pass 0 for a campaign's grid.
@@ -196,7 +196,8 @@ class Grid:
                     f"Axis {col!r} is required, got axes {list(axes)}; add e.g. {col}: [1e8, 1e9]."
                 )
         names = ["N", "D", *[k for k in axes if k not in ("N", "D")]]
-        axes = {name: check_axis(f"axis {name!r}", name, axes[name]) for name in names}
+        axes = {name: _as_given(axes[name], check_axis(f"axis {name!r}", name, axes[name]))
+                for name in names}
         rows = list(itertools.product(*[list(axes[k]) for k in names]))
         configs = pd.DataFrame(rows, columns=names)
         cost = 6.0 * configs["N"].to_numpy(dtype=np.float64) * configs["D"].to_numpy(np.float64)
@@ -363,3 +364,11 @@ class Grid:
         from scalebo.search.grid_match import match_rows
 
         return match_rows(self, frame, source)
+
+
+def _as_given(values: Any, checked: list[Any]) -> list[Any]:
+    """An axis's values as the caller gave them (ints stay ints, booleans booleans), except
+    text, which takes its checked form (``"1e-3"`` → 0.001, ``" adam"`` → ``"adam"``)."""
+    given = (values.tolist() if hasattr(values, "tolist") else
+             list(values) if isinstance(values, list | tuple | range) else [values])
+    return [c if isinstance(v, str) else v for v, c in zip(given, checked, strict=True)]

@@ -90,8 +90,8 @@ def _why_off(columns: list[str], row: dict, codes: np.ndarray, levels: list[np.n
             gap = (np.abs(np.log(uniq / v)) if v > 0 and (uniq > 0).all()
                    else np.abs(uniq - v))
             g = float(uniq[int(np.argmin(gap))])
-            near = (f"nearest {g:.12g}, {abs(v / g - 1) * 100:.2g} % away; values match "
-                    f"within {INDEX_RTOL:g} relative")
+            away = f", {abs(v / g - 1) * 100:.2g} % away" if g != 0 else ""
+            near = (f"nearest {g:.12g}{away}; values match within {INDEX_RTOL:g} relative")
             value = format(v, ".12g")
         else:
             value = shown(value)

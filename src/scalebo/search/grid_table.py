@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scalebo.data.cleaning import apply_mapping, shown_column
+from scalebo.data.cleaning import shown_column
 from scalebo.data.columns import (
     blank_cells,
     is_blank,
@@ -48,6 +48,7 @@ from scalebo.data.columns import (
 from scalebo.data.files import read_table
 from scalebo.errors import RunTableError, SearchError, shown, shown_config, shown_rows
 from scalebo.search.grid import Grid
+from scalebo.search.runs_columns import map_columns
 
 __all__ = ["POSITIVE_COLUMNS", "read_grid_table"]
 
@@ -146,8 +147,7 @@ def read_grid_table(path: str | Path, mapping: Mapping[str, str] | None = None) 
         SearchError: two rows of the same configuration (names their 1-based data rows).
     """
     path = Path(path)
-    frame = apply_mapping(read_table(path), mapping or {}, str(path),
-                          optional=("C", "loss", "run_id")).reset_index(drop=True)
+    frame = map_columns(read_table(path), mapping, str(path)).reset_index(drop=True)
     missing = [c for c in ("N", "D") if c not in frame.columns]
     if missing:
         raise RunTableError(f"{path}: columns {missing} are missing (a grid table needs N, "

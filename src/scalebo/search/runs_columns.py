@@ -17,8 +17,8 @@ import pandas as pd
 from scalebo.data.columns import is_blank, to_numbers
 from scalebo.errors import RunTableError, closest
 
-__all__ = ["DIVERGED_RATIO", "RunStatus", "check_run_columns", "grid_numbers", "numbers",
-           "run_statuses", "suspect_diverged"]
+__all__ = ["DIVERGED_RATIO", "RunStatus", "check_run_columns", "grid_numbers",
+           "map_columns", "numbers", "run_statuses", "suspect_diverged"]
 
 #: A loss above this multiple of its (N, D) cell's best loss looks like a diverged run told
 #: as a loss (trained LLM losses sit at 2–4 nats, diverged ones near ln(vocab) or at
@@ -32,6 +32,34 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     RUNNING = "running"
+
+
+def map_columns(frame: pd.DataFrame, mapping: Mapping[str, str] | None,
+                name: str) -> pd.DataFrame:
+    """``frame`` (a campaign's grid table or runs file) renamed through ``mapping`` (name in
+    the grid → the file's column). One ``--map`` serves every file of a campaign, and a file
+    may already use the grid's names: a mapped column the file lacks is skipped, with a
+    warning when the file has a column of a close name (``N_actve`` for ``N_active``: a
+    typo would otherwise read the file's ``N``). Canonical names (``N``, ``D``, ``C``,
+    ``loss``, ``run_id``) are mapped as the run tables map them: a column already bearing
+    the name is kept as ``<name>_unmapped`` (``loss`` beside a mapped ``val_loss``)."""
+    import warnings
+
+    from scalebo.data.cleaning import apply_mapping
+    from scalebo.data.columns import CANONICAL_COLUMNS
+
+    have = [str(c) for c in frame.columns]
+    present = {k: v for k, v in (mapping or {}).items() if v in have}
+    for key, column in (mapping or {}).items():
+        if column not in have and (near := closest(column, have)) is not None:
+            warnings.warn(f"{name}: the mapping's column {column!r} (for {key!r}) is not in "
+                          f"the file (did you mean {near!r}?); "
+                          + (f"its column {key!r} is used" if key in have else
+                             f"{key!r} is missing"), UserWarning, stacklevel=3)
+    frame = frame.rename(columns={v: k for k, v in present.items()
+                                  if k not in CANONICAL_COLUMNS})
+    return apply_mapping(frame, {k: v for k, v in present.items() if k in CANONICAL_COLUMNS},
+                         name)
 
 
 def run_statuses(frame: pd.DataFrame, name: str) -> list[RunStatus | None]:
