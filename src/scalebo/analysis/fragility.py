@@ -39,11 +39,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from scalebo.analysis.fragility_bootstrap import bootstrap_summary
 from scalebo.analysis.fragility_plot import plot_fragility
 from scalebo.analysis.variants import Variant, build_variants, gemstones_extras
 from scalebo.data.runs import RunTable
-from scalebo.errors import FitError, NumericalWarning
+from scalebo.errors import FitError
 from scalebo.fitting.allocation import compute_optimal
+from scalebo.fitting.arguments import computes, resamples
 from scalebo.fitting.identifiability import identification_problem
 from scalebo.fitting.robust import (
     DEFAULT_HUBER_DELTA,
@@ -316,6 +318,15 @@ def fragility(
     """
     if not 0 < confidence_level < 1:
         raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
+    targets, bootstrap = computes(target, "target"), resamples(bootstrap)
+    if len(targets) != 1:
+        raise ValueError(f"target: one compute in FLOPs, got {len(targets)}")
+    target = targets[0]
+    if isinstance(table, pd.DataFrame) and "run" not in table and table.duplicated(
+            ["N", "D"]).any():
+        warnings.warn("several rows share an (N, D) cell and each is fitted (a DataFrame is "
+                      "taken as it is); scalebo.load_runs(frame) fits the best run of each "
+                      "cell, as scalebo fragility does", UserWarning, stacklevel=2)
     start = time.perf_counter()
     law = _check_law(law)
     if variants is None:
@@ -345,9 +356,16 @@ def fragility(
         results = Parallel(n_jobs=n_jobs)(
             delayed(_fit_row)(law, v, target, optima, policy, base_starts) for v in rest
         )
+    structural = [r for r in results if r.kind not in ("base", "huber")]
+    if structural and all(r.status in UNUSABLE_STATUSES for r in structural):
+        warnings.warn(f"none of the {len(structural)} variants that leave out data could be "
+                      "fitted (too few model sizes, runs or checkpoints): the spread is the "
+                      "Huber δ variants' alone and says nothing about which runs the law "
+                      "leans on", UserWarning,
+                      stacklevel=2)
     summary = None
     if bootstrap > 0:
-        summary = _bootstrap_summary(base_fit, variants[0], target, bootstrap, rng,
+        summary = bootstrap_summary(base_fit, variants[0], target, bootstrap, rng,
                                      confidence_level)
     return FragilityReport(law=law.name, target=float(target),
                            results=(base_result, *results),
@@ -357,36 +375,3 @@ def fragility(
 def _fit_row(law, variant, target, optima, policy, starts) -> VariantResult:
     return fit_variant(law, variant, target, base_optima=optima, policy=policy,
                        starts=starts)[0]
-
-
-def _bootstrap_summary(fit: FitResult, base: Variant, target: float, n_resamples: int,
-                       rng: int | None, confidence_level: float) -> dict:
-    """Bootstrap of the base fit: percentile intervals at ``confidence_level`` (via
-    :meth:`~scalebo.fitting.bootstrap.BootstrapResult.percentile`, over finite replicate
-    values; NaN bounds when none is finite) of alpha, beta, E, N_opt (parameters) and the
-    loss at ``target`` FLOPs (nats)."""
-    from dataclasses import replace
-
-    from scalebo.fitting.bootstrap import bootstrap_fit
-    from scalebo.fitting.run_clusters import run_cluster_note, run_clusters
-
-    X = base.frame[["N", "D"]].to_numpy(dtype=np.float64)
-    y = base.frame["loss"].to_numpy(dtype=np.float64)
-    boot = bootstrap_fit(fit, X, y, n_resamples=n_resamples, rng=rng,
-                         confidence_level=confidence_level, clusters=run_clusters(base.frame))
-    if text := boot.failure_note():
-        warnings.warn(text, NumericalWarning, stacklevel=3)
-    if text := run_cluster_note(base.frame):
-        warnings.warn(text, UserWarning, stacklevel=3)
-    natural = boot.natural_samples
-    values = {k: chinchilla_param(natural, k) for k in ("alpha", "beta", "E")}
-    opts = [compute_optimal(replace(fit, x=s), target, warn=False) for s in boot.samples]
-    values["N_opt"] = np.array([o.N_opt for o in opts])
-    values["loss_at_target"] = np.array([o.loss for o in opts])
-    out = {"n_resamples": n_resamples, "n_failed": boot.n_failed, "seed": rng,
-           "n_clusters": boot.n_clusters,
-           "confidence_level": boot.confidence_level}
-    for key, v in values.items():
-        lo, hi = boot.percentile(v) or (math.nan, math.nan)
-        out[key] = {"lower": lo, "upper": hi}
-    return out

@@ -257,14 +257,12 @@ class MethodConfig:
             raise ValueError("MethodConfig.gp_restart_every and gp_restart_below must be >= 0 "
                              f"(0: never), got {self.gp_restart_every} and "
                              f"{self.gp_restart_below}")
-        if (self.q < 1 or self.refit_every < 1 or self.n_initial < 0 or self.refit_growth < 0
-                or self.refit_growth_from < 0
-                or self.posterior_samples < 0 or self.bootstrap_samples < 0
-                or not self.posterior_discrepancy >= 0):
-            raise ValueError("MethodConfig needs q >= 1, refit_every >= 1, n_initial >= 0, "
-                             "refit_growth >= 0, refit_growth_from >= 0, "
-                             "posterior_samples >= 0, "
-                             "bootstrap_samples >= 0 and posterior_discrepancy >= 0")
+        floors = {"q": 1, "refit_every": 1, "n_initial": 0, "refit_growth": 0,
+                  "refit_growth_from": 0, "posterior_samples": 0, "bootstrap_samples": 0,
+                  "posterior_discrepancy": 0}
+        if bad := [k for k, low in floors.items() if not getattr(self, k) >= low]:
+            raise ValueError("MethodConfig needs " + ", ".join(
+                f"{k} >= {floors[k]} (got {getattr(self, k)!r})" for k in bad))
         if not (self.extrapolation_guard == 0 or 1 <= self.extrapolation_guard):
             raise ValueError("MethodConfig.extrapolation_guard must be 0 (off) or >= 1, got "
                              f"{self.extrapolation_guard}")

@@ -27,6 +27,7 @@ from scalebo.design.replay import fit_rows, observation_bands
 from scalebo.errors import BudgetExhausted, FitError, SearchError
 from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
+from scalebo.search.budget import parse_fraction
 
 __all__ = ["Proposal", "done_rows", "propose_batch", "propose_groups", "target_predictions",
            "warn_unmatched"]
@@ -106,7 +107,8 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
         target: target region inputs.
         X_done, y_done, cost_done: runs done so far (inputs, responses, costs in pool units);
             pool rows with the same inputs are not proposed again.
-        budget: campaign budget as a fraction of C; proposals fit what is left of it.
+        budget: campaign budget as a fraction of C (``0.05`` or ``"5%"``); proposals fit
+            what is left of it.
         k: batch size.
 
     Raises:
@@ -115,8 +117,12 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
     """
     if k < 1:
         raise ValueError(f"batch size must be >= 1, got {k}")
-    if not 0 < budget <= 1:
-        raise ValueError(f"budget must be a fraction in (0, 1], got {budget}")
+    budget = parse_fraction(budget, "the pool's total cost")  # 0.05 or "5%"
+    n = {"X_done": np.shape(X_done)[0] if np.ndim(X_done) else 1, "y_done": np.size(y_done),
+         "cost_done": np.size(cost_done)}
+    if len(set(n.values())) > 1:
+        raise ValueError(f"the runs done need one input row, response and cost each, got "
+                         f"{', '.join(f'{k_} {v}' for k_, v in n.items())}")
     C = pool.total_cost
     left = budget * C - float(np.sum(cost_done))
     if left <= 0:
@@ -276,6 +282,9 @@ def target_predictions(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,
         FitError: the runs done (of a group, named) cannot be fitted.
     """
     n_target = target.X.shape[0]
+    if np.shape(X_done)[0] != np.size(y_done):
+        raise ValueError(f"the runs done need one input row per response, got "
+                         f"{np.shape(X_done)[0]} rows and {np.size(y_done)} responses")
     if target_groups is None:
         parts = [(None, np.arange(n_target), np.ones(len(y_done), bool))]
     else:

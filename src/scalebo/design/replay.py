@@ -54,6 +54,7 @@ from scalebo.errors import FitError
 from scalebo.fitting.formula_fit import fit_formula
 from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
+from scalebo.search.budget import parse_fraction
 
 __all__ = ["DESIGN_STARTS", "FULL_GROWTH", "METHODS", "REFIT_GROWTH", "Checkpoint",
            "DesignReplay", "RefitState", "checkpoint_rows", "clipped_r2", "design_replay",
@@ -304,7 +305,8 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
         pool: candidate rows with responses (:func:`~scalebo.design.pool.make_pool`).
         target: target region; its inputs guide ``variance``, its responses (if any) score.
         law: the formula law fitted at every step.
-        budgets: fractions of the pool's total cost, each in (0, 1].
+        budgets: fractions of the pool's total cost, each in (0, 1] (one or several; 0.05 or
+            "5%").
         method: ``variance`` (pilot + :func:`~scalebo.design.acquisition.variance_scores`)
             or a baseline ``random`` / ``cheapest`` / ``cost_weighted`` (no pilot).
         seed: seeds the fits' random starts and the baselines' draws.
@@ -322,7 +324,9 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
     if pool.y is None:
         raise ValueError("design_replay needs a pool with responses (see --response)")
-    budgets = tuple(sorted(float(b) for b in budgets))
+    one = isinstance(budgets, str) or np.ndim(budgets) == 0  # 0.05, "5%" or several
+    budgets = tuple(sorted(parse_fraction(b, "the pool's total cost")
+                           for b in ([budgets] if one else budgets)))
     if not budgets or not all(0 < b <= 1 for b in budgets):
         raise ValueError(f"budgets must be fractions in (0, 1], got {budgets}")
     t0 = time.perf_counter()

@@ -43,6 +43,7 @@ from scalebo.fitting.allocation_approaches import (
     isoflop_estimate,
     law_estimate,
 )
+from scalebo.fitting.arguments import computes, resamples
 from scalebo.fitting.frontier import best_per_cell
 
 __all__ = ["APPROACHES", "DISAGREEMENT_FACTOR", "EXPONENT_LEVEL", "ISOFLOP_RTOL",
@@ -99,7 +100,7 @@ def allocation_summary(table: Any, approaches: Sequence[int] | int = APPROACHES,
         isoflop_column: a column holding each run's isoFLOP budget in FLOPs (approach 2);
             None groups runs whose C agree within ``ISOFLOP_RTOL``.
         min_points: model sizes an isoFLOP budget needs for its parabola (≥ 3).
-        predict: computes (FLOPs) at which to give N*, D* and D*/N*.
+        predict: computes (FLOPs) at which to give N*, D* and D*/N* (one or several).
         bootstrap: resamples of the cells for approach 3's exponent interval (0: none;
             whole runs when a ``run`` column groups checkpoints), seeded by ``seed``.
 
@@ -113,13 +114,10 @@ def allocation_summary(table: Any, approaches: Sequence[int] | int = APPROACHES,
         raise TypeError(f"allocation_summary takes a RunTable (scalebo.load_runs(path or "
                         f"DataFrame)), got {type(table).__name__}")
     approaches = (approaches,) if isinstance(approaches, int) else tuple(approaches)
-    if bad_c := [c for c in predict if not (np.isfinite(c) and c > 0)]:
-        raise ValueError(f"predict: computes must be finite FLOPs > 0, got {bad_c}")
+    bootstrap, predict = resamples(bootstrap), computes(predict)
     unknown = [a for a in approaches if a not in APPROACHES]
     if unknown or not approaches:
         raise ValueError(f"approaches must be among {list(APPROACHES)}, got {list(approaches)}")
-    if bootstrap < 0:
-        raise ValueError(f"bootstrap must be >= 0, got {bootstrap}")
     if min_points < 3:
         raise ValueError(f"an isoFLOP parabola needs ≥ 3 sizes, got min_points={min_points}")
     frame = table.frame

@@ -167,8 +167,12 @@ def bootstrap_formula(
         raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
     X = as_inputs(X, law.variables)
     y = np.asarray(y, dtype=np.float64).ravel()
-    if X.shape[0] != y.shape[0]:
-        raise ValueError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+    if X.shape[0] != y.shape[0] or y.shape[0] != fit.n_obs:
+        raise ValueError(f"X has {X.shape[0]} rows and y {y.shape[0]}, the fit {fit.n_obs}: "
+                         "bootstrap the data the fit was made on")
+    if residuals == "log" and np.isinf(fit.huber_delta):
+        raise ValueError("the fit is least squares in natural units (huber_delta inf): "
+                         "bootstrap it with residuals='natural', as it was fitted")
     n = y.size
     gen = np.random.default_rng(rng)
     counts = gen.multinomial(n, np.full(n, 1.0 / n), size=n_resamples).astype(np.float64)

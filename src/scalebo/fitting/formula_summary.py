@@ -23,6 +23,7 @@ import pandas as pd
 
 from scalebo import __version__
 from scalebo.errors import RunTableError, shown, with_hints
+from scalebo.fitting.arguments import resamples
 from scalebo.fitting.formula_bootstrap import FormulaBootstrapResult, bootstrap_formula
 from scalebo.fitting.formula_checks import (
     check_bound_names,
@@ -232,8 +233,9 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
     """
     vmap = dict(variable_map or {})
     bounds = dict(bounds or {})
-    if bootstrap < 0:
-        raise ValueError(f"bootstrap must be >= 0 resamples, got {bootstrap}")
+    bootstrap = resamples(bootstrap)
+    if isinstance(n_starts, bool) or not isinstance(n_starts, int | np.integer) or n_starts < 1:
+        raise ValueError(f"n_starts must be a whole number >= 1, got {n_starts!r}")
     n_col, d_col = vmap.get("N", "N"), vmap.get("D", "D")
     names = formula_names(formula)
     if "C" in names and "C" not in bounds:
@@ -268,6 +270,8 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
                          + " (map a column to a name with --map NAME=COLUMN)")
     law = formula_law(formula, variables, bounds)
     columns = {v: vmap.get(v, v) for v in law.variables}
+    if isinstance(predict_at, str | Mapping):  # one point, or several
+        predict_at = [predict_at]
     points = tuple(parse_point(p, law.variables, columns=columns) for p in predict_at)
     for v in law.variables:  # named by file, row and column (pandas named none)
         if vmap.get(v, v) in frame.columns:

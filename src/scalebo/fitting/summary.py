@@ -34,6 +34,7 @@ from scalebo import __version__
 from scalebo.data.runs import RunTable
 from scalebo.errors import FitError, NumericalWarning
 from scalebo.fitting.allocation import ComputeOptimal, compute_optimal
+from scalebo.fitting.arguments import computes, resamples
 from scalebo.fitting.bootstrap import BootstrapResult, bootstrap_fit
 from scalebo.fitting.frontier import frontier as select_frontier
 from scalebo.fitting.law_inputs import check_law_inputs
@@ -336,9 +337,7 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
         raise TypeError(f"fit_summary takes a RunTable (scalebo.load_runs(path or DataFrame, "
                         f"mapping=...) checks the runs first), got {type(table).__name__}")
     law = get_law(law) if isinstance(law, str) else law
-    if isinstance(bootstrap, bool) or not isinstance(bootstrap, int | np.integer) or bootstrap < 0:
-        raise ValueError(f"bootstrap must be a whole number of resamples >= 0, got {bootstrap!r}")
-    predict = [predict] if np.ndim(predict) == 0 else list(predict)  # one compute, or several
+    bootstrap, predict = resamples(bootstrap), computes(predict)  # one compute, or several
     if len(predict) and prediction_kind(law) is None:
         raise ValueError(f"predictions need a law in C or in (N, D), not {law.name!r}")
     if target in law.variables:
