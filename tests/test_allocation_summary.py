@@ -370,3 +370,25 @@ def test_the_budget_table_counts_computes_of_one_or_two_sizes(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "and 4 compute(s) of fewer than 3 sizes (all in --format json)" in out
     assert "only 1 distinct N" not in out
+
+
+def test_the_figure_dashes_extrapolation_and_marks_each_prediction():
+    """A trial: the lines ran solid 3 decades past the runs, the predicted N* were unmarked
+    (the approaches differed by 20 % there) and the markers had no legend."""
+    from scalebo.fitting.allocation_plot import plot_allocation
+
+    summary = allocation_summary(load_runs(_isoflop_table()), predict=[1e24])
+    fig = plot_allocation(summary)
+    ax_n = fig.axes[0]
+    top = summary.C_range[1]
+    dashed = [ln for ln in ax_n.get_lines() if ln.get_linestyle() == "--"]
+    assert len(dashed) == 3 and all(min(ln.get_xdata()) == pytest.approx(top) for ln in dashed)
+    solid = [ln for ln in ax_n.get_lines() if str(ln.get_label()).startswith(("1:", "2:", "3:"))]
+    assert all(max(ln.get_xdata()) == pytest.approx(top) for ln in solid)
+    for est in summary.estimates:  # each approach's N* at 1e24 is drawn
+        n_star = est.at(1e24)["N_opt"]
+        assert any(list(ln.get_xdata()) == [1e24] and ln.get_ydata()[0] == pytest.approx(n_star)
+                   for ln in ax_n.get_lines())
+    labels = ax_n.get_legend_handles_labels()[1]
+    assert "envelope runs" in labels and any(lab.startswith("isoFLOP vertices") for lab in labels)
+    assert any(lab.startswith("2: isoFLOP: C^") and "[" in lab for lab in labels)  # interval

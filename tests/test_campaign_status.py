@@ -376,6 +376,12 @@ def test_status_plot_labels_the_proposals_and_counts_those_of_one_cell(synthetic
             in labels)
     # the cell's two ticks and two stars each say ×2
     assert [t.get_text() for t in ax.texts if t.get_text().startswith("×")] == ["×2", "×2"]
+    # a completed run under a proposal's star stays visible: hollow stars below the runs
+    stars = [c for c in ax.collections if len(c.get_offsets()) == 3
+             and not c.get_facecolors().size]
+    completed = next(c for c in ax.collections if str(c.get_label()).startswith("completed"))
+    assert len(stars) == 1 and completed.get_zorder() > stars[0].get_zorder()
+    assert ax.get_ylim()[1] >= max(p.predicted_mean for p in proposed)  # no star cut off
 
 
 def test_status_plot_keeps_runs_in_flight_and_failures_of_one_compute_visible(

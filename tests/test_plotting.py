@@ -98,7 +98,7 @@ def test_chinchilla_curve_is_the_compute_optimal_path(chinchilla_fit, tmp_path: 
     frame, fit = chinchilla_fit
     fig = plot_fit(frame, frame, fit, predict_at=[1e24], path=tmp_path / "c.svg")
     assert (tmp_path / "c.svg").read_text().lstrip().startswith("<?xml")
-    line = _lines(fig.axes[0])["fit L(N*(C), D*(C))"]
+    line = _lines(fig.axes[0])["compute-optimal loss of the fitted L(N, D)"]
     C = np.asarray(line.get_xdata())
     t = TRUTH_ND
     a, b = t["alpha"], t["beta"]
@@ -181,3 +181,24 @@ def test_trace_loss_range_keeps_diverged_runs_off_the_axis() -> None:
     problem = SimpleNamespace(loss=np.r_[loss, 1.7], grid=SimpleNamespace(held_out=held),
                               envelope_idx=np.array([0, 5]))
     assert loss_range(problem, np.array([3, 19, 20])) == (1.7, 3.0)
+
+
+def test_diverged_runs_sit_on_the_top_edge_and_losses_are_readable(compute_fit) -> None:
+    """StepLaw's fit figure: runs at 4-11 nats squashed the 2-3 nat frontier into a third of
+    the axis, whose only tick labels were 2 and 3 (a prediction at 1.4 had none)."""
+    runs, frame, fit, _ = compute_fit
+    diverged = runs.iloc[:3].assign(loss=[9.0, 10.5, 11.0])
+    fig = plot_fit(pd.concat([runs, diverged], ignore_index=True), frame, fit,
+                   predict_at=[1e25])
+    (ax,) = fig.axes
+    bottom, top = ax.get_ylim()
+    q1, q3 = np.percentile(pd.concat([runs, diverged])["loss"], [25, 75])
+    assert top == pytest.approx(1.03 * max(q3 + 3 * (q3 - q1), frame["loss"].max()))
+    edge = [c for c in ax.collections if "above" in str(c.get_label())]
+    assert len(edge) == 1 and len(edge[0].get_offsets()) == 3
+    assert edge[0].get_label().startswith("3 runs above")
+    labelled = [t for t in ax.get_yticks() if bottom <= t <= top]
+    assert len(labelled) >= 4  # e.g. 2, 2.5, 3, 3.5 rather than 2, 3
+    pred = fit.predict(np.array([[1e25]]))[0]
+    assert [t.get_text() for t in ax.texts] == [f"{pred:.4g}"]  # the value beside the star
+    plt.close(fig)

@@ -26,9 +26,23 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
 
     from scalebo.fitting.bootstrap import BootstrapResult
 
-__all__ = ["law_curve", "plot_fit"]
+__all__ = ["FENCE_IQR", "law_curve", "loss_ticks", "plot_fit"]
 
 _CURVE_POINTS = 200
+#: Runs above Q3 + FENCE_IQR · IQR of all runs' losses (nats) and above every fitted point are
+#: drawn on the top edge of :func:`plot_fit` (diverged runs would squash the frontier).
+FENCE_IQR = 3.0
+
+
+def loss_ticks(ax, axis: str = "y") -> None:
+    """Plain, evenly chosen tick labels (1.5, 2, 2.5, …) on a log axis of losses in nats,
+    which a narrow range would leave with one or two labels (2, 3) or none at all."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
+
+    target = ax.yaxis if axis == "y" else ax.xaxis
+    target.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]))
+    target.set_minor_locator(NullLocator())
+    target.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
 
 
 def _pyplot():
@@ -140,11 +154,17 @@ def plot_fit(
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7.0, 4.8), layout="constrained")
-    ax.scatter(c_runs, runs[loss], s=10, color="0.75", alpha=0.6, label=f"runs ({len(runs)})",
-               zorder=1)
-    ax.scatter(c_fit, frontier[loss], s=26, color="tab:blue", edgecolor="black",
-               linewidth=0.4, label=f"fitted runs ({len(frontier)})", zorder=3)
-    curve_name = "fit L(C)" if tuple(fit.law.variables) == ("C",) else "fit L(N*(C), D*(C))"
+    y_runs = runs[loss].to_numpy(dtype=np.float64)
+    y_fit = frontier[loss].to_numpy(dtype=np.float64)
+    q1, q3 = np.nanpercentile(y_runs, [25, 75]) if y_runs.size else (np.nan, np.nan)
+    fence = max(q3 + FENCE_IQR * (q3 - q1), float(np.nanmax(y_fit, initial=-np.inf)))
+    above = y_runs > fence
+    ax.scatter(c_runs[~above], y_runs[~above], s=10, color="0.75", alpha=0.6,
+               label=f"runs ({len(runs)})", zorder=1)
+    ax.scatter(c_fit, y_fit, s=26, color="tab:blue", edgecolor="black",
+               linewidth=0.4, label=f"fitted ({len(frontier)})", zorder=3)
+    curve_name = ("fit L(C)" if tuple(fit.law.variables) == ("C",) else
+                  "compute-optimal loss of the fitted L(N, D)")
     ax.plot(grid_in, law_curve(fit, grid_in), color="tab:red", lw=1.8, label=curve_name,
             zorder=4)
     if grid_out.size:
@@ -164,17 +184,22 @@ def plot_fit(
             yerr = None
         ax.errorbar(targets, pred, yerr=yerr, fmt="*", ms=12, color="tab:orange",
                     mec="black", mew=0.5, capsize=3, label="prediction", zorder=5)
+        for c, value in zip(targets, pred, strict=True):
+            ax.annotate(f"{value:.4g}", (c, value), xytext=(-9, 5), textcoords="offset points",
+                        fontsize=8, color="tab:orange", ha="right")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    if above.any():
+        bottom, top = ax.get_ylim()
+        ax.set_ylim(bottom, fence * 1.03)
+        ax.scatter(c_runs[above], np.full(int(above.sum()), fence * 1.03), marker="^", s=18,
+                   color="0.55", clip_on=False, zorder=2,
+                   label=f"{int(above.sum())} runs above {fence:.3g} (diverged?), on the edge")
     ax.set_xlabel("training compute 6·N·D (FLOPs)" if nd else "training compute C (FLOPs)")
     ax.set_ylabel(f"{loss} (nats)" if loss == "loss" else loss)
     ax.set_title(title or f"{fit.law.name} law, {fit.status} ({len(frontier)} runs)")
-    from matplotlib.ticker import FuncFormatter
-
-    plain = FuncFormatter(lambda value, _pos: f"{value:g}")
-    ax.yaxis.set_major_formatter(plain)
-    ax.yaxis.set_minor_formatter(plain)
-    ax.grid(True, which="both", alpha=0.25)
+    loss_ticks(ax)
+    ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     if path is not None:
         save_figure(fig, path, dpi=120)

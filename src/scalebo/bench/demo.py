@@ -263,7 +263,6 @@ def plot_demo(result: DemoResult, path: str | Path) -> Path:
     if "matplotlib.pyplot" not in __import__("sys").modules:
         matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import matplotlib.ticker
 
     problem = result.extras["problem"]
     cost, loss = problem.grid.cost, problem.loss
@@ -272,7 +271,8 @@ def plot_demo(result: DemoResult, path: str | Path) -> Path:
     same = result.fantasize_identical
     fig, ax = plt.subplots(figsize=(7.5, 5), constrained_layout=True)
     ax.scatter(cost[acq], loss[acq], s=6, color="0.8",
-               label=f"acquirable grid runs ({acq.sum()}, exhaustive fit)")
+               label=f"acquirable grid runs ({acq.sum()}; the exhaustive law is fitted on "
+               "their envelope)")
     if (~acq).any():
         ax.scatter(cost[~acq], loss[~acq], s=6, marker="x", color="0.6", lw=0.6,
                    label=f"held-out cells ({(~acq).sum()} runs)")
@@ -290,14 +290,17 @@ def plot_demo(result: DemoResult, path: str | Path) -> Path:
             name = "BO observed = BO + fantasize" if same and r.name == "BO observed" else r.name
             ax.plot(C, r(C), ls, color=color, lw=1.5,
                     label=f"{name}: {r.E:.3f} + {r.A:.3g}/C^{r.alpha:.4f}")
+    ax.axvline(float(cost[acq].max()), color="0.5", ls=":", lw=1,
+               label="costliest acquirable run: the laws extrapolate beyond")
     title = "scalebo demo: law recovered from a fraction of the grid"
     if same:
         title += "\n(fantasization left the envelope unchanged: the same BO fit)"
     ax.set(xscale="log", yscale="log", xlabel="training compute C (FLOPs)",
            ylabel="loss (nats)", title=title)
-    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.ScalarFormatter())
-    ax.grid(alpha=0.3, which="both")
+    from scalebo.plotting import loss_ticks
+
+    loss_ticks(ax)
+    ax.grid(alpha=0.3, which="major")
     ax.legend(fontsize=7)
     path = Path(path)
     save_figure(fig, path, dpi=110)

@@ -3,7 +3,9 @@
 Left panel: parameters against compute (FLOPs); right panel: tokens against compute. Each
 approach with a law draws its points (approach 1: envelope runs; 2: isoFLOP vertices, hollow
 when the vertex lies outside the sizes of its budget) and its power law over the computes of
-the cells and of ``--predict`` (dotted vertical lines), so where approaches part shows.
+the cells (solid) and out to ``--predict`` (dashed; dotted vertical lines, each approach's
+N*, D* marked there), so where approaches part shows; the legend gives each exponent with its
+95 % interval.
 """
 
 from __future__ import annotations
@@ -51,28 +53,40 @@ def plot_allocation(summary: AllocationSummary, path: str | Path | None = None) 
     every_c = [*summary.C_range, *summary.predict]
     every_c = [c for c in every_c if np.isfinite(c) and c > 0]
     lo, hi = (min(every_c), max(every_c)) if every_c else (1e18, 1e24)
-    grid = np.geomspace(lo / 1.5, hi * 1.5, 100)
+    top = summary.C_range[1] if np.isfinite(summary.C_range[1]) else hi
+    inner = np.geomspace(lo / 1.5, min(top, hi * 1.5), 100)  # the runs' computes: solid
+    outer = np.geomspace(top, hi * 1.5, 100) if hi * 1.5 > top else np.empty(0)
+    what = {1: "envelope runs", 2: "isoFLOP vertices (hollow: outside the sizes trained)"}
     for est in with_law:
         color, marker, label = _STYLE[est.approach]
         C, N, D, inside = _points(est)
-        for ax, y, fit in ((ax_n, N, est.law.n_opt), (ax_d, D, est.law.d_opt)):
-            ax.plot(grid, fit(grid), color=color,
-                    label=f"{label}: C^{fit.exponent:.3f}")
+        for ax, y, fit, key in ((ax_n, N, est.law.n_opt, "N_opt"),
+                                (ax_d, D, est.law.d_opt, "D_opt")):
+            iv = est.intervals.get(key)
+            shown = f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv else ""
+            ax.plot(inner, fit(inner), color=color, label=f"{label}: C^{fit.exponent:.3f}{shown}")
+            if outer.size:
+                ax.plot(outer, fit(outer), color=color, ls="--")
             ax.scatter(C[inside], y[inside], color=color, marker=marker, s=24,
-                       edgecolor="black", linewidth=0.3)
-            ax.scatter(C[~inside], y[~inside], facecolor="none", edgecolor=color,
-                       marker=marker, s=24)
+                       edgecolor="black", linewidth=0.3, zorder=3,
+                       label=what.get(est.approach) if C.size else None)
+            ax.scatter(C[~inside], y[~inside], facecolor="white", edgecolor=color,
+                       marker=marker, s=30, linewidth=1.2, zorder=3)
+            for c in summary.predict:  # the predicted N*, D*: where the approaches part
+                ax.plot([c], [fit(np.array([c]))[0]], marker=marker, color=color, ms=7,
+                        mec="black", mew=0.5, zorder=4)
     for ax, what in ((ax_n, "N* (parameters)"), (ax_d, "D* (tokens)")):
         for i, c in enumerate(summary.predict):
-            ax.axvline(c, color="grey", ls=":", lw=1.2, label="--predict" if i == 0 else None)
+            ax.axvline(c, color="grey", ls=":", lw=1.2,
+                       label="predicted at (dashed: beyond the runs)" if i == 0 else None)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("compute C (FLOPs)")
         ax.set_ylabel(what)
-        ax.grid(True, which="both", alpha=0.25)
+        ax.grid(True, which="major", alpha=0.3)
         if with_law:
             ax.legend(fontsize=8, loc="best")
-    missing = [textwrap.shorten(f"{e.approach}: {e.reason}", 90, placeholder=" ...")
+    missing = [textwrap.shorten(f"{e.approach}: {e.reason}", 110, placeholder=" (see the notes)")
                for e in summary.estimates if e.law is None]
     fig.suptitle(f"compute-optimal allocation, {summary.n_cells} (N, D) cells"
                  + "".join(f"\nno law from approach {m}" for m in missing), fontsize=10)

@@ -87,11 +87,11 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7.5, 5.0))
+    fig, ax = plt.subplots(figsize=(10.0, 5.0))
     C_obs = grid.cost[runs.completed]
     y = runs.losses
     if C_obs.size:
-        ax.scatter(C_obs, y, s=12, color="0.6", label=f"completed ({C_obs.size})", zorder=2)
+        ax.scatter(C_obs, y, s=12, color="0.6", label=f"completed ({C_obs.size})", zorder=7)
         env = pareto_envelope(C_obs, y)
         order = np.argsort(C_obs[env])
         ax.plot(C_obs[env][order], y[env][order], "o-", color="black", ms=4, lw=1,
@@ -107,7 +107,8 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
         edge = float(C_obs.max()) if C_obs.size else lo_c
         ax.plot(C[C <= edge], curve[C <= edge], color="tab:blue", lw=1.8,
                 label="law (observed + fantasized)", zorder=4)
-        ax.plot(C[C >= edge], curve[C >= edge], color="tab:blue", lw=1.8, ls="--", zorder=4)
+        ax.plot(C[C >= edge], curve[C >= edge], color="tab:blue", lw=1.8, ls="--", zorder=4,
+                label="law, beyond the costliest run")
         ymin = min(ymin, float(curve.min()))
         bands = _bands(posterior, C)
         if bands is not None:
@@ -116,16 +117,26 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
                             label="95 % (law posterior)")
             ax.fill_between(C, q10, q90, color="tab:blue", alpha=0.25, lw=0,
                             label="80 % (law posterior)")
+            shown = C <= max([edge, *targets]) * 1.5  # the band where the figure reads it
+            ymin = min(ymin, float(q025[shown].min()))
+    first = False  # one legend entry for every target's marks
     for t in status.targets:
         if t.prediction is not None:
             if t.interval_80:  # drawn on its own: the point fit may lie outside it
                 lo, hi = t.interval_80
                 ax.errorbar([t.C], [(lo + hi) / 2], yerr=[[(hi - lo) / 2], [(hi - lo) / 2]],
-                            fmt="none", color="tab:purple", capsize=4, zorder=5)
+                            fmt="none", color="tab:purple", capsize=4, zorder=5,
+                            label=None if first else "target: 80 % interval (law posterior)")
                 ymin = min(ymin, lo)
             ax.plot([t.C], [t.prediction], "D", color="tab:purple", zorder=5,
-                    label=f"target {t.C:.0e}: {t.prediction:.4g}")
+                    label=None if first else "target: point fit (value beside it)")
+            ax.annotate(f"{t.prediction:.4g}", (t.C, t.prediction), xytext=(-8, 0),
+                        textcoords="offset points", ha="right", va="center", fontsize=8,
+                        color="tab:purple")
+            first = True
             ymin = min(ymin, t.prediction)
+    if proposed and all(s.predicted_mean is not None for s in proposed):
+        ymax = max(ymax, *(float(s.predicted_mean) for s in proposed))
     ylo, yhi = 0.95 * max(ymin, 1e-3), 1.05 * ymax
     _edge_ticks(ax, grid.cost[runs.failed], yhi, "tab:red",
                 f"failed ({runs.failed.size}; top edge, at their compute)", 0)
@@ -140,23 +151,22 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
         _edge_ticks(ax, pc, ylo, "tab:green", f"next ({len(proposed)}; just above the bottom "
                     "edge, at their compute" + ("; ★ at predicted loss)" if shown else ")"),
                     14)
-        if shown:
-            ax.scatter(pc, pm, marker="*", color="tab:green", s=80, zorder=6)
+        if shown:  # hollow: a completed run at the same loss stays visible
+            ax.scatter(pc, pm, marker="*", facecolor="none", edgecolor="tab:green", s=90,
+                       lw=1.2, zorder=6)
             _counts(ax, pc, np.asarray(pm, dtype=np.float64), (4, -10), "tab:green")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_ylim(ylo, yhi)
-    from matplotlib.ticker import ScalarFormatter
+    from scalebo.plotting import loss_ticks
 
-    for axis in (ax.yaxis,):
-        axis.set_major_formatter(ScalarFormatter())
-        axis.set_minor_formatter(ScalarFormatter())
+    loss_ticks(ax)
     ax.set_xlabel("training compute C (FLOPs)")
     ax.set_ylabel("loss (nats)")
     ax.set_title(title or status_title(status), fontsize=9)
-    ax.grid(True, which="both", alpha=0.25)
+    ax.grid(True, which="major", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:  # nothing drawn yet (no runs): no empty legend
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # off the data
     fig.tight_layout()
     out = save_figure(fig, path, dpi=120)
     plt.close(fig)
