@@ -125,8 +125,16 @@ def test_parallel_equals_serial_and_report_outputs(tmp_path):
     text = json.dumps(serial.to_dict())
     assert '"variants"' in text
     path = tmp_path / "fragility.png"
-    plot_fragility(serial, str(path))
+    fig = plot_fragility(serial, str(path))
     assert path.stat().st_size > 10_000
+    assert [ax.get_title().split("\n")[0] for ax in fig.axes] == [
+        "exponents", "N* (parameters)", "D*/N* (tokens per parameter)", "loss at target (nats)"]
+    from dataclasses import replace
+
+    lost = replace(serial, results=(*serial.results[:2],
+                                    replace(serial.results[2], status="unidentified")))
+    title = plot_fragility(lost)._suptitle.get_text()
+    assert "under 2 of 3 variants" in title and "left out: shifted (unidentified)" in title
 
 
 def test_bootstrap_summary_brackets_the_base():
