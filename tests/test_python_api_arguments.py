@@ -101,6 +101,12 @@ def test_a_formula_fit_takes_one_point_and_checks_starts_and_its_bootstrap():
     frame = _cells()
     one = summarize_formula_fit(frame, FORMULA, bounds=BOUNDS, predict_at="N=1e10,D=2e11")
     assert one.points == ({"N": 1e10, "D": 2e11},)
+    from scalebo.fitting.formula_plot import plot_formula_fit
+
+    parity = plot_formula_fit(one).axes[0]  # the prediction is drawn, with its value
+    level = next(ln for ln in parity.get_lines() if "prediction at" in str(ln.get_label()))
+    assert level.get_ydata()[0] == pytest.approx(_loss(1e10, 2e11), rel=1e-3)
+    assert level.get_label() == f"prediction at N=1e+10, D=2e+11: {level.get_ydata()[0]:.4g}"
     with pytest.raises(ValueError, match=r"n_starts must be a whole number >= 1, got 0"):
         summarize_formula_fit(frame, FORMULA, bounds=BOUNDS, n_starts=0)
     law = formula_law("a + b*x", ["x"], {"a": (-10, 10), "b": (-10, 10)})

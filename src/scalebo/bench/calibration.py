@@ -319,9 +319,9 @@ def calibration_figure(iv: pd.DataFrame, path: Path, C: str = "1e+25") -> Path |
     fig, axes = plt.subplots(3, len(datasets), figsize=(max(6.5, 5 * len(datasets)), 10),
                              squeeze=False, constrained_layout=True, sharex="col")
     for j, ds in enumerate(datasets):
-        for i, method in enumerate(methods):
-            nudge = 1 + 0.03 * (i - (len(methods) - 1) / 2)
-            for law, (ls, marker) in styles.items():
+        for i, method in enumerate(methods):  # each method and law a little apart: equal
+            for k, (law, (ls, marker)) in enumerate(styles.items()):  # values stay visible
+                nudge = 1 + 0.025 * (i * len(styles) + k - (len(methods) * len(styles) - 1) / 2)
                 g = s[(s["dataset"] == ds) & (s["method"] == method) & (s["law"] == law)]
                 g = g.sort_values("budget")
                 if g.empty:

@@ -3,7 +3,8 @@
 Panels: observed against predicted response with the line ``y = x`` (bootstrap percentile
 intervals of the predictions as vertical bars when bootstrapped), then the residual against
 each variable of the formula (log x-axis for a variable whose values are all positive), with
-the prediction points (``--predict-at``) as dotted vertical lines, so a trend left in the
+the prediction points (``--predict-at``) as dotted vertical lines (and their predicted
+response as a dotted level in the first panel, with its value), so a trend left in the
 residuals or an extrapolation far from the data shows. Residuals follow the fit:
 ``log(observed / predicted)`` for log residuals, ``observed − predicted`` for natural ones.
 The title gives the formula, the status, the rows and the in-sample R².
@@ -90,6 +91,12 @@ def plot_formula_fit(summary: FormulaFitSummary, path: str | Path | None = None,
         ax.set_yscale("log")
     span = (float(both.min()), float(both.max())) if both.size else (0.0, 1.0)
     ax.plot(span, span, color="tab:red", lw=1.2, label="y = x", zorder=0)
+    for i, point in enumerate(points):  # a prediction has no observation: a level, named
+        Xp = np.array([[point[v] for v in law.variables]])
+        value = float(law.predict(summary.fit.x, Xp)[0])
+        shown = ", ".join(f"{v}={point[v]:.3g}" for v in law.variables)
+        ax.axhline(value, color="tab:orange", ls=":", lw=1.4,
+                   label=f"prediction at {shown}: {value:.4g}" if i < 3 else None)
     ax.set_xlabel(f"observed {summary.response}")
     ax.set_ylabel(f"predicted {summary.response}")
     ax.legend(fontsize=8, loc="best")
