@@ -161,6 +161,13 @@ def test_trace_figure_shows_every_acquired_run_on_top(tmp_path: Path) -> None:
     n_cells = np.unique(problem.grid.cell_ids[problem.grid.held_out]).size
     assert held == [f"held out ({n_cells} cell{'s' if n_cells > 1 else ''}; never acquired)"]
     assert "recorded on the way: 5 %, 10 %" in left.get_legend_handles_labels()[1]
+    # the law the replay is scored by, beside the reference, with its error at 1e25
+    law = rec.metrics[-1].law("compute")
+    own = next(ln for ln in right.get_lines() if "replay's compute law" in ln.get_label())
+    x = np.asarray(own.get_xdata())
+    p = law.params
+    np.testing.assert_allclose(own.get_ydata(), p["E"] + p["A"] * x ** -p["alpha"])
+    assert own.get_label().endswith(f"({law.extrapolation_pct['1e+25']:+.2f} % at 1e25 FLOPs)")
     plt.close(fig)
     out = plot_trace(rec, problem, tmp_path / "trace.png")
     assert out.stat().st_size > 10_000

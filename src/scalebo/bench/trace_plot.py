@@ -114,6 +114,14 @@ def trace_figure(rec: Any, problem: Any) -> Any:
     Cs = np.geomspace(g.cost[acq].min(), g.cost.max(), 100)
     b.plot(Cs, problem.reference_compute.predict(Cs[:, None]), "r-", lw=1,
            label="reference compute law", zorder=2)
+    final = max(rec.metrics, key=lambda m: m.budget) if rec.metrics else None
+    law = final.law("compute") if final is not None else None
+    if law is not None and law.params:  # what the replay is scored by, beside the answer
+        p = law.params
+        err = (law.extrapolation_pct or {}).get("1e+25")
+        b.plot(Cs, p["E"] + p["A"] * Cs ** -p["alpha"], color="tab:blue", ls="--", lw=1.2,
+               label=f"the replay's compute law at {100 * final.budget:g} %"
+               + (f" ({err:+.2f} % at 1e25 FLOPs)" if err is not None else ""), zorder=2)
     env = np.asarray(problem.envelope_idx, dtype=np.int64)
     b.scatter(g.cost[env], loss[env], s=55, facecolors="none", edgecolors="r", linewidths=1.1,
               label="reference envelope", zorder=3)
@@ -139,7 +147,7 @@ def trace_figure(rec: Any, problem: Any) -> Any:
     b.set(xscale="log", xlabel="training compute C (FLOPs)", ylabel="loss (nats)",
           ylim=(bottom - pad, top + pad), title="acquired configurations")
     b.legend(fontsize=8)
-    b.grid(alpha=0.3, which="both")
+    b.grid(alpha=0.3, which="major")
     fig.suptitle(_title(rec))
     return fig
 
