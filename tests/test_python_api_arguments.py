@@ -4,6 +4,8 @@ not whole are errors that say so, and fragility says when its spread means littl
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -122,3 +124,17 @@ def test_a_formula_fit_takes_one_point_and_checks_starts_and_its_bootstrap():
 def test_a_method_config_names_the_setting_out_of_range():
     with pytest.raises(ValueError, match=r"^MethodConfig needs posterior_samples >= 0 \(got -1\)$"):
         MethodConfig(posterior_samples=-1)
+
+
+def test_a_column_named_like_a_parameter_without_bounds_is_named():
+    """A mixture-of-experts table with an ``E`` column (experts) and the formula
+    ``E + A/N**alpha`` without bounds for E fitted E as an input, 'converged'."""
+    frame = _cells().assign(E=lambda f: np.log2(f["N"]).round())  # a column of counts
+    with pytest.warns(UserWarning, match=r"'E' \(column 'E'\) enters the formula as a bare "
+                                         r"term that no parameter scales"):
+        summarize_formula_fit(frame, "E + A/N**a", bounds={"A": (1, 1e5), "a": (0.05, 1)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # E a parameter, or a scaled input: nothing to say
+        summarize_formula_fit(frame.drop(columns="E"), FORMULA, bounds=BOUNDS)
+        summarize_formula_fit(frame, "c*E + A/N**a",
+                              bounds={"c": (0, 1), "A": (1, 1e5), "a": (0.05, 1)})

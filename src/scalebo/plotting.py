@@ -159,8 +159,11 @@ def plot_fit(
     q1, q3 = np.nanpercentile(y_runs, [25, 75]) if y_runs.size else (np.nan, np.nan)
     fence = max(q3 + FENCE_IQR * (q3 - q1), float(np.nanmax(y_fit, initial=-np.inf)))
     above = y_runs > fence
-    ax.scatter(c_runs[~above], y_runs[~above], s=10, color="0.75", alpha=0.6,
-               label=f"runs ({len(runs)})", zorder=1)
+    n_runs = runs["run"].nunique() if "run" in runs.columns else len(runs)
+    what = (f"checkpoints ({len(runs)} of {n_runs} runs)" if n_runs < len(runs)
+            else f"runs ({len(runs)})")
+    ax.scatter(c_runs[~above], y_runs[~above], s=10, color="0.75", alpha=0.6, label=what,
+               zorder=1)
     ax.scatter(c_fit, y_fit, s=26, color="tab:blue", edgecolor="black",
                linewidth=0.4, label=f"fitted ({len(frontier)})", zorder=3)
     curve_name = ("fit L(C)" if tuple(fit.law.variables) == ("C",) else
@@ -197,7 +200,7 @@ def plot_fit(
                    label=f"{int(above.sum())} runs above {fence:.3g} (diverged?), on the edge")
     ax.set_xlabel("training compute 6·N·D (FLOPs)" if nd else "training compute C (FLOPs)")
     ax.set_ylabel(f"{loss} (nats)" if loss == "loss" else loss)
-    ax.set_title(title or f"{fit.law.name} law, {fit.status} ({len(frontier)} runs)")
+    ax.set_title(title or f"{fit.law.name} law, {fit.status} ({len(frontier)} points fitted)")
     loss_ticks(ax)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="best")

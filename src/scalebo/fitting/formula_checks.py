@@ -87,6 +87,30 @@ def undefined_points(law: FormulaLaw, x: np.ndarray, points: Sequence[Mapping[st
     return ""
 
 
+def bare_variable_note(law: FormulaLaw, columns: Mapping[str, str]) -> str:
+    """A note for each variable that enters the formula as a bare term, added with a fixed
+    coefficient and scaled by no parameter (``E`` in ``E + A/N**alpha`` on a table with an
+    ``E`` column, e.g. mixture-of-experts counts): such a name was more likely meant as a
+    parameter and lacks bounds; "" when there is none."""
+    import sympy as sp
+
+    from scalebo.laws.formula import formula_names
+
+    symbols = {n: sp.Symbol(n) for n in formula_names(law.formula)}
+    try:
+        expr = sp.parse_expr(law.formula, local_dict=symbols)  # checked by the law's parser
+    except (SyntaxError, TypeError, ValueError, sp.SympifyError):
+        return ""
+    bare = [v for v in law.variables
+            if (d := sp.diff(expr, symbols[v])).is_number and d != 0]
+    if not bare:
+        return ""
+    shown = ", ".join(f"{v!r} (column {columns.get(v, v)!r})" for v in bare)
+    return (f"{shown} enter{'s' if len(bare) == 1 else ''} the formula as a bare term that no "
+            "parameter scales, read from the table; if meant as a parameter (an irreducible "
+            "loss), give it bounds (--bounds, bounds= in Python)")
+
+
 def first_non_number(frame: pd.DataFrame, variables: Sequence[str],
                      variable_map: Mapping[str, str]) -> str:
     """``"data row R, column 'C' (variable V): 'x' is not a number"`` for the first cell of

@@ -26,6 +26,7 @@ from scalebo.errors import RunTableError, shown, with_hints
 from scalebo.fitting.arguments import resamples
 from scalebo.fitting.formula_bootstrap import FormulaBootstrapResult, bootstrap_formula
 from scalebo.fitting.formula_checks import (
+    bare_variable_note,
     check_bound_names,
     repeated_rows_note,
     undefined_points,
@@ -284,8 +285,9 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
     if said := undefined_rows(law, law.random_starts(16, seed), X, columns, source,
                               "at 16 parameter vectors drawn inside the bounds"):
         raise RunTableError(said)
-    notes = [said] if (said := repeated_rows_note(
-        frame, source, "is fitted as an observation of its own")) else []
+    notes = [said for said in (repeated_rows_note(
+        frame, source, "is fitted as an observation of its own"),
+        bare_variable_note(law, columns)) if said]
     for text in notes:
         warnings.warn(text, UserWarning, stacklevel=2)
     fit = fit_formula(law, X, y, residuals=residuals, n_starts=n_starts, seed=seed,
