@@ -381,8 +381,9 @@ def test_the_figure_dashes_extrapolation_and_marks_each_prediction():
     fig = plot_allocation(summary)
     ax_n = fig.axes[0]
     top = summary.C_range[1]
-    dashed = [ln for ln in ax_n.get_lines() if ln.get_linestyle() == "--"]
-    assert len(dashed) == 3 and all(min(ln.get_xdata()) == pytest.approx(top) for ln in dashed)
+    dashed = [ln for ln in ax_n.get_lines() if ln.get_linestyle() == "--"
+              and min(ln.get_xdata()) == pytest.approx(top)]
+    assert len(dashed) == 3 and all(max(ln.get_xdata()) > 1e24 for ln in dashed)
     solid = [ln for ln in ax_n.get_lines() if str(ln.get_label()).startswith(("1:", "2:", "3:"))]
     assert all(max(ln.get_xdata()) == pytest.approx(top) for ln in solid)
     for est in summary.estimates:  # each approach's N* at 1e24 is drawn
@@ -392,3 +393,16 @@ def test_the_figure_dashes_extrapolation_and_marks_each_prediction():
     labels = ax_n.get_legend_handles_labels()[1]
     assert "envelope runs" in labels and any(lab.startswith("isoFLOP vertices") for lab in labels)
     assert any(lab.startswith("2: isoFLOP: C^") and "[" in lab for lab in labels)  # interval
+
+
+def test_the_figure_dashes_predictions_below_the_runs_too():
+    from scalebo.fitting.allocation_plot import plot_allocation
+
+    summary = allocation_summary(load_runs(_isoflop_table()), 2, predict=[1e15])
+    ax_n = plot_allocation(summary).axes[0]
+    low, top = summary.C_range
+    solid = next(ln for ln in ax_n.get_lines() if str(ln.get_label()).startswith("2:"))
+    assert min(solid.get_xdata()) == pytest.approx(low)
+    assert max(solid.get_xdata()) == pytest.approx(top)
+    dashed = [ln for ln in ax_n.get_lines() if ln.get_linestyle() == "--"]
+    assert min(min(ln.get_xdata()) for ln in dashed) < 1e15 < low

@@ -209,3 +209,25 @@ def test_diverged_runs_sit_on_the_top_edge_and_losses_are_readable(compute_fit) 
     pred = fit.predict(np.array([[1e25]]))[0]
     assert [t.get_text() for t in ax.texts] == [f"{pred:.4g}"]  # the value beside the star
     plt.close(fig)
+
+
+def test_loss_ticks_label_a_range_of_decades_and_the_fence_keeps_predictions() -> None:
+    """A review: evenly spaced ticks on a log axis over decades labelled only its top half
+    (an error rate from 0.07 down to a prediction at 0.03 had none below 0.2), and the fence
+    cut a prediction above it off the axis."""
+    C = np.geomspace(1e18, 1e21, 8)
+    y = 0.02 + 5e3 * C ** -0.2
+    fit = fit_law(get_law("compute"), C[:, None], y)
+    frame = pd.DataFrame({"C": C, "loss": y})
+    fig = plot_fit(frame, frame, fit, predict_at=[1e26])
+    (ax,) = fig.axes
+    bottom, top = ax.get_ylim()
+    labels = [t for t in ax.get_yticks() if bottom <= t <= top]
+    assert min(labels) < 0.1 < max(labels) and len(labels) >= 4
+    plt.close(fig)
+    runs = pd.concat([frame, frame.iloc[:3].assign(loss=[5.0, 6.0, 7.0])], ignore_index=True)
+    fig = plot_fit(runs, frame, fit, predict_at=[1e15])  # far below the runs: a high loss
+    (ax,) = fig.axes
+    pred = fit.predict(np.array([[1e15]]))[0]
+    assert ax.get_ylim()[1] >= pred
+    plt.close(fig)

@@ -109,6 +109,12 @@ def test_a_formula_fit_takes_one_point_and_checks_starts_and_its_bootstrap():
     level = next(ln for ln in parity.get_lines() if "prediction at" in str(ln.get_label()))
     assert level.get_ydata()[0] == pytest.approx(_loss(1e10, 2e11), rel=1e-3)
     assert level.get_label() == f"prediction at N=1e+10, D=2e+11: {level.get_ydata()[0]:.4g}"
+    far = summarize_formula_fit(frame, FORMULA, bounds=BOUNDS, predict_at="N=1e3,D=1e4")
+    parity = plot_formula_fit(far).axes[0]  # far from the data: named, not stretching the axes
+    labels = parity.get_legend_handles_labels()[1]
+    assert any(lab.startswith("prediction at N=1e+03, D=1e+04:") and lab.endswith(
+        "(off this panel)") for lab in labels)
+    assert parity.get_ylim()[1] < 10
     with pytest.raises(ValueError, match=r"n_starts must be a whole number >= 1, got 0"):
         summarize_formula_fit(frame, FORMULA, bounds=BOUNDS, n_starts=0)
     law = formula_law("a + b*x", ["x"], {"a": (-10, 10), "b": (-10, 10)})
@@ -138,3 +144,33 @@ def test_a_column_named_like_a_parameter_without_bounds_is_named():
         summarize_formula_fit(frame.drop(columns="E"), FORMULA, bounds=BOUNDS)
         summarize_formula_fit(frame, "c*E + A/N**a",
                               bounds={"c": (0, 1), "A": (1, 1e5), "a": (0.05, 1)})
+
+
+def test_design_budgets_given_as_numbers_are_not_reread(design):
+    law, pool, target, frame = design
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # 1.0 from "100%" was re-read and warned again
+        design_replay(pool, target, law, budgets=[0.5, 1.0], method="random", n_starts=8)
+    with pytest.raises(ValueError, match=r"budgets must be fractions of the pool's total cost "
+                                         r"in \(0, 1\], got 5"):
+        design_replay(pool, target, law, budgets=5, method="random", n_starts=8)
+    from scalebo.design import grouped_design_replay
+
+    frame2 = frame.assign(g=np.arange(len(frame)) % 2)
+    pool2 = make_pool(frame2, law, "6*N*D", response="loss")
+    by_text = grouped_design_replay(pool2, target, law, frame2["g"].to_numpy(), [0, 1],
+                                    budgets="50%", method="random", n_starts=8)
+    assert [c.budget for c in by_text.checkpoints] == [0.5]
+
+
+def test_fragility_names_missing_columns_and_draws_a_figure_with_nothing_usable(tmp_path):
+    from scalebo.analysis.fragility import plot_fragility
+
+    with pytest.raises(ValueError, match=r"fragility needs columns N, D, loss"):
+        fragility(_cells().rename(columns={"N": "params"}))
+    report = fragility(scalebo.load_runs(_cells(sizes=2)), n_jobs=1)
+    assert not report.usable.any()
+    fig = plot_fragility(report, str(tmp_path / "f.png"))
+    assert "none of the" in fig.axes[0].texts[0].get_text()
+    with pytest.raises(ValueError, match=r"target: computes must be finite FLOPs > 0, got True"):
+        fragility(scalebo.load_runs(_cells()), target=True)

@@ -4,7 +4,8 @@
 (light), the fitted points (highlighted), the fitted law — ``L(C)`` for the compute law, the
 compute-optimal path ``L(N*(C), D*(C))`` for laws in ``N`` and ``D`` — solid over the observed
 compute range and dashed where it extrapolates, its bootstrap percentile band, and the
-predictions at the requested compute budgets.
+predictions at the requested compute budgets with their values; runs far above the rest sit on
+the top edge (:data:`FENCE_IQR`), and loss ticks are plain numbers (:func:`loss_ticks`).
 """
 
 from __future__ import annotations
@@ -35,12 +36,21 @@ FENCE_IQR = 3.0
 
 
 def loss_ticks(ax, axis: str = "y") -> None:
-    """Plain, evenly chosen tick labels (1.5, 2, 2.5, …) on a log axis of losses in nats,
-    which a narrow range would leave with one or two labels (2, 3) or none at all."""
-    from matplotlib.ticker import FuncFormatter, MaxNLocator, NullLocator
+    """Plain tick labels on a log axis of losses in nats: within a factor of 3, evenly chosen
+    values (1.5, 2, 2.5, …: a narrow range would keep one or two labels, 2 and 3, or none);
+    over a wider range, 1, 2 and 5 times each power of ten."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullLocator
 
     target = ax.yaxis if axis == "y" else ax.xaxis
-    target.set_major_locator(MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]))
+
+    class _Loss(LogLocator):
+        def __call__(self):
+            lo, hi = sorted(target.get_view_interval())
+            if lo > 0 and hi / lo <= 3:
+                return MaxNLocator(nbins=8, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+            return super().__call__()
+
+    target.set_major_locator(_Loss(subs=(1.0, 2.0, 5.0)))
     target.set_minor_locator(NullLocator())
     target.set_major_formatter(FuncFormatter(lambda value, _pos: f"{value:g}"))
 
@@ -114,7 +124,9 @@ def plot_fit(
     """Log–log plot of loss (nats) vs compute (FLOPs) with the fitted law.
 
     Args:
-        runs: every run, columns ``compute`` (FLOPs) and ``loss`` (nats); drawn light.
+        runs: every run, columns ``compute`` (FLOPs) and ``loss`` (nats); drawn light, except
+            those above Q3 + :data:`FENCE_IQR` · IQR of their losses and above every fitted
+            point (diverged?), drawn as triangles on the top edge and counted in the legend.
         frontier: the runs the law was fitted on (same columns); highlighted.
         fit: a fitted law in ``C`` or in ``(N, D)`` (see :func:`law_curve`).
         bootstrap: replicates of ``fit``; their percentile band is shaded.
@@ -192,10 +204,11 @@ def plot_fit(
                         fontsize=8, color="tab:orange", ha="right")
     ax.set_xscale("log")
     ax.set_yscale("log")
-    if above.any():
+    if above.any():  # the frontier, predictions and band stay in view; diverged runs on top
+        drawn = [fence, *(pred + (yerr[1] if yerr is not None else 0) if targets.size else [])]
         bottom, top = ax.get_ylim()
-        ax.set_ylim(bottom, fence * 1.03)
-        ax.scatter(c_runs[above], np.full(int(above.sum()), fence * 1.03), marker="^", s=18,
+        ax.set_ylim(bottom, float(np.nanmax(drawn)) * 1.03)
+        ax.scatter(c_runs[above], np.full(int(above.sum()), ax.get_ylim()[1]), marker="^", s=18,
                    color="0.55", clip_on=False, zorder=2,
                    label=f"{int(above.sum())} runs above {fence:.3g} (diverged?), on the edge")
     ax.set_xlabel("training compute 6·N·D (FLOPs)" if nd else "training compute C (FLOPs)")

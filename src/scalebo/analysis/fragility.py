@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scalebo.analysis.fragility_bootstrap import bootstrap_summary
+from scalebo.analysis.fragility_bootstrap import base_bootstrap
 from scalebo.analysis.fragility_plot import plot_fragility
 from scalebo.analysis.variants import Variant, build_variants, gemstones_extras
 from scalebo.data.runs import RunTable
@@ -277,6 +277,10 @@ def fit_variant(
         ), None
 
 
+#: Variant kinds that fit a subset of the base points (the others change δ or the table).
+LEAVE_OUT_KINDS = ("leave_one_out", "drop_smallest", "drop_largest", "every_kth")
+
+
 def fragility(
     table: RunTable | pd.DataFrame,
     *,
@@ -313,8 +317,9 @@ def fragility(
             0.95: the 2.5th and 97.5th percentiles), as ``scalebo fit --confidence``.
 
     Raises:
-        ValueError: a ``confidence_level`` outside (0, 1), a law not in (N, D), or variants
-            whose first is not the base.
+        ValueError: a ``confidence_level`` outside (0, 1), a ``target`` that is not one
+            compute > 0, a ``bootstrap`` that is not a whole number >= 0, a law not in
+            (N, D), or variants whose first is not the base.
     """
     if not 0 < confidence_level < 1:
         raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
@@ -322,8 +327,8 @@ def fragility(
     if len(targets) != 1:
         raise ValueError(f"target: one compute in FLOPs, got {len(targets)}")
     target = targets[0]
-    if isinstance(table, pd.DataFrame) and "run" not in table and table.duplicated(
-            ["N", "D"]).any():
+    if (variants is None and isinstance(table, pd.DataFrame) and "run" not in table
+            and {"N", "D"} <= set(table.columns) and table.duplicated(["N", "D"]).any()):
         warnings.warn("several rows share an (N, D) cell and each is fitted (a DataFrame is "
                       "taken as it is); scalebo.load_runs(frame) fits the best run of each "
                       "cell, as scalebo fragility does", UserWarning, stacklevel=2)
@@ -356,8 +361,9 @@ def fragility(
         results = Parallel(n_jobs=n_jobs)(
             delayed(_fit_row)(law, v, target, optima, policy, base_starts) for v in rest
         )
-    structural = [r for r in results if r.kind not in ("base", "huber")]
-    if structural and all(r.status in UNUSABLE_STATUSES for r in structural):
+    structural = [r for r in results if r.kind in LEAVE_OUT_KINDS]
+    if (base_result.status not in UNUSABLE_STATUSES and structural
+            and all(r.status in UNUSABLE_STATUSES for r in structural)):
         warnings.warn(f"none of the {len(structural)} variants that leave out data could be "
                       "fitted (too few model sizes, runs or checkpoints): the spread is the "
                       "Huber δ variants' alone and says nothing about which runs the law "
@@ -365,7 +371,7 @@ def fragility(
                       stacklevel=2)
     summary = None
     if bootstrap > 0:
-        summary = bootstrap_summary(base_fit, variants[0], target, bootstrap, rng,
+        summary = base_bootstrap(base_fit, variants[0], target, bootstrap, rng,
                                      confidence_level)
     return FragilityReport(law=law.name, target=float(target),
                            results=(base_result, *results),

@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from scalebo.analysis.variants import Variant
     from scalebo.fitting.robust import FitResult
 
-__all__ = ["bootstrap_summary"]
+__all__ = ["base_bootstrap"]
 
 
-def bootstrap_summary(fit: FitResult, base: Variant, target: float, n_resamples: int,
+def base_bootstrap(fit: FitResult, base: Variant, target: float, n_resamples: int,
                        rng: int | None, confidence_level: float) -> dict:
     """Bootstrap of the base fit: percentile intervals at ``confidence_level`` (via
     :meth:`~scalebo.fitting.bootstrap.BootstrapResult.percentile`, over finite replicate

@@ -34,6 +34,15 @@ def plot_fragility(report: FragilityReport, path: str | None = None) -> Figure:
 
     table = report.table
     ok = table[report.usable].reset_index(drop=True)
+    if ok.empty:  # nothing to compare: say so on the figure rather than fail
+        fig, ax = plt.subplots(figsize=(8, 2.5))
+        ax.axis("off")
+        ax.text(0.5, 0.5, f"{report.law}: none of the {len(table)} variants has a usable fit\n"
+                + ", ".join(f"{v} ({st})" for v, st in table[["variant", "status"]]
+                            .itertuples(index=False)), ha="center", va="center", wrap=True)
+        if path is not None:
+            save_figure(fig, path, dpi=120)
+        return fig
     spread = report.spread
     y = np.arange(len(ok))[::-1]
     fig, axes = plt.subplots(1, 4, figsize=(16, 0.22 * len(ok) + 2.4), sharey=True)

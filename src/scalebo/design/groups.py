@@ -64,6 +64,7 @@ from scalebo.design.replay import (
 )
 from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
+from scalebo.search.budget import as_fractions
 
 __all__ = ["GROUP_BUDGETS", "GroupRows", "GroupedCheckpoint", "GroupedReplay",
            "grouped_design_replay", "grouped_pilot", "pooled_r2", "separate_group_replays",
@@ -264,9 +265,7 @@ def grouped_design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
     if pool.y is None:
         raise ValueError("grouped_design_replay needs a pool with responses (see --response)")
-    budgets = tuple(sorted(float(b) for b in budgets))
-    if not budgets or not all(0 < b <= 1 for b in budgets):
-        raise ValueError(f"budgets must be fractions in (0, 1], got {budgets}")
+    budgets = as_fractions(budgets, "the pool's total cost")  # 0.05, "5%" or several
     groups = split_groups(pool_groups, target_groups, pool.n, target.X.shape[0])
     t0 = time.perf_counter()
     C, cap = pool.total_cost, budgets[-1] * pool.total_cost
@@ -354,6 +353,7 @@ def separate_group_replays(pool: Pool, target: TargetRegion, law: FormulaLaw,
     groups = [g for g in split_groups(pool_groups, target_groups, pool.n, target.X.shape[0])
               if g.target.size]
     t0 = time.perf_counter()
+    budgets = as_fractions(budgets, "the pool's total cost")  # once: a generator is read once
     reps = []
     for gi, g in enumerate(groups):
         sub = replace(pool, X=pool.X[g.pool], cost=pool.cost[g.pool], y=pool.y[g.pool],
@@ -363,7 +363,7 @@ def separate_group_replays(pool: Pool, target: TargetRegion, law: FormulaLaw,
         reps.append(design_replay(sub, region, law, budgets, method, seed + 1_000 * gi,
                                   **kwargs))
     checkpoints = []
-    for k, b in enumerate(sorted(float(x) for x in budgets)):
+    for k, b in enumerate(budgets):
         cps = [r.checkpoints[k] for r in reps]
         spent = sum(c.spent_fraction * float(pool.cost[g.pool].sum())
                     for c, g in zip(cps, groups, strict=True)) / pool.total_cost

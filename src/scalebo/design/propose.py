@@ -27,7 +27,7 @@ from scalebo.design.replay import fit_rows, observation_bands
 from scalebo.errors import BudgetExhausted, FitError, SearchError
 from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
-from scalebo.search.budget import parse_fraction
+from scalebo.search.budget import as_fractions
 
 __all__ = ["Proposal", "done_rows", "propose_batch", "propose_groups", "target_predictions",
            "warn_unmatched"]
@@ -117,7 +117,7 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
     """
     if k < 1:
         raise ValueError(f"batch size must be >= 1, got {k}")
-    budget = parse_fraction(budget, "the pool's total cost")  # 0.05 or "5%"
+    (budget,) = as_fractions(budget, "the pool's total cost")  # 0.05 or "5%"
     n = {"X_done": np.shape(X_done)[0] if np.ndim(X_done) else 1, "y_done": np.size(y_done),
          "cost_done": np.size(cost_done)}
     if len(set(n.values())) > 1:
@@ -202,6 +202,7 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
 
     if group_budget not in GROUP_BUDGETS:
         raise ValueError(f"group_budget must be one of {GROUP_BUDGETS}, got {group_budget!r}")
+    (budget,) = as_fractions(budget, "the pool's total cost")  # 0.05 or "5%"
     groups = [g for g in split_groups(pool_groups, target_groups, pool.n, target.X.shape[0])
               if g.target.size]
     dg = np.asarray(done_groups, dtype=object).astype(str)

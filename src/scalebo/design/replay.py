@@ -54,7 +54,7 @@ from scalebo.errors import FitError
 from scalebo.fitting.formula_fit import fit_formula
 from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
-from scalebo.search.budget import parse_fraction
+from scalebo.search.budget import as_fractions
 
 __all__ = ["DESIGN_STARTS", "FULL_GROWTH", "METHODS", "REFIT_GROWTH", "Checkpoint",
            "DesignReplay", "RefitState", "checkpoint_rows", "clipped_r2", "design_replay",
@@ -324,11 +324,7 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
         raise ValueError(f"unknown method {method!r}; choose one of {METHODS}")
     if pool.y is None:
         raise ValueError("design_replay needs a pool with responses (see --response)")
-    one = isinstance(budgets, str) or np.ndim(budgets) == 0  # 0.05, "5%" or several
-    budgets = tuple(sorted(parse_fraction(b, "the pool's total cost")
-                           for b in ([budgets] if one else budgets)))
-    if not budgets or not all(0 < b <= 1 for b in budgets):
-        raise ValueError(f"budgets must be fractions in (0, 1], got {budgets}")
+    budgets = as_fractions(budgets, "the pool's total cost")  # 0.05, "5%" or several
     t0 = time.perf_counter()
     C, cap = pool.total_cost, budgets[-1] * pool.total_cost
     rng = np.random.default_rng(seed)

@@ -53,9 +53,10 @@ def plot_allocation(summary: AllocationSummary, path: str | Path | None = None) 
     every_c = [*summary.C_range, *summary.predict]
     every_c = [c for c in every_c if np.isfinite(c) and c > 0]
     lo, hi = (min(every_c), max(every_c)) if every_c else (1e18, 1e24)
-    top = summary.C_range[1] if np.isfinite(summary.C_range[1]) else hi
-    inner = np.geomspace(lo / 1.5, min(top, hi * 1.5), 100)  # the runs' computes: solid
-    outer = np.geomspace(top, hi * 1.5, 100) if hi * 1.5 > top else np.empty(0)
+    low, top = (summary.C_range if np.all(np.isfinite(summary.C_range))
+                else (lo / 1.5, hi * 1.5))
+    inner = np.geomspace(low, top, 100)  # the runs' computes: solid; beyond them: dashed
+    outer = [np.geomspace(a, b, 50) for a, b in ((lo / 1.5, low), (top, hi * 1.5)) if b > a]
     what = {1: "envelope runs", 2: "isoFLOP vertices (hollow: outside the sizes trained)"}
     for est in with_law:
         color, marker, label = _STYLE[est.approach]
@@ -63,10 +64,10 @@ def plot_allocation(summary: AllocationSummary, path: str | Path | None = None) 
         for ax, y, fit, key in ((ax_n, N, est.law.n_opt, "N_opt"),
                                 (ax_d, D, est.law.d_opt, "D_opt")):
             iv = est.intervals.get(key)
-            shown = f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv else ""
+            shown = f" [{iv[0]:.3f}, {iv[1]:.3f}]" if iv and np.all(np.isfinite(iv)) else ""
             ax.plot(inner, fit(inner), color=color, label=f"{label}: C^{fit.exponent:.3f}{shown}")
-            if outer.size:
-                ax.plot(outer, fit(outer), color=color, ls="--")
+            for part in outer:
+                ax.plot(part, fit(part), color=color, ls="--")
             ax.scatter(C[inside], y[inside], color=color, marker=marker, s=24,
                        edgecolor="black", linewidth=0.3, zorder=3,
                        label=what.get(est.approach) if C.size else None)
@@ -78,7 +79,8 @@ def plot_allocation(summary: AllocationSummary, path: str | Path | None = None) 
     for ax, what in ((ax_n, "N* (parameters)"), (ax_d, "D* (tokens)")):
         for i, c in enumerate(summary.predict):
             ax.axvline(c, color="grey", ls=":", lw=1.2,
-                       label="predicted at (dashed: beyond the runs)" if i == 0 else None)
+                       label="predicted at (dashed: beyond the runs' computes)" if i == 0
+                       else None)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("compute C (FLOPs)")

@@ -35,8 +35,8 @@ def computes(value: float | Sequence[float], name: str = "predict") -> tuple[flo
     out = []
     for item in items:
         try:
-            number = float(item)
-        except (TypeError, ValueError):
+            number = math.nan if isinstance(item, bool | np.bool_) else float(item)
+        except (TypeError, ValueError, OverflowError):
             number = math.nan
         if not (math.isfinite(number) and number > 0):
             raise ValueError(f"{name}: computes must be finite FLOPs > 0, got {item!r}")

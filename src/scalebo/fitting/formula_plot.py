@@ -91,12 +91,17 @@ def plot_formula_fit(summary: FormulaFitSummary, path: str | Path | None = None,
         ax.set_yscale("log")
     span = (float(both.min()), float(both.max())) if both.size else (0.0, 1.0)
     ax.plot(span, span, color="tab:red", lw=1.2, label="y = x", zorder=0)
-    for i, point in enumerate(points):  # a prediction has no observation: a level, named
-        Xp = np.array([[point[v] for v in law.variables]])
+    lo_y, hi_y = span
+    room = 0.25 * (hi_y - lo_y)
+    for point in points:  # a prediction has no observation: a level, named (off the panel
+        Xp = np.array([[point[v] for v in law.variables]])  # when far from the data)
         value = float(law.predict(summary.fit.x, Xp)[0])
         shown = ", ".join(f"{v}={point[v]:.3g}" for v in law.variables)
-        ax.axhline(value, color="tab:orange", ls=":", lw=1.4,
-                   label=f"prediction at {shown}: {value:.4g}" if i < 3 else None)
+        label = f"prediction at {shown}: {value:.4g}"
+        if lo_y - room <= value <= hi_y + room:
+            ax.axhline(value, color="tab:orange", ls=":", lw=1.4, label=label)
+        else:
+            ax.plot([], [], " ", label=f"{label} (off this panel)")
     ax.set_xlabel(f"observed {summary.response}")
     ax.set_ylabel(f"predicted {summary.response}")
     ax.legend(fontsize=8, loc="best")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from scalebo.search.grid import Grid
 
-__all__ = ["GPU_HOUR_SUFFIXES", "NOTHING_FITS", "Budget", "check_budget_amount",
+__all__ = ["GPU_HOUR_SUFFIXES", "NOTHING_FITS", "Budget", "as_fractions", "check_budget_amount",
            "check_fraction", "parse_budget", "parse_fraction", "remaining_budget"]
 
 #: Suffixes of a budget in GPU-hours (case-insensitive), e.g. ``500GPUh``, ``500 GPU-hours``.
@@ -197,3 +197,25 @@ def check_fraction(budget_fraction: object, grid: Grid) -> float:
                       f"{cheapest:.4g}, so the search proposes nothing", UserWarning,
                       stacklevel=3)
     return value
+
+
+def as_fractions(value: object, of: str = "C_total") -> tuple[float, ...]:
+    """One budget fraction or several, sorted: numbers in (0, 1] as they are, text such as
+    ``"5%"`` read by :func:`parse_fraction` (the Python twin of the options that take
+    ``0.05`` or ``5%``; a number is not re-read, so its warnings are said once, where parsed).
+
+    Raises:
+        ValueError: a value that is not a fraction of ``of`` in (0, 1], or none at all.
+    """
+    from numbers import Real
+
+    items = [value] if isinstance(value, str | Real) else list(value)  # type: ignore[call-overload]
+    out = []
+    for item in items:
+        number = parse_fraction(item, of) if isinstance(item, str) else item
+        if isinstance(number, bool) or not isinstance(number, Real) or not 0 < number <= 1:
+            raise ValueError(f"budgets must be fractions of {of} in (0, 1], got {item!r}")
+        out.append(float(number))
+    if not out:
+        raise ValueError(f"no budget given: expected a fraction of {of} such as 0.05 or 5%")
+    return tuple(sorted(out))

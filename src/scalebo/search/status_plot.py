@@ -119,24 +119,26 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
                             label="80 % (law posterior)")
             shown = C <= max([edge, *targets]) * 1.5  # the band where the figure reads it
             ymin = min(ymin, float(q025[shown].min()))
-    first = False  # one legend entry for every target's marks
+    first = barred = False  # one legend entry for every target's marks
     for t in status.targets:
         if t.prediction is not None:
             if t.interval_80:  # drawn on its own: the point fit may lie outside it
                 lo, hi = t.interval_80
                 ax.errorbar([t.C], [(lo + hi) / 2], yerr=[[(hi - lo) / 2], [(hi - lo) / 2]],
                             fmt="none", color="tab:purple", capsize=4, zorder=5,
-                            label=None if first else "target: 80 % interval (law posterior)")
+                            label=None if barred else "target: 80 % interval (law posterior)")
+                barred = True
                 ymin = min(ymin, lo)
             ax.plot([t.C], [t.prediction], "D", color="tab:purple", zorder=5,
                     label=None if first else "target: point fit (value beside it)")
-            ax.annotate(f"{t.prediction:.4g}", (t.C, t.prediction), xytext=(-8, 0),
-                        textcoords="offset points", ha="right", va="center", fontsize=8,
+            ax.annotate(f"{t.prediction:.4g}", (t.C, t.prediction), xytext=(-8, 8),
+                        textcoords="offset points", ha="right", va="bottom", fontsize=8,
                         color="tab:purple")
             first = True
             ymin = min(ymin, t.prediction)
     if proposed and all(s.predicted_mean is not None for s in proposed):
-        ymax = max(ymax, *(float(s.predicted_mean) for s in proposed))
+        stars = [float(s.predicted_mean) for s in proposed]
+        ymin, ymax = min(ymin, *stars), max(ymax, *stars)
     ylo, yhi = 0.95 * max(ymin, 1e-3), 1.05 * ymax
     _edge_ticks(ax, grid.cost[runs.failed], yhi, "tab:red",
                 f"failed ({runs.failed.size}; top edge, at their compute)", 0)
