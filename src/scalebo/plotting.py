@@ -218,6 +218,6 @@ def plot_fit(
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     if path is not None:
-        save_figure(fig, path, dpi=120)
+        save_figure(fig, path, dpi=150)
         plt.close(fig)
     return fig

@@ -41,7 +41,7 @@ def plot_fragility(report: FragilityReport, path: str | None = None) -> Figure:
                 + ", ".join(f"{v} ({st})" for v, st in table[["variant", "status"]]
                             .itertuples(index=False)), ha="center", va="center", wrap=True)
         if path is not None:
-            save_figure(fig, path, dpi=120)
+            save_figure(fig, path, dpi=150)
         return fig
     spread = report.spread
     y = np.arange(len(ok))[::-1]
@@ -83,5 +83,5 @@ def plot_fragility(report: FragilityReport, path: str | None = None) -> Figure:
                  f"spread = (max − min) / median){out}", fontsize=10, wrap=True)
     fig.tight_layout()
     if path is not None:
-        save_figure(fig, path, dpi=120)
+        save_figure(fig, path, dpi=150)
     return fig

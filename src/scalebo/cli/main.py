@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -96,7 +97,13 @@ COMMANDS: list[ModuleType] = _commands()
 
 class _Parser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose ``epilog`` may be a callable, called (once) when the help
-    is printed, so that parsing never pays for building it."""
+    is printed, so that parsing never pays for building it, and which reads ``-1e24`` as a
+    negative number (a value its option then refuses with a reason), not as an unknown
+    option (Python's own rule knows ``-1`` and ``-0.5`` only)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
     def format_help(self) -> str:
         if callable(self.epilog):

@@ -93,6 +93,6 @@ def plot_allocation(summary: AllocationSummary, path: str | Path | None = None) 
     fig.suptitle(f"compute-optimal allocation, {summary.n_cells} (N, D) cells"
                  + "".join(f"\nno law from approach {m}" for m in missing), fontsize=10)
     if path is not None:
-        save_figure(fig, path, dpi=120)
+        save_figure(fig, path, dpi=150)
         plt.close(fig)
     return fig

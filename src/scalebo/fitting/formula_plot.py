@@ -139,6 +139,6 @@ def plot_formula_fit(summary: FormulaFitSummary, path: str | Path | None = None,
     fig.suptitle(title or f"{head}\n{summary.fit.status}, {y.size} rows, {summary.residuals} "
                  f"residuals, R² {'n/a' if r2 is None else f'{r2:.6g}'}", fontsize=10)
     if path is not None:
-        save_figure(fig, path, dpi=120)
+        save_figure(fig, path, dpi=150)
         plt.close(fig)
     return fig

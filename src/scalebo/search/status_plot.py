@@ -170,6 +170,6 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
     if ax.get_legend_handles_labels()[0]:  # nothing drawn yet (no runs): no empty legend
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # off the data
     fig.tight_layout()
-    out = save_figure(fig, path, dpi=120)
+    out = save_figure(fig, path, dpi=150)
     plt.close(fig)
     return out
