@@ -367,12 +367,11 @@ def fragility(
         warnings.warn(f"none of the {len(structural)} variants that leave out data could be "
                       "fitted (too few model sizes, runs or checkpoints): the spread is the "
                       "Huber δ variants' alone and says nothing about which runs the law "
-                      "leans on", UserWarning,
-                      stacklevel=2)
+                      "leans on", UserWarning, stacklevel=2)
     summary = None
     if bootstrap > 0:
         summary = base_bootstrap(base_fit, variants[0], target, bootstrap, rng,
-                                     confidence_level)
+                                 confidence_level)
     return FragilityReport(law=law.name, target=float(target),
                            results=(base_result, *results),
                            seconds=time.perf_counter() - start, bootstrap=summary)

@@ -24,7 +24,7 @@ __all__ = ["base_bootstrap"]
 
 
 def base_bootstrap(fit: FitResult, base: Variant, target: float, n_resamples: int,
-                       rng: int | None, confidence_level: float) -> dict:
+                   rng: int | None, confidence_level: float) -> dict:
     """Bootstrap of the base fit: percentile intervals at ``confidence_level`` (via
     :meth:`~scalebo.fitting.bootstrap.BootstrapResult.percentile`, over finite replicate
     values; NaN bounds when none is finite) of alpha, beta, E, N_opt (parameters) and the

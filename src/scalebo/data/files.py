@@ -124,12 +124,12 @@ def _repeated_names(path: Path) -> str:
     with open(path, encoding="utf-8-sig", errors="replace") as fh:  # as the parser: a BOM and
         line = next((text for text in fh if text.strip()), "")  # blank lines skipped
     # names as written (ones differing by spaces are said later); empty ones are unnamed
-    names = [n for n in next(csv.reader([line.rstrip("\r\n")], delimiter=sep), []) if n]
+    written = next(csv.reader([line.rstrip("\r\n")], delimiter=sep), [])
+    names = [n for n in written if n]
     twice = [n for i, n in enumerate(names) if n in names[:i]]
     if not twice:
         return ""
-    at = [i + 1 for i, n in enumerate(next(csv.reader([line.rstrip("\r\n")], delimiter=sep)))
-          if n == twice[0]]
+    at = [i + 1 for i, n in enumerate(written) if n == twice[0]]
     return (f"the column name {twice[0]!r} appears {len(at)} times in the header (columns "
             f"{', '.join(map(str, at))}); give each column its own name")
 
