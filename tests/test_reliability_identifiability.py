@@ -232,3 +232,33 @@ def test_exact_fit_with_repeats_and_formula_fits_say_it_too():
     assert formula.status is FitStatus.CONVERGED
     assert "exactly determined: 3 distinct values of C for 3 parameters, so the law passes " \
            "through every point" in formula.message
+
+
+def test_a_formula_whose_parameters_the_points_cannot_tell_apart_is_unidentified():
+    """A README trial: c0 + A·V^b·P^e·D^g on runs at one V and one P was 'converged' (1 of
+    41 starts agreeing, R² 0.996) and predicted 153.9 for a response between -5 and -0.5."""
+    import pandas as pd
+
+    from scalebo.fitting.formula_summary import summarize_formula_fit
+
+    rng = np.random.default_rng(0)
+    D = np.geomspace(1e9, 1e11, 20)
+    bounds = {"c0": (-100, 100), "A": (-1e4, 1e4), "b": (-5, 5), "e": (-5, 5), "g": (-5, 5)}
+    formula = "c0 + A*V**b*P**e*D**g"
+
+    def frame(V, P):
+        out = pd.DataFrame({"V": V, "P": P, "D": np.tile(D, 2)})
+        out["y"] = -1 + 2e3 * out.V ** -0.3 * out.P ** -0.1 * out.D ** -0.2 + rng.normal(
+            0, 1e-3, len(out))
+        return out
+
+    one = summarize_formula_fit(frame(32000.0, 1e8), formula, bounds=bounds, response="y",
+                                residuals="natural")
+    assert str(one.fit.status) == "unidentified"
+    assert "(V, P take one value)" in one.fit.message
+    varied = frame(np.repeat([32000.0, 64000.0], 20), np.repeat([1e8, 3e8], 20))  # V ∝ P
+    assert str(summarize_formula_fit(varied, formula, bounds=bounds, response="y",
+                                     residuals="natural").fit.status) == "unidentified"
+    grid = frame(np.tile(np.repeat([32000.0, 64000.0], 10), 2), np.tile([1e8, 3e8], 20))
+    ok = summarize_formula_fit(grid, formula, bounds=bounds, response="y", residuals="natural")
+    assert str(ok.fit.status) in ("converged", "bound hit")

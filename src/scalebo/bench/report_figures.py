@@ -77,9 +77,10 @@ def _panel(ax, summary, ds, methods, metric, ylabel, floor, kinds, colors) -> No
         ax.set(ylabel=ylabel, ylim=(-3, 103))
         return
     ax.set_yscale("log")
-    if ax.dataLim.y0 <= floor * 1.01:  # something is drawn at the floor
+    if ax.dataLim.y0 <= floor * 1.01:  # something is drawn at the floor: say so
         ax.axhline(floor, color="0.5", ls=":", lw=1)
-    ax.set_ylabel(f"{ylabel}\n(below {floor:g}{' %' * ('%' in ylabel)}: drawn at it, dotted)")
+        ylabel = f"{ylabel}\n(below {floor:g}{' %' * ('%' in ylabel)}: drawn at it, dotted)"
+    ax.set_ylabel(ylabel)
 
 
 def _finish(fig, plt, methods, colors, title: str, path: Path) -> Path:

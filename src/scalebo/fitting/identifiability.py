@@ -6,7 +6,7 @@ are recorded there, and ``L(C) = E + A·C^−α`` (``p = 3``) then has a whole c
 optima. The optimizer still stops ("converged"), so the fit must say that the law cannot be
 identified instead (:attr:`scalebo.fitting.robust.FitStatus.UNIDENTIFIED`).
 
-Four necessary conditions are checked (none is sufficient in general):
+Five necessary conditions are checked (none is sufficient in general):
 
 1. the number of distinct rows of ``X`` (among rows of positive weight) is at least
    ``law.n_params``;
@@ -22,6 +22,9 @@ Four necessary conditions are checked (none is sufficient in general):
    :data:`MIN_SPAN` (largest over smallest positive value): over a narrower range ``X^−α``
    is nearly a straight line, and its exponent trades with its coefficient and ``E`` (a
    mixture-of-experts table whose total parameter count differs by 0.3 % between models).
+5. for a law written as a formula, its parameters' effects on the prediction are not
+   collinear over the points at every one of 3 parameter vectors drawn inside the bounds
+   (``c0 + A·V^b·P^e`` on runs at one ``V``: ``b`` only rescales ``A``).
 
 Notation: ``X`` is ``(n, k)`` inputs in natural units, columns ``law.variables``.
 """
@@ -35,7 +38,8 @@ import numpy as np
 
 from scalebo.laws import Law, PowerLawSum, as_inputs
 
-__all__ = ["EXACT_FIT", "LOG_DEPENDENCE_TOL", "MIN_SPAN", "MIN_VALUES_PER_TERM",
+__all__ = ["EXACT_FIT", "JACOBIAN_ROWS", "JACOBIAN_TOL", "LOG_DEPENDENCE_TOL", "MIN_SPAN",
+           "MIN_VALUES_PER_TERM",
            "distinct_points",
            "exact_fit_note", "identification_problem", "with_exact_fit_note"]
 
@@ -95,7 +99,48 @@ def identification_problem(law: Law, X: np.ndarray, weights: np.ndarray | None =
                             f"{term.exponent} needs {MIN_VALUES_PER_TERM} to be told apart "
                             "from the constant E")
             return _log_dependence(law, pts)
+    if not isinstance(law, PowerLawSum) and hasattr(law, "predict_natural_vjp"):
+        return _collinear_parameters(law, pts)
     return ""
+
+
+#: Relative size of the smallest singular value of a formula law's column-scaled Jacobian
+#: under which its parameters count as not identified (exact trade-offs give ~1e-16).
+JACOBIAN_TOL = 1e-10
+#: Distinct rows the Jacobian test looks at (evenly spread over the sorted rows).
+JACOBIAN_ROWS = 400
+
+
+def _collinear_parameters(law: Any, pts: np.ndarray) -> str:
+    """Condition 5, for a law written as a formula: the parameters whose effects on the
+    prediction cannot be told apart over the distinct rows ``pts`` — the Jacobian
+    (rows × parameters, columns scaled to unit norm) is singular at each of 3 parameter
+    vectors drawn inside the bounds (an exponent of a variable with one value trades with
+    its coefficient: ``A·V^b`` at one ``V``). ``""`` when it has full rank at one of them or
+    the formula is not finite there."""
+    if pts.shape[0] > JACOBIAN_ROWS:
+        pts = pts[np.linspace(0, pts.shape[0] - 1, JACOBIAN_ROWS).round().astype(int)]
+    Z, k = law.prepare(pts), pts.shape[0]
+    null = None
+    for theta in law.random_starts(3, seed=0):
+        value, vjp = law.predict_natural_vjp(np.repeat(theta[None, :], k, axis=0), Z)
+        J = vjp(np.eye(k))  # (k, p): row i is ∂ prediction_i / ∂θ
+        if not (np.all(np.isfinite(J)) and np.all(np.isfinite(value))):
+            return ""
+        norms = np.linalg.norm(J, axis=0)
+        if np.any(norms == 0):
+            null = (norms == 0).astype(float)
+            continue
+        _, sv, vt = np.linalg.svd(J / norms, full_matrices=False)
+        if sv[-1] > JACOBIAN_TOL * sv[0]:
+            return ""
+        null = np.abs(vt[-1])
+    names = [law.natural_names[j] for j in np.flatnonzero(null > 0.1 * null.max())]
+    single = [v for j, v in enumerate(law.variables) if np.unique(pts[:, j]).size == 1]
+    return (f"{k} distinct ({', '.join(law.variables)}) points, but the parameters "
+            f"{', '.join(names)} change the prediction in ways these points cannot tell apart"
+            + (f" ({', '.join(single)} take{'s' if len(single) == 1 else ''} one value)"
+               if single else ""))
 
 
 def _narrow_term(law: PowerLawSum, X: np.ndarray) -> str:
