@@ -262,3 +262,38 @@ def test_a_formula_whose_parameters_the_points_cannot_tell_apart_is_unidentified
     grid = frame(np.tile(np.repeat([32000.0, 64000.0], 10), 2), np.tile([1e8, 3e8], 20))
     ok = summarize_formula_fit(grid, formula, bounds=bounds, response="y", residuals="natural")
     assert str(ok.fit.status) in ("converged", "bound hit")
+
+
+def test_the_formula_check_skips_draws_that_say_nothing_and_reads_every_row():
+    """A review: draws where a parameter has no effect (a saturated sigmoid, a maximum whose
+    switch lies outside the data) counted as singular, a non-finite draw ended the check, and
+    400 sampled rows of 5,000 lost the 5 rows that identify an indicator's coefficient."""
+    import pandas as pd
+
+    from scalebo.fitting.formula_summary import summarize_formula_fit
+
+    C = np.geomspace(1e15, 1e24, 30)
+    kink = summarize_formula_fit(pd.DataFrame({"C": C, "loss": np.maximum(1.7, 1e3 * C**-0.13)}),
+                                 "maximum(E, A*C**(-alpha))", residuals="natural",
+                                 bounds={"E": (0.1, 10), "A": (1e-3, 1e8), "alpha": (0, 2)})
+    assert str(kink.fit.status) == "converged"
+    assert kink.fit.params["alpha"] == pytest.approx(0.13, rel=1e-4)
+    L = np.linspace(2.0, 4.2, 30)
+    sig = summarize_formula_fit(pd.DataFrame({"loss": L, "err": 0.6 / (1 + np.exp(-3 * (L - 3)))
+                                              + 0.2}), "a/(1 + exp(-k*(loss - L0))) + b",
+                                bounds={"a": (0, 1), "k": (0, 100), "L0": (0, 10), "b": (0, 1)},
+                                response="err")
+    assert str(sig.fit.status) == "converged"
+    x = np.linspace(1, 10, 30)
+    product = summarize_formula_fit(pd.DataFrame({"x": x, "y": 6 * x + np.sqrt(x + 2)}),
+                                    "A*B*x + sqrt(x - c)", response="y", residuals="natural",
+                                    bounds={"A": (1, 10), "B": (1, 10), "c": (-5, 5)})
+    assert str(product.fit.status) == "unidentified" and "A, B" in product.fit.message
+    rng = np.random.default_rng(0)
+    N = np.geomspace(1e7, 1e10, 5000)
+    f = np.zeros(N.size)
+    f[rng.choice(N.size, 5, replace=False)] = 1.0
+    few = summarize_formula_fit(pd.DataFrame({"N": N, "f": f, "y": 1.7 + 400 * N**-0.3 + 0.1 * f}),
+                                "E + A*N**(-a) + d*f", response="y", residuals="natural",
+                                bounds={"E": (0, 5), "A": (1, 1e4), "a": (0.05, 1), "d": (-1, 1)})
+    assert str(few.fit.status) == "converged"

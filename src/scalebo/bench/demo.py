@@ -303,6 +303,6 @@ def plot_demo(result: DemoResult, path: str | Path) -> Path:
     ax.grid(alpha=0.3, which="major")
     ax.legend(fontsize=7)
     path = Path(path)
-    save_figure(fig, path, dpi=110)
+    save_figure(fig, path, dpi=150)
     plt.close(fig)
     return path

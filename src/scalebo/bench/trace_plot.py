@@ -152,7 +152,7 @@ def trace_figure(rec: Any, problem: Any) -> Any:
     return fig
 
 
-def plot_trace(rec: Any, problem: Any, path: str | os.PathLike[str], *, dpi: int = 110
+def plot_trace(rec: Any, problem: Any, path: str | os.PathLike[str], *, dpi: int = 150
                ) -> Path:
     """Draw :func:`trace_figure` and save it (atomically) to ``path``; returns the path."""
     import matplotlib.pyplot as plt

@@ -23,7 +23,8 @@ Five necessary conditions are checked (none is sufficient in general):
    is nearly a straight line, and its exponent trades with its coefficient and ``E`` (a
    mixture-of-experts table whose total parameter count differs by 0.3 % between models).
 5. for a law written as a formula, its parameters' effects on the prediction are not
-   collinear over the points at every one of 3 parameter vectors drawn inside the bounds
+   collinear over the points at every parameter vector drawn inside the bounds (16 draws, of
+   which at least 3 must have every parameter act)
    (``c0 + A·V^b·P^e`` on runs at one ``V``: ``b`` only rescales ``A``).
 
 Notation: ``X`` is ``(n, k)`` inputs in natural units, columns ``law.variables``.
@@ -38,10 +39,9 @@ import numpy as np
 
 from scalebo.laws import Law, PowerLawSum, as_inputs
 
-__all__ = ["EXACT_FIT", "JACOBIAN_ROWS", "JACOBIAN_TOL", "LOG_DEPENDENCE_TOL", "MIN_SPAN",
-           "MIN_VALUES_PER_TERM",
-           "distinct_points",
-           "exact_fit_note", "identification_problem", "with_exact_fit_note"]
+__all__ = ["EXACT_FIT", "JACOBIAN_DRAWS", "JACOBIAN_ROWS", "JACOBIAN_TOL", "LOG_DEPENDENCE_TOL",
+           "MIN_SPAN", "MIN_VALUES_PER_TERM", "distinct_points", "exact_fit_note",
+           "identification_problem", "with_exact_fit_note"]
 
 #: How :func:`exact_fit_note` begins (a fit's message holds it when the law is exactly
 #: determined; ``scalebo replay`` marks such fits "exact").
@@ -99,7 +99,9 @@ def identification_problem(law: Law, X: np.ndarray, weights: np.ndarray | None =
                             f"{term.exponent} needs {MIN_VALUES_PER_TERM} to be told apart "
                             "from the constant E")
             return _log_dependence(law, pts)
-    if not isinstance(law, PowerLawSum) and hasattr(law, "predict_natural_vjp"):
+    from scalebo.laws.formula import FormulaLaw
+
+    if isinstance(law, FormulaLaw):
         return _collinear_parameters(law, pts)
     return ""
 
@@ -107,40 +109,56 @@ def identification_problem(law: Law, X: np.ndarray, weights: np.ndarray | None =
 #: Relative size of the smallest singular value of a formula law's column-scaled Jacobian
 #: under which its parameters count as not identified (exact trade-offs give ~1e-16).
 JACOBIAN_TOL = 1e-10
-#: Distinct rows the Jacobian test looks at (evenly spread over the sorted rows).
+#: Rows of one block of the Jacobian test (its memory: a block's square of floats).
 JACOBIAN_ROWS = 400
+#: Parameter vectors drawn inside the bounds at which the Jacobian test looks.
+JACOBIAN_DRAWS = 16
 
 
 def _collinear_parameters(law: Any, pts: np.ndarray) -> str:
     """Condition 5, for a law written as a formula: the parameters whose effects on the
     prediction cannot be told apart over the distinct rows ``pts`` — the Jacobian
-    (rows × parameters, columns scaled to unit norm) is singular at each of 3 parameter
-    vectors drawn inside the bounds (an exponent of a variable with one value trades with
-    its coefficient: ``A·V^b`` at one ``V``). ``""`` when it has full rank at one of them or
-    the formula is not finite there."""
-    if pts.shape[0] > JACOBIAN_ROWS:
-        pts = pts[np.linspace(0, pts.shape[0] - 1, JACOBIAN_ROWS).round().astype(int)]
+    (rows × parameters, columns scaled to unit norm) is singular at every one of
+    :data:`JACOBIAN_DRAWS` parameter vectors drawn inside the bounds where it can be judged
+    (an exponent of a variable with one value trades with its coefficient: ``A·V^b`` at one
+    ``V``). A draw where the formula is not finite or a parameter has no effect at all (a
+    saturated sigmoid) says nothing; with fewer than 3 draws that say something, or one of
+    full rank, ``""``."""
     Z, k = law.prepare(pts), pts.shape[0]
-    null = None
-    for theta in law.random_starts(3, seed=0):
-        value, vjp = law.predict_natural_vjp(np.repeat(theta[None, :], k, axis=0), Z)
-        J = vjp(np.eye(k))  # (k, p): row i is ∂ prediction_i / ∂θ
-        if not (np.all(np.isfinite(J)) and np.all(np.isfinite(value))):
-            return ""
+    nulls = []
+    for theta in law.random_starts(JACOBIAN_DRAWS, seed=0):
+        J, value = _jacobian(law, theta, Z)
         norms = np.linalg.norm(J, axis=0)
-        if np.any(norms == 0):
-            null = (norms == 0).astype(float)
+        if not (np.all(np.isfinite(J)) and np.all(np.isfinite(value)) and np.all(norms > 0)):
             continue
         _, sv, vt = np.linalg.svd(J / norms, full_matrices=False)
         if sv[-1] > JACOBIAN_TOL * sv[0]:
             return ""
-        null = np.abs(vt[-1])
+        nulls.append(np.abs(vt[-1]))
+    if len(nulls) < 3:
+        return ""
+    null = nulls[0]
     names = [law.natural_names[j] for j in np.flatnonzero(null > 0.1 * null.max())]
     single = [v for j, v in enumerate(law.variables) if np.unique(pts[:, j]).size == 1]
     return (f"{k} distinct ({', '.join(law.variables)}) points, but the parameters "
             f"{', '.join(names)} change the prediction in ways these points cannot tell apart"
             + (f" ({', '.join(single)} take{'s' if len(single) == 1 else ''} one value)"
                if single else ""))
+
+
+def _jacobian(law: Any, theta: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(J, value)``: the ``(n, p)`` Jacobian of ``law``'s natural prediction w.r.t. its
+    internal parameters at ``theta`` ``(p,)`` over the prepared rows ``Z``, and the
+    predictions ``(n,)``, built :data:`JACOBIAN_ROWS` rows at a time (row i of a block is the
+    vector-Jacobian product with the i-th unit vector)."""
+    rows, values = [], []
+    for start in range(0, Z.shape[0], JACOBIAN_ROWS):
+        block = Z[start:start + JACOBIAN_ROWS]
+        value, vjp = law.predict_natural_vjp(np.repeat(theta[None, :], len(block), axis=0),
+                                             block)
+        rows.append(vjp(np.eye(len(block))))
+        values.append(np.diagonal(value) if value.ndim == 2 else value)
+    return np.vstack(rows), np.concatenate(values)
 
 
 def _narrow_term(law: PowerLawSum, X: np.ndarray) -> str:
