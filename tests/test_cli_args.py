@@ -162,7 +162,7 @@ def test_the_commands_take_a_share_of_the_budget_and_refuse_a_bad_one(capsys, op
                    option) == 0.5
 
 
-@pytest.mark.parametrize("bad", ["-1e24", "-2.5E+3", "-.5"])
+@pytest.mark.parametrize("bad", ["-1e24", "-2.5E+3", "-.5", "-inf", "-1_000"])
 def test_a_negative_number_in_scientific_notation_is_a_value_not_an_option(bad, capsys):
     """``--predict -1e24`` said 'expected one argument' (argparse reads only -1 and -0.5 as
     numbers), which hides the mistake; the value now reaches its check."""

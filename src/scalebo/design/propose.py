@@ -96,6 +96,15 @@ def warn_unmatched(pool: Pool, X_done: np.ndarray, where: str = "") -> None:
                       f"(the first: {first}); they are fitted all the same", stacklevel=3)
 
 
+def _check_done(X_done: np.ndarray, y_done: np.ndarray, cost_done: np.ndarray) -> None:
+    """ValueError unless the runs done have one input row, response and cost each."""
+    n = {"X_done": np.shape(X_done)[0] if np.ndim(X_done) else 1, "y_done": np.size(y_done),
+         "cost_done": np.size(cost_done)}
+    if len(set(n.values())) > 1:
+        raise ValueError(f"the runs done need one input row, response and cost each, got "
+                         f"{', '.join(f'{k} {v}' for k, v in n.items())}")
+
+
 def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.ndarray,
                   y_done: np.ndarray, cost_done: np.ndarray, budget: float, k: int = 1, *,
                   seed: int = 0, n_starts: int = 64,
@@ -118,11 +127,7 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
     if k < 1:
         raise ValueError(f"batch size must be >= 1, got {k}")
     (budget,) = as_fractions(budget, "the pool's total cost")  # 0.05 or "5%"
-    n = {"X_done": np.shape(X_done)[0] if np.ndim(X_done) else 1, "y_done": np.size(y_done),
-         "cost_done": np.size(cost_done)}
-    if len(set(n.values())) > 1:
-        raise ValueError(f"the runs done need one input row, response and cost each, got "
-                         f"{', '.join(f'{k_} {v}' for k_, v in n.items())}")
+    _check_done(X_done, y_done, cost_done)
     C = pool.total_cost
     left = budget * C - float(np.sum(cost_done))
     if left <= 0:
@@ -203,6 +208,7 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
     if group_budget not in GROUP_BUDGETS:
         raise ValueError(f"group_budget must be one of {GROUP_BUDGETS}, got {group_budget!r}")
     (budget,) = as_fractions(budget, "the pool's total cost")  # 0.05 or "5%"
+    _check_done(X_done, y_done, cost_done)
     groups = [g for g in split_groups(pool_groups, target_groups, pool.n, target.X.shape[0])
               if g.target.size]
     dg = np.asarray(done_groups, dtype=object).astype(str)
