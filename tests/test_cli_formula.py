@@ -49,7 +49,8 @@ def test_vocab_law_recovered_in_natural_units(vocab_csv, capsys):
     # a name that is neither a column nor a parameter: the table's columns, the closest one
     ({"--formula": "c0 + A*V**b*P**e*vocab_sise**g"},
      "'vocab_sise' (did you mean 'vocab_size'?) in formula 'c0 + A*V**b*P**e*vocab_sise**g' "
-     "is neither a column of the table nor a parameter with --bounds; columns: "),
+     "is neither a column of the table nor a parameter with --bounds (bounds= in Python); "
+     "columns: "),
     # bounds on a mapped variable blamed the map ("does not use as inputs")
     ({"--bounds": "c0=-100:100,A=-1e4:1e4,b=-5:5,e=-5:5,g=-5:5,V=1:2"},
      "['V'] given bounds and mapped to a column (--map V=vocab_size)"),

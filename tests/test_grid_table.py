@@ -60,7 +60,8 @@ def _write(name: str, text: str) -> str:
      "list each configuration once."),
     ("N,tokens,lr\n5e7,1e9,3e-4\n", RunTableError,
      "grid.csv: columns ['D'] are missing (a grid table needs N, parameters, and D, tokens; "
-     "it has ['N', 'tokens', 'lr']); rename them with --map, e.g. --map N=params,D=tokens."),
+     "it has ['N', 'tokens', 'lr']); rename them with --map, e.g. --map N=params,D=tokens "
+     "(mapping= in Python)."),
 ])
 def test_grid_table_mistakes_name_file_row_and_column(here, text, error, message):
     with pytest.raises(error) as err:

@@ -169,7 +169,8 @@ def _response(frame: pd.DataFrame, response: str | None, source: str,
         return None
     if response not in frame.columns:
         raise RunTableError(f"{source}: no response column {response!r}; columns are "
-                            f"{list(frame.columns)} (choose one with --response)")
+                            f"{list(frame.columns)} (choose one with --response; response= "
+                            "in Python)")
     return _numeric(frame, response, source)
 
 

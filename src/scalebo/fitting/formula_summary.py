@@ -192,7 +192,8 @@ def bound_warning(fit: FitResult) -> str | None:
     if fit.status is not FitStatus.BOUND_HIT:
         return None
     return (f"fit status 'bound hit': {fit.message}; that value is the bound's, not the data's "
-            "(and so is a bootstrap interval that collapses onto it): widen --bounds if the "
+            "(and so is a bootstrap interval that collapses onto it): widen --bounds (bounds= in "
+            "Python) if the "
             "value is plausible, else distrust the fit")
 
 
@@ -253,7 +254,8 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
                 vmap.pop(k, None)
     if response not in frame.columns:
         raise RunTableError(f"{source}: no response column {response!r}; columns are "
-                            f"{list(frame.columns)} (choose one with --response)")
+                            f"{list(frame.columns)} (choose one with --response; response= "
+                            "in Python)")
     y = _finite_column(frame, response, source, "the response")
     if residuals == "log" and not (y > 0).all():
         bad = int(np.flatnonzero(~(y > 0))[0])
@@ -266,9 +268,11 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
     if unknown:
         columns = [str(c) for c in frame.columns]
         raise ValueError(f"{with_hints(unknown, [*columns, *vmap])} in formula {formula!r} "
-                         "is neither a column of the table nor a parameter with --bounds; "
-                         f"columns: {columns}" + (f", mapped: {vmap}" if vmap else "")
-                         + " (map a column to a name with --map NAME=COLUMN)")
+                         "is neither a column of the table nor a parameter with --bounds "
+                         f"(bounds= in Python); columns: {columns}"
+                         + (f", mapped: {vmap}" if vmap else "")
+                         + " (map a column to a name with --map NAME=COLUMN; variable_map= in "
+                         "Python)")
     law = formula_law(formula, variables, bounds)
     columns = {v: vmap.get(v, v) for v in law.variables}
     if isinstance(predict_at, str | Mapping):  # one point, or several

@@ -88,7 +88,7 @@ FRONTIER_NOTE_PCT = 1.0
 
 #: What :func:`frontier_note` advises by default (``scalebo fit``'s options).
 FIT_ADVICE = ("compare --frontier hull and the Chinchilla law's compute-optimal loss "
-              "(--law chinchilla)")
+              "(--law chinchilla; in Python frontier='hull', law='chinchilla')")
 
 
 def frontier_note(frame: pd.DataFrame, law: Law, target: str, fit: FitResult,
@@ -169,7 +169,8 @@ def select_points(frame: pd.DataFrame, method: str, law: Law, target: str) -> pd
         other = [c for c in missing if c not in canonical]
         how = []
         if canonical:
-            how.append(f"map yours with --map {','.join(f'{c}=<column>' for c in canonical)}")
+            how.append(f"map yours with --map {','.join(f'{c}=<column>' for c in canonical)}"
+                       " (mapping= in Python)")
         if other:
             how.append(f"give the file columns named {other} (--map renames only run_id, N, "
                        "D, C and loss)")

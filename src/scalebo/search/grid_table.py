@@ -152,7 +152,8 @@ def read_grid_table(path: str | Path, mapping: Mapping[str, str] | None = None) 
     if missing:
         raise RunTableError(f"{path}: columns {missing} are missing (a grid table needs N, "
                             f"parameters, and D, tokens; it has {list(map(str, frame.columns))}"
-                            "); rename them with --map, e.g. --map N=params,D=tokens.")
+                            "); rename them with --map, e.g. --map N=params,D=tokens "
+                            "(mapping= in Python).")
     clean = frame.copy()
     for column in POSITIVE_COLUMNS:
         if column in frame.columns:

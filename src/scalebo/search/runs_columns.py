@@ -96,8 +96,9 @@ def check_run_columns(frame: pd.DataFrame, status: list[RunStatus | None], name:
         pos = next(i for i, st in enumerate(status) if st in (None, RunStatus.COMPLETED))
         near = closest("loss", original)
         hint = (f"the mapping's loss column {mapped!r} is not in the file" if unmapped
-                else f"did you mean {near!r}? Rename it, or map it with --map loss=COLUMN"
-                if near else "map yours with --map loss=COLUMN")
+                else f"did you mean {near!r}? Rename it, or map it with --map loss=COLUMN "
+                "(mapping= in Python)"
+                if near else "map yours with --map loss=COLUMN (mapping= in Python)")
         raise RunTableError(
             f"{name}: no 'loss' column: {hint}. Without it, data row {pos + 1} and every other "
             f"finished run would count as failed. The file's columns: {original}.")
