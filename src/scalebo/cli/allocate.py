@@ -6,9 +6,9 @@ Parses, calls :func:`scalebo.fitting.allocation_summary.allocation_summary`, pri
 from __future__ import annotations
 
 import argparse
-import warnings
 from typing import Any
 
+from scalebo.cli.collect import collect_warnings
 from scalebo.cli.common import (
     add_format_argument,
     add_input_arguments,
@@ -88,10 +88,8 @@ def run(args: argparse.Namespace) -> int:
 
     check_outputs(args)
     warn_few_resamples(args.bootstrap, confidence=0.95)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        table = load_input(args)
-    notes = [warn(w.message) for w in caught]
+    notes: list[str] = []
+    table = collect_warnings(lambda: load_input(args), notes)
     log(f"{len(table)} runs; approaches {', '.join(map(str, args.approach or APPROACHES))} ...")
     summary = allocation_summary(table, args.approach or APPROACHES,
                                  isoflop_column=args.isoflop_column, predict=args.predict,

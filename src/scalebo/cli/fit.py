@@ -20,10 +20,9 @@ Default points (``--frontier``):
 from __future__ import annotations
 
 import argparse
-import warnings
-from collections.abc import Callable
 from typing import Any
 
+from scalebo.cli.collect import collect_warnings
 from scalebo.cli.common import (
     add_format_argument,
     add_input_arguments,
@@ -34,7 +33,6 @@ from scalebo.cli.common import (
     load_input,
     log,
     positive_float,
-    warn,
     warn_few_resamples,
 )
 from scalebo.cli.fit_output import (
@@ -164,16 +162,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # --------------------------------------------------------------------------- command
 
 
-def _collect(fn: Callable[[], Any], sink: list[str]) -> Any:
-    """Call ``fn``, print its warnings to stderr as ``warning: ...`` and append them to sink."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        result = fn()
-    for w in caught:
-        sink.append(warn(w.message))
-    return result
-
-
 def run(args: argparse.Namespace) -> int:
     """Run ``scalebo fit`` (see :mod:`scalebo.fitting.summary`); returns the exit code."""
     warn_few_resamples(args.bootstrap, confidence=args.confidence)
@@ -207,7 +195,7 @@ def run(args: argparse.Namespace) -> int:
     seen: list[str] = []
     try:
         # a run column tells checkpoints of two runs at one (N, D) apart (seeds)
-        table = _collect(lambda: load_input(args, (args.run,) if args.run else ()), seen)
+        table = collect_warnings(lambda: load_input(args, (args.run,) if args.run else ()), seen)
     except RunTableError as exc:
         if law.name in AS_FORMULA and "missing required column" in str(exc):
             raise RunTableError(f"{exc} Law {law.name!r} takes the loss alone: a table "
@@ -237,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
             "fit ...")
     else:
         log(f"fitting {law.name} ...")
-    summary = _collect(
+    summary = collect_warnings(
         lambda: fit_summary(table, law, frontier=args.frontier, target=args.response or "loss",
                             huber_delta=DEFAULT_HUBER_DELTA if args.huber_delta is None
                             else args.huber_delta, bootstrap=args.bootstrap,
