@@ -88,9 +88,10 @@ def read_table(path: str | Path) -> pd.DataFrame:
                      and not path.read_bytes().strip()):
         raise RunTableError(f"{path}: the file is empty; expected a header line of column "
                             "names and one row per run.")
+    header, sep = _header(path) if suffix in (".csv", ".tsv") else ("", ",")
     try:
         if suffix in (".csv", ".tsv"):
-            frame = pd.read_csv(path, sep=_header(path)[1])
+            frame = pd.read_csv(path, sep=sep)
             # a short row leaves its last column empty: only then is the file scanned again
             if frame.shape[1] and frame.iloc[:, -1].isna().any() and (said := _short_rows(path)):
                 warnings.warn(f"{path}: {said}", UserWarning, stacklevel=2)
@@ -112,17 +113,14 @@ def read_table(path: str | Path) -> pd.DataFrame:
         if suffix in (".jsonl", ".ndjson") and (said := _bad_json_line(path)):
             raise RunTableError(f"{path}: {said}") from None
         raise RunTableError(f"{path}: could not be read as {suffix[1:]}: {exc}") from exc
-    if suffix in (".csv", ".tsv") and (said := _repeated_names(path)):
+    if suffix in (".csv", ".tsv") and (said := _repeated_names(header, sep)):
         raise RunTableError(f"{path}: {said}")
     return _stripped_names(frame, path)
 
 
-def _repeated_names(path: Path) -> str:
-    """What repeats in a CSV header (the parser renames a second ``loss`` to ``loss.1``, and
-    the first one would be read silently), or ``""``."""
-    sep = _header(path)[1]
-    with open(path, encoding="utf-8-sig", errors="replace") as fh:  # as the parser: a BOM and
-        line = next((text for text in fh if text.strip()), "")  # blank lines skipped
+def _repeated_names(line: str, sep: str) -> str:
+    """What repeats in a CSV header ``line`` (:func:`_header`; the parser renames a second
+    ``loss`` to ``loss.1``, and the first one would be read silently), or ``""``."""
     # names as written (ones differing by spaces are said later); empty ones are unnamed
     written = next(csv.reader([line.rstrip("\r\n")], delimiter=sep), [])
     names = [n for n in written if n]
@@ -242,9 +240,10 @@ def _header(path: Path) -> tuple[str, str]:
     """A ``.csv`` / ``.tsv`` file's header line and its separator: a ``.tsv`` is tab-separated;
     a ``.csv`` is comma-separated unless its header has no comma but one of
     :data:`OTHER_SEPARATORS` (decided on the header, so that decimal commas in the values
-    cannot make the comma parse fail first)."""
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        line = fh.readline()
+    cannot make the comma parse fail first). The header is read as the parser reads it: past
+    a byte-order mark and blank lines."""
+    with open(path, encoding="utf-8-sig", errors="replace") as fh:
+        line = next((text for text in fh if text.strip()), "")
     if path.suffix.lower() == ".tsv":
         return line, "\t"
     if "," in line:
