@@ -372,6 +372,40 @@ def test_the_budget_table_counts_computes_of_one_or_two_sizes(tmp_path, capsys):
     assert "only 1 distinct N" not in out
 
 
+def _axis(fig, ylabel):
+    return next(ax for ax in fig.axes if ax.get_ylabel() == ylabel)
+
+
+def test_the_figure_shows_the_isoflop_profiles_behind_approach_2():
+    """Approach 2's N* are parabola vertices; a trial asked to see the parabolas, as in
+    Hoffmann et al.'s Fig. 3: each budget's runs, its curve over the sizes trained, its
+    vertex a star where the summary puts N* (hollow when outside the sizes)."""
+    from scalebo.fitting.allocation_plot import plot_allocation
+
+    frame = _isoflop_table()
+    smallest = frame["budget"].min()  # its vertex pushed beyond the sizes it trained
+    frame = frame[(frame["budget"] != smallest) | (frame["N"] < frame.loc[
+        frame["budget"] == smallest, "N"].median())]
+    summary = allocation_summary(load_runs(frame), predict=[1e24])
+    two = summary.estimates[1]
+    fig = plot_allocation(summary)
+    ax = _axis(fig, "loss (nats)")
+    used = two.points[two.points["used"].astype(bool)]
+    stars = [ln for ln in ax.get_lines() if ln.get_marker() == "*"]
+    drawn = sorted((ln.get_xdata()[0], ln.get_ydata()[0]) for ln in stars)
+    assert np.ravel(drawn) == pytest.approx(np.ravel(sorted(zip(
+        used["N_opt"], used["loss_opt"], strict=True))))
+    hollow = [ln.get_xdata()[0] for ln in stars if ln.get_markerfacecolor() == "white"]
+    assert hollow == pytest.approx(list(used.loc[~used["vertex_inside"], "N_opt"]))
+    assert len(hollow) == 1
+    solid = [ln for ln in ax.get_lines() if ln.get_linestyle() == "-" and ln.get_marker() != "*"]
+    ranges = sorted((min(ln.get_xdata()), max(ln.get_xdata())) for ln in solid)
+    sizes = frame.groupby("budget")["N"].agg(["min", "max"]).sort_index()
+    assert np.ravel(ranges) == pytest.approx(sizes.to_numpy().ravel(), rel=1e-6)
+    # without an approach-2 law, two panels
+    assert len(plot_allocation(allocation_summary(load_runs(frame), (1, 3))).axes) == 2
+
+
 def test_the_figure_dashes_extrapolation_and_marks_each_prediction():
     """A trial: the lines ran solid 3 decades past the runs, the predicted N* were unmarked
     (the approaches differed by 20 % there) and the markers had no legend."""
@@ -379,7 +413,7 @@ def test_the_figure_dashes_extrapolation_and_marks_each_prediction():
 
     summary = allocation_summary(load_runs(_isoflop_table()), predict=[1e24])
     fig = plot_allocation(summary)
-    ax_n = fig.axes[0]
+    ax_n = _axis(fig, "N* (parameters)")
     top = summary.C_range[1]
     dashed = [ln for ln in ax_n.get_lines() if ln.get_linestyle() == "--"
               and min(ln.get_xdata()) == pytest.approx(top)]
@@ -399,7 +433,7 @@ def test_the_figure_dashes_predictions_below_the_runs_too():
     from scalebo.fitting.allocation_plot import plot_allocation
 
     summary = allocation_summary(load_runs(_isoflop_table()), 2, predict=[1e15])
-    ax_n = plot_allocation(summary).axes[0]
+    ax_n = _axis(plot_allocation(summary), "N* (parameters)")
     low, top = summary.C_range
     solid = next(ln for ln in ax_n.get_lines() if str(ln.get_label()).startswith("2:"))
     assert min(solid.get_xdata()) == pytest.approx(low)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -73,12 +73,15 @@ class AllocationLaw:
         d_opt: power fit of the optimal token count against C.
         method: ``"approach1"``, ``"approach2"`` or ``"approach3"``.
         points: the (C, N*, D*) points the fits were made on (empty for approach 3).
+        profiles: approach 2's runs on the budgets whose parabola was fitted (``C``: the
+            budget in FLOPs, ``N``, ``loss`` in nats); empty for approaches 1 and 3.
     """
 
     n_opt: PowerFit
     d_opt: PowerFit
     method: str
     points: pd.DataFrame
+    profiles: pd.DataFrame = field(default_factory=pd.DataFrame, repr=False)
 
     def at(self, C: float | np.ndarray) -> dict[str, np.ndarray | float]:
         """N*, D* and tokens per parameter at compute ``C`` (FLOPs)."""
@@ -141,14 +144,20 @@ def edge_note(points: pd.DataFrame, N_min: float, N_max: float,
             "edge to pin it down")
 
 
+def isoflop_parabola(N: np.ndarray, loss: np.ndarray) -> np.ndarray:
+    """Least-squares ``(a, b, c)`` of ``loss = a (ln N)² + b ln N + c`` (loss in nats)."""
+    lN = np.log(np.asarray(N, dtype=np.float64))
+    return np.polyfit(lN, np.asarray(loss, dtype=np.float64), 2)
+
+
 def isoflop_minimum(N: np.ndarray, loss: np.ndarray) -> tuple[float, float, bool]:
-    """Vertex of the parabola ``loss = a (log N)² + b log N + c``.
+    """Vertex of the parabola ``loss = a (log N)² + b log N + c`` (:func:`isoflop_parabola`).
 
     Returns ``(N*, loss at N*, inside)`` where ``inside`` says whether the vertex lies within
     the sampled range of N (an extrapolated vertex is less trustworthy).
     """
     lN = np.log(np.asarray(N, dtype=np.float64))
-    a, b, c = np.polyfit(lN, np.asarray(loss, dtype=np.float64), 2)
+    a, b, c = isoflop_parabola(N, loss)
     if not a > 0:
         raise FitError("isoFLOP parabola opens downwards: no minimum in log N")
     x = -b / (2 * a)
@@ -167,7 +176,7 @@ def approach2(
     for col in ("N", "loss", budget):
         if col not in runs.columns:
             raise ValueError(f"approach 2 needs column {col!r}; got {list(runs.columns)}")
-    rows = []
+    rows, fitted = [], []
     for C, grp in runs.groupby(budget, sort=True):
         rec = {"C": float(C), "n_models": len(grp), "used": False, "reason": ""}
         if grp["N"].nunique() < min_points:
@@ -180,6 +189,8 @@ def approach2(
                      if {"C", "D"} <= set(grp.columns) else 6.0)
                 rec.update(N_opt=n_star, D_opt=float(C) / (k * n_star), loss_opt=l_star,
                            vertex_inside=inside, used=True)
+                fitted.append(pd.DataFrame({"C": float(C), "N": grp["N"].to_numpy(float),
+                                            "loss": grp["loss"].to_numpy(float)}))
             except FitError as exc:
                 rec["reason"] = str(exc)
         rows.append(rec)
@@ -192,6 +203,7 @@ def approach2(
         d_opt=fit_power(used["C"], used["D_opt"]),
         method="approach2",
         points=pts,
+        profiles=pd.concat(fitted, ignore_index=True),
     )
 
 

@@ -1,6 +1,9 @@
 """The ``scalebo allocate --plot`` figure: N*(C) and D*(C) of each approach, on log-log axes.
 
-Left panel: parameters against compute (FLOPs); right panel: tokens against compute. Each
+With an approach-2 law, a first panel shows its isoFLOP profiles: each budget's runs (loss in
+nats against N), the parabola in ln N fitted to them and its vertex (a star, hollow when it
+lies outside the sizes trained), one colour per budget, as in Hoffmann et al. (2022), Fig. 3.
+Then: parameters against compute (FLOPs) and tokens against compute. Each
 approach with a law draws its points (approach 1: envelope runs; 2: isoFLOP vertices, hollow
 when the vertex lies outside the sizes of its budget) and its power law over the computes of
 the cells (solid) and out to ``--predict`` (dashed; dotted vertical lines, each approach's
@@ -16,9 +19,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from scalebo.fitting.allocation import isoflop_parabola
 from scalebo.outputs import save_figure
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
     from scalebo.fitting.allocation_summary import AllocationEstimate, AllocationSummary
@@ -43,13 +48,55 @@ def _points(est: AllocationEstimate) -> tuple[np.ndarray, np.ndarray, np.ndarray
     return empty, empty, empty, np.empty(0, bool)
 
 
+def _profiles(ax: Axes, est: AllocationEstimate) -> None:
+    """Approach 2's isoFLOP profiles: runs, parabolas (dashed beyond the sizes trained) and
+    vertices, coloured by budget."""
+    from matplotlib import colormaps
+    from matplotlib.cm import ScalarMappable
+    from matplotlib.colors import LogNorm
+
+    runs, used = est.law.profiles, est.points[est.points["used"].astype(bool)]
+    lo_c, hi_c = float(runs["C"].min()), float(runs["C"].max())
+    scale = ScalarMappable(LogNorm(lo_c, hi_c if hi_c > lo_c else lo_c * 10),
+                           colormaps["viridis"])
+    for _, row in used.iterrows():
+        mine, color = runs[runs["C"] == row["C"]], scale.to_rgba(row["C"])
+        coef = isoflop_parabola(mine["N"], mine["loss"])
+        lo, hi = np.log(mine["N"].min()), np.log(mine["N"].max())
+        x_vertex = np.log(row["N_opt"])
+        inner = np.linspace(lo, hi, 80)
+        ax.plot(np.exp(inner), np.polyval(coef, inner), color=color, lw=1.2)
+        for a, b in ((x_vertex, lo), (hi, x_vertex)):  # out to a vertex beyond the sizes
+            if b > a:
+                beyond = np.linspace(a, b, 20)
+                ax.plot(np.exp(beyond), np.polyval(coef, beyond), color=color, lw=1.0, ls="--")
+        ax.scatter(mine["N"], mine["loss"], color=color, s=16, edgecolor="black",
+                   linewidth=0.3, zorder=3)
+        hollow = not bool(row["vertex_inside"])
+        ax.plot([row["N_opt"]], [row["loss_opt"]], marker="*", ms=11, zorder=4,
+                mfc="white" if hollow else color, mec="black" if not hollow else color,
+                mew=1.2 if hollow else 0.5)
+    ax.set_xscale("log")
+    ax.set_xlabel("N (parameters)")
+    ax.set_ylabel("loss (nats)")
+    ax.set_title("2: isoFLOP profiles (star: vertex = N*; hollow: outside the sizes)",
+                 fontsize=9)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.figure.colorbar(scale, ax=ax, label="isoFLOP budget C (FLOPs)", pad=0.01)
+
+
 def plot_allocation(summary: AllocationSummary, path: str | Path | None = None) -> Figure:
     """Draw the figure (see the module docstring); saved to ``path`` and closed when given."""
     from scalebo.plotting import _pyplot
 
     plt = _pyplot()
-    fig, (ax_n, ax_d) = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
     with_law = [e for e in summary.estimates if e.law is not None]
+    isoflop = next((e for e in with_law if e.approach == 2 and not e.law.profiles.empty), None)
+    if isoflop is not None:
+        fig, (ax_p, ax_n, ax_d) = plt.subplots(1, 3, figsize=(15, 4.4), layout="constrained")
+        _profiles(ax_p, isoflop)
+    else:
+        fig, (ax_n, ax_d) = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
     every_c = [*summary.C_range, *summary.predict]
     every_c = [c for c in every_c if np.isfinite(c) and c > 0]
     lo, hi = (min(every_c), max(every_c)) if every_c else (1e18, 1e24)
