@@ -340,3 +340,29 @@ def test_map_loss_names_the_response_of_a_formula(tmp_path, capsys):
     assert main(["fit", str(path), *law, "--map", "loss=val_loss", "--response", "x",
                  "-q"]) == 2
     assert "name two response columns" in capsys.readouterr().err
+
+
+def test_a_formula_that_cannot_follow_its_response_says_so():
+    """A trial: a sigmoid rising with the loss fitted to an accuracy that falls with it was
+    "converged" (R² −0.008) without a word. Such a formula can only be flat here, so it
+    does no better than the mean; the form that can fall fits and is not flagged."""
+    import warnings
+
+    from scalebo.fitting.formula_summary import summarize_formula_fit
+
+    loss = np.linspace(2.0, 4.0, 25)
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"loss": loss, "acc": 0.25 + 0.5 / (1 + np.exp(3 * (loss - 3)))
+                          + rng.normal(0, 0.005, loss.size)})
+    formula = "a/(1 + exp(-k*(loss - L0))) + b"
+    with pytest.warns(UserWarning, match=r"follows 'acc' worse than its mean does \(in-sample "
+                                         r"R² -"):
+        rising = summarize_formula_fit(frame, formula, response="acc", bounds={
+            "a": (0, 1), "k": (0, 100), "L0": (0, 10), "b": (0, 1)})
+    assert rising.r2 < 0 and any("worse than its mean" in n for n in rising.notes)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        falling = summarize_formula_fit(frame, formula, response="acc", bounds={
+            "a": (0, 1), "k": (-100, 0), "L0": (0, 10), "b": (0, 1)})
+    assert falling.r2 > 0.99
+    assert not any("worse than its mean" in str(w.message) for w in caught)

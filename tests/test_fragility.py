@@ -68,6 +68,14 @@ def test_build_variants_names_and_sizes():
     # without a run column the checkpoint variants are skipped
     no_run = build_variants(base.drop(columns="run"), every_k=(2,))
     assert not any(v.kind == "every_kth" for v in no_run)
+    # a run label over two model sizes (data row 9, model m1's, relabelled m0): a trial's
+    # "every 2nd checkpoint" thinned the mislabelled run without a word
+    wrong = base.copy()
+    wrong.loc[8, "run"] = "m0"
+    with pytest.warns(UserWarning, match=r"no every-k-th.*run 'm0' holds 2 model sizes N: "
+                                         r"5e\+07 on 6 rows, others on data row 9 "):
+        mislabelled = build_variants(wrong, every_k=(2,))
+    assert not any(v.kind == "every_kth" for v in mislabelled)
 
 
 def test_noise_free_law_is_not_fragile():

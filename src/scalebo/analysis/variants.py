@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from scalebo.data.checkpoints import run_label_problem
 from scalebo.data.runs import RunTable
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
 
@@ -112,7 +113,12 @@ def build_variants(
                                 base[base["N"] > sizes[drop_count - 1]], huber_delta))
         variants.append(Variant(f"drop {drop_count} largest", "drop_largest",
                                 base[base["N"] < sizes[-drop_count]], huber_delta))
-    if "run" in base.columns:
+    frame = table.frame if isinstance(table, RunTable) else table
+    mislabelled = run_label_problem(frame, tokens=False) if "run" in base.columns else None
+    if mislabelled and any(k > 1 for k in every_k):
+        warnings.warn(f"no every-k-th checkpoint variant: {mislabelled}", UserWarning,
+                      stacklevel=2)
+    elif "run" in base.columns:
         for k in every_k:
             if k > 1:  # every 1st checkpoint is the base
                 # thinned per run among all its checkpoints, then (with hyperparameters)

@@ -46,6 +46,7 @@ __all__ = [
     "min_tokens",
     "phase",
     "run_names",
+    "run_label_problem",
     "with_runs",
 ]
 
@@ -144,10 +145,50 @@ def with_runs(table: RunTable, column: str) -> RunTable:
                             f"{blank.size} row(s) (first: data row "
                             f"{int(frame.index[blank[0]]) + 1}); every checkpoint needs its "
                             "run's name")
+    labelled = frame.assign(run=frame[column].astype("str"))
+    if (problem := run_label_problem(labelled, tokens=False)) is not None:  # D: phases
+        raise RunTableError(f"{table.source}: run column {column!r}: {problem}")
     if column == "run":
         return table
-    frame = frame.assign(run=frame[column].astype("str"))
-    return dataclasses.replace(table, frame=frame)
+    return dataclasses.replace(table, frame=labelled)
+
+
+def _data_rows(points: pd.DataFrame, mask: np.ndarray) -> str:
+    """``data row(s) 3, 7, ...``: 1-based rows of the file (the index holds 0-based ones)."""
+    rows = [int(i) + 1 for i in points.index[mask]]
+    shown = ", ".join(map(str, rows[:5])) + (", ..." if len(rows) > 5 else "")
+    return f"data row{'s' if len(rows) > 1 else ''} {shown}"
+
+
+def run_label_problem(points: pd.DataFrame, tokens: bool = True) -> str | None:
+    """What is wrong with ``points``' ``run`` column as a label of checkpoints (blank on some
+    rows, a run holding two model sizes ``N``, or, with ``tokens``, a token count ``D``
+    twice), naming the data rows; None when nothing is (or there is no such column)."""
+    if "run" not in points.columns:
+        return None
+    if (blank := points["run"].isna().to_numpy()).any():
+        return f"the run column is blank on {_data_rows(points, blank)}"
+    label = points["run"].astype(str)
+    runs = points.groupby(label, sort=False)
+    sizes = runs["N"].nunique()
+    if (sizes > 1).any():
+        name = str(sizes.index[np.argmax(sizes.to_numpy() > 1)])
+        mine = (label == name).to_numpy()
+        N = points["N"].to_numpy()
+        most = pd.Series(N[mine]).mode().iloc[0]  # the run's own size; the others stray
+        return (f"run {name!r} holds {int(sizes[name])} model sizes N: {most:.4g} on "
+                f"{int((N[mine] == most).sum())} rows, others on "
+                f"{_data_rows(points, mine & (N != most))} (a run's checkpoints share one N: "
+                "check the run column)")
+    if not tokens:
+        return None
+    distinct = runs["D"].nunique()
+    if (distinct < runs.size()).any():
+        name = str(distinct.index[np.argmax((distinct < runs.size()).to_numpy())])
+        return (f"run {name!r} ({_data_rows(points, (label == name).to_numpy())}) repeats "
+                "a token count D (a run's checkpoints are at distinct D: check the run "
+                "column)")
+    return None
 
 
 def _read(path: str) -> pd.DataFrame:

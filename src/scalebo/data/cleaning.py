@@ -215,7 +215,9 @@ def _check_no_missing(series: pd.Series, column: str, name: str) -> None:
         )
 
 
-def _run_ids(frame: pd.DataFrame, name: str) -> pd.Series:
+def _run_ids(frame: pd.DataFrame, name: str, grouping: bool = False) -> pd.Series:
+    """Each row's ``run_id`` (``row<k>`` without the column); unique unless ``grouping``
+    (``run_id`` is then a config column naming each checkpoint's training run)."""
     if "run_id" not in frame.columns:
         return pd.Series([f"row{k + 1}" for k in range(len(frame))], index=frame.index,
                          dtype="str")
@@ -223,12 +225,19 @@ def _run_ids(frame: pd.DataFrame, name: str) -> pd.Series:
     _check_no_missing(ids, "run_id", name)
     ids = ids.astype("str")
     repeated = ids.duplicated(keep=False).to_numpy()
-    if repeated.any():
+    if repeated.any() and not grouping:
         first = ids[repeated].iloc[0]
         rows = np.flatnonzero((ids == first).to_numpy())
+        mine = frame.loc[ids == first]
+        checkpoints = ("N" in frame and "D" in frame and mine["N"].nunique() == 1
+                       and mine["D"].nunique() == len(mine))
         raise RunTableError(
             f"{name}: column 'run_id': id {first!r} appears on {_rows(rows)} "
             f"({int(repeated.sum())} rows share an id); run ids must be unique."
+            + (" Its rows are one model size at several token counts: if they are "
+               "checkpoints of one training run, say so with --run run_id (in Python: "
+               "load_runs(..., config_columns=['run_id']), then "
+               "scalebo.data.checkpoints.with_runs(table, 'run_id'))." if checkpoints else "")
         )
     return ids
 

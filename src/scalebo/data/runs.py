@@ -263,9 +263,8 @@ def load_runs(
         frame["C"] = compute_flops(frame["N"].to_numpy(), frame["D"].to_numpy())
     for note in unit_notes(frame, name, has_C=has_C):
         warnings.warn(note, UserWarning, stacklevel=2)
-    frame["run_id"] = _run_ids(frame, name)
-
     config_columns = tuple(config_columns)
+    frame["run_id"] = _run_ids(frame, name, grouping="run_id" in config_columns)
     _check_columns_exist(frame, config_columns, "config column", name)
     unfinished = unfinished_runs(frame)
     valid = (np.isfinite(frame["loss"].to_numpy(dtype=np.float64))  # the others are excluded

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -307,9 +307,17 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
     if bootstrap:
         boot = bootstrap_formula(fit, X, y, residuals=residuals, n_resamples=bootstrap,
                                  confidence_level=confidence_level, rng=seed)
-    return FormulaFitSummary(law=law, fit=fit, X=X, y=y, response=response,
-                             residuals=residuals, source=source, variable_map=columns,
-                             bounds=bounds, bootstrap=boot, points=points, notes=tuple(notes))
+    summary = FormulaFitSummary(law=law, fit=fit, X=X, y=y, response=response,
+                                residuals=residuals, source=source, variable_map=columns,
+                                bounds=bounds, bootstrap=boot, points=points, notes=tuple(notes))
+    if fit.success and (r2 := summary.r2) is not None and r2 < 0:  # "converged", yet no fit
+        said = (f"the fit follows {response!r} worse than its mean does (in-sample R² "
+                f"{r2:.3g}): check the formula's form, its bounds (a parameter held where it "
+                "cannot bend the curve) and the response (percent where the formula gives "
+                "fractions? rising where it falls?)")
+        warnings.warn(said, UserWarning, stacklevel=2)
+        summary = replace(summary, notes=(*notes, said))
+    return summary
 
 
 def formula_fit_summary(frame: pd.DataFrame, formula: str, **kwargs: Any) -> dict[str, Any]:

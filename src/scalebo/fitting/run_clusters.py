@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["MIN_RUNS", "run_cluster_note", "run_clusters"]
+from scalebo.data.checkpoints import run_label_problem
+
+__all__ = ["MIN_RUNS", "run_cluster_note", "run_clusters", "run_label_note"]
 
 
 #: Fewest training runs a bootstrap resamples whole (:func:`run_clusters`); with fewer, the
@@ -44,8 +46,8 @@ def run_cluster_note(points: pd.DataFrame) -> str | None:
 def _run_clusters(points: pd.DataFrame) -> tuple[np.ndarray | None, str | None]:
     if "run" not in points.columns:
         return None, None
-    if (blank := int(points["run"].isna().sum())):
-        return None, f"the run column is blank on {blank} of them"
+    if points["run"].isna().any():
+        return None, run_label_problem(points)
     runs = points.groupby(points["run"].astype(str), sort=False)
     if runs.ngroups == len(points):
         return None, None
@@ -55,14 +57,32 @@ def _run_clusters(points: pd.DataFrame) -> tuple[np.ndarray | None, str | None]:
     if runs.ngroups < MIN_RUNS:
         return None, (f"they come from {runs.ngroups} runs, fewer than {MIN_RUNS} (resampling "
                       "so few runs makes a handful of distinct tables)")
-    sizes = runs["N"].nunique()
-    if (sizes > 1).any():
-        name = str(sizes.index[np.argmax(sizes.to_numpy() > 1)])
-        return None, (f"run {name!r} holds {int(sizes[name])} model sizes N (a run's "
-                      "checkpoints share one N: check the run column)")
-    tokens = runs["D"].nunique()
-    if (tokens < runs.size()).any():
-        name = str(tokens.index[np.argmax((tokens < runs.size()).to_numpy())])
-        return None, (f"run {name!r} repeats a token count D (a run's checkpoints are at "
-                      "distinct D: check the run column)")
+    if (problem := run_label_problem(points)) is not None:
+        return None, problem
     return points["run"].astype(str).to_numpy(), None
+
+def run_label_note(points: pd.DataFrame, skip: tuple[str, ...] = ()) -> str | None:
+    """A note when ``points`` have no ``run`` column but another column groups them as
+    checkpoints of training runs would be (:func:`run_clusters`' rules: at least
+    :data:`MIN_RUNS` groups, some with several points, each group one model size ``N`` at
+    distinct token counts ``D``), so that a bootstrap resampling points one by one is not
+    taken for one over runs (a ``job`` column on checkpoints of 10 runs: 95 % intervals
+    covered a known law in about half of 20 replicates, against 18–20 of 20 with ``--run``).
+    ``skip``: columns that are not labels (the hyperparameters)."""
+    if "run" in points.columns or len(points) < 2:
+        return None
+    canonical = {"N", "D", "C", "loss", "n_repeats", *skip}
+    for column in points.columns:
+        if column in canonical or points[column].isna().any():
+            continue
+        labelled = points.assign(run=points[column].astype(str))
+        if _run_clusters(labelled)[0] is None:
+            continue
+        runs = labelled["run"].nunique()
+        return (f"column {column!r} looks like each point's training run ({runs} values, each "
+                f"one model size N at several token counts D): checkpoints of one run share "
+                f"its noise, and this bootstrap resamples the {len(points)} points one by one, "
+                f"so its intervals are too narrow if they are checkpoints; --run {column} "
+                "(scalebo.data.checkpoints.with_runs(table, "
+                f"{column!r}) in Python) resamples whole runs")
+    return None

@@ -40,7 +40,7 @@ from scalebo.fitting.frontier import frontier as select_frontier
 from scalebo.fitting.law_inputs import check_law_inputs
 from scalebo.fitting.misfit import falling_error_note, misfit_notes
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, FitStatus, fit_law
-from scalebo.fitting.run_clusters import run_cluster_note, run_clusters
+from scalebo.fitting.run_clusters import run_cluster_note, run_clusters, run_label_note
 from scalebo.laws import GadreDownstreamLaw, Law, PowerLawSum, SigmoidDownstreamLaw, get_law
 
 __all__ = ["FIT_ADVICE", "FRONTIERS", "FRONTIER_NOTE_PCT", "UNITS", "FitSummary",
@@ -343,7 +343,7 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
         raise ValueError(f"predictions need a law in C or in (N, D), not {law.name!r}")
     if target in law.variables:
         raise ValueError(f"law {law.name!r} takes {target!r} as input: name the column it "
-                         "predicts with --response COL (response= in Python), e.g. a benchmark "
+                         "predicts with --response COL (target= in fit_summary), e.g. a benchmark "
                          "error")
     method = frontier or default_frontier(law)
     check_law_inputs(table.frame, law, target, table.source)
@@ -369,7 +369,8 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
                               confidence_level=confidence_level, rng=seed,
                               clusters=run_clusters(points))
                 if bootstrap else None)
-        if boot is not None and (text := run_cluster_note(points)):
+        if boot is not None and (text := run_cluster_note(points)
+                                 or run_label_note(points, table.hyperparameters)):
             warnings.warn(text, UserWarning, stacklevel=2)
         if boot is not None and (text := boot.failure_note()):
             warnings.warn(text, NumericalWarning, stacklevel=2)
