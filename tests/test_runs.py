@@ -608,6 +608,14 @@ def test_a_named_boolean_column_is_a_categorical_hyperparameter():
     with pytest.raises(RunTableError, match=r"They differ in the text column 'qk_norm' "
                        r"\(True vs False\), so do not average them: name it"):
         load_runs(frame)  # unnamed: not an axis, and the advice is not to average
+    # a trial: two seeds' checkpoints told apart by a run label were advised to make the
+    # label a categorical hyperparameter; a label is pointed to --run first
+    seeds = pd.DataFrame({"N": [1e8] * 4, "D": [1e9, 2e9] * 2, "loss": [3.0, 2.9, 3.01, 2.91],
+                          "run_name": ["a", "a", "a_seed2", "a_seed2"]})
+    with pytest.raises(RunTableError, match=r"'run_name' \('a' vs 'a_seed2'\), so do not "
+                       r"average them: if they are checkpoints of two training runs \(seeds\), "
+                       r"say so with --run run_name"):
+        load_runs(seeds)
 
 
 def test_missing_required_columns_name_the_likely_mapping(tmp_path):

@@ -8,6 +8,7 @@ hyperparameter column left out because a value is blank. The error names that ca
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -15,6 +16,7 @@ import pandas as pd
 
 from scalebo.data.cleaning import _rows, _scalar
 from scalebo.data.columns import CANONICAL_COLUMNS, blank_axes, is_candidate_column
+from scalebo.data.plausibility import RUN_LABELS
 from scalebo.errors import RunTableError, shown_config
 
 __all__ = ["handle_duplicates"]
@@ -42,13 +44,18 @@ def handle_duplicates(
         texts = [c for c in frame.columns if c not in keys and c not in CANONICAL_COLUMNS
                  and (_labels(frame[c]) and is_candidate_column(frame, c, allow_bool=True))
                  and frame[c].iloc[partner] != frame[c].iloc[repeat]]
+        label = bool(texts) and any(w in RUN_LABELS for w in re.split(r"[^a-z]+",
+                                                                       str(texts[0]).lower()))
         text = "" if not texts else (
             f" They differ in the text column {texts[0]!r} "
             f"({_scalar(frame[texts[0]].iloc[partner])!r} "
-            f"vs {_scalar(frame[texts[0]].iloc[repeat])!r}), so do not average them: name it "
-            "with the other hyperparameters to make it a categorical one (fit --hyperparameters, "
-            "replay --axes, hyperparameters= in Python), or fit each value's runs "
-            "separately.")
+            f"vs {_scalar(frame[texts[0]].iloc[repeat])!r}), so do not average them: "
+            + (f"if they are checkpoints of two training runs (seeds), say so with --run "
+               f"{texts[0]} (fit, fragility; config_columns=[{texts[0]!r}] in Python); if it "
+               "is a setting, " if label else "")
+            + "name it with the other hyperparameters to make it a categorical one (fit "
+            "--hyperparameters, replay --axes, hyperparameters= in Python), or fit each "
+            "value's runs separately.")
         repeats = (f"data rows {pos_a + 1} and {pos_b + 1} repeat the configuration {config}; "
                    f"{len(frame) - n_groups} row(s) repeat an earlier one")
         blanks = {} if texts else blank_axes(frame.reset_index(drop=True), keys=keys)
