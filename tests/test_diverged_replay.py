@@ -118,6 +118,13 @@ def test_a_diverged_seed_leaves_the_mean_and_a_crashed_configuration_is_a_failed
     assert q.grid.n_configs == len(frame) and q.diverged.sum() == 1
     assert np.isinf(q.loss[q.diverged]).all()
     assert (q.n_repeats == 1).all()
+    # without diverged_above too (a trial: the crashed configuration left the grid and its
+    # compute, so no replay could ever buy a crash)
+    with pytest.warns(UserWarning, match="1 of 80 configurations have no finite loss"):
+        r = load_problem(path)
+    assert r.grid.n_configs == len(frame) and r.diverged.sum() == 1
+    assert r.grid.cost.sum() == pytest.approx(q.grid.cost.sum())
+    assert np.isinf(r.loss[r.diverged]).all() and np.isfinite(r.loss[~r.diverged]).all()
 
 
 def test_the_fill_in_and_the_law_posterior_never_fill_a_failed_run(problems):
@@ -171,7 +178,7 @@ def test_cli_replay_marks_diverged_runs_and_says_what_it_inferred_under_quiet(tm
     out, err = capsys.readouterr()
     assert "16 of 96 configurations have a recorded loss above diverged_above=5" in err
     assert "hyperparameter axes: lr" in err and "held out of the search" in err  # even -q
-    assert "runs diverged (--diverged-above): compute spent, no loss" in out
+    assert "runs failed (crashed, or diverged under --diverged-above): compute spent" in out
     assert main(args) == 0
     assert "--diverged-above LOSS" in capsys.readouterr().err
 

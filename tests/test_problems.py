@@ -52,9 +52,11 @@ def test_loading_warnings_become_notes_and_are_shown_once(tmp_path):
                "configuration(s) had repeats" in n for n in problem.notes)
     # said once (load_runs's note), not twice in two wordings
     assert not any("run more than once" in n for n in problem.notes)
-    assert len(problem.notes) == len(set(problem.notes)) == 2
+    # the crashed run's configuration stays in the grid as a failed one, and says so
+    assert any("1 of 54 configurations have no finite loss" in n for n in problem.notes)
+    assert len(problem.notes) == len(set(problem.notes)) == 3
     assert problem.summary()["notes"] == list(problem.notes)
-    assert problem.n_repeats.max() == 2 and problem.grid.n_configs == 53
+    assert problem.n_repeats.max() == 2 and problem.grid.n_configs == 54
     # A cached load shows nothing again but keeps the notes.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -72,8 +74,8 @@ def test_a_repeated_configuration_is_an_error_unless_averaged(tmp_path):
     # the repeat is the appended 55th data row, a copy of data row 8 (0-based 7)
     assert f"{path}: data rows 8 and 55 repeat the configuration" in str(info.value)
     assert "--duplicates mean" in str(info.value)
-    with pytest.warns(UserWarning, match="54 runs merged into 53"):
-        assert load_problem(path, axes=AXES, duplicates="mean").grid.n_configs == 53
+    with pytest.warns(UserWarning, match="54 runs merged into 53"):  # + the crashed one
+        assert load_problem(path, axes=AXES, duplicates="mean").grid.n_configs == 54
 
 
 def test_a_typo_in_a_hyperparameter_column_names_file_row_and_column(tmp_path):
@@ -97,7 +99,11 @@ def test_notes_do_not_depend_on_the_callers_warning_filters(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the user hides warnings: the notes still hold them
         problem = load_problem(path, axes=AXES)
-    assert problem.notes == (f"{path}: excluded 1 of 54 runs: 1 non-finite loss (data row 21).",)
+    assert problem.notes == (f"{path}: excluded 1 of 54 runs: 1 non-finite loss (data row 21).",
+                             f"{path}: 1 of 54 configurations have no finite loss (every run "
+                             "crashed or failed): they stay in the grid and its C_total, and a "
+                             "replay that buys one spends its compute and learns no loss (a "
+                             "failed run)")
 
 
 def test_a_clean_file_has_no_notes(tmp_path):
@@ -152,7 +158,7 @@ def test_which_of_equally_costly_cells_is_held_out_is_said(tmp_path):
     FLOPs; with 2 cells held out, the costliest (2e8, 4e9) and one of that tied pair are held
     out. Which one was not reported anywhere (a new-user trial asked); by the documented order
     (N, then D) it is the larger N."""
-    from scalebo.bench.problems import held_out_tie
+    from scalebo.bench.held_out import held_out_tie
 
     path = grid_file(tmp_path / "tie", nan_row=0, repeat_row=None)
     frame = pd.read_csv(path)

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from scalebo.data.runs import RunTable
     from scalebo.search.grid import Grid
 
-__all__ = ["DIVERGED_RATIO", "diverged_note", "diverged_rows", "empty_held_out",
+__all__ = ["DIVERGED_RATIO", "crashed_rows", "diverged_note", "diverged_rows", "empty_held_out",
            "keep_usable_runs", "with_failed_configurations"]
 
 
@@ -50,6 +50,19 @@ def diverged_rows(loss: np.ndarray, diverged_above: float, name: str
                   f"loss above diverged_above={diverged_above:g} nats"
                   + (f" or none ({crashed} crashed)" if crashed else "")
                   + ": a replay that buys one spends its compute and learns no loss (a "
+                  "failed run)")
+
+
+def crashed_rows(loss: np.ndarray, name: str) -> tuple[np.ndarray, str]:
+    """``(mask, note)``: which configurations have no finite recorded ``loss`` (every run
+    crashed or failed; read-only bool ``(n_cfg,)``), kept in the grid as failed runs when no
+    ``diverged_above`` is given (a trial's replay dropped them, and with them their share of
+    C_total: a search that can never buy a crashed run is an optimistic one)."""
+    mask = ~np.isfinite(np.asarray(loss, dtype=np.float64))
+    mask.flags.writeable = False
+    return mask, (f"{name}: {int(mask.sum())} of {mask.size} configurations have no finite "
+                  "loss (every run crashed or failed): they stay in the grid and its C_total, "
+                  "and a replay that buys one spends its compute and learns no loss (a "
                   "failed run)")
 
 

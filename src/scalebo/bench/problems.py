@@ -30,12 +30,14 @@ import numpy as np
 import pandas as pd
 
 from scalebo.bench.diverged import (
+    crashed_rows,
     diverged_note,
     diverged_rows,
     empty_held_out,
     keep_usable_runs,
     with_failed_configurations,
 )
+from scalebo.bench.held_out import held_out_tie
 from scalebo.data.columns import default_hyperparameters
 from scalebo.data.runs import RunTable, load_runs
 from scalebo.errors import EXCLUDED_IN_PYTHON, FitError, closest
@@ -175,7 +177,9 @@ def problem_from_table(
         chinchilla_starts: Start grid ``(S, 5)`` of the reference Chinchilla fit (default:
             Hoffmann's 4,500 starts; a coarse grid makes small test problems fast).
         diverged_above: Configurations whose (mean) recorded loss is above this (nats) are
-            diverged runs (:attr:`ReplayProblem.diverged`); None: every loss is an outcome.
+            diverged runs (:attr:`ReplayProblem.diverged`); None: every finite loss is an
+            outcome, and a configuration without one (``inf``: every run crashed) a failed
+            run all the same.
     """
     frame = table.frame if isinstance(table, RunTable) else table
     if axes is None:
@@ -215,6 +219,10 @@ def problem_from_table(
     diverged = None
     if diverged_above is not None:
         diverged, text = diverged_rows(loss, diverged_above, name)
+        notes.append(text)
+        warnings.warn(text, stacklevel=2)
+    elif not np.isfinite(loss).all():  # every run of these crashed: failed runs, kept
+        diverged, text = crashed_rows(loss, name)
         notes.append(text)
         warnings.warn(text, stacklevel=2)
     return _with_references(name, grid, loss, repeats, tuple(notes), chinchilla_starts,
@@ -263,27 +271,6 @@ def _with_references(name: str, grid: Grid, loss: np.ndarray, repeats: np.ndarra
                          envelope_idx=env, cell_best_idx=cells, held_out_cells=held_cells,
                          notes=notes, fit_starts={"chinchilla": chinchilla_starts},
                          diverged=diverged)
-
-
-def held_out_tie(grid: Grid) -> str | None:
-    """Which of equally costly (N, D) cells are held out, when the held-out cells' cost is
-    shared by a cell that stays in the search; None otherwise. Cells of equal cost are ordered
-    by N, then D, and the last ones are held out (:meth:`Grid.from_frame`)."""
-    n_cell = int(grid.cell_cost.size)
-    k = int(np.unique(grid.cell_ids[grid.held_out]).size)
-    if k == 0 or grid.cell_cost[n_cell - k - 1] != grid.cell_cost[n_cell - k]:
-        return None
-    first = np.unique(grid.cell_ids, return_index=True)[1]  # one configuration per cell
-    N = grid.configs["N"].to_numpy()[first]
-    D = grid.configs["D"].to_numpy()[first]
-    tied = np.flatnonzero(grid.cell_cost == grid.cell_cost[n_cell - k])
-
-    def cells(ids: np.ndarray) -> str:
-        return ", ".join(f"(N={N[i]:.4g}, D={D[i]:.4g})" for i in ids)
-
-    return (f"cells {cells(tied)} cost the same ({grid.cell_cost[n_cell - k]:.4g} FLOPs); of "
-            f"these, {cells(tied[tied >= n_cell - k])} held out (the larger N, then D), "
-            f"{cells(tied[tied < n_cell - k])} stay in the search")
 
 
 def load_problem(
@@ -376,7 +363,8 @@ def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir:
         from scalebo.data.datasets import load_dataset
 
         table = load_dataset(name, data_dir=data_dir)
-        return problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held,
+        return problem_from_table(with_failed_configurations(table), name=name,
+                                  axes=axes or table.hyperparameters, n_held_out_cells=n_held,
                                   diverged_above=diverged_above)
     if name.startswith("dataset:"):
         name = name[len("dataset:"):]
@@ -388,9 +376,8 @@ def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir:
     table = load_runs(path, mapping=dict(mapping) or None, hyperparameters=axes,
                       duplicates=duplicates,  # type: ignore[arg-type]
                       diverged_above=diverged_above)
-    source: RunTable | pd.DataFrame = table
-    if diverged_above is not None:  # configurations whose every run diverged or crashed
-        source = with_failed_configurations(table)
+    # configurations whose every run crashed (or diverged): failed runs in the grid
+    source: RunTable | pd.DataFrame = with_failed_configurations(table)
     problem = problem_from_table(source, name=name, axes=table.hyperparameters,
                                  n_held_out_cells=n_held, diverged_above=diverged_above)
     if diverged_above is None and (text := diverged_note(problem)):

@@ -351,8 +351,8 @@ def _table(rec: Any) -> str:
     notes = [f"note at {m.budget:g}: {m.fantasize_message}" for m in rec.metrics
              if m.fantasized is not None and m.fantasize_message]
     notes += [f"note at {m.budget:g}: {m.n_failed} of the {m.n_runs + m.n_failed} runs "
-              "diverged (--diverged-above): compute spent, no loss" for m in rec.metrics
-              if m.n_failed]
+              "failed (crashed, or diverged under --diverged-above): compute spent, no loss"
+              for m in rec.metrics if m.n_failed]
     out += "".join("\n" + n for n in notes)
     why = failure_rows(rec)
     if why:
