@@ -430,7 +430,9 @@ def test_loading_warnings_reach_every_record_and_are_shown_once(tmp_path):
     note = f"{csv}: excluded 1 of 54 runs: 1 non-finite loss (data row 5)"
     shown = [str(w.message) for w in caught if note in str(w.message)]
     assert len(shown) == 1 and shown[0].startswith(f"tiny: {note}")  # once for 4 cells
-    assert summary.notes == (shown[0],)
+    crashed = "1 of 54 configurations have no finite loss"  # kept as a failed run, said
+    assert summary.notes[0] == shown[0] and len(summary.notes) == 2
+    assert crashed in summary.notes[1]
     for cell in cfg.cells():
         rec = json.loads(record_path(tmp_path / "rec", cell).read_text())
         assert [n for n in rec["notes"] if note in n] == [shown[0][len("tiny: "):]]
@@ -459,6 +461,24 @@ def test_cli_run_shows_notes_and_names_corrupt_records(tmp_path):
     assert result["ran"] == 1 and result["recomputed_corrupt"] == 1
     assert result["corrupt_records"][0]["file"] == str(record)
     assert is_finished(record)
+
+
+def test_quiet_keeps_why_cells_failed(tmp_path, capsys):
+    """A trial: `bench run -q` on a grid with a typo in a learning rate exited 1 with
+    'failed 1' and an empty stderr; the reason (file, row, column) is not progress."""
+    from scalebo.cli.main import main as cli_main
+
+    csv = _grid_csv(tmp_path, nan_row=4)
+    frame = pd.read_csv(csv)
+    frame["lr"] = frame["lr"].astype(object)
+    frame.loc[9, "lr"] = "le-3"
+    frame.to_csv(csv, index=False)
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps(_notes_config(csv, [0], [0.05])))
+    assert cli_main(["-q", "bench", "run", str(config), "--out", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err
+    assert "1 cells failed out of 1" in err or "cell failed" in err, err
+    assert "RunTableError" in err and "data row 10, column 'lr'" in err, err
 
 
 def test_config_mistakes_are_named(tmp_path, capsys):
@@ -651,7 +671,8 @@ def test_a_relative_source_is_loaded_from_where_the_config_was_read(tmp_path, mo
     elsewhere = tmp_path / "worker"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
-    assert len(_problem(spec, None).loss) == 53  # the 54 runs, the NaN one excluded
+    loss = _problem(spec, None).loss  # the 54 runs, the NaN one a failed configuration
+    assert len(loss) == 54 and np.isinf(loss).sum() == 1
     csv.unlink()
     with pytest.raises(ValueError, match="every Dask worker needs the file at this absolute"):
         _problem(spec, None)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 
 from scalebo.cli.common import add_format_argument, format_table, int_at_least, is_quiet, log
 
@@ -163,7 +164,10 @@ def _run(args: argparse.Namespace) -> int:
         f"× {len(config.seeds)} seeds × {len(config.budgets)} budgets = {n} cells → {args.out}")
     summary = run_sweep(config, args.out, n_jobs=args.jobs, dask_scheduler=args.dask_scheduler,
                         data_dir=data_dir, progress=not is_quiet(), limit=args.limit)
-    log(summary.describe())
+    if is_quiet() and (summary.failed or summary.corrupt):  # why cells failed is not progress
+        print(summary.describe(), file=sys.stderr, flush=True)
+    else:
+        log(summary.describe())
     result = {"config": config.name, "out": summary.out_dir, "cells": summary.total,
               "skipped": summary.skipped, "ran": summary.ran, "failed": summary.failed,
               "tasks": summary.n_tasks, "seconds": round(summary.seconds, 3),
