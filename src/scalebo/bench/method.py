@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from dataclasses import asdict, dataclass, fields, replace
 
 from scalebo.data.columns import parse_number
@@ -33,6 +34,13 @@ _CHOICES = {
     "posterior_scope": ("grid", "fantasize"),
     "kernel": KERNEL_NAMES,
 }
+
+
+def _yaml_float(x: float) -> str:
+    """``x`` as YAML 1.1 reads a float: a dot and a signed exponent (``6.4e+01``)."""
+    mantissa, exponent = f"{x:e}".split("e")
+    mantissa = mantissa.rstrip("0")
+    return f"{mantissa}0e{exponent}" if mantissa.endswith(".") else f"{mantissa}e{exponent}"
 
 
 @dataclass(frozen=True)
@@ -242,8 +250,11 @@ class MethodConfig:
             flag = type(value).__name__ in ("bool", "bool_")  # Python's or numpy's
             kind = {"int": numbers.Integral, "float": numbers.Real}.get(str(f.type))
             if kind is not None and (flag or not isinstance(value, kind)):
-                hint = (" (YAML reads 1e25 as text: write 1.0e+25)" if isinstance(value, str)
-                        and parse_number(value) is not None else "")
+                number = parse_number(value) if isinstance(value, str) else None
+                hint = ("" if number is None else
+                        f" (a number in quotes is text: write {value.strip()} without them)"
+                        if not re.search(r"[eE]", value) else
+                        f" (YAML reads {value.strip()} as text: write {_yaml_float(number)})")
                 raise ValueError(f"MethodConfig.{f.name} must be "
                                  f"{'an integer' if kind is numbers.Integral else 'a number'}, "
                                  f"got {value!r}{hint}")
