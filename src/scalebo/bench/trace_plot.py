@@ -120,7 +120,8 @@ def trace_figure(rec: Any, problem: Any) -> Any:
         p = law.params
         err = (law.extrapolation_pct or {}).get("1e+25")
         b.plot(Cs, p["E"] + p["A"] * Cs ** -p["alpha"], color="tab:blue", ls="--", lw=1.2,
-               label=f"the replay's compute law at {100 * final.budget:g} %"
+               label=f"the replay's compute law at {100 * final.budget:g} % ("
+               + ("runs + fill-in" if final.fantasized else "runs trained") + ")"
                + (f" ({err:+.2f} % at 1e25 FLOPs)" if err is not None else ""), zorder=2)
     env = np.asarray(problem.envelope_idx, dtype=np.int64)
     b.scatter(g.cost[env], loss[env], s=55, facecolors="none", edgecolors="r", linewidths=1.1,

@@ -135,7 +135,7 @@ def _check_columns_exist(
         have = [str(c) for c in frame.columns]
         raise RunTableError(
             f"{name}: {what}(s) [{with_hints(missing, have)}] not found; available columns: "
-            f"{have} (N, D, loss: as mapped; C: computed when the file has none)."
+            f"{have} (N, D, loss: as mapped)."
         )
 
 

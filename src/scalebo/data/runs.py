@@ -251,6 +251,10 @@ def load_runs(
     merged = _merge_run_id(mapping, run_id, name)
     frame = apply_mapping(frame, merged, name)
     _check_required(frame, name, merged)
+    # named columns are looked for among the file's own (before C and run_id are added)
+    named = [hyperparameters] if isinstance(hyperparameters, str) else hyperparameters
+    _check_columns_exist(frame, list(named or ()), "hyperparameter column", name)
+    _check_columns_exist(frame, list(config_columns), "config column", name)
     for column in ("N", "D", "loss", "C"):
         if column in frame.columns:
             frame[column] = _to_float(frame[column], column, name, shown_column(column, merged))
@@ -265,7 +269,6 @@ def load_runs(
         warnings.warn(note, UserWarning, stacklevel=2)
     config_columns = tuple(config_columns)
     frame["run_id"] = _run_ids(frame, name, grouping="run_id" in config_columns)
-    _check_columns_exist(frame, config_columns, "config column", name)
     unfinished = unfinished_runs(frame)
     valid = (np.isfinite(frame["loss"].to_numpy(dtype=np.float64))  # the others are excluded
              & ~unfinished[0])
