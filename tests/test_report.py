@@ -413,3 +413,23 @@ def test_failed_runs_get_a_table_only_when_some_were_bought(tmp_path):
     md = write_report(tmp_path / "b", tmp_path / "rb", figures=False, oracle=False).read_text()
     table = md.split("## Failed runs bought")[1]
     assert "| toy | window | 2.0 ± 1.0 | 6.0 ± 1.0 | 26.0 ± 1.0 | 3 |" in table
+
+
+def test_the_records_notes_on_the_data_are_in_the_report_once(tmp_path):
+    """A trial: records held "excluded 3 of 120 runs (data rows 4, 41, 42)", and report.md
+    said nothing of it."""
+    import json
+
+    rec = _records(tmp_path)
+    note = "grid.csv: excluded 3 of 120 runs: 3 non-finite loss (data rows 4, 41, 42)."
+    files = [p for p in rec.glob("*.json") if not p.name.startswith("sweep_")]
+    for path in files:
+        data = json.loads(path.read_text())
+        data["notes"] = [note]
+        path.write_text(json.dumps(data))
+    md = write_report(rec, tmp_path / "out", figures=False, oracle=False).read_text()
+    section = md.split("## Notes on the data (from the records)")[1].split("##")[0]
+    assert section.strip() == f"- toy: {note}" and len(files) == 18
+    clean = write_report(_records(tmp_path / "b"), tmp_path / "o2", figures=False,
+                         oracle=False).read_text()
+    assert "Notes on the data" not in clean

@@ -47,7 +47,7 @@ from scalebo.outputs import jsonable, write_json_file
 
 __all__ = [
     "ENVIRONMENTS_ATTR", "ID_COLUMNS", "IGNORED_ATTR", "RECORD_SCHEMA", "RECORD_SCHEMA_VERSION",
-    "STALE_ATTR", "TIMING_FIELDS",
+    "NOTES_ATTR", "STALE_ATTR", "TIMING_FIELDS",
     "Cell", "DatasetSpec", "IgnoredRecord", "MethodSpec", "RecordError", "RecordWarning",
     "identity_key", "is_finished", "iter_records", "jsonable", "load_records", "make_record",
     "numerics_environment", "package_version", "read_record", "record_path", "record_state",
@@ -64,6 +64,8 @@ IGNORED_ATTR = "ignored_records"
 ENVIRONMENTS_ATTR = "environments"
 #: ``frame.attrs`` key of ``load_records(current_only=True)``: notes on the records left out.
 STALE_ATTR = "stale_records"
+#: ``frame.attrs`` key: {dataset: its records' notes on the data, each once, in order}.
+NOTES_ATTR = "data_notes"
 _FIELDS = ("key", "cell", "status", "error", "result")
 
 
@@ -365,6 +367,11 @@ def load_records(directory: str | os.PathLike[str], *, include_errors: bool = Fa
     df.attrs[IGNORED_ATTR] = tuple(ignored)
     df.attrs[ENVIRONMENTS_ATTR] = environments(records)
     df.attrs[STALE_ATTR] = stale
+    notes: dict[str, dict[str, None]] = {}
+    for rec in records:  # excluded rows, crashed configurations, ...: once per dataset
+        notes.setdefault(rec["cell"]["dataset"]["name"], {}).update(
+            dict.fromkeys(rec.get("notes") or ()))
+    df.attrs[NOTES_ATTR] = {ds: tuple(n) for ds, n in notes.items() if n}
     return df
 
 

@@ -51,6 +51,7 @@ from scalebo.bench.oracle import report_oracle
 from scalebo.bench.records import (
     ENVIRONMENTS_ATTR,
     IGNORED_ATTR,
+    NOTES_ATTR,
     STALE_ATTR,
     reportable_records,
 )
@@ -272,6 +273,11 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
           f"Law in the tables: `{law}`. Cells are mean ± SD over seeds; `n` is the number of "
           "seeds. `method + fantasize` = the same runs with the law fitted on observed + "
           "surrogate-filled losses. " + describe_environments(full.attrs[ENVIRONMENTS_ATTR]), ""]
+    data_notes = full.attrs.get(NOTES_ATTR, {})
+    if data_notes:  # excluded rows, crashed configurations: they qualify every number below
+        md += ["## Notes on the data (from the records)", ""]
+        md += [f"- {ds}: {note}" for ds, notes in data_notes.items() for note in notes]
+        md += [""]
     orc, caption = None, ["Floor-oracle rows not computed (`--no-oracle`).", ""]
     if oracle:
         orc, caption = report_oracle(records_dir, frame, data_dir, law)
