@@ -191,6 +191,11 @@ def test_a_column_that_looks_like_runs_is_named_when_points_are_resampled_one_by
     assert run_label_note(frame.assign(run=frame["job"])) is None
     assert run_label_note(frame.assign(job=[f"r{i}" for i in range(len(frame))])) is None
     assert run_label_note(frame.assign(job=np.tile(["a", "b"], 16))) is None  # spans sizes
+    # a reviewer: Epoch's 'y' (an SVG coordinate), OELLM's 'N_approx' and StepLaw's 'ffnh'
+    # group points one per size as well; only a column named as a run label is named
+    for name in ("y", "N_approx", "ffnh", "model"):
+        assert run_label_note(frame.rename(columns={"job": name})) is None
+    assert "column 'wandb_run'" in run_label_note(frame.rename(columns={"job": "wandb_run"}))
 
 
 def test_a_run_id_column_of_checkpoints_is_a_run_label_when_named_so(tmp_path, capsys):

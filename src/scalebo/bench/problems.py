@@ -37,6 +37,7 @@ from scalebo.bench.diverged import (
     keep_usable_runs,
     with_failed_configurations,
 )
+from scalebo.bench.grid_shape import grid_shape_notes
 from scalebo.bench.held_out import held_out_tie
 from scalebo.data.columns import default_hyperparameters
 from scalebo.data.runs import RunTable, load_runs
@@ -190,6 +191,9 @@ def problem_from_table(
     notes: list[str] = []
     if diverged_above is not None:  # a configuration's diverged runs leave its mean
         frame = keep_usable_runs(frame, key, diverged_above)
+    for text in grid_shape_notes(frame, axes, name):  # a typo'd axis value, missing runs
+        notes.append(text)
+        warnings.warn(text, stacklevel=2)
     counts = frame.groupby(key, sort=False)["loss"].transform("size").to_numpy()
     if "n_repeats" in frame.columns:
         repeats = frame["n_repeats"].to_numpy(dtype=np.int64)

@@ -8,10 +8,13 @@ gives the groups when they are usable and :func:`run_cluster_note` says why they
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
 from scalebo.data.checkpoints import run_label_problem
+from scalebo.data.plausibility import RUN_LABELS
 
 __all__ = ["MIN_RUNS", "run_cluster_note", "run_clusters", "run_label_note"]
 
@@ -62,7 +65,8 @@ def _run_clusters(points: pd.DataFrame) -> tuple[np.ndarray | None, str | None]:
     return points["run"].astype(str).to_numpy(), None
 
 def run_label_note(points: pd.DataFrame, skip: tuple[str, ...] = ()) -> str | None:
-    """A note when ``points`` have no ``run`` column but another column groups them as
+    """A note when ``points`` have no ``run`` column but another, named as a run label is
+    (:data:`~scalebo.data.plausibility.RUN_LABELS`: ``job``, ``run_name``), groups them as
     checkpoints of training runs would be (:func:`run_clusters`' rules: at least
     :data:`MIN_RUNS` groups, some with several points, each group one model size ``N`` at
     distinct token counts ``D``), so that a bootstrap resampling points one by one is not
@@ -73,8 +77,10 @@ def run_label_note(points: pd.DataFrame, skip: tuple[str, ...] = ()) -> str | No
         return None
     canonical = {"N", "D", "C", "loss", "n_repeats", *skip}
     for column in points.columns:
-        if column in canonical or points[column].isna().any():
-            continue
+        words = re.split(r"[^a-z]+", str(column).lower())
+        if (column in canonical or not any(w in RUN_LABELS for w in words)
+                or points[column].isna().any()):  # a size label or an SVG coordinate
+            continue  # groups points as one run per size would too (Epoch's 'y'): by name
         labelled = points.assign(run=points[column].astype(str))
         if _run_clusters(labelled)[0] is None:
             continue
