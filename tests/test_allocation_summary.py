@@ -177,6 +177,21 @@ def test_approach3_on_epoch_chinchilla_matches_the_published_refit(data_dir):
     assert three.law.n_opt.exponent == pytest.approx(0.3658 / (0.3478 + 0.3658), abs=0.01)
 
 
+def test_approach3_says_when_its_law_does_not_describe_the_runs(data_dir):
+    """A trial: on Porian et al.'s tuned profiles (rw) approach 3 said "fit converged" with
+    E = 3.131 nats above the best run's 3.097, which `fit --law chinchilla` warns about."""
+    from scalebo.data.datasets import load_dataset
+
+    table = load_dataset("porian_isoflop", data_dir=data_dir, dataset="rw", hparams="tuned",
+                         warmup="short", decay="const", param_count="standard",
+                         loss_type="val")
+    summary = allocation_summary(table, [3])
+    E, best = summary.estimates[0].law_params["E"], float(table.frame["loss"].min())
+    assert E > best  # the independent fact the warning is about
+    assert any(f"E = {E:.4g} nats is above the best run's loss ({best:.4g} nats" in w
+               for w in summary.warnings)
+
+
 def test_envelope_points_piled_at_the_smallest_model_are_named_with_the_slope_without():
     from scalebo.fitting.allocation import edge_note
 

@@ -349,6 +349,7 @@ def law_estimate(cells: pd.DataFrame, bootstrap: int = 0, seed: int = 0) -> Allo
     ``bootstrap`` resamples (whole runs when a ``run`` column groups checkpoints) a percentile
     interval of ``a = β/(α+β)``."""
     from scalebo.fitting.bootstrap import bootstrap_fit
+    from scalebo.fitting.misfit import misfit_notes
     from scalebo.fitting.robust import fit_law
     from scalebo.fitting.run_clusters import run_cluster_note, run_clusters
     from scalebo.laws import get_law
@@ -374,8 +375,10 @@ def law_estimate(cells: pd.DataFrame, bootstrap: int = 0, seed: int = 0) -> Allo
         return AllocationEstimate(3, None, str(exc), points, fit_status=status,
                                   law_params=params)
     alloc = _on_table_compute(alloc, points)
-    if text := _ratio_note(alloc, points):
-        warnings.warn(text, UserWarning, stacklevel=2)
+    for text in [*misfit_notes("L(N, D)", params, points["C"], points["loss"]),
+                 _ratio_note(alloc, points)]:  # E above the best run: as fit says (a trial)
+        if text:
+            warnings.warn(text, UserWarning, stacklevel=2)
     intervals = {}
     if bootstrap:
         boot = bootstrap_fit(fit, X, points["loss"].to_numpy(float), n_resamples=bootstrap,
