@@ -107,7 +107,11 @@ def load_epoch_chinchilla(root: Path, *, drop_highest_loss: int = 0) -> RunTable
         raise ValueError(
             f"drop_highest_loss must be in [0, {len(table) - 1}], got {drop_highest_loss}."
         )
-    if drop_highest_loss == 0:
+    if drop_highest_loss == 0:  # a trial's fit gave beta 0.453 and 6 tokens per parameter
+        warnings.warn(f"{path}: all {len(table)} digitized runs kept; Besiroglu et al. "
+                      "(2024), whose refit scalebo's reference reproduces, drop the 5 highest "
+                      "losses (--dataset-option drop_highest_loss=5; drop_highest_loss=5 in "
+                      "Python)", UserWarning, stacklevel=2)
         return table
     order = np.argsort(-table.loss, kind="stable")[:drop_highest_loss]
     drop = table.frame.index[order]
