@@ -220,6 +220,10 @@ def envelope_estimate(cells: pd.DataFrame,
         warnings.warn(text, UserWarning, stacklevel=2)
     elif text := _budget_edge_note(cells, C, env.index):
         warnings.warn(text, UserWarning, stacklevel=2)
+    if "run" in env and (runs := env["run"].nunique()) < len(env):  # checkpoints (a trial)
+        warnings.warn(f"its {len(env)} envelope points are checkpoints of {runs} "
+                      "training runs, which share their run's noise: its t-interval counts "
+                      "them as independent and is too narrow", UserWarning, stacklevel=2)
     return AllocationEstimate(1, law, "", points,
                               _power_intervals(law, points["C"], points["N"], points["D"]))
 
