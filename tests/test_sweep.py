@@ -471,20 +471,28 @@ def test_cli_run_shows_notes_and_names_corrupt_records(tmp_path):
 
 def test_quiet_keeps_why_cells_failed(tmp_path, capsys):
     """A trial: `bench run -q` on a grid with a typo in a learning rate exited 1 with
-    'failed 1' and an empty stderr; the reason (file, row, column) is not progress."""
+    'failed 1' and an empty stderr; why a cell failed is not progress. (Such a typo is now
+    found when the config is read.)"""
     from scalebo.cli.main import main as cli_main
 
     csv = _grid_csv(tmp_path, nan_row=4)
+    cfg = _notes_config(csv, [0], [0.05])
+    cfg["datasets"]["tiny"]["n_held_out_cells"] = 8  # 1 of 9 cells left: no reference law
+    config = tmp_path / "c.yaml"
+    config.write_text(json.dumps(cfg))
+    assert cli_main(["-q", "bench", "run", str(config), "--out", str(tmp_path / "r")]) == 1
+    err = capsys.readouterr().err
+    assert "FitError" in err and "no reference compute law" in err, err
+    # a typo in the file's rows is found when the config is read, before any cell (exit 2)
     frame = pd.read_csv(csv)
     frame["lr"] = frame["lr"].astype(object)
     frame.loc[9, "lr"] = "le-3"
     frame.to_csv(csv, index=False)
-    config = tmp_path / "c.yaml"
     config.write_text(json.dumps(_notes_config(csv, [0], [0.05])))
-    assert cli_main(["-q", "bench", "run", str(config), "--out", str(tmp_path / "r")]) == 1
+    assert cli_main(["-q", "bench", "run", str(config), "--out", str(tmp_path / "s")]) == 2
     err = capsys.readouterr().err
-    assert "1 cells failed out of 1" in err or "cell failed" in err, err
-    assert "RunTableError" in err and "data row 10, column 'lr'" in err, err
+    assert "dataset 'tiny'" in err and "data row 10, column 'lr'" in err, err
+    assert not (tmp_path / "s").exists()
 
 
 def test_config_mistakes_are_named(tmp_path, capsys):

@@ -44,6 +44,28 @@ def check_replay_datasets(datasets: Iterable[DatasetSpec], data_dir: str | None 
         _check_source(spec.source, opts.get("data_dir") or data_dir)
         check_header(spec.source, {"mapped column": list((opts.get("mapping") or {}).values()),
                                    "axis": list(opts.get("axes") or [])}, f"dataset {spec.name!r}")
+        if spec.content_sha256 is not None:  # a run-table file: its rows, before any cell
+            _check_rows(spec, opts)
+
+
+def _check_rows(spec: DatasetSpec, opts: Mapping[str, Any]) -> None:
+    """ValueError naming the dataset, file, data row and column of a run table the replay
+    cannot load (a trial: a typo'd learning rate failed each cell in turn, exit 1)."""
+    import warnings
+    from pathlib import Path
+
+    from scalebo.data.runs import load_runs
+    from scalebo.errors import RunTableError
+
+    try:
+        with warnings.catch_warnings():  # the cells' notes say them, once
+            warnings.simplefilter("ignore")
+            load_runs(Path(spec.location), mapping=opts.get("mapping") or None,
+                      hyperparameters=opts.get("axes"),
+                      duplicates=opts.get("duplicates", "error"),
+                      diverged_above=opts.get("diverged_above"))
+    except RunTableError as exc:
+        raise ValueError(f"dataset {spec.name!r}: {exc}") from None
 
 
 def _check_source(source: str, data_dir: str | None) -> None:
