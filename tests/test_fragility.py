@@ -307,3 +307,18 @@ def test_an_unidentified_base_fit_says_why(tmp_path, capsys):
     _checkpoints().query("run == 'm2'").to_csv(path, index=False)
     assert main(["fragility", str(path), "-q"]) == 1
     assert "the base fit is unidentified: cannot be identified" in capsys.readouterr().err
+
+
+def test_a_variant_left_out_of_the_spread_says_why(tmp_path, capsys):
+    """A trial: Gemstones' 'every 5th checkpoint' was 'unidentified' with no reason; here
+    every 5th of 6 checkpoints keeps D = 10e9 and the last, 12e9: two D values, and a term
+    in D needs three to be told from E."""
+    from scalebo.cli.main import main
+
+    path = tmp_path / "ck.csv"
+    _checkpoints().to_csv(path, index=False)
+    assert main(["fragility", str(path), "-q", "--every-k", "5", "--huber-deltas", "1e-3",
+                 "--no-leave-one-out", "--drop-count", "0"]) == 0
+    err = capsys.readouterr().err
+    assert ("left out of the spread: 'every 5th checkpoint': unidentified (cannot be "
+            "identified: 12 runs but only 2 distinct values of D") in err, err

@@ -239,10 +239,13 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "csv" and result.get("bootstrap"):
         note("the bootstrap's intervals are in --format json (or --json PATH), not in the "
              "CSV of variants")
-    failed = [r["variant"] for r in rows if r["status"] in ("failed", "unidentified")]
-    if failed:
+    failed = [r for r in rows if r["status"] in ("failed", "unidentified")]
+    if failed:  # each with why (a trial saw 'unidentified' with no reason)
+        why = "; ".join(f"{r['variant']!r}: {r['status']}" + (f" ({r['message']})" if
+                                                             r.get("message") else "")
+                        for r in failed)
         print(f"warning: {len(failed)} variant fit(s) failed or cannot be identified by their "
-              f"points: {failed} (left out of the spread)", file=sys.stderr)
+              f"points, left out of the spread: {why}", file=sys.stderr)
     # a variant the data cannot identify is a finding of the analysis; without the base
     # fit there is nothing to compare against
     if rows and rows[0]["status"] in ("failed", "unidentified"):
