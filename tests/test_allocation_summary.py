@@ -474,3 +474,21 @@ def test_an_envelope_of_checkpoints_says_its_interval_is_too_narrow():
     assert n_runs < len(one.points)
     flat = load_runs(pd.DataFrame(rows).drop(columns="run"))
     assert not any("checkpoints of" in w for w in allocation_summary(flat, [1]).warnings)
+
+
+def test_approach3_predictions_carry_the_bootstrap_intervals_fit_gives():
+    """A trial: `allocate --bootstrap B --predict C` gave intervals of the exponents only,
+    where `fit --law chinchilla --bootstrap B --predict C` gives N*, D* and D*/N* intervals.
+    Same table, resamples, seed and level: the same intervals, from another code path."""
+    from scalebo.fitting.summary import fit_summary
+
+    table = load_runs(_isoflop_table(np.random.default_rng(3), noise=0.01))
+    row = next(r for r in allocation_summary(table, [3], predict=[1e24],
+                                             bootstrap=80).predictions())
+    ref = fit_summary(table, "chinchilla", bootstrap=80, predict=[1e24]).predictions[0]
+    for key in ("N_opt", "D_opt", "tokens_per_param"):
+        lo, hi = row["intervals"][key]
+        assert lo < row[key] < hi
+        assert (lo, hi) == pytest.approx(tuple(ref[f"{key}_interval"]), rel=1e-9)
+    no_boot = allocation_summary(table, [1, 3], predict=[1e24]).predictions()
+    assert all(r["intervals"] is None for r in no_boot)

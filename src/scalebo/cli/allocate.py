@@ -156,11 +156,23 @@ def render(result: dict[str, Any]) -> str:
         if few:
             lines.append(f"  and {few} compute(s) of fewer than 3 sizes (all in --format json)")
     if result["predictions"]:
-        lines += ["", "predictions (C in FLOPs, N* parameters, D* tokens)",
-                  format_table(result["predictions"],
-                               ["C", "approach", "N_opt", "D_opt", "tokens_per_param"],
+        rows = [{**p, **{k: _with_interval(p[k], (p["intervals"] or {}).get(k))
+                         for k in ("N_opt", "D_opt", "tokens_per_param")}}
+                for p in result["predictions"]]
+        level = (f"; [{100 * result['exponent_level']:g} % bootstrap interval]"
+                 if any(p["intervals"] for p in result["predictions"]) else "")
+        lines += ["", f"predictions (C in FLOPs, N* parameters, D* tokens{level})",
+                  format_table(rows, ["C", "approach", "N_opt", "D_opt", "tokens_per_param"],
                                ["C", "approach", "N*", "D*", "D*/N*"]).rstrip("\n")]
     return "\n".join(lines) + "\n"
+
+
+def _with_interval(value: float, interval: list[float] | None) -> str:
+    """``4.1e+10 [2.9e+10, 5.6e+10]``: a predicted value with its interval, when it has one."""
+    if not interval:
+        return format_number(value)
+    return f"{format_number(value)} [{format_number(interval[0], 3)}, " \
+           f"{format_number(interval[1], 3)}]"
 
 
 def csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -179,6 +191,9 @@ def csv_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
                      {"approach": est["approach"], "kind": "coef", "name": key,
                       "estimate": law["coef"]}]
     for p in result["predictions"]:
+        ivs = p.get("intervals") or {}
         rows += [{"approach": p["approach"], "kind": "prediction", "name": f, "C": p["C"],
-                  "estimate": p[f]} for f in ("N_opt", "D_opt", "tokens_per_param")]
+                  "estimate": p[f], **({"lower": ivs[f][0], "upper": ivs[f][1],
+                                        "level": result["exponent_level"]} if f in ivs else {})}
+                 for f in ("N_opt", "D_opt", "tokens_per_param")]
     return rows

@@ -27,6 +27,12 @@ from scalebo.fitting.allocation import (
     edge_note,
     fit_power,
 )
+from scalebo.fitting.allocation_notes import (
+    budget_edge_note,
+    flops_factor,
+    on_table_compute,
+    ratio_note,
+)
 from scalebo.fitting.frontier import pareto_envelope, snap_ties
 from scalebo.fitting.robust import FitStatus
 
@@ -141,6 +147,8 @@ class AllocationEstimate:
             bootstrap percentile intervals for approach 3 (with ``bootstrap``); else empty.
         fit_status: approach 3's law fit status (``converged``, ``not identified``, ...).
         law_params: approach 3's fitted E, A, alpha, B, beta (natural units).
+        boot_laws: approach 3 with ``bootstrap``: each usable resample's allocation law,
+            rows ``(ln G_N, a, ln G_D, b)`` (:meth:`interval_at`); else None.
     """
 
     approach: int
@@ -150,6 +158,18 @@ class AllocationEstimate:
     intervals: dict[str, tuple[float, float]] = field(default_factory=dict)
     fit_status: str | None = None
     law_params: dict[str, float] = field(default_factory=dict)
+    boot_laws: np.ndarray | None = field(default=None, repr=False)
+
+    def interval_at(self, C: float) -> dict[str, tuple[float, float]]:
+        """Percentile intervals at :data:`EXPONENT_LEVEL` of ``N_opt``, ``D_opt`` and
+        ``tokens_per_param`` at ``C`` FLOPs over :attr:`boot_laws` (empty without them)."""
+        if self.boot_laws is None or not len(self.boot_laws):
+            return {}
+        g_n, a, g_d, b = self.boot_laws.T
+        N, D = np.exp(g_n + a * math.log(C)), np.exp(g_d + b * math.log(C))
+        tail = 100 * (1 - EXPONENT_LEVEL) / 2
+        return {k: tuple(float(q) for q in np.percentile(v, [tail, 100 - tail]))
+                for k, v in (("N_opt", N), ("D_opt", D), ("tokens_per_param", D / N))}
 
     def at(self, C: float) -> dict[str, float] | None:
         """``N_opt`` (parameters), ``D_opt`` (tokens), ``tokens_per_param`` at ``C`` FLOPs."""
@@ -218,7 +238,7 @@ def envelope_estimate(cells: pd.DataFrame,
     _two_points(law, "envelope runs")
     if text := edge_note(points, float(cells["N"].min()), float(cells["N"].max())):
         warnings.warn(text, UserWarning, stacklevel=2)
-    elif text := _budget_edge_note(cells, C, env.index):
+    elif text := budget_edge_note(cells, C, env.index):
         warnings.warn(text, UserWarning, stacklevel=2)
     if "run" in env and (runs := env["run"].nunique()) < len(env):  # checkpoints (a trial)
         warnings.warn(f"its {len(env)} envelope points are checkpoints of {runs} "
@@ -244,27 +264,6 @@ def _loose_budget_note(cells: pd.DataFrame, grouped: np.ndarray) -> str | None:
             f"more than {200 * ISOFLOP_RTOL:g} % (from C = {min(loose):.3g} FLOPs): their runs "
             "keep their own C on the envelope; if they are isoFLOP budgets, name each run's "
             "budget with --isoflop-column")
-
-
-def _budget_edge_note(cells: pd.DataFrame, C: np.ndarray, chosen: pd.Index) -> str | None:
-    """A note when most envelope runs that have ≥ 3 sizes at their compute (an isoFLOP
-    profile) are its smallest or largest size: the optimum lies beyond the sizes trained
-    there, and the envelope only tracks the profiles' edge (a trial: sizes 8x above N*, a
-    tight exponent and N* 2.9x too large)."""
-    group = pd.Series(C, index=cells.index)
-    N = cells["N"]
-    edge = profiles = 0
-    for i in chosen:
-        sizes = N[group == group[i]]
-        if sizes.nunique() >= 3:
-            profiles += 1
-            edge += N[i] in (sizes.min(), sizes.max())
-    if profiles < 2 or edge <= profiles / 2:
-        return None
-    return (f"{edge} of the {profiles} envelope runs on isoFLOP profiles are the smallest or "
-            "largest size of their profile: the optimum lies beyond the sizes trained there, "
-            "so N*(C) follows the profiles' edge, not the optimum (approach 2's vertices say "
-            "where it lies)")
 
 
 def isoflop_estimate(cells: pd.DataFrame, isoflop_column: str | None,
@@ -319,34 +318,6 @@ def isoflop_estimate(cells: pd.DataFrame, isoflop_column: str | None,
                               _power_intervals(law, used["C"], used["N_opt"], used["D_opt"]))
 
 
-def _on_table_compute(alloc: AllocationLaw, points: pd.DataFrame) -> AllocationLaw:
-    """``alloc`` (the optimum under 6·N·D = C) for the table's own compute k·N·D = C, with k
-    its median C/(N·D): N*(C) = G (C/k)^a = [G_6 (6/k)^a] C^a, likewise D*. Unchanged for 6."""
-    k = float(np.median(points["C"] / (points["N"] * points["D"])))
-    if math.isclose(k, 6.0, rel_tol=ISOFLOP_RTOL):  # C given to a few digits: 6·N·D
-        return alloc
-    warnings.warn(f"the table's C is {k:.4g}·N·D (median), not 6·N·D: approach 3 solves "
-                  f"{k:.4g}·N·D = C, so its N*, D* are at the same compute as approaches 1 "
-                  "and 2 (scalebo fit --law chinchilla --predict solves 6·N·D = C)",
-                  UserWarning, stacklevel=3)
-    n, d = alloc.n_opt, alloc.d_opt
-    return replace(alloc, n_opt=replace(n, coef=n.coef * (6.0 / k) ** n.exponent),
-                   d_opt=replace(d, coef=d.coef * (6.0 / k) ** d.exponent))
-
-
-def _ratio_note(alloc: AllocationLaw, points: pd.DataFrame) -> str | None:
-    """A note when approach 3's D*/N* at the table's largest compute is over 3x outside the
-    D/N of every cell: the law's optimum lies where no run was trained (StepLaw: 0.10)."""
-    ratio = points["D"] / points["N"]
-    at = float(alloc.at(float(points["C"].max()))["tokens_per_param"])
-    if ratio.min() / 3 <= at <= 3 * ratio.max():
-        return None
-    return (f"at the largest compute of the table ({points['C'].max():.3g} FLOPs) the L(N, D) "
-            f"fit puts D*/N* at {at:.3g}, while the runs span {ratio.min():.3g} to "
-            f"{ratio.max():.3g} tokens per parameter: its optimum lies where no run was "
-            "trained, so its allocation is an extrapolation of the law's shape")
-
-
 def law_estimate(cells: pd.DataFrame, bootstrap: int = 0, seed: int = 0) -> AllocationEstimate:
     """Approach 3: the Chinchilla law fitted to the cell bests (the law's start grid, default
     Huber δ, as ``scalebo fit --law chinchilla``), minimized under C = 6ND; with
@@ -378,12 +349,12 @@ def law_estimate(cells: pd.DataFrame, bootstrap: int = 0, seed: int = 0) -> Allo
     except (FitError, ValueError) as exc:
         return AllocationEstimate(3, None, str(exc), points, fit_status=status,
                                   law_params=params)
-    alloc = _on_table_compute(alloc, points)
+    alloc = on_table_compute(alloc, points)
     for text in [*misfit_notes("L(N, D)", params, points["C"], points["loss"]),
-                 _ratio_note(alloc, points)]:  # E above the best run: as fit says (a trial)
+                 ratio_note(alloc, points)]:  # E above the best run: as fit says (a trial)
         if text:
             warnings.warn(text, UserWarning, stacklevel=2)
-    intervals = {}
+    intervals, boot_laws = {}, None
     if bootstrap:
         boot = bootstrap_fit(fit, X, points["loss"].to_numpy(float), n_resamples=bootstrap,
                              rng=seed, confidence_level=EXPONENT_LEVEL,
@@ -395,5 +366,18 @@ def law_estimate(cells: pd.DataFrame, bootstrap: int = 0, seed: int = 0) -> Allo
         a = nat["beta"] / (nat["alpha"] + nat["beta"])  # N* ∝ C^a, D* ∝ C^(1 - a)
         if (iv := boot.percentile(a)) is not None:
             intervals = {"N_opt": iv, "D_opt": (1 - iv[1], 1 - iv[0])}
+        boot_laws = _boot_laws(nat, flops_factor(points))
     return AllocationEstimate(3, alloc, "", points, intervals, fit_status=status,
-                              law_params=params)
+                              law_params=params, boot_laws=boot_laws)
+
+
+def _boot_laws(nat: dict[str, np.ndarray], k: float) -> np.ndarray:
+    """Rows ``(ln G_N, a, ln G_D, b)`` of each resample's optimum under k·N·D = C (as
+    :func:`~scalebo.fitting.allocation.approach3` and :func:`on_table_compute`): N* = G·(C/k)^a,
+    D* = G^-1·(C/k)^b, G = (αA/(βB))^(1/(α+β)); resamples without a finite one dropped."""
+    alpha, beta, A, B = (np.asarray(nat[n], dtype=np.float64) for n in ("alpha", "beta", "A", "B"))
+    with np.errstate(all="ignore"):
+        log_g = (np.log(alpha * A) - np.log(beta * B)) / (alpha + beta)
+        a, b = beta / (alpha + beta), alpha / (alpha + beta)
+        rows = np.column_stack([log_g - a * math.log(k), a, -log_g - b * math.log(k), b])
+    return rows[np.isfinite(rows).all(axis=1) & (a > 0) & (b > 0)]

@@ -75,8 +75,10 @@ class AllocationSummary:
 
     def predictions(self) -> list[dict[str, Any]]:
         """One row per (C, approach with a law): ``C``, ``approach``, ``N_opt``, ``D_opt``,
-        ``tokens_per_param``."""
-        return [{"C": float(c), "approach": e.approach, **e.at(c)}
+        ``tokens_per_param`` and, for approach 3 with a bootstrap, ``intervals``: each of
+        the three's percentile interval at the exponents' level (else None)."""
+        return [{"C": float(c), "approach": e.approach, **e.at(c),
+                 "intervals": {k: list(v) for k, v in e.interval_at(c).items()} or None}
                 for c in self.predict for e in self.estimates if e.law is not None]
 
     def to_dict(self) -> dict[str, Any]:

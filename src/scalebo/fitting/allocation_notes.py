@@ -1,0 +1,77 @@
+"""Notes on an approach's allocation that say where its numbers come from: an envelope that
+follows the edge of its isoFLOP profiles, approach 3's optimum outside the runs' tokens per
+parameter, a table whose C is not 6·N·D. Conventions: C in FLOPs, N parameters, D tokens.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from scalebo.fitting.allocation import AllocationLaw
+
+__all__ = ["budget_edge_note", "flops_factor", "on_table_compute", "ratio_note"]
+
+#: C within this relative tolerance of 6·N·D is 6·N·D (C given to a few digits).
+SIX_RTOL = 0.01
+
+
+def budget_edge_note(cells: pd.DataFrame, C: np.ndarray, chosen: pd.Index) -> str | None:
+    """A note when most envelope runs that have ≥ 3 sizes at their compute (an isoFLOP
+    profile) are its smallest or largest size: the optimum lies beyond the sizes trained
+    there, and the envelope only tracks the profiles' edge (a trial: sizes 8x above N*, a
+    tight exponent and N* 2.9x too large)."""
+    group = pd.Series(C, index=cells.index)
+    N = cells["N"]
+    edge = profiles = 0
+    for i in chosen:
+        sizes = N[group == group[i]]
+        if sizes.nunique() >= 3:
+            profiles += 1
+            edge += N[i] in (sizes.min(), sizes.max())
+    if profiles < 2 or edge <= profiles / 2:
+        return None
+    return (f"{edge} of the {profiles} envelope runs on isoFLOP profiles are the smallest or "
+            "largest size of their profile: the optimum lies beyond the sizes trained there, "
+            "so N*(C) follows the profiles' edge, not the optimum (approach 2's vertices say "
+            "where it lies)")
+
+
+def ratio_note(alloc: AllocationLaw, points: pd.DataFrame) -> str | None:
+    """A note when approach 3's D*/N* at the table's largest compute is over 3x outside the
+    D/N of every cell: the law's optimum lies where no run was trained (StepLaw: 0.10)."""
+    ratio = points["D"] / points["N"]
+    at = float(alloc.at(float(points["C"].max()))["tokens_per_param"])
+    if ratio.min() / 3 <= at <= 3 * ratio.max():
+        return None
+    return (f"at the largest compute of the table ({points['C'].max():.3g} FLOPs) the L(N, D) "
+            f"fit puts D*/N* at {at:.3g}, while the runs span {ratio.min():.3g} to "
+            f"{ratio.max():.3g} tokens per parameter: its optimum lies where no run was "
+            "trained, so its allocation is an extrapolation of the law's shape")
+
+
+def flops_factor(points: pd.DataFrame) -> float:
+    """The table's FLOPs per parameter-token k, its median C/(N·D); 6 when within
+    :data:`SIX_RTOL` of it (C given to a few digits)."""
+    k = float(np.median(points["C"] / (points["N"] * points["D"])))
+    return 6.0 if math.isclose(k, 6.0, rel_tol=SIX_RTOL) else k
+
+
+def on_table_compute(alloc: AllocationLaw, points: pd.DataFrame) -> AllocationLaw:
+    """``alloc`` (the optimum under 6·N·D = C) for the table's own compute k·N·D = C
+    (:func:`flops_factor`): N*(C) = G (C/k)^a = [G_6 (6/k)^a] C^a, likewise D*. Unchanged
+    for 6."""
+    k = flops_factor(points)
+    if k == 6.0:
+        return alloc
+    warnings.warn(f"the table's C is {k:.4g}·N·D (median), not 6·N·D: approach 3 solves "
+                  f"{k:.4g}·N·D = C, so its N*, D* are at the same compute as approaches 1 "
+                  "and 2 (scalebo fit --law chinchilla --predict solves 6·N·D = C)",
+                  UserWarning, stacklevel=3)
+    n, d = alloc.n_opt, alloc.d_opt
+    return replace(alloc, n_opt=replace(n, coef=n.coef * (6.0 / k) ** n.exponent),
+                   d_opt=replace(d, coef=d.coef * (6.0 / k) ** d.exponent))
