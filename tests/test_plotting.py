@@ -231,3 +231,21 @@ def test_loss_ticks_label_a_range_of_decades_and_the_fence_keeps_predictions() -
     pred = fit.predict(np.array([[1e15]]))[0]
     assert ax.get_ylim()[1] >= pred
     plt.close(fig)
+
+
+def test_checkpoints_of_a_run_are_joined_and_the_prediction_label_sits_beside_its_bar(
+        chinchilla_fit) -> None:
+    """A trial: the checkpoints' grey points hid under the fitted ones and read as separate
+    runs, and the predicted value sat on its error bar."""
+    frame, fit = chinchilla_fit
+    ckpt = frame.assign(run=[f"n{n:.0e}" for n in frame["N"]])  # 4 runs of 4 checkpoints
+    ax = plot_fit(ckpt, ckpt, fit, predict_at=[1e24]).axes[0]
+    grey = [ln for ln in ax.get_lines() if ln.get_color() == "0.6"]
+    assert len(grey) == 4
+    for line, (_, run) in zip(grey, ckpt.groupby("run", sort=False), strict=True):
+        np.testing.assert_allclose(line.get_xdata(), np.sort(6 * run["N"] * run["D"]))
+    assert any("a line per run" in t.get_text() for t in ax.get_legend().get_texts())
+    (label,) = [t for t in ax.texts if t.get_color() == "tab:orange"]
+    assert label.get_ha() == "right" and label.get_va() == "center"
+    assert not [ln for ln in plot_fit(frame, frame, fit).axes[0].get_lines()
+                if ln.get_color() == "0.6"]  # one point per run: nothing to join

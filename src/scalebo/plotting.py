@@ -172,10 +172,15 @@ def plot_fit(
     fence = max(q3 + FENCE_IQR * (q3 - q1), float(np.nanmax(y_fit, initial=-np.inf)))
     above = y_runs > fence
     n_runs = runs["run"].nunique() if "run" in runs.columns else len(runs)
-    what = (f"checkpoints ({len(runs)} of {n_runs} runs)" if n_runs < len(runs)
-            else f"runs ({len(runs)})")
-    ax.scatter(c_runs[~above], y_runs[~above], s=10, color="0.75", alpha=0.6, label=what,
+    what = (f"checkpoints ({len(runs)} of {n_runs} runs; a line per run)"
+            if n_runs < len(runs) else f"runs ({len(runs)})")
+    ax.scatter(c_runs[~above], y_runs[~above], s=10, color="0.6", alpha=0.6, label=what,
                zorder=1)
+    if n_runs < len(runs):  # a run's checkpoints joined (a trial: they read as separate runs)
+        for _, run in runs.loc[~above].assign(_C=c_runs[~above]).groupby("run", sort=False):
+            order = np.argsort(run["_C"].to_numpy())
+            ax.plot(run["_C"].to_numpy()[order], run[loss].to_numpy()[order], color="0.6",
+                    lw=0.7, alpha=0.8, zorder=1)
     ax.scatter(c_fit, y_fit, s=26, color="tab:blue", edgecolor="black",
                linewidth=0.4, label=f"fitted ({len(frontier)})", zorder=3)
     curve_name = ("fit L(C)" if tuple(fit.law.variables) == ("C",) else
@@ -200,8 +205,10 @@ def plot_fit(
         ax.errorbar(targets, pred, yerr=yerr, fmt="*", ms=12, color="tab:orange",
                     mec="black", mew=0.5, capsize=3, label="prediction", zorder=5)
         for c, value in zip(targets, pred, strict=True):
-            ax.annotate(f"{value:.4g}", (c, value), xytext=(-9, 5), textcoords="offset points",
-                        fontsize=8, color="tab:orange", ha="right")
+            ax.annotate(f"{value:.4g}", (c, value), xytext=(-10, 0), textcoords="offset points",
+                        fontsize=8, color="tab:orange", ha="right", va="center", zorder=6,
+                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
+                              "alpha": 0.8})  # beside its error bar, not on it
     ax.set_xscale("log")
     ax.set_yscale("log")
     if above.any():  # the frontier, predictions and band stay in view; diverged runs on top
