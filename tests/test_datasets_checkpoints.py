@@ -69,5 +69,9 @@ def test_gadre_overtraining(data_dir):
         warnings.simplefilter("error")  # one corpus, one validation set: no warning
         rpj = load_dataset("gadre_overtraining", data_dir, dataset="rpj")
     assert set(rpj.frame["dataset"]) == {"rpj"} and len(rpj) < 104
+    # a trial looked up "data row 1" of a filtered table in the file: the name says so
+    assert c4.source.endswith("gadre_models_losses.csv (its dataset options keep 104 of its "
+                              "832 rows; a data row here counts the rows kept)")
+    assert everything.source.endswith("gadre_models_losses.csv")
     with pytest.raises(RunTableError, match="available"):
         load_dataset("gadre_overtraining", data_dir, val_set="nope")

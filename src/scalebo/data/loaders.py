@@ -181,7 +181,7 @@ def load_porian_isoflop(
                     "dataset=rw,hparams=tuned,warmup=short,decay=const,param_count=standard,"
                     "loss_type=val")
     return load_runs(frame, hyperparameters=(), config_columns=("config",),
-                     source_name=str(path))
+                     source_name=_kept(path, keep.size, frame))
 
 
 def _warn_if_pooled(frame: pd.DataFrame, column: str, dataset: str, what: str,
@@ -303,6 +303,16 @@ def load_gemstones(root: Path, *, variant: str = "hot", validation: str = "main"
                             phase=GEMSTONES_VARIANTS[variant], source_name=name)
 
 
+def _kept(path: Path, n_file: int, frame: pd.DataFrame) -> str:
+    """The name of a table filtered by its dataset options: its file, and, when rows were
+    left out, that a message's data rows count the rows kept (a trial looked up "data row
+    1" in the file and found another row)."""
+    if len(frame) == n_file:
+        return str(path)
+    return (f"{path} (its dataset options keep {len(frame)} of its {n_file} rows; a data row "
+            "here counts the rows kept)")
+
+
 def _gadre_val_name(path: str) -> str:
     parts = str(path).split("/")
     for anchor in ("val_tok_mult", "eval_data"):
@@ -329,6 +339,7 @@ def load_gadre_overtraining(
     """
     path = _file(root, "gadre_overtraining", "gadre_models_losses.csv")
     frame = read_table(path)
+    n_file = len(frame)
     frame["val_set"] = frame["val_data"].map(_gadre_val_name).astype("str")
     for column, wanted in (("val_set", val_set), ("dataset", dataset)):
         if wanted is None:
@@ -345,7 +356,8 @@ def load_gadre_overtraining(
                     "dataset=rw_original")
     _warn_if_pooled(frame, "val_set", "gadre_overtraining", "validation sets", "val_set=c4_val")
     return load_runs(frame, mapping={"N": "params", "D": "tokens"}, hyperparameters=(),
-                     config_columns=("dataset", "val_set"), source_name=str(path))
+                     config_columns=("dataset", "val_set"),
+                     source_name=_kept(path, n_file, frame))
 
 
 register_dataset(
