@@ -230,3 +230,27 @@ def test_a_held_out_cell_whose_every_run_crashed_is_said(tmp_path):
         p = load_problem(path, diverged_above=5.0)
     assert len(p.held_out_cells) == 1
     assert any("has no usable run" in n and "scores the 1 other(s)" in n for n in p.notes)
+
+
+def test_a_crash_neither_hides_the_sentinel_note_nor_shifts_row_numbers(tmp_path):
+    """A review: one NaN row made every configuration 'marked' (no --diverged-above hint),
+    renumbered the rows after it (a typo note named data row 40 for 41), and a RunTable
+    given to problem_from_table dropped the crash that load_problem kept."""
+    from scalebo.data.runs import load_runs
+
+    frame = _frame()
+    frame.loc[3, "loss"] = np.nan  # data row 4, a crash (not a sentinel cell)
+    frame.loc[40, "lr"] = frame.loc[40, "lr"] * 1.01  # data row 41, a typo'd learning rate
+    path = tmp_path / "grid.csv"
+    frame.to_csv(path, index=False)
+    with pytest.warns(UserWarning) as caught:
+        problem = load_problem(path, axes=["lr"])
+    said = [str(w.message) for w in caught]
+    assert any("--diverged-above LOSS" in m for m in said)  # the sentinels, still named
+    assert any("(data row 41) is 1 % from" in m for m in said), said
+    assert problem.diverged.sum() == 1 and problem.grid.n_configs == len(frame)
+    with pytest.warns(UserWarning):
+        table = load_runs(path, hyperparameters=["lr"])
+        direct = problem_from_table(table, name="x",
+                                    chinchilla_starts=CHINCHILLA.start_grid()[::30])
+    assert direct.grid.n_configs == len(frame) and direct.diverged.sum() == 1

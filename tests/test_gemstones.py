@@ -62,7 +62,7 @@ def test_fragility_command_on_gemstones(data_dir, tmp_path):
     # one variant cannot be identified by its points (see below): said on stderr, left out
     # of the spread; exit 0, since the base fit is fine (exit 1 broke scripts under set -e)
     assert proc.returncode == 0 and "cannot be identified" in proc.stderr, proc.stderr
-    assert "(left out of the spread)" in proc.stderr
+    assert "left out of the spread: 'every 5th checkpoint': unidentified" in proc.stderr
     result = json.loads(proc.stdout)
     names = [row["variant"] for row in result["variants"]]
     assert names == ["base", "drop 3 smallest", "drop 3 largest", "every 5th checkpoint",

@@ -42,7 +42,7 @@ def test_holes_in_a_near_product_are_counted_and_shown(dropped):
     frame = _grid().drop(index=dropped)
     (note,) = grid_shape_notes(frame, ["lr"], "g")
     assert note.startswith(f"g: {len(dropped)} of the 120 configurations of its (N, D) cells "
-                           "× lr are not in the file (")
+                           "× lr have no run (")
     gone = _grid().loc[dropped[0]]
     assert f"N={gone['N']:.4g}, D={gone['D']:.4g}, lr={gone['lr']:.4g}" in note
 

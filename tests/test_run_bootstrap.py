@@ -193,7 +193,7 @@ def test_a_column_that_looks_like_runs_is_named_when_points_are_resampled_one_by
     assert run_label_note(frame.assign(job=np.tile(["a", "b"], 16))) is None  # spans sizes
     # a reviewer: Epoch's 'y' (an SVG coordinate), OELLM's 'N_approx' and StepLaw's 'ffnh'
     # group points one per size as well; only a column named as a run label is named
-    for name in ("y", "N_approx", "ffnh", "model"):
+    for name in ("y", "N_approx", "ffnh", "model", "model_id", "arch_run"):
         assert run_label_note(frame.rename(columns={"job": name})) is None
     assert "column 'wandb_run'" in run_label_note(frame.rename(columns={"job": "wandb_run"}))
 

@@ -119,9 +119,14 @@ def test_config_parsing_and_cells(tmp_path):
     with pytest.raises(ValueError, match=r"target_compute must be a number, got '1e25' \(YAML "
                                          r"reads 1e25 as text: write 1.0e\+25\)"):
         SweepConfig.from_dict({**CONFIG, "methods": {"m": {"target_compute": "1e25"}}})
-    with pytest.raises(ValueError, match=r"posterior_samples must be an integer, got '64' \(a "
-                                         r"number in quotes is text: write 64 without them\)"):
+    with pytest.raises(ValueError, match=r"posterior_samples must be an integer, got '64' "
+                                         r"\(write 64: a whole number"):
         SweepConfig.from_dict({**CONFIG, "methods": {"m": {"posterior_samples": "64"}}})
+    with pytest.raises(ValueError, match=r"got '1e3' \(write 1000: a whole number"):
+        SweepConfig.from_dict({**CONFIG, "methods": {"m": {"posterior_samples": "1e3"}}})
+    with pytest.raises(ValueError, match=r"got '1.0e\+25' \(a number in quotes is text: "
+                                         r"write 1.0e\+25 without them\)"):
+        SweepConfig.from_dict({**CONFIG, "methods": {"m": {"target_compute": "1.0e+25"}}})
     with pytest.raises(ValueError, match=r"got '6.4e1' \(YAML reads 6.4e1 as text: write "
                                          r"6.4e\+01\)"):  # which YAML then reads as 64.0
         SweepConfig.from_dict({**CONFIG, "methods": {"m": {"target_compute": "6.4e1"}}})

@@ -8,13 +8,35 @@ Three outcomes, as in SciPy and the Open-Athena scaling-law package:
 * anything else returns a result with a ``status`` and a ``message``.
 """
 
+import numbers
 from collections.abc import Iterable, Sequence
+
+#: Data rows a message lists before "(and k more)".
+ROWS_SHOWN = 5
 
 
 def shown(value: object) -> str:
     """A table value as a :class:`RunTableError` message shows it: text quoted, numbers plain
     (``nan``, not ``np.float64(nan)``)."""
     return repr(value) if isinstance(value, str) else str(value)
+
+
+def data_rows(positions: Iterable[int]) -> str:
+    """0-based file rows as 1-based data rows: ``"data rows 3, 7 (and 4 more)"``."""
+    rows = [int(p) + 1 for p in positions]
+    shown_ = ", ".join(str(r) for r in rows[:ROWS_SHOWN])
+    more = f" (and {len(rows) - ROWS_SHOWN} more)" if len(rows) > ROWS_SHOWN else ""
+    return f"data row{'s' if len(rows) > 1 else ''} {shown_}{more}"
+
+
+def file_rows(index: Iterable[object], mask: Iterable[bool]) -> list[int]:
+    """The 0-based file rows of the rows under ``mask``: their ``index`` labels when every
+    label is an integer (a loaded table keeps its file rows as its index), else their
+    positions (a DataFrame indexed by names or dates)."""
+    labels, flags = list(index), [bool(m) for m in mask]
+    if all(isinstance(i, numbers.Integral) for i in labels):
+        return [int(i) for i, m in zip(labels, flags, strict=True) if m]
+    return [k for k, m in enumerate(flags) if m]
 
 
 def shown_config(config: dict) -> str:

@@ -105,7 +105,7 @@ def with_failed_configurations(table: RunTable) -> pd.DataFrame:
         new["n_repeats"] = runs[fresh]
     kept_loss = (gone[fresh]["reason"] == ExclusionReason.DIVERGED).to_numpy()
     new["loss"] = np.where(kept_loss, new["loss"].astype(np.float64), np.inf)
-    return pd.concat([frame, new], ignore_index=True)
+    return pd.concat([frame, new])  # each row keeps its 0-based file row as its index
 
 
 def empty_held_out(grid: Grid, usable: np.ndarray, name: str) -> list[str]:
@@ -125,10 +125,11 @@ def diverged_note(problem: ReplayProblem) -> str | None:
     """A note when some recorded losses of ``problem`` look like diverged runs — above
     :data:`~scalebo.search.runs_columns.DIVERGED_RATIO` × their cell's best loss
     (:func:`~scalebo.search.runs_columns.suspect_diverged`, as a campaign's runs are judged)
-    — and none is marked (``problem.diverged`` is None); None otherwise."""
-    if problem.diverged is not None:
-        return None
+    — among those not marked failed (``problem.diverged``: without ``diverged_above`` only
+    the configurations whose every run crashed); None otherwise."""
     high, best = suspect_diverged(problem.loss, problem.grid.cell_ids)
+    if problem.diverged is not None:  # crashed configurations are failed runs already
+        high &= ~problem.diverged
     if not high.any():
         return None
     return (f"{problem.name}: {int(high.sum())} configurations have a recorded loss over "

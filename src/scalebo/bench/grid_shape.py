@@ -6,8 +6,8 @@ Two things go unnoticed in a recorded grid and change what a replay can buy:
   in few (N, D) cells (a learning rate of 0.0011 beside 0.001 on an axis spaced 2.5x, in one
   cell: a typo that adds a value of its own to the axis);
 * holes in a grid that is otherwise the full product of its (N, D) cells and its axes' values
-  (a run missing from the file: no replay can buy it, and ``C_total`` leaves it out; a
-  crashed run belongs in the file with a NaN loss).
+  (a run missing from the file, or excluded, e.g. still ``running``: no replay can buy it,
+  and ``C_total`` leaves it out; a crashed run belongs in the file with a NaN loss).
 
 Both are notes, not errors: grids need not be products (StepLaw's batch sizes differ by cell).
 """
@@ -20,6 +20,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from scalebo.errors import data_rows, file_rows
+
 __all__ = ["CLOSE_SHARE", "HOLE_SHARE", "grid_shape_notes"]
 
 #: An axis value closer to its neighbour than this share of the axis's median log-spacing,
@@ -27,12 +29,6 @@ __all__ = ["CLOSE_SHARE", "HOLE_SHARE", "grid_shape_notes"]
 CLOSE_SHARE = 0.2
 #: Holes are named when the grid holds at least ``1 - HOLE_SHARE`` of its product.
 HOLE_SHARE = 0.05
-
-
-def _rows(index: pd.Index) -> str:
-    rows = [int(i) + 1 for i in index[:3]]
-    return (f"data row{'s' if len(index) > 1 else ''} {', '.join(map(str, rows))}"
-            + (", ..." if len(index) > 3 else ""))
 
 
 def _close_values(frame: pd.DataFrame, axis: str, cells: pd.Series, name: str) -> list[str]:
@@ -52,7 +48,8 @@ def _close_values(frame: pd.DataFrame, axis: str, cells: pd.Series, name: str) -
             continue
         pct = 100 * abs(rare / other - 1)
         d = next((d for d in range(6, 17) if f"{rare:.{d}g}" != f"{other:.{d}g}"), 17)
-        out.append(f"{name}: {axis} = {rare:.{d}g} ({_rows(frame.index[values == rare])}) is "
+        rows = data_rows(file_rows(frame.index, (values == rare).to_numpy()))
+        out.append(f"{name}: {axis} = {rare:.{d}g} ({rows}) is "
                    f"{pct:.2g} % from {other:.{d}g}, where the axis's values are otherwise a "
                    f"factor {math.exp(typical):.3g} apart, and it appears in {spread[rare]} of "
                    f"{n_cells} (N, D) cells: a typo? It is a value of the axis of its own")
@@ -75,9 +72,10 @@ def _holes(frame: pd.DataFrame, axes: Sequence[str], name: str) -> list[str]:
                                 for k, v in row.items())
                       for row in gone.head(3).to_dict(orient="records"))
     return [f"{name}: {missing} of the {product} configurations of its (N, D) cells × "
-            f"{' × '.join(axes)} are not in the file ({shown}{', ...' if missing > 3 else ''})"
-            ": no replay can buy them and C_total leaves them out; a run that crashed belongs "
-            "in the file with a NaN loss (a failed run)"]
+            f"{' × '.join(axes)} have no run ({shown}{', ...' if missing > 3 else ''}): "
+            "missing from the file, or excluded (see the other notes); no replay can buy them "
+            "and C_total leaves them out; a run that crashed belongs in the file with a NaN "
+            "loss (a failed run)"]
 
 
 def grid_shape_notes(frame: pd.DataFrame, axes: Sequence[str], name: str) -> list[str]:

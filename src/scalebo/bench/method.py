@@ -36,11 +36,25 @@ _CHOICES = {
 }
 
 
-def _yaml_float(x: float) -> str:
-    """``x`` as YAML 1.1 reads a float: a dot and a signed exponent (``6.4e+01``)."""
-    mantissa, exponent = f"{x:e}".split("e")
-    mantissa = mantissa.rstrip("0")
-    return f"{mantissa}0e{exponent}" if mantissa.endswith(".") else f"{mantissa}e{exponent}"
+#: A float as YAML 1.1 (PyYAML) reads one: a dot, and an exponent only with its sign.
+_YAML_FLOAT = re.compile(r"[-+]?([0-9][0-9_]*)?\.[0-9_]*([eE][-+][0-9]+)?")
+
+
+def _number_hint(value: object, *, whole: bool) -> str:
+    """How to write a number a sweep config gave as text (``""`` for other values): an
+    integer field's whole number plainly; text YAML reads as a float, without quotes; an
+    exponent YAML 1.1 reads as text (``1e25``), with a dot and a signed exponent."""
+    number = parse_number(value) if isinstance(value, str) else None
+    if number is None:
+        return ""
+    text = value.strip()
+    if whole and float(number).is_integer():
+        return f" (write {int(number)}: a whole number, without quotes or an exponent)"
+    if _YAML_FLOAT.fullmatch(text) or not re.search(r"[eE]", text):
+        return f" (a number in quotes is text: write {text} without them)"
+    mantissa, exponent = f"{number:e}".split("e")
+    mantissa = mantissa.rstrip("0") + ("0" if mantissa.rstrip("0").endswith(".") else "")
+    return f" (YAML reads {text} as text: write {mantissa}e{exponent})"
 
 
 @dataclass(frozen=True)
@@ -250,11 +264,7 @@ class MethodConfig:
             flag = type(value).__name__ in ("bool", "bool_")  # Python's or numpy's
             kind = {"int": numbers.Integral, "float": numbers.Real}.get(str(f.type))
             if kind is not None and (flag or not isinstance(value, kind)):
-                number = parse_number(value) if isinstance(value, str) else None
-                hint = ("" if number is None else
-                        f" (a number in quotes is text: write {value.strip()} without them)"
-                        if not re.search(r"[eE]", value) else
-                        f" (YAML reads {value.strip()} as text: write {_yaml_float(number)})")
+                hint = _number_hint(value, whole=kind is numbers.Integral)
                 raise ValueError(f"MethodConfig.{f.name} must be "
                                  f"{'an integer' if kind is numbers.Integral else 'a number'}, "
                                  f"got {value!r}{hint}")

@@ -171,7 +171,9 @@ def problem_from_table(
     """Build a :class:`ReplayProblem` from runs (repeated configurations are averaged).
 
     Args:
-        table: Run table (or frame with N, D, loss and the axes).
+        table: Run table (or frame with N, D, loss and the axes); a run table's
+            configurations whose every run crashed or diverged (its ``excluded`` rows) are
+            kept as failed runs (:func:`~scalebo.bench.diverged.with_failed_configurations`).
         name: Name recorded in results.
         axes: Hyperparameter axes (default: the table's hyperparameters).
         n_held_out_cells: Largest-compute cells held out (default 2).
@@ -182,7 +184,8 @@ def problem_from_table(
             outcome, and a configuration without one (``inf``: every run crashed) a failed
             run all the same.
     """
-    frame = table.frame if isinstance(table, RunTable) else table
+    # a RunTable's configurations whose every run crashed (or diverged) stay, failed
+    frame = with_failed_configurations(table) if isinstance(table, RunTable) else table
     if axes is None:
         axes = (table.hyperparameters if isinstance(table, RunTable)
                 else default_hyperparameters(frame))
@@ -367,8 +370,7 @@ def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir:
         from scalebo.data.datasets import load_dataset
 
         table = load_dataset(name, data_dir=data_dir)
-        return problem_from_table(with_failed_configurations(table), name=name,
-                                  axes=axes or table.hyperparameters, n_held_out_cells=n_held,
+        return problem_from_table(table, name=name, axes=axes, n_held_out_cells=n_held,
                                   diverged_above=diverged_above)
     if name.startswith("dataset:"):
         name = name[len("dataset:"):]
@@ -380,9 +382,7 @@ def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir:
     table = load_runs(path, mapping=dict(mapping) or None, hyperparameters=axes,
                       duplicates=duplicates,  # type: ignore[arg-type]
                       diverged_above=diverged_above)
-    # configurations whose every run crashed (or diverged): failed runs in the grid
-    source: RunTable | pd.DataFrame = with_failed_configurations(table)
-    problem = problem_from_table(source, name=name, axes=table.hyperparameters,
+    problem = problem_from_table(table, name=name, axes=table.hyperparameters,
                                  n_held_out_cells=n_held, diverged_above=diverged_above)
     if diverged_above is None and (text := diverged_note(problem)):
         warnings.warn(text, stacklevel=2)

@@ -38,16 +38,18 @@ FLOPs, by the three approaches of Hoffmann et al. (2022), side by side:
                 then at least half the cells must lie on profiles); in each budget with >= 3
                 model sizes a parabola of loss in log N gives N*; D* = C/(k N*)
   3  L(N, D)    E + A/N^alpha + B/D^beta fitted to the cell bests, minimized under C = kND
-                (also: scalebo fit --law chinchilla --predict C, with bootstrap intervals)
+                (also: scalebo fit --law chinchilla --predict C)
   k is the table's C/(N*D): 6 unless the table has a C column that says otherwise.
 
 An approach the table cannot support is listed with the reason. Approaches 1 and 2 give
-95 % t-intervals of their exponents (least squares in log-log space), approach 3 a 95 %
-bootstrap interval with --bootstrap B.
+95 % t-intervals of their exponents (least squares in log-log space), approach 3 with
+--bootstrap B 95 % bootstrap intervals of its exponents and of its N*, D* and D*/N* at each
+--predict C.
 """
 EPILOG = input_epilog("""
 examples:
-  scalebo allocate dataset:epoch_chinchilla --predict 1e24
+  scalebo allocate dataset:epoch_chinchilla --dataset-option drop_highest_loss=5 \\
+      --predict 1e24 --bootstrap 200
   scalebo allocate isoflops.csv --approach 2 --isoflop-column budget --plot alloc.png
   scalebo allocate runs.csv --format json
 

@@ -36,7 +36,7 @@ import pandas as pd
 
 from scalebo.data.columns import to_numbers
 from scalebo.data.runs import RunTable, load_runs
-from scalebo.errors import RunTableError
+from scalebo.errors import RunTableError, data_rows, file_rows
 
 __all__ = [
     "Phase",
@@ -154,10 +154,8 @@ def with_runs(table: RunTable, column: str) -> RunTable:
 
 
 def _data_rows(points: pd.DataFrame, mask: np.ndarray) -> str:
-    """``data row(s) 3, 7, ...``: 1-based rows of the file (the index holds 0-based ones)."""
-    rows = [int(i) + 1 for i in points.index[mask]]
-    shown = ", ".join(map(str, rows[:5])) + (", ..." if len(rows) > 5 else "")
-    return f"data row{'s' if len(rows) > 1 else ''} {shown}"
+    """``data rows 3, 7, ...`` of the rows under ``mask`` (:func:`~scalebo.errors.file_rows`)."""
+    return data_rows(file_rows(points.index, mask))
 
 
 def run_label_problem(points: pd.DataFrame, tokens: bool = True) -> str | None:

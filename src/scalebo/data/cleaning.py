@@ -34,16 +34,7 @@ from scalebo.errors import (
     closest,
     with_hints,
 )
-
-_ROWS_SHOWN = 5
-
-
-def _rows(positions: Sequence[int] | np.ndarray) -> str:
-    """Format 0-based positions as 1-based data rows: ``"rows 3, 7 (and 4 more)"``."""
-    rows = [int(p) + 1 for p in positions]
-    shown = ", ".join(str(r) for r in rows[:_ROWS_SHOWN])
-    more = f" (and {len(rows) - _ROWS_SHOWN} more)" if len(rows) > _ROWS_SHOWN else ""
-    return f"data row{'s' if len(rows) > 1 else ''} {shown}{more}"
+from scalebo.errors import data_rows as _rows
 
 
 def _merge_run_id(

@@ -8,16 +8,16 @@ hyperparameter column left out because a value is blank. The error names that ca
 
 from __future__ import annotations
 
-import re
 import warnings
 
 import numpy as np
 import pandas as pd
 
-from scalebo.data.cleaning import _rows, _scalar
+from scalebo.data.cleaning import _scalar
 from scalebo.data.columns import CANONICAL_COLUMNS, blank_axes, is_candidate_column
-from scalebo.data.plausibility import RUN_LABELS
+from scalebo.data.plausibility import is_run_label
 from scalebo.errors import RunTableError, shown_config
+from scalebo.errors import data_rows as _rows
 
 __all__ = ["handle_duplicates"]
 
@@ -44,15 +44,15 @@ def handle_duplicates(
         texts = [c for c in frame.columns if c not in keys and c not in CANONICAL_COLUMNS
                  and (_labels(frame[c]) and is_candidate_column(frame, c, allow_bool=True))
                  and frame[c].iloc[partner] != frame[c].iloc[repeat]]
-        label = bool(texts) and any(w in RUN_LABELS for w in re.split(r"[^a-z]+",
-                                                                       str(texts[0]).lower()))
+        label = bool(texts) and is_run_label(texts[0])
         text = "" if not texts else (
             f" They differ in the text column {texts[0]!r} "
             f"({_scalar(frame[texts[0]].iloc[partner])!r} "
             f"vs {_scalar(frame[texts[0]].iloc[repeat])!r}), so do not average them: "
             + (f"if they are checkpoints of two training runs (seeds), say so with --run "
-               f"{texts[0]} (fit, fragility; config_columns=[{texts[0]!r}] in Python); if it "
-               "is a setting, " if label else "")
+               f"{texts[0]} (fit, fragility; in Python: load_runs(..., config_columns="
+               f"[{texts[0]!r}]), then scalebo.data.checkpoints.with_runs(table, "
+               f"{texts[0]!r})); if it is a setting, " if label else "")
             + "name it with the other hyperparameters to make it a categorical one (fit "
             "--hyperparameters, replay --axes, hyperparameters= in Python), or fit each "
             "value's runs separately.")

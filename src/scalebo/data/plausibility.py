@@ -98,6 +98,20 @@ def unit_notes(frame: pd.DataFrame, name: str, *, has_C: bool) -> list[str]:
 #: Words of text column names that label runs or repeats rather than settings (``seed_tag``,
 #: ``run_name``; a name unique per run is left out anyway, ``optimizer_name`` is a setting).
 RUN_LABELS = ("seed", "run", "id", "job", "date", "time", "host", "path")
+#: Words that name a training run itself (:func:`is_run_label` with ``strict``), and words
+#: that make a name a model's or a setting's label instead (``model_id``, ``arch_run``).
+RUN_WORDS, NOT_RUN_WORDS = ("run", "job", "seed", "wandb"), ("model", "arch", "size", "config")
+
+
+def is_run_label(name: object, *, strict: bool = False) -> bool:
+    """Whether a column's name labels runs or repeats (a word of :data:`RUN_LABELS`:
+    ``seed_tag``, ``run_name``) rather than a setting; with ``strict``, a training run itself
+    (a word of :data:`RUN_WORDS` and none of :data:`NOT_RUN_WORDS`: not ``model_id``)."""
+    words = re.split(r"[^a-z]+", str(name).lower())
+    if strict:
+        return any(w in RUN_WORDS for w in words) and not any(w in NOT_RUN_WORDS
+                                                              for w in words)
+    return any(w in RUN_LABELS for w in words)
 
 
 def text_settings(frame: pd.DataFrame, candidates: Sequence[str], chosen: Sequence[str],
@@ -113,9 +127,8 @@ def text_settings(frame: pd.DataFrame, candidates: Sequence[str], chosen: Sequen
     cells = frame.groupby(["N", "D", *config_columns], sort=False, dropna=False)
     for column in candidates:
         series = frame[column]
-        words = re.split(r"[^a-z]+", str(column).lower())
         if (column in chosen or pd.api.types.is_numeric_dtype(series.dtype)
-                or any(w in RUN_LABELS for w in words)
+                or is_run_label(column)
                 or series.isna().any() or 2 * series.nunique() >= len(series)
                 or not (cells[column].nunique() > 1).any()
                 or any(relabels(frame, column, c) for c in chosen)):

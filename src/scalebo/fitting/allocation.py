@@ -218,9 +218,15 @@ def _chinchilla_terms(fit: FitResult) -> tuple[float, float, float, float, float
     return p["E"], p[tn.coef], p[tn.exponent], p[td.coef], p[td.exponent]
 
 
-def approach3(fit: FitResult) -> AllocationLaw:
-    """Approach 3: the closed-form optimum of a fitted ``L(N, D)`` under ``C = 6ND``."""
-    _, A, alpha, B, beta = _chinchilla_terms(fit)
+def optimum_logs(A: float, alpha: float, B: float, beta: float, k: float = 6.0
+                 ) -> tuple[float, float, float, float]:
+    """``(ln G_N, a, ln G_D, b)`` of the optimum of ``E + A/N^α + B/D^β`` under ``k·N·D = C``:
+    ``N* = G_N·C^a``, ``D* = G_D·C^b`` (C in FLOPs).
+
+    Raises:
+        FitError: an exponent or coefficient that is not positive, or coefficients out of
+            float range.
+    """
     if not (alpha > 0 and beta > 0):
         raise FitError(f"approach 3 needs positive exponents, got alpha={alpha}, beta={beta}")
     if not (A > 0 and B > 0):
@@ -230,15 +236,23 @@ def approach3(fit: FitResult) -> AllocationLaw:
     log_G = (math.log(alpha * A) - math.log(beta * B)) / (alpha + beta)
     a = beta / (alpha + beta)
     b = alpha / (alpha + beta)
-    # N* = G (C/6)^a = (G 6^-a) C^a ; D* = G^-1 (C/6)^b.
-    log6 = math.log(6.0)
-    log_coefs = (log_G - a * log6, -b * log6 - log_G)
+    # N* = G (C/k)^a = (G k^-a) C^a ; D* = G^-1 (C/k)^b.
+    log_k = math.log(k)
+    log_coefs = (log_G - a * log_k, -b * log_k - log_G)
     if not all(-700.0 < c < 700.0 for c in log_coefs):
         raise FitError(f"approach 3 has no finite compute-optimal path: the optimum's "
                        f"coefficient G = exp({log_G:.4g}) is out of float range (alpha={alpha:.4g},"
                        f" beta={beta:.4g}, A={A:.4g}, B={B:.4g})")
-    n_opt = PowerFit(coef=math.exp(log_coefs[0]), exponent=a, r2=1.0, n=0)
-    d_opt = PowerFit(coef=math.exp(log_coefs[1]), exponent=b, r2=1.0, n=0)
+    return log_coefs[0], a, log_coefs[1], b
+
+
+def approach3(fit: FitResult) -> AllocationLaw:
+    """Approach 3: the closed-form optimum of a fitted ``L(N, D)`` under ``C = 6ND``
+    (:func:`optimum_logs`)."""
+    _, A, alpha, B, beta = _chinchilla_terms(fit)
+    log_n, a, log_d, b = optimum_logs(A, alpha, B, beta)
+    n_opt = PowerFit(coef=math.exp(log_n), exponent=a, r2=1.0, n=0)
+    d_opt = PowerFit(coef=math.exp(log_d), exponent=b, r2=1.0, n=0)
     return AllocationLaw(n_opt=n_opt, d_opt=d_opt, method="approach3", points=pd.DataFrame())
 
 

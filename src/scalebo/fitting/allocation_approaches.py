@@ -26,6 +26,7 @@ from scalebo.fitting.allocation import (
     approach3,
     edge_note,
     fit_power,
+    optimum_logs,
 )
 from scalebo.fitting.allocation_notes import (
     budget_edge_note,
@@ -372,12 +373,12 @@ def law_estimate(cells: pd.DataFrame, bootstrap: int = 0, seed: int = 0) -> Allo
 
 
 def _boot_laws(nat: dict[str, np.ndarray], k: float) -> np.ndarray:
-    """Rows ``(ln G_N, a, ln G_D, b)`` of each resample's optimum under k·N·D = C (as
-    :func:`~scalebo.fitting.allocation.approach3` and :func:`on_table_compute`): N* = G·(C/k)^a,
-    D* = G^-1·(C/k)^b, G = (αA/(βB))^(1/(α+β)); resamples without a finite one dropped."""
-    alpha, beta, A, B = (np.asarray(nat[n], dtype=np.float64) for n in ("alpha", "beta", "A", "B"))
-    with np.errstate(all="ignore"):
-        log_g = (np.log(alpha * A) - np.log(beta * B)) / (alpha + beta)
-        a, b = beta / (alpha + beta), alpha / (alpha + beta)
-        rows = np.column_stack([log_g - a * math.log(k), a, -log_g - b * math.log(k), b])
-    return rows[np.isfinite(rows).all(axis=1) & (a > 0) & (b > 0)]
+    """Rows ``(ln G_N, a, ln G_D, b)`` of each resample's optimum under k·N·D = C
+    (:func:`~scalebo.fitting.allocation.optimum_logs`); resamples without one dropped."""
+    rows = []
+    for A, alpha, B, beta in zip(nat["A"], nat["alpha"], nat["B"], nat["beta"], strict=True):
+        try:
+            rows.append(optimum_logs(float(A), float(alpha), float(B), float(beta), k))
+        except FitError:
+            continue
+    return np.array(rows, dtype=np.float64).reshape(-1, 4)

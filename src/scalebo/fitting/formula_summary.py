@@ -310,14 +310,35 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
     summary = FormulaFitSummary(law=law, fit=fit, X=X, y=y, response=response,
                                 residuals=residuals, source=source, variable_map=columns,
                                 bounds=bounds, bootstrap=boot, points=points, notes=tuple(notes))
-    if fit.success and (r2 := summary.r2) is not None and r2 < 0:  # "converged", yet no fit
-        said = (f"the fit follows {response!r} worse than its mean does (in-sample R² "
-                f"{r2:.3g}): check the formula's form, its bounds (a parameter held where it "
-                "cannot bend the curve) and the response (percent where the formula gives "
-                "fractions? rising where it falls?)")
+    if fit.success and (said := _missed_trend(summary)):  # "converged", yet no fit
         warnings.warn(said, UserWarning, stacklevel=2)
         summary = replace(summary, notes=(*notes, said))
     return summary
+
+
+#: A fit explaining less than this share of the response's variance, while the response
+#: follows one variable's rank order at least :data:`TREND_RHO` closely, gets a warning.
+MISSED_R2, TREND_RHO = 0.1, 0.8
+
+
+def _missed_trend(summary: FormulaFitSummary) -> str | None:
+    """A warning's text when the fit explains almost none of a response that clearly moves
+    with one of its variables (a trial: a rising sigmoid fitted to an accuracy that falls with
+    the loss, R² −0.008, "converged"); None otherwise (flat data fitted flat is no error)."""
+    from scipy.stats import spearmanr
+
+    r2 = summary.r2
+    if r2 is None or r2 >= MISSED_R2 or len(summary.y) < 5:
+        return None
+    rho = {v: float(spearmanr(summary.y, summary.X[:, j]).statistic)
+           for j, v in enumerate(summary.law.variables) if np.ptp(summary.X[:, j]) > 0}
+    rho = {v: r for v, r in rho.items() if np.isfinite(r)}
+    if not rho or abs(r := rho[(v := max(rho, key=lambda k: abs(rho[k])))]) < TREND_RHO:
+        return None
+    return (f"{summary.response!r} follows {v} closely (Spearman ρ = {r:.2g}) but the fit "
+            f"explains {max(r2, 0):.0%} of its variance (in-sample R² {r2:.3g}): check the "
+            "formula's form, its bounds (a parameter held where it cannot bend the curve) and "
+            "the response (percent where the formula gives fractions? rising where it falls?)")
 
 
 def formula_fit_summary(frame: pd.DataFrame, formula: str, **kwargs: Any) -> dict[str, Any]:

@@ -8,13 +8,11 @@ gives the groups when they are usable and :func:`run_cluster_note` says why they
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
 from scalebo.data.checkpoints import run_label_problem
-from scalebo.data.plausibility import RUN_LABELS
+from scalebo.data.plausibility import is_run_label
 
 __all__ = ["MIN_RUNS", "run_cluster_note", "run_clusters", "run_label_note"]
 
@@ -65,8 +63,8 @@ def _run_clusters(points: pd.DataFrame) -> tuple[np.ndarray | None, str | None]:
     return points["run"].astype(str).to_numpy(), None
 
 def run_label_note(points: pd.DataFrame, skip: tuple[str, ...] = ()) -> str | None:
-    """A note when ``points`` have no ``run`` column but another, named as a run label is
-    (:data:`~scalebo.data.plausibility.RUN_LABELS`: ``job``, ``run_name``), groups them as
+    """A note when ``points`` have no ``run`` column but another, named as a run is
+    (:func:`~scalebo.data.plausibility.is_run_label`: ``job``, ``run_name``), groups them as
     checkpoints of training runs would be (:func:`run_clusters`' rules: at least
     :data:`MIN_RUNS` groups, some with several points, each group one model size ``N`` at
     distinct token counts ``D``), so that a bootstrap resampling points one by one is not
@@ -77,8 +75,7 @@ def run_label_note(points: pd.DataFrame, skip: tuple[str, ...] = ()) -> str | No
         return None
     canonical = {"N", "D", "C", "loss", "n_repeats", *skip}
     for column in points.columns:
-        words = re.split(r"[^a-z]+", str(column).lower())
-        if (column in canonical or not any(w in RUN_LABELS for w in words)
+        if (column in canonical or not is_run_label(column, strict=True)
                 or points[column].isna().any()):  # a size label or an SVG coordinate
             continue  # groups points as one run per size would too (Epoch's 'y'): by name
         labelled = points.assign(run=points[column].astype(str))
