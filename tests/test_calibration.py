@@ -13,7 +13,6 @@ from scalebo.bench.calibration import (
     WIDTH_FLOOR_PCT,
     _width,
     bootstrap_calibration,
-    calibration_figure,
     calibration_summary,
     calibration_table,
     covers,
@@ -21,6 +20,7 @@ from scalebo.bench.calibration import (
     pooled_table,
     wilson_interval,
 )
+from scalebo.bench.calibration_plot import calibration_figure
 from scalebo.bench.records import Cell, load_records
 from scalebo.bench.report import write_report
 from scalebo.bench.sweep import SweepConfig, run_sweep

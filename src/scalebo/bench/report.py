@@ -44,7 +44,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalebo.bench.calibration import calibration_figure, calibration_section
+from scalebo.bench.calibration import calibration_section
+from scalebo.bench.calibration_plot import calibration_figure
 from scalebo.bench.environment import describe_environments
 from scalebo.bench.fit_rates import CONVERGED_HEADING, converged_table
 from scalebo.bench.oracle import report_oracle

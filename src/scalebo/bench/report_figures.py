@@ -4,7 +4,7 @@ methods' mean ± 1 SD over seeds against the budget fraction, per dataset.
 Log panels draw the ±1 SD band of the lognormal with that mean and SD (``exp(μ ± σ)``) and
 values below a floor at it (dotted); percentage panels are clipped to 0–100 %. With one budget
 the band has no width, so the spread is drawn as an error bar. matplotlib is imported lazily,
-on the Agg backend unless pyplot is already loaded (:func:`scalebo.bench.calibration._plt`).
+on the Agg backend unless pyplot is already loaded (:func:`scalebo.bench.calibration_plot._plt`).
 """
 
 from __future__ import annotations
@@ -15,14 +15,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalebo.bench import calibration as cal
+from scalebo.bench import calibration_plot as cal
+from scalebo.bench.calibration import WIDTH_FLOOR_PCT
 from scalebo.outputs import save_figure
 
 __all__ = ["ERROR_FLOOR_PCT", "FIGURE_NOTE", "PANELS", "STYLES", "comparison_figure",
            "recovery_figure"]
 
 #: Floor (%) of the extrapolation errors in the figures (the calibration's width floor).
-ERROR_FLOOR_PCT = cal.WIDTH_FLOOR_PCT
+ERROR_FLOOR_PCT = WIDTH_FLOOR_PCT
 #: Recovery panels: (metric, kind filter, y label, floor of the log axis in the metric's
 #: unit; None: a linear percentage axis).
 PANELS = (
