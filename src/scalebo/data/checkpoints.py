@@ -128,7 +128,8 @@ def with_runs(table: RunTable, column: str) -> RunTable:
     resample whole runs).
 
     Raises:
-        RunTableError: ``column`` is not in the table (the message names the closest one).
+        RunTableError: ``column`` is not in the table (the message names the closest one),
+            is blank on a row, or labels one run over two model sizes (naming the rows).
     """
     import dataclasses
 

@@ -62,6 +62,7 @@ def _run_clusters(points: pd.DataFrame) -> tuple[np.ndarray | None, str | None]:
         return None, problem
     return points["run"].astype(str).to_numpy(), None
 
+
 def run_label_note(points: pd.DataFrame, skip: tuple[str, ...] = ()) -> str | None:
     """A note when ``points`` have no ``run`` column but another, named as a run is
     (:func:`~scalebo.data.plausibility.is_run_label`: ``job``, ``run_name``), groups them as
