@@ -122,3 +122,28 @@ def test_bound_note_at_half_the_samples_and_not_without_an_interval():
         "32 of the compute law posterior's 64 sample fits failed or ended at a parameter bound")
     assert bound_note(s(64, 0), "chinchilla") is None  # no interval to misread
     assert bound_note(s(0, 0, S=0), "compute") is None and bound_note({}, "compute") is None
+
+
+def test_a_width_its_draws_cannot_settle_does_not_stop():
+    """A trial: draws in two clusters (1.8268 and 1.7004 nats) put q10 in one or the other
+    with the seed, ±0.52 % or ±3.46 %: a STOP that another --seed undid. With 6 of 64 draws
+    in the lower cluster (under a tenth), q10 is in the upper one and the width is 0, but a
+    resample of the draws holds 7 or more of them about a third of the time (binomial(64,
+    6/64) ≥ 7: 0.39), and its width is then (1.8268 − 1.7004)/2/1.8268 ≈ 3.5 %."""
+    from scipy.stats import binom
+
+    from scalebo.search.stopping import MC_LEVEL, half_width, stop_decision, width_upper
+
+    draws = np.array([1.8268] * 58 + [1.7004] * 6)
+    q = dict(zip(("q10", "q50", "q90"), np.quantile(draws, [0.1, 0.5, 0.9]), strict=True))
+    assert half_width(q) == 0.0
+    assert binom.sf(6, 64, 6 / 64) > 1 - MC_LEVEL  # so the 90th percentile is the far one
+    upper = width_upper(draws)
+    assert upper == pytest.approx((1.8268 - 1.7004) / 2 / 1.8268, rel=0.05)
+    common = {"remaining": 1e21, "cheapest_left": 1e18}
+    stop, reason = stop_decision({1e25: 0.0}, uppers={1e25: upper}, **common)
+    assert not stop and "but not surely" in reason and "--samples" in reason
+    # a tight unimodal posterior: 0.1 % SD gives a width near 1.28 × 0.1 %, surely
+    tight = 2.0 * (1 + 0.001 * np.random.default_rng(0).standard_normal(64))
+    assert 0.0005 < width_upper(tight) < 0.005
+    assert stop_decision({1e25: 0.0013}, uppers={1e25: width_upper(tight)}, **common)[0]

@@ -2,20 +2,20 @@
 
 DESIGN.md's rule: stop once the law posterior's 80 % interval of the prediction at the
 target compute is narrower than a relative tolerance, ``(q90 − q10)/2 ≤ tol·q50`` (default
-``tol = 0.005``, i.e. ±0.5 %). :func:`replay_stop_rule` walks a finished replay's trace
-(the order in which the search bought its runs) and, at checkpoints where the compute spent
-has grown by a factor ``growth`` since the last one, computes the law posterior from the
-runs bought so far — a fresh surrogate of the method's kind fitted on them, samples in the
+``tol = 0.005``, i.e. ±0.5 %). :func:`replay_stop_rule` walks a finished replay's trace (the
+order in which the search bought its runs) and, at checkpoints where the compute spent has
+grown by a factor ``growth`` since the last one, computes the law posterior from the runs
+bought so far — a fresh surrogate of the method's kind fitted on them, samples in the
 method's posterior scope (the whole grid by default) — exactly what a campaign's status
-would see. The
-first checkpoint that satisfies the rule, with a point fit that converged (not at a bound),
-is the stop; the estimate reported there is the
-fit on the posterior-mean (fantasized) table, compared with the reference law only after
-the decision. With a noise-free posterior (``method.posterior_estimand == "noise_free"``)
-each checkpoint also gets the noise-floor ratio (:mod:`scalebo.search.noise_floor`) and the
-rule also stops when it is at least ``1 − min_shrink`` (:func:`~scalebo.search.stopping.
-at_floor`), as ``scalebo status --estimand noise_free`` does. Units: compute in FLOPs and
-fractions of ``C_total``, losses in nats.
+would see. The first checkpoint that satisfies the rule, with a point fit that converged
+(not at a bound) and a width that resamples of its draws keep within the tolerance too
+(:func:`~scalebo.search.stopping.width_upper`, as ``scalebo status`` asks), is the stop; the
+estimate reported there is the fit on the posterior-mean (fantasized) table, compared with
+the reference law only after the decision. With a noise-free posterior
+(``method.posterior_estimand == "noise_free"``) each checkpoint also gets the noise-floor
+ratio (:mod:`scalebo.search.noise_floor`) and the rule also stops when it is at least ``1 −
+min_shrink`` (:func:`~scalebo.search.stopping.at_floor`), as ``scalebo status --estimand
+noise_free`` does. Units: compute in FLOPs and fractions of ``C_total``, losses in nats.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from scalebo.search.stopping import (
     at_floor,
     check_min_shrink,
     half_width,
+    width_upper,
 )
 
 __all__ = ["DEFAULT_MIN_SHRINK", "DEFAULT_TOLERANCE", "StopCheck", "StopOutcome",
@@ -57,6 +58,8 @@ class StopCheck:
     error_pct: float | None
     floor_ratio: float | None = None
     law_status: str | None = None
+    #: The half-width's :func:`~scalebo.search.stopping.width_upper` (%), or None.
+    width_upper_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,9 @@ def _check(problem: ReplayProblem, method: MethodConfig, order: np.ndarray, k: i
     err = None
     if point is not None and ref is not None:
         err = 100 * abs(point - ref[target_key(target)]) / ref[target_key(target)]
-    return StopCheck(int(k), spent, half, err, ratio, status)
+    upper = width_upper(post.predicted_loss[:, 0], seed) if width is not None else None
+    return StopCheck(int(k), spent, half, err, ratio, status,
+                     None if upper is None else 100 * upper)
 
 
 def replay_stop_rule(problem: ReplayProblem, method: MethodConfig, trace_indices: object,
@@ -171,8 +176,9 @@ def replay_stop_rule(problem: ReplayProblem, method: MethodConfig, trace_indices
         c = _check(problem, method, order, k, law, target, n_samples, seed, budget)
         checks.append(c)
         width = None if c.half_width_pct is None else c.half_width_pct / 100
+        upper = None if c.width_upper_pct is None else c.width_upper_pct / 100
         if c.law_status == "converged" and at_floor(width, c.floor_ratio, tolerance=tolerance,
-                                                    min_shrink=min_shrink):
+                                                    min_shrink=min_shrink, upper=upper):
             return StopOutcome(tolerance, target, law, True, c.n_runs, c.spent_fraction,
                                c.half_width_pct, c.error_pct, tuple(checks), min_shrink)
     if not checks:

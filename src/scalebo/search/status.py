@@ -42,6 +42,7 @@ from scalebo.search.stopping import (
     check_min_shrink,
     half_width,
     stop_decision,
+    width_upper,
 )
 
 __all__ = ["CampaignStatus", "TargetStatus", "campaign_status"]
@@ -192,12 +193,14 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     summary = summaries.get("compute")
     chin, chin_note = _allocation(posts.get("chinchilla"), summaries.get("chinchilla"),
                                   grid.configs[["N", "D"]].to_numpy()[runs.completed])
-    rows, widths = [], {}
-    for C in targets:
+    rows, widths, uppers = [], {}, {}
+    for j, C in enumerate(targets):
         key = target_key(C)
         q = summary["predicted_loss"][key] if summary else {}
         w = half_width(q) if q else None
         widths[C] = w
+        uppers[C] = (width_upper(compute.predicted_loss[:, j], seed)
+                     if w is not None and compute is not None else None)
         n_q = chin["N_opt"][key] if chin and chin["N_opt"] else {}
         d_q = chin["D_opt"][key] if chin and chin["D_opt"] else {}
         r = None if ratios is None else ratios.get(C)
@@ -219,7 +222,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     stop, reason = stop_decision(widths, remaining=remaining, cheapest_left=cheapest,
                                  tolerance=tolerance, unit=grid.price_unit,
                                  floor_ratios=ratios, min_shrink=min_shrink,
-                                 n_running=int(runs.running.size), **settled)
+                                 n_running=int(runs.running.size), uppers=uppers,
+                                 **settled)
     law: dict[str, Any] = {"name": "compute", "formula": "L(C) = E + A/C^alpha"}
     if compute is not None and compute.point is not None:
         law |= {"params": compute.point.params, "status": settled["law_status"],
