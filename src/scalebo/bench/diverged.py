@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from scalebo.search.runs_columns import DIVERGED_RATIO, suspect_diverged
+from scalebo.search.runs_columns import CHEAPER_RATIO, DIVERGED_RATIO, suspect_diverged
 
 if TYPE_CHECKING:
     from scalebo.bench.problems import ReplayProblem
@@ -127,14 +127,15 @@ def diverged_note(problem: ReplayProblem) -> str | None:
     (:func:`~scalebo.search.runs_columns.suspect_diverged`, as a campaign's runs are judged)
     — among those not marked failed (``problem.diverged``: without ``diverged_above`` only
     the configurations whose every run crashed); None otherwise."""
-    high, best = suspect_diverged(problem.loss, problem.grid.cell_ids)
+    high, best = suspect_diverged(problem.loss, problem.grid.cell_ids, problem.grid.cost)
     if problem.diverged is not None:  # crashed configurations are failed runs already
         high &= ~problem.diverged
     if not high.any():
         return None
     return (f"{problem.name}: {int(high.sum())} configurations have a recorded loss over "
-            f"{DIVERGED_RATIO:g}x their cell's best (up to {problem.loss[high].max():.4g} nats; "
-            f"the median cell best is {best:.4g}): if they are diverged runs, "
+            f"{DIVERGED_RATIO:g}x their cell's best or {CHEAPER_RATIO:g}x a cheaper run's (up to "
+            f"{problem.loss[high].max():.4g} nats; the median cell best is {best:.4g}): if "
+            "they are diverged runs, "
             "--diverged-above LOSS (diverged_above= in a sweep or in Python) makes a replay "
             "treat them as failed "
             "runs (compute spent, no loss) instead of telling the search their losses")

@@ -41,6 +41,7 @@ from scalebo.errors import RunTableError, SearchError, shown_config, shown_rows
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 from scalebo.search.runs_columns import (
+    CHEAPER_RATIO,
     DIVERGED_RATIO,
     RunStatus,
     check_run_columns,
@@ -240,12 +241,13 @@ def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status:
     cells = np.asarray(grid.cell_ids)[idx]
     notes = []
     done = np.array([k is RunStatus.COMPLETED for k in kinds]) & told
-    high, median = suspect_diverged(np.where(done, loss, np.nan), cells)
+    high, median = suspect_diverged(np.where(done, loss, np.nan), cells, grid.cost[idx])
     if high.any():
         fix = ("--diverged-above LOSS counts them" if diverged_above is None else
                f"they are below --diverged-above {diverged_above:g}: a lower one counts them")
         notes.append(f"{shown_rows((np.flatnonzero(high) + 1).tolist())}: completed "
-                     f"with a loss over {DIVERGED_RATIO:g}x their cell's best (up to "
+                     f"with a loss over {DIVERGED_RATIO:g}x their cell's best or "
+                     f"{CHEAPER_RATIO:g}x a cheaper run's (up to "
                      f"{loss[high].max():.4g} nats; the median cell best is {median:.4g}): "
                      f"diverged runs? {fix} as failed runs (compute spent, no loss) instead "
                      "of telling the search and the law these losses")

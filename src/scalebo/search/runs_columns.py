@@ -17,13 +17,17 @@ import pandas as pd
 from scalebo.data.columns import is_blank, to_numbers
 from scalebo.errors import RunTableError, closest
 
-__all__ = ["DIVERGED_RATIO", "RunStatus", "check_run_columns", "grid_numbers",
+__all__ = ["CHEAPER_RATIO", "DIVERGED_RATIO", "RunStatus", "check_run_columns", "grid_numbers",
            "map_columns", "numbers", "run_statuses", "suspect_diverged"]
 
 #: A loss above this multiple of its (N, D) cell's best loss looks like a diverged run told
 #: as a loss (trained LLM losses sit at 2–4 nats, diverged ones near ln(vocab) or at
 #: a sentinel such as 10): :func:`suspect_diverged`.
 DIVERGED_RATIO = 2.0
+#: ... or above this many times the lowest loss of another run that cost no more, in any
+#: cell (a lone diverged run has no cell to compare with; off-optimal runs of a small model
+#: can be twice a cheaper large model's loss, as :data:`DIVERGED_RATIO` would flag).
+CHEAPER_RATIO = 3.0
 
 
 class RunStatus(StrEnum):
@@ -149,13 +153,17 @@ def numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:
     return values.to_numpy(dtype=np.float64)
 
 
-def suspect_diverged(loss: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, float]:
+def suspect_diverged(loss: np.ndarray, cells: np.ndarray, cost: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, float]:
     """``(mask, median)``: which finite losses (nats, ``(n,)``; ``cells``: the (N, D) cell id
     of each, ``(n,)``) look diverged — above :data:`DIVERGED_RATIO` × their cell's lowest
-    loss — and the median over cells of each cell's lowest loss (NaN without a finite loss).
+    loss or, with ``cost`` (each run's compute, ``(n,)``), above :data:`CHEAPER_RATIO` × the
+    lowest loss of another run that cost no more (a lone run at 10 nats in a cell of its own
+    moved a campaign's law by half) — and the median over cells of each cell's lowest loss
+    (NaN without a finite loss).
     A small model's badly tuned runs stay within a few tens of percent of its best and are
     not flagged, wherever the larger models' losses lie; a cell whose every run diverged is
-    not flagged either (nothing in it to compare with)."""
+    not flagged by its cell (nothing in it to compare with)."""
     loss = np.asarray(loss, dtype=np.float64)
     ok = np.isfinite(loss)
     if not ok.any():
@@ -164,4 +172,26 @@ def suspect_diverged(loss: np.ndarray, cells: np.ndarray) -> tuple[np.ndarray, f
     per_cell = pd.Series(loss[ok]).groupby(cells[ok]).min()
     median = float(per_cell.median())
     own = per_cell.reindex(cells).to_numpy()
-    return ok & (loss > DIVERGED_RATIO * own), median
+    high = ok & (loss > DIVERGED_RATIO * own)
+    if cost is not None:
+        high |= ok & (loss > CHEAPER_RATIO * _best_cheaper(loss, cost))
+    return high, median
+
+
+def _best_cheaper(loss: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Per run, the lowest finite loss of another run that cost no more (inf if none), in
+    O(n log n): the best of the cheaper computes, and of its own compute's other runs."""
+    finite = np.where(np.isfinite(loss), loss, np.inf)
+    levels, group = np.unique(np.asarray(cost, dtype=np.float64), return_inverse=True)
+    first, second = np.full(levels.size, np.inf), np.full(levels.size, np.inf)
+    taken = np.zeros(levels.size, dtype=np.int64)
+    for i in np.argsort(finite, kind="stable"):  # each level's two lowest losses, in order
+        g = group[i]
+        if taken[g] == 0:
+            first[g] = finite[i]
+        elif taken[g] == 1:
+            second[g] = finite[i]
+        taken[g] += 1
+    below = np.concatenate([[np.inf], np.minimum.accumulate(first)[:-1]])  # cheaper levels
+    same = np.where(finite == first[group], second[group], first[group])  # others of its own
+    return np.minimum(below[group], same)
