@@ -103,8 +103,9 @@ def _labels(values: Any, n: int, what: str) -> np.ndarray:
 
 def split_groups(pool_groups: Any, target_groups: Any, n_pool: int | None = None,
                  n_target: int | None = None) -> tuple[GroupRows, ...]:
-    """Split pool and target rows by their group labels (compared as text), groups in the
-    pool's order of first appearance.
+    """Split pool and target rows by their group labels (compared as text), groups sorted by
+    label: each group's seed follows from its place, so a pool's row order must not move it
+    (a trial's shuffled pool gave pooled R² 0.976 against 0.992).
 
     Raises:
         ValueError: a missing label, a label count that does not match ``n_pool`` /
@@ -113,7 +114,7 @@ def split_groups(pool_groups: Any, target_groups: Any, n_pool: int | None = None
     pg = _labels(pool_groups, len(pool_groups) if n_pool is None else n_pool, "pool")
     tg = _labels(target_groups, len(target_groups) if n_target is None else n_target,
                  "target region")
-    names = list(dict.fromkeys(pg.tolist()))
+    names = sorted(dict.fromkeys(pg.tolist()))
     orphans = [g for g in dict.fromkeys(tg.tolist()) if g not in set(names)]
     if orphans:
         raise ValueError(f"target region group(s) {orphans} have no pool rows; pool groups: "
