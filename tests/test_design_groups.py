@@ -315,3 +315,33 @@ def test_a_grouped_replay_does_not_depend_on_the_pools_row_order():
         assert a.r2 == pytest.approx(b.r2, abs=1e-9)
         for g in ("g1", "g2"):
             assert a.params[g] == pytest.approx(b.params[g], rel=1e-9)
+
+
+def test_a_group_without_a_proposal_is_named_not_dropped():
+    """A trial: a group whose runs done had spent its budget got no proposal, silently (the
+    JSON's whole-pool spend hid it); a group with too few runs stopped every group's."""
+    from scalebo.design import propose_groups
+    from scalebo.errors import BudgetExhausted
+
+    law, pool, target, pg, tg = _setup()
+    pool_f, _ = _frames()
+    done_f = pd.concat([_done(pool_f[pool_f.family == "g1"], 5),
+                        pool_f[pool_f.family == "g2"].sort_values("x").tail(4)])  # g2 spent
+    done = make_pool(done_f, law, "x", response="loss")
+    g2_spent = done.cost[done_f.family.to_numpy() == "g2"].sum() / pool.cost[pg == "g2"].sum()
+    assert g2_spent > 0.3  # by hand: its four costliest rows
+    args = (pool, target, law, pg, tg, done.X, done.y, done.cost, done_f.family.to_numpy())
+    with pytest.warns(UserWarning, match=r"no proposal for 1 of the 2 groups: group 'g2': the "
+                                         r"runs done already spent"):
+        props = propose_groups(*args, 0.3, 2, n_starts=6)
+    assert {p.group for p in props} == {"g1"}
+    few = pd.concat([_done(pool_f[pool_f.family == "g1"], 5),
+                     _done(pool_f[pool_f.family == "g2"], 1)])  # g2: its cheapest run alone
+    short = make_pool(few, law, "x", response="loss")
+    with pytest.warns(UserWarning, match=r"no proposal for 1 of the 2 groups: group 'g2': "
+                                         r"cannot fit"):
+        props = propose_groups(pool, target, law, pg, tg, short.X, short.y, short.cost,
+                               few.family.to_numpy(), 0.05, 2, n_starts=6)
+    assert {p.group for p in props} == {"g1"}
+    with pytest.raises(BudgetExhausted, match=r"group 'g1': .*group 'g2': "):
+        propose_groups(*args, 1e-6, 2, n_starts=6)

@@ -222,23 +222,32 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
         parts.append((g, sub, TargetRegion(target.X[g.target], None), mine, seed + 1_000 * gi))
     out: list[Proposal] = []
     if group_budget == "per-group":
+        skipped: dict[str, Exception] = {}  # each group said, not dropped (a trial)
         for g, sub, region, mine, s in parts:
             try:
                 props = propose_batch(sub, region, law, X_done[mine], y_done[mine],
                                       cost_done[mine], budget, k, seed=s, n_starts=n_starts,
                                       gamma=gamma)
-            except SearchError:
-                continue  # this group's budget is spent
-            except FitError as exc:
-                raise FitError(f"group {g.name!r}: {exc}") from exc
+            except (SearchError, FitError) as exc:  # its budget is spent, or too few runs
+                skipped[g.name] = exc
+                continue
             out += [replace(p, row=int(g.pool[p.row]), group=g.name,
                             row_id=p.row_id if pool.row_ids else int(g.pool[p.row]))
                     for p in props]
+        why = "; ".join(f"group {name!r}: {exc}" for name, exc in skipped.items())
         if not out:
-            raise BudgetExhausted(f"no group has a pool row that fits its budget {budget}")
+            failed = [e for e in skipped.values() if isinstance(e, FitError)]
+            raise (FitError(why) if failed else BudgetExhausted(
+                f"no group has a pool row that fits its budget {budget}: {why}"))
+        if skipped:
+            warnings.warn(f"no proposal for {len(skipped)} of the {len(parts)} groups: {why}",
+                          UserWarning, stacklevel=2)
         return tuple(out)
     C = pool.total_cost
     left = budget * C - float(np.sum(cost_done))
+    if left <= 0:
+        raise BudgetExhausted(f"the runs done already spent {np.sum(cost_done) / C:.4f} of the "
+                              f"pool's total cost, at or over the shared budget {budget}")
     posts, free = [], []
     for g, sub, region, mine, s in parts:
         try:
