@@ -345,3 +345,23 @@ def test_a_group_without_a_proposal_is_named_not_dropped():
     assert {p.group for p in props} == {"g1"}
     with pytest.raises(BudgetExhausted, match=r"group 'g1': .*group 'g2': "):
         propose_groups(*args, 1e-6, 2, n_starts=6)
+
+
+def test_cli_proposes_for_the_other_groups_when_one_has_too_few_runs(tmp_path, capsys):
+    """A review: the per-group warning said the others were proposed, then the target
+    predictions refused the short group and the command exited 1 with nothing."""
+    pool_f, target_f = _frames()
+    done = pd.concat([_done(pool_f[pool_f.family == "g1"], 5),
+                      _done(pool_f[pool_f.family == "g2"], 1)])
+    done.to_csv(tmp_path / "done.csv", index=False)
+    out = tmp_path / "p.json"
+    args = [*_cli_args(tmp_path, pool_f, target_f), "--runs", str(tmp_path / "done.csv"),
+            "--budget", "0.05", "--batch", "2", "--json", str(out)]
+    assert main(args) == 0
+    assert "no proposal for 1 of the 2 groups: group 'g2'" in capsys.readouterr().err
+    result = json.loads(out.read_text())
+    assert {p["group"] for p in result["proposals"]} == {"g1"}
+    preds = result["target_prediction"]
+    assert all(p["mean"] is not None for p in preds if p["group"] == "g1")
+    assert all(p["mean"] is None and "group 'g2'" in p["note"] for p in preds
+               if p["group"] == "g2")

@@ -147,3 +147,24 @@ def test_a_width_its_draws_cannot_settle_does_not_stop():
     tight = 2.0 * (1 + 0.001 * np.random.default_rng(0).standard_normal(64))
     assert 0.0005 < width_upper(tight) < 0.005
     assert stop_decision({1e25: 0.0013}, uppers={1e25: width_upper(tight)}, **common)[0]
+
+
+def test_status_and_the_replay_judge_a_target_alike():
+    """A review: the replay's at_floor let the noise-floor clause override an unsure width
+    while stop_decision did not, and one draw (width 0) stopped "surely"."""
+    from scalebo.search.stopping import at_floor, stop_decision, width_upper
+
+    assert width_upper(np.array([2.0])) == np.inf  # one draw settles nothing
+    assert width_upper(np.array([1.0, -1.0, -1.0, -2.0])) == np.inf  # no positive median
+    common = {"remaining": 1e21, "cheapest_left": 1e18}
+    cases = [(0.004, 0.99, 0.02), (0.004, None, 0.02), (0.004, 0.5, 0.004),
+             (0.02, 0.99, 0.03), (0.02, 0.5, 0.03), (0.004, None, np.inf)]
+    for w, r, u in cases:
+        replay = at_floor(w, r, upper=u)
+        status, _ = stop_decision({1e25: w}, uppers={1e25: u}, floor_ratios={1e25: r},
+                                  **common)
+        assert status == replay, (w, r, u)
+    # two targets: an unsure one is not waved through by the other's floor
+    stop, why = stop_decision({1e24: 0.004, 1e25: 0.02}, uppers={1e24: 0.03, 1e25: 0.02},
+                              floor_ratios={1e24: None, 1e25: 0.99}, **common)
+    assert not stop and "1e+25" in why

@@ -255,7 +255,7 @@ def bootstrap_calibration(frame: pd.DataFrame, C: str = "1e+25", rtol: float = C
 def calibration_section(frame: pd.DataFrame, C: str = "1e+25",
                         rtol: float = COVER_RTOL) -> tuple[list[str], pd.DataFrame]:
     """Markdown lines of the report's calibration section and the :func:`intervals` behind
-    them (for :func:`calibration_figure`)."""
+    them (for :func:`~scalebo.bench.calibration_plot.calibration_figure`)."""
     iv = intervals(frame, C, rtol)
     at = C.replace("e+", "e")
     t80, t95 = (f"{100 * a:g}–{100 * b:g} %" for a, b in (TARGETS["80"], TARGETS["95"]))

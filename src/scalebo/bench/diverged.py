@@ -133,7 +133,8 @@ def diverged_note(problem: ReplayProblem) -> str | None:
     if not high.any():
         return None
     return (f"{problem.name}: {int(high.sum())} configurations have a recorded loss over "
-            f"{DIVERGED_RATIO:g}x their cell's best or {CHEAPER_RATIO:g}x a cheaper run's (up to "
+            f"{DIVERGED_RATIO:g}x their cell's best or {CHEAPER_RATIO:g}x a run's that cost no "
+            "more (up to "
             f"{problem.loss[high].max():.4g} nats; the median cell best is {best:.4g}): if "
             "they are diverged runs, "
             "--diverged-above LOSS (diverged_above= in a sweep or in Python) makes a replay "

@@ -48,8 +48,12 @@ def _number_hint(value: object, *, whole: bool) -> str:
     if number is None:
         return ""
     text = value.strip()
-    if whole and float(number).is_integer():
-        return f" (write {int(number)}: a whole number, without quotes or an exponent)"
+    if not math.isfinite(number):
+        sign = "-" if text.startswith("-") else ""
+        return f" (YAML spells it {sign}.{text.lstrip('+-').lower()[:3]}, without quotes)"
+    if whole:
+        return (f" (write {int(number)}: a whole number, without quotes or an exponent)"
+                if float(number).is_integer() else " (it must be a whole number)")
     if _YAML_FLOAT.fullmatch(text) or not re.search(r"[eE]", text):
         return f" (a number in quotes is text: write {text} without them)"
     mantissa, exponent = f"{number:e}".split("e")

@@ -184,7 +184,7 @@ def _pooled_interval(interval: dict) -> dict[str, float | None]:
 def _log_target(preds: list[dict]) -> None:
     """One line on the target region: predicted range and the median 80 % width."""
     widths = [p["hi80"] - p["lo80"] for p in preds if p["lo80"] is not None]
-    means = [p["mean"] for p in preds]
+    means = [p["mean"] for p in preds if p["mean"] is not None]
     if means:
         width = (f", median 80 % interval width {sorted(widths)[len(widths) // 2]:.4g}"
                  if widths else ", no interval (no more runs than parameters)")

@@ -39,13 +39,14 @@ Fit the compute law L(C) = E + A/C^alpha on the campaign's observed and fantasiz
 with 80 % and 95 % intervals from the law posterior (joint GP samples of the untrained
 configurations, one law fit each; with --estimand noise_free of the trained ones too), the
 compute-optimal N* and D* (Chinchilla law), the compute spent, pending and remaining, and
-the stop rule: stop once the 80 % interval at every target is within +-tolerance, or when
-the budget is gone. Runs in flight (status running in RUNS, or listed in --pending) count
-as pending compute and are not among the next runs proposed. With --estimand noise_free
-the interval keeps the noise of the trained runs; then the status also shows its noise
-floor (the half-width training every untried configuration could reach) and the rule stops
-at it too: when training everything left would narrow the interval by less than
---min-shrink.
+the stop rule: stop once the 80 % interval at every target is within +-tolerance (and stays
+so over 200 resamples of its posterior draws, 90th percentile: else "not surely", and more
+--samples settle it), or when the budget is gone. Runs in flight (status running in RUNS, or
+listed in --pending) count as pending compute and are not among the next runs proposed. With
+--estimand noise_free the interval keeps the noise of the trained runs; then the status also
+shows its noise floor (the half-width training every untried configuration could reach) and
+the rule stops at it too: when training everything left would narrow the interval by less
+than --min-shrink.
 """ + GRID_HELP
 EPILOG = ("example: scalebo status --grid grid.yaml --runs runs.csv --budget 0.05 "
           "--target 1e24 --target 1e25 --plot status.png")

@@ -292,10 +292,10 @@ def target_predictions(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,
     groups), the inputs by variable name, ``mean`` (the best fit's prediction) and ``lo80``,
     ``hi80``, ``lo95``, ``hi95`` (the posterior mixture's intervals, centred on its mean, the
     fit's when one mode is kept; ``None`` when there are no more runs than parameters);
-    response units.
+    response units. A group whose runs cannot be fitted gets ``None`` and a ``note``.
 
     Raises:
-        FitError: the runs done (of a group, named) cannot be fitted.
+        FitError: the runs done cannot be fitted (with groups: no group's can, named).
     """
     n_target = target.X.shape[0]
     if np.shape(X_done)[0] != np.size(y_done):
@@ -308,12 +308,20 @@ def target_predictions(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,
         dg = np.asarray(done_groups, dtype=object).astype(str)
         parts = [(g, np.flatnonzero(tg == g), dg == g) for g in dict.fromkeys(tg.tolist())]
     out: list[dict[str, Any]] = []
+    failed: list[str] = []
     for g, rows, mine in parts:
+        Xt = target.X[rows]
         try:
             fit = _fit_done(law, X_done[mine], y_done[mine], seed, n_starts)
         except FitError as exc:
-            raise FitError(str(exc) if g is None else f"group {g!r}: {exc}") from exc
-        Xt = target.X[rows]
+            if g is None:
+                raise
+            failed.append(f"group {g!r}: {exc}")  # its rows without a prediction, the rest kept
+            out += [{"target_row": int(i), "group": g,
+                     **dict(zip(law.variables, map(float, Xt[j]), strict=True)), "mean": None,
+                     **dict.fromkeys(("lo80", "hi80", "lo95", "hi95")), "note": failed[-1]}
+                    for j, i in enumerate(rows)]
+            continue
         mean = law.predict(fit.x, Xt)
         bands: dict[str, Any] = dict.fromkeys(("lo80", "hi80", "lo95", "hi95"))
         for tag, (lo, hi) in (observation_bands(law, fit, X_done[mine], y_done[mine], Xt)
@@ -324,4 +332,6 @@ def target_predictions(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,
                         **dict(zip(law.variables, map(float, Xt[j]), strict=True)),
                         "mean": float(mean[j]),
                         **{k: None if v is None else float(v[j]) for k, v in bands.items()}})
+    if failed and len(failed) == len(parts):
+        raise FitError("; ".join(failed))
     return sorted(out, key=lambda r: r["target_row"])

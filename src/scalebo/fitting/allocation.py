@@ -229,7 +229,7 @@ def optimum_logs(A: float, alpha: float, B: float, beta: float, k: float = 6.0
     """
     if not (alpha > 0 and beta > 0):
         raise FitError(f"approach 3 needs positive exponents, got alpha={alpha}, beta={beta}")
-    if not (A > 0 and B > 0):
+    if not (A > 0 and B > 0) or not (alpha * A > 0 and beta * B > 0):  # not underflowed
         raise FitError(f"approach 3 needs positive coefficients, got A={A}, B={B}")
     # G = (alpha A / (beta B))^(1/(alpha+beta)), in logs: with small exponents it can
     # under- or overflow a float (a 1/G then divides by zero).

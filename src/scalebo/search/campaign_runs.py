@@ -247,7 +247,7 @@ def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status:
                f"they are below --diverged-above {diverged_above:g}: a lower one counts them")
         notes.append(f"{shown_rows((np.flatnonzero(high) + 1).tolist())}: completed "
                      f"with a loss over {DIVERGED_RATIO:g}x their cell's best or "
-                     f"{CHEAPER_RATIO:g}x a cheaper run's (up to "
+                     f"{CHEAPER_RATIO:g}x a run's that cost no more (up to "
                      f"{loss[high].max():.4g} nats; the median cell best is {median:.4g}): "
                      f"diverged runs? {fix} as failed runs (compute spent, no loss) instead "
                      "of telling the search and the law these losses")

@@ -22,6 +22,7 @@ law): such an interval measures the optimizer's bound, not the data.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -84,23 +85,25 @@ def half_width(quantiles: Mapping[str, float | None]) -> float | None:
 #: :func:`width_upper` (a campaign whose draws fell in two clusters was ±0.52 % with one
 #: seed and ±3.46 % with another: q10 landed in one cluster or the other).
 MC_RESAMPLES, MC_LEVEL = 200, 0.9
+_HUGE = 1e300
 
 
 def width_upper(values: np.ndarray, seed: int = 0) -> float | None:
     """How wide the 80 % interval's relative half-width (:func:`half_width`) may be, given
     that it comes from S posterior draws (``values``, the predicted losses, ``(S,)``): its
     :data:`MC_LEVEL` percentile over :data:`MC_RESAMPLES` bootstrap resamples of the draws
-    (None with fewer than 2 finite draws). The rule stops on a width only when this is
-    within the tolerance too."""
+    (``inf`` with fewer than 2 finite draws, or when resamples have no positive median). The
+    rule stops on a width only when this is within the tolerance too."""
     values = np.asarray(values, dtype=np.float64)
     values = values[np.isfinite(values)]
-    if values.size < 2:
-        return None
+    if values.size < 2:  # one draw makes a width of 0 that nothing settles
+        return math.inf
     pick = np.random.default_rng(seed).integers(0, values.size, (MC_RESAMPLES, values.size))
     lo, mid, hi = np.quantile(values[pick], [0.1, 0.5, 0.9], axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        widths = np.where(mid > 0, (hi - lo) / 2 / mid, np.inf)
-    return float(np.quantile(widths, MC_LEVEL))
+        widths = np.where(mid > 0, (hi - lo) / 2 / mid, _HUGE)  # not inf: inf - inf is NaN
+    upper = float(np.quantile(widths, MC_LEVEL))
+    return upper if upper < _HUGE else math.inf
 
 
 def check_min_shrink(min_shrink: float, name: str = "min_shrink") -> None:
@@ -180,31 +183,34 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
                        "(too few runs, or the law posterior failed: see the notes)")
     if law_status is not None and law_status != "converged":
         return False, _unsettled(law_status, law_message, law_at_bound)
-    wide = {C: w for C, w in widths.items() if w > tolerance}
+    ups = dict(uppers or {})
     ratios = dict(floor_ratios or {})
+    # one predicate per target, as the stop-rule replay's at_floor: a width is settled when
+    # it and its resampled upper value are within the tolerance, or the floor clause holds
+    unsettled = {C: w for C, w in widths.items()
+                 if not at_floor(w, None, tolerance=tolerance, upper=ups.get(C))}
+    if not unsettled:
+        return True, (f"the 80 % interval is within ±{100 * tolerance:g} % at every target "
+                      f"(widest ±{100 * max(widths.values()):.3g} %)")
+    wide = {C: w for C, w in unsettled.items() if w > tolerance}
+    C, w = max((wide or unsettled).items(), key=lambda kv: kv[1])
+    r = ratios.get(C)
     if wide:
-        C, w = max(wide.items(), key=lambda kv: kv[1])
         text = (f"the 80 % interval at {C:.3g} FLOPs is ±{100 * w:.3g} %, wider than "
                 f"±{100 * tolerance:g} %")
-        r = ratios.get(C)
-        if floor_ratios is not None and all(
-                at_floor(v, ratios.get(c), tolerance=tolerance, min_shrink=min_shrink)
-                for c, v in wide.items()):
-            return True, (f"{text}, but training every untried configuration would narrow it "
-                          f"by only {100 * (1 - r):.2g} % (to ±{100 * r * w:.3g} %): the "
-                          "grid's noise floor")
-        if r is not None:
-            text += (f"; training every untried configuration could narrow it to "
-                     f"±{100 * r * w:.3g} %")
-        return False, text
-    worst = max(widths.values())
-    text = (f"the 80 % interval is within ±{100 * tolerance:g} % at every target (widest "
-            f"±{100 * worst:.3g} %)")
-    shaky = {C: u for C, u in (uppers or {}).items() if u is not None and u > tolerance}
-    if shaky:
-        C, u = max(shaky.items(), key=lambda kv: kv[1])
-        return False, (f"{text}, but not surely: over resamples of its posterior draws the "
-                       f"width at {C:.3g} FLOPs reaches ±{100 * u:.3g} % ({100 * MC_LEVEL:g}th "
-                       "percentile), so another --seed could say otherwise; more posterior "
-                       "samples settle it (--samples; n_samples= in Python)")
-    return True, text
+    else:
+        text = (f"the 80 % interval at {C:.3g} FLOPs is ±{100 * w:.3g} %, within "
+                f"±{100 * tolerance:g} %, but not surely: over resamples of its posterior "
+                f"draws its width reaches ±{100 * ups[C]:.3g} % ({100 * MC_LEVEL:g}th "
+                "percentile), so another --seed could say otherwise; more posterior samples "
+                "settle it (--samples; n_samples= in Python)")
+    if floor_ratios is not None and all(
+            at_floor(v, ratios.get(c), tolerance=tolerance, min_shrink=min_shrink,
+                     upper=ups.get(c)) for c, v in unsettled.items()):
+        return True, (f"{text}, but training every untried configuration would narrow it by "
+                      f"only {100 * (1 - r):.2g} % (to ±{100 * r * w:.3g} %): the grid's "
+                      "noise floor")
+    if r is not None:
+        text += (f"; training every untried configuration could narrow it to "
+                 f"±{100 * r * w:.3g} %")
+    return False, text
