@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # pragma: no cover - the CLI's help imports this module: no numpy
+    import numpy as np
 
 __all__ = ["CUT_SHARE", "DEFAULT_MIN_SHRINK", "DEFAULT_TOLERANCE", "MC_LEVEL", "MC_RESAMPLES",
            "UNTRUSTED_SHARE", "at_floor", "at_limit", "bound_note", "check_min_shrink",
@@ -94,6 +96,8 @@ def width_upper(values: np.ndarray, seed: int = 0) -> float | None:
     :data:`MC_LEVEL` percentile over :data:`MC_RESAMPLES` bootstrap resamples of the draws
     (``inf`` with fewer than 2 finite draws, or when resamples have no positive median). The
     rule stops on a width only when this is within the tolerance too."""
+    import numpy as np
+
     values = np.asarray(values, dtype=np.float64)
     values = values[np.isfinite(values)]
     if values.size < 2:  # one draw makes a width of 0 that nothing settles
