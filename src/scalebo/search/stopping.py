@@ -90,7 +90,7 @@ MC_RESAMPLES, MC_LEVEL = 200, 0.9
 _HUGE = 1e300
 
 
-def width_upper(values: np.ndarray, seed: int = 0) -> float | None:
+def width_upper(values: np.ndarray, seed: int = 0) -> float:
     """How wide the 80 % interval's relative half-width (:func:`half_width`) may be, given
     that it comes from S posterior draws (``values``, the predicted losses, ``(S,)``): its
     :data:`MC_LEVEL` percentile over :data:`MC_RESAMPLES` bootstrap resamples of the draws
@@ -190,7 +190,7 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
     ups = dict(uppers or {})
     ratios = dict(floor_ratios or {})
     # one predicate per target, as the stop-rule replay's at_floor: a width is settled when
-    # it and its resampled upper value are within the tolerance, or the floor clause holds
+    # it and its resampled upper value are within the tolerance; the floor clause below
     unsettled = {C: w for C, w in widths.items()
                  if not at_floor(w, None, tolerance=tolerance, upper=ups.get(C))}
     if not unsettled:
