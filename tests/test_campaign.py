@@ -294,3 +294,29 @@ def test_a_finished_run_appended_beside_its_running_row_says_to_update_it(grid):
                        "still lists it as running: update that row"):
         read_campaign_runs(both.assign(status=both.get("status", "completed")
                                        .fillna("completed")), grid)
+
+
+def test_a_cost_far_above_the_plan_and_an_unread_c_column_are_said(grid):
+    """A trial: one run's cost written as 1e21 FLOPs (its 6·N·D is 3e17-ish) made the status
+    say "the budget is spent: -8.0e+20 FLOPs left", and a C column off 6·N·D was ignored
+    without a word."""
+    from scalebo.search.stopping import stop_decision
+
+    frame = _frame(grid, list(range(6)))
+    planned = float(grid.cost[2])
+    frame["cost"] = np.nan
+    frame.loc[2, "cost"] = 1e21  # data row 3
+    (note,) = [n for n in read_campaign_runs(frame, grid).notes if "planned" in n]
+    assert note.endswith(f"data row 3: its cost 1e+21 FLOPs is {1e21 / planned:.3g}x its "
+                         f"configuration's planned {planned:.4g}: a typo? It is charged as "
+                         "written")
+    assert not [n for n in read_campaign_runs(frame.assign(cost=grid.cost[:6] * 2), grid).notes
+                if "planned" in n]  # twice the plan is a real run's overhead, not a typo
+    with_c = _frame(grid, list(range(6))).assign(C=grid.cost[:6])
+    with_c.loc[4, "C"] = 3 * grid.cost[4]  # data row 5
+    (note,) = [n for n in read_campaign_runs(with_c, grid).notes if "column 'C'" in n]
+    assert "data row 5" in note and "1 row(s) differ by over 1 %" in note
+    assert not [n for n in read_campaign_runs(with_c.assign(C=grid.cost[:6]), grid).notes
+                if "column 'C'" in n]
+    stop, why = stop_decision({1e25: 0.1}, remaining=-8e20, cheapest_left=6e17)
+    assert stop and "over it by 8e+20 FLOPs" in why

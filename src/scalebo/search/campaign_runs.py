@@ -45,6 +45,7 @@ from scalebo.search.runs_columns import (
     DIVERGED_RATIO,
     RunStatus,
     check_run_columns,
+    cost_notes,
     grid_numbers,
     map_columns,
     numbers,
@@ -324,7 +325,8 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
             notes.append(f"data row {pos + 1}: counted as failed because {why}")
         kinds.append(RunStatus.FAILED)
     notes += _diverged_notes(grid, idx, kinds, status, loss, diverged_above)
-    row_cost = np.where(np.isfinite(cost), cost, np.asarray(grid.budget_cost)[idx])
+    notes += cost_notes(frame, cost, planned := np.asarray(grid.budget_cost)[idx], grid.price_unit)
+    row_cost = np.where(np.isfinite(cost), cost, planned)
     keep, superseded = _one_row_per_configuration(grid, idx, kinds, name, notes, frame)
     held = keep & np.asarray(grid.held_out)[idx]  # SearchLoop refuses them: set aside
     if held.any():

@@ -17,8 +17,9 @@ import pandas as pd
 from scalebo.data.columns import is_blank, to_numbers
 from scalebo.errors import RunTableError, closest
 
-__all__ = ["CHEAPER_RATIO", "DIVERGED_RATIO", "RunStatus", "check_run_columns", "grid_numbers",
-           "map_columns", "numbers", "run_statuses", "suspect_diverged"]
+__all__ = ["CHEAPER_RATIO", "COST_RATIO", "DIVERGED_RATIO", "RunStatus", "check_run_columns",
+           "cost_notes", "grid_numbers", "map_columns", "numbers", "run_statuses",
+           "suspect_diverged"]
 
 #: A loss above this multiple of its (N, D) cell's best loss looks like a diverged run told
 #: as a loss (trained LLM losses sit at 2–4 nats, diverged ones near ln(vocab) or at
@@ -195,3 +196,37 @@ def _best_cheaper(loss: np.ndarray, cost: np.ndarray) -> np.ndarray:
     below = np.concatenate([[np.inf], np.minimum.accumulate(first)[:-1]])  # cheaper levels
     same = np.where(finite == first[group], second[group], first[group])  # others of its own
     return np.minimum(below[group], same)
+
+
+#: A run's written cost over this many times its configuration's planned cost gets a note
+#: (a trial's 1e21 FLOPs for a 3e17 run: "the budget is spent"; far cheaper is normal for
+#: a WSD checkpoint that continues a run).
+COST_RATIO = 10.0
+
+
+def cost_notes(frame: pd.DataFrame, cost: np.ndarray, planned: np.ndarray, unit: str
+               ) -> list[str]:
+    """Notes on the runs file's costs: a ``cost`` over :data:`COST_RATIO` × its
+    configuration's planned cost (``planned``, the grid's, in ``unit``),
+    and a ``C`` column (FLOPs) that campaigns do not read, when it is off the plan by 1 %
+    or more (the grid prices runs; a ``cost`` column overrides it)."""
+    notes = []
+    ratio = np.asarray(cost, dtype=np.float64) / np.asarray(planned, dtype=np.float64)
+    odd = np.flatnonzero(np.isfinite(ratio) & (ratio > COST_RATIO))
+    if odd.size:
+        k = int(odd[0])
+        more = f" (and {odd.size - 1} more: data rows " + ", ".join(
+            str(i + 1) for i in odd[1:6]) + ")" if odd.size > 1 else ""
+        notes.append(f"data row {k + 1}: its cost {cost[k]:.4g} {unit} is {ratio[k]:.3g}x its "
+                     f"configuration's planned {planned[k]:.4g}{more}: a typo? It is charged "
+                     "as written")
+    if "C" in frame.columns and "cost" not in frame.columns and unit == "FLOPs":
+        C = pd.to_numeric(frame["C"], errors="coerce").to_numpy(dtype=np.float64)
+        off = np.flatnonzero(np.isfinite(C) & (np.abs(C / planned - 1) > 0.01))
+        if off.size:
+            k = int(off[0])
+            notes.append(f"column 'C' is not read: a campaign charges each run the grid's "
+                         f"cost (data row {k + 1}: C = {C[k]:.4g}, the grid's "
+                         f"{planned[k]:.4g} FLOPs; {off.size} row(s) differ by over 1 %); "
+                         "a 'cost' column charges another amount")
+    return notes

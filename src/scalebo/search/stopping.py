@@ -179,8 +179,10 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
         return True, "every configuration of the grid is trained or in flight" + wait
     if remaining < cheapest_left:
         spent = "committed" if n_running else "spent"
-        return True, (f"the budget is {spent}: {remaining:.4g} {unit} left, the cheapest "
-                      f"untried configuration costs {cheapest_left:.4g}{wait}")
+        left = (f"{remaining:.4g} {unit} left" if remaining >= 0 else
+                f"over it by {-remaining:.4g} {unit}")
+        return True, (f"the budget is {spent}: {left}, the cheapest untried configuration "
+                      f"costs {cheapest_left:.4g}{wait}")
     missing = [C for C, w in widths.items() if w is None]
     if missing:
         return False, (f"no interval at {', '.join(f'{C:.3g}' for C in missing)} FLOPs yet "
