@@ -103,7 +103,10 @@ def test_simulated_gpu_hour_campaign_never_overspends(priced):
         assert step < 40
     state = read_campaign_runs(runs, grid)
     status = campaign_status(grid, state, budget, targets=(1e21,), n_samples=16)
-    assert status.unit == "GPU-hours" and status.stop and "GPU-hours left" in status.reason
+    assert status.unit == "GPU-hours" and status.stop
+    # runs that report 3 % over their estimate can take the spend past the budget: said so
+    over = status.spent - budget
+    assert (f"over it by {over:.4g} GPU-hours" if over > 0 else "GPU-hours left") in status.reason
     assert status.spent == pytest.approx(runs["cost"].astype(float).sum(), rel=1e-12)
     untried = price.drop(index=[tuple(r) for r in runs[COLS].astype(float).to_numpy()])
     assert budget - status.spent < untried.min()  # nothing untried fits any more
