@@ -205,6 +205,7 @@ def run(args: argparse.Namespace) -> int:
         separate_group_replays,
         target_predictions,
     )
+    from scalebo.design.pool import shared_rows_note
     from scalebo.fitting.formula_checks import check_bound_names
     from scalebo.laws.formula import formula_law, formula_names, parse_bounds, parse_variable_map
     from scalebo.outputs import check_output_path, write_json_file
@@ -238,6 +239,8 @@ def run(args: argparse.Namespace) -> int:
             warnings.warn(f"{args.target_region} has no response column {args.response!r}: the "
                           "replay's r2 and interval coverage are not scored", stacklevel=2)
         if grouped is None:
+            if said := shared_rows_note(pool, target, args.target_region):
+                warnings.warn(said, UserWarning, stacklevel=2)
             log(f"replaying {args.method} on {pool.n} rows, budgets "
                 f"{','.join(f'{b:g}' for b in args.budgets)} ...")
             rep = design_replay(pool, target, law, args.budgets, method=args.method,

@@ -220,8 +220,23 @@ def make_target(frame: pd.DataFrame, law: FormulaLaw, *, response: str | None = 
     if len(frame) == 0:
         raise RunTableError(f"{source}: the table has no rows")
     vmap = dict(variable_map or {})
+    if said := repeated_rows_note(frame, source, "is scored as a row of its own"):
+        warnings.warn(said, UserWarning, stacklevel=2)
     return TargetRegion(X=_check_defined(law, _inputs(law, frame, vmap, source), vmap, source),
                         y=_response(frame, response, source, required=False))
+
+
+def shared_rows_note(pool: Pool, target: TargetRegion, source: str) -> str | None:
+    """A note when target rows have the inputs of a pool row: a replay that buys that row
+    sees the response it is scored on (a trial's R² 0.887 became 0.919 with pool rows
+    appended to the target); None otherwise."""
+    inputs = {tuple(row) for row in pool.X.tolist()}
+    hits = [i for i, row in enumerate(target.X.tolist()) if tuple(row) in inputs]
+    if not hits:
+        return None
+    rows = ", ".join(str(i + 1) for i in hits[:5]) + (", ..." if len(hits) > 5 else "")
+    return (f"{source}: {len(hits)} target row(s) (data rows {rows}) have the inputs of a pool "
+            "row: a design that buys it sees the response it is scored on")
 
 
 def budget_rows(cost: np.ndarray, fraction: float, total: float) -> int:
