@@ -173,3 +173,20 @@ def test_a_budget_above_the_whole_grid_under_wsd_is_said(tmp_path, capsys):
         f"{whole:.4g}" in capsys.readouterr().err
     assert main([*args, "--budget", f"{0.9 * whole / grid.budget_total:.6f}"]) == 0
     assert "whole grid" not in capsys.readouterr().err
+
+
+def test_status_names_the_runs_of_its_next_rows_as_suggest_does(tmp_path):
+    """A trial: under --cost-model wsd, status's JSON 'next' had no wsd_run and no wsd_runs,
+    where suggest's JSON has both for the same proposals."""
+    (tmp_path / "grid.yaml").write_text(GRID_YAML)
+    RUNS.to_csv(tmp_path / "runs.csv", index=False)
+    sug = json.loads(_suggest("--cost-model", "wsd", "--format", "json", cwd=tmp_path).stdout)
+    out = subprocess.run([sys.executable, "-m", "scalebo.cli", "status", "--grid", "grid.yaml",
+                          "--runs", "runs.csv", "--budget", "0.3", "--next", "4", "--quiet",
+                          "--cost-model", "wsd", "--format", "json", "--samples", "8"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    res = json.loads(out.stdout)
+    assert not res["stop"] and len(res["next"]) == 4
+    assert [s["wsd_run"] for s in res["next"]] == [s["wsd_run"] for s in sug["suggestions"]]
+    assert res["wsd_runs"] == sug["wsd_runs"]

@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
                              min_shrink=args.min_shrink,
                              cell_coupling=args.posterior_coupling)
     result = status.to_dict()
-    proposed, prices = [], ()
+    proposed, prices, numbers = [], (), ()
     if args.next > 0 and not status.stop:
         from scalebo.errors import SearchError
         from scalebo.search.campaign import suggest_runs
@@ -172,6 +172,9 @@ def run(args: argparse.Namespace) -> int:
                                trend=args.trend, shift_optimum=args.shift_optimum,
                                anchor=args.anchor, polish=args.polish)
             proposed, prices = res.suggestions, res.prices
+            numbers = res.run_numbers if res.wsd_runs else ()
+            if res.wsd_runs:  # as suggest's JSON: the training runs the rows make up
+                result["wsd_runs"] = [r.to_dict({}) for r in res.wsd_runs]
             if res.anchor_cell is not None:
                 result["held_back"] = res.held_back
                 result["anchor_cell"] = dict(zip(("N", "D"), map(grid_value, res.anchor_cell),
@@ -183,8 +186,9 @@ def run(args: argparse.Namespace) -> int:
         except SearchError as exc:
             note(f"no next runs: {exc}")
     result["next"] = [{**{k: grid_value(v) for k, v in s.config.items()},
+                       **({"wsd_run": numbers[i]} if numbers else {}),
                        "predicted_loss": s.predicted_mean, "cost": p, "reason": s.reason}
-                      for s, p in zip(proposed, prices, strict=True)]
+                      for i, (s, p) in enumerate(zip(proposed, prices, strict=True))]
     if args.plot:
         from scalebo.search.status_plot import plot_status
 
