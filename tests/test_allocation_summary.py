@@ -492,3 +492,22 @@ def test_approach3_predictions_carry_the_bootstrap_intervals_fit_gives():
         assert (lo, hi) == pytest.approx(tuple(ref[f"{key}_interval"]), rel=1e-9)
     no_boot = allocation_summary(table, [1, 3], predict=[1e24]).predictions()
     assert all(r["intervals"] is None for r in no_boot)
+
+
+def test_approach3_solves_the_tables_own_compute_with_its_bootstrap_alike():
+    """With C = 8·N·D the law's optimum is solved under 8·N·D = C, for the point law and each
+    bootstrap resample alike (one function, optimum_logs), and said in a note."""
+    frame = _isoflop_table(np.random.default_rng(2), noise=0.01, round_sizes=False)
+    frame["C"] = 8 * frame["N"] * frame["D"]
+    with pytest.warns(UserWarning):
+        table = load_runs(frame)
+    summary = allocation_summary(table, [3], predict=[1e24], bootstrap=60)
+    (row,) = summary.predictions()
+    assert 8 * row["N_opt"] * row["D_opt"] == pytest.approx(1e24, rel=1e-9)
+    assert any("the table's C is 8·N·D (median), not 6·N·D" in w for w in summary.warnings)
+    lo, hi = row["intervals"]["N_opt"]
+    assert lo < row["N_opt"] < hi
+    three = summary.estimates[0]
+    g_n, a, g_d, b = three.boot_laws.T  # each resample's optimum also spends 8·N·D = C
+    np.testing.assert_allclose(8 * np.exp(g_n + g_d + (a + b) * np.log(1e24)), 1e24,
+                               rtol=1e-9)

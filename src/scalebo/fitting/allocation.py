@@ -246,11 +246,11 @@ def optimum_logs(A: float, alpha: float, B: float, beta: float, k: float = 6.0
     return log_coefs[0], a, log_coefs[1], b
 
 
-def approach3(fit: FitResult) -> AllocationLaw:
-    """Approach 3: the closed-form optimum of a fitted ``L(N, D)`` under ``C = 6ND``
-    (:func:`optimum_logs`)."""
+def approach3(fit: FitResult, k: float = 6.0) -> AllocationLaw:
+    """Approach 3: the closed-form optimum of a fitted ``L(N, D)`` under ``C = k·N·D``
+    (:func:`optimum_logs`; ``k`` = 6 unless a table counts its FLOPs otherwise)."""
     _, A, alpha, B, beta = _chinchilla_terms(fit)
-    log_n, a, log_d, b = optimum_logs(A, alpha, B, beta)
+    log_n, a, log_d, b = optimum_logs(A, alpha, B, beta, k)
     n_opt = PowerFit(coef=math.exp(log_n), exponent=a, r2=1.0, n=0)
     d_opt = PowerFit(coef=math.exp(log_d), exponent=b, r2=1.0, n=0)
     return AllocationLaw(n_opt=n_opt, d_opt=d_opt, method="approach3", points=pd.DataFrame())

@@ -31,8 +31,8 @@ from scalebo.fitting.allocation import (
 from scalebo.fitting.allocation_notes import (
     budget_edge_note,
     flops_factor,
-    on_table_compute,
     ratio_note,
+    table_compute_note,
 )
 from scalebo.fitting.frontier import pareto_envelope, snap_ties
 from scalebo.fitting.robust import FitStatus
@@ -345,13 +345,14 @@ def law_estimate(cells: pd.DataFrame, bootstrap: int = 0, seed: int = 0) -> Allo
     if fit.status is FitStatus.BOUND_HIT:
         warnings.warn(f"the L(N, D) fit has a parameter at a bound ({fit.message}): distrust "
                       "its allocation", UserWarning, stacklevel=2)
+    k = flops_factor(points)  # the table's own FLOPs per parameter-token (6 as a rule)
     try:
-        alloc = approach3(fit)
+        alloc = approach3(fit, k)
     except (FitError, ValueError) as exc:
         return AllocationEstimate(3, None, str(exc), points, fit_status=status,
                                   law_params=params)
-    alloc = on_table_compute(alloc, points)
-    for text in [*misfit_notes("L(N, D)", params, points["C"], points["loss"]),
+    for text in [table_compute_note(k),
+                 *misfit_notes("L(N, D)", params, points["C"], points["loss"]),
                  ratio_note(alloc, points)]:  # E above the best run: as fit says (a trial)
         if text:
             warnings.warn(text, UserWarning, stacklevel=2)
@@ -367,7 +368,7 @@ def law_estimate(cells: pd.DataFrame, bootstrap: int = 0, seed: int = 0) -> Allo
         a = nat["beta"] / (nat["alpha"] + nat["beta"])  # N* ∝ C^a, D* ∝ C^(1 - a)
         if (iv := boot.percentile(a)) is not None:
             intervals = {"N_opt": iv, "D_opt": (1 - iv[1], 1 - iv[0])}
-        boot_laws = _boot_laws(nat, flops_factor(points))
+        boot_laws = _boot_laws(nat, k)
     return AllocationEstimate(3, alloc, "", points, intervals, fit_status=status,
                               law_params=params, boot_laws=boot_laws)
 

@@ -6,15 +6,13 @@ parameter, a table whose C is not 6·N·D. Conventions: C in FLOPs, N parameters
 from __future__ import annotations
 
 import math
-import warnings
-from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
 from scalebo.fitting.allocation import AllocationLaw
 
-__all__ = ["budget_edge_note", "flops_factor", "on_table_compute", "ratio_note"]
+__all__ = ["budget_edge_note", "flops_factor", "ratio_note", "table_compute_note"]
 
 #: C within this relative tolerance of 6·N·D is 6·N·D (C given to a few digits).
 SIX_RTOL = 0.01
@@ -61,17 +59,11 @@ def flops_factor(points: pd.DataFrame) -> float:
     return 6.0 if math.isclose(k, 6.0, rel_tol=SIX_RTOL) else k
 
 
-def on_table_compute(alloc: AllocationLaw, points: pd.DataFrame) -> AllocationLaw:
-    """``alloc`` (the optimum under 6·N·D = C) for the table's own compute k·N·D = C
-    (:func:`flops_factor`): N*(C) = G (C/k)^a = [G_6 (6/k)^a] C^a, likewise D*. Unchanged
-    for 6."""
-    k = flops_factor(points)
+def table_compute_note(k: float) -> str | None:
+    """A note when the table's C is ``k``·N·D with ``k`` not 6 (:func:`flops_factor`):
+    approach 3 then solves k·N·D = C, at the same compute as approaches 1 and 2; None for 6."""
     if k == 6.0:
-        return alloc
-    warnings.warn(f"the table's C is {k:.4g}·N·D (median), not 6·N·D: approach 3 solves "
-                  f"{k:.4g}·N·D = C, so its N*, D* are at the same compute as approaches 1 "
-                  "and 2 (scalebo fit --law chinchilla --predict solves 6·N·D = C)",
-                  UserWarning, stacklevel=3)
-    n, d = alloc.n_opt, alloc.d_opt
-    return replace(alloc, n_opt=replace(n, coef=n.coef * (6.0 / k) ** n.exponent),
-                   d_opt=replace(d, coef=d.coef * (6.0 / k) ** d.exponent))
+        return None
+    return (f"the table's C is {k:.4g}·N·D (median), not 6·N·D: approach 3 solves {k:.4g}·N·D "
+            "= C, so its N*, D* are at the same compute as approaches 1 and 2 (scalebo fit "
+            "--law chinchilla --predict solves 6·N·D = C)")
