@@ -117,9 +117,11 @@ def trace_figure(rec: Any, problem: Any) -> Any:
     final = max(rec.metrics, key=lambda m: m.budget) if rec.metrics else None
     law = final.law("compute") if final is not None else None
     if law is not None and law.params:  # what the replay is scored by, beside the answer
-        p = law.params
+        from scalebo.laws import COMPUTE_LAW
+
         err = (law.extrapolation_pct or {}).get("1e+25")
-        b.plot(Cs, p["E"] + p["A"] * Cs ** -p["alpha"], color="tab:blue", ls="--", lw=1.2,
+        curve = COMPUTE_LAW.predict(COMPUTE_LAW.from_natural(law.params), Cs[:, None])
+        b.plot(Cs, curve, color="tab:blue", ls="--", lw=1.2,
                label=f"the replay's compute law at {100 * final.budget:g} % ("
                + ("runs + fill-in" if final.fantasized else "runs trained") + ")"
                + (f" ({err:+.2f} % at 1e25 FLOPs)" if err is not None else ""), zorder=2)
