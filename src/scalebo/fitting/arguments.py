@@ -10,18 +10,25 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["computes", "resamples"]
+__all__ = ["computes", "resamples", "whole_number"]
+
+
+def whole_number(value: object, name: str, at_least: int, what: str = "") -> int:
+    """``value`` as a whole number >= ``at_least`` (``what`` it counts, for the message).
+
+    Raises:
+        ValueError: a bool, a fraction, text or a number below ``at_least``.
+    """
+    if (isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer)
+            or value < at_least):
+        raise ValueError(f"{name} must be a whole number{f' of {what}' if what else ''} >= "
+                         f"{at_least}, got {value!r}")
+    return int(value)
 
 
 def resamples(value: object, name: str = "bootstrap") -> int:
-    """``value`` as a whole number of resamples >= 0 (0: none).
-
-    Raises:
-        ValueError: a bool, a fraction, text or a negative number.
-    """
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer) or value < 0:
-        raise ValueError(f"{name} must be a whole number of resamples >= 0, got {value!r}")
-    return int(value)
+    """``value`` as a whole number of resamples >= 0 (0: none; :func:`whole_number`)."""
+    return whole_number(value, name, 0, "resamples")
 
 
 def computes(value: float | Sequence[float], name: str = "predict") -> tuple[float, ...]:

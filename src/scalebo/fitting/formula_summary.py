@@ -23,7 +23,7 @@ import pandas as pd
 
 from scalebo import __version__
 from scalebo.errors import RunTableError, shown, with_hints
-from scalebo.fitting.arguments import resamples
+from scalebo.fitting.arguments import resamples, whole_number
 from scalebo.fitting.formula_bootstrap import FormulaBootstrapResult, bootstrap_formula
 from scalebo.fitting.formula_checks import (
     bare_variable_note,
@@ -236,8 +236,7 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
     vmap = dict(variable_map or {})
     bounds = dict(bounds or {})
     bootstrap = resamples(bootstrap)
-    if isinstance(n_starts, bool) or not isinstance(n_starts, int | np.integer) or n_starts < 1:
-        raise ValueError(f"n_starts must be a whole number >= 1, got {n_starts!r}")
+    whole_number(n_starts, "n_starts", 1)
     n_col, d_col = vmap.get("N", "N"), vmap.get("D", "D")
     names = formula_names(formula)
     if "C" in names and "C" not in bounds:
