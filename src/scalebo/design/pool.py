@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo.data.columns import to_numbers
-from scalebo.errors import RunTableError, shown
+from scalebo.errors import RunTableError, data_rows, shown
 from scalebo.fitting.formula_checks import repeated_rows_note, undefined_rows
 from scalebo.fitting.formula_fit import table_inputs
 from scalebo.laws.formula import FormulaLaw
@@ -234,9 +234,8 @@ def shared_rows_note(pool: Pool, target: TargetRegion, source: str) -> str | Non
     hits = [i for i, row in enumerate(target.X.tolist()) if tuple(row) in inputs]
     if not hits:
         return None
-    rows = ", ".join(str(i + 1) for i in hits[:5]) + (", ..." if len(hits) > 5 else "")
-    return (f"{source}: {len(hits)} target row(s) (data rows {rows}) have the inputs of a pool "
-            "row: a design that buys it sees the response it is scored on")
+    return (f"{source}: {len(hits)} target row(s) ({data_rows(hits)}) have the inputs of a "
+            "pool row: a design that buys it sees the response it is scored on")
 
 
 def budget_rows(cost: np.ndarray, fraction: float, total: float) -> int:

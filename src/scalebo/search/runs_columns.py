@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo.data.columns import is_blank, to_numbers
-from scalebo.errors import RunTableError, closest
+from scalebo.errors import RunTableError, closest, data_rows
 
 __all__ = ["CHEAPER_RATIO", "COST_RATIO", "DIVERGED_RATIO", "RunStatus", "check_run_columns",
            "cost_notes", "grid_numbers", "map_columns", "numbers", "run_statuses",
@@ -215,8 +215,7 @@ def cost_notes(frame: pd.DataFrame, cost: np.ndarray, planned: np.ndarray, unit:
     odd = np.flatnonzero(np.isfinite(ratio) & (ratio > COST_RATIO))
     if odd.size:
         k = int(odd[0])
-        more = f" (and {odd.size - 1} more: data rows " + ", ".join(
-            str(i + 1) for i in odd[1:6]) + ")" if odd.size > 1 else ""
+        more = f" (and {odd.size - 1} more: {data_rows(odd[1:])})" if odd.size > 1 else ""
         notes.append(f"data row {k + 1}: its cost {cost[k]:.4g} {unit} is {ratio[k]:.3g}x its "
                      f"configuration's planned {planned[k]:.4g}{more}: a typo? It is charged "
                      "as written")
