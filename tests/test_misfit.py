@@ -84,3 +84,25 @@ def test_an_accuracy_given_to_a_downstream_law_is_said():
         notes = [w for w in summary.warnings if "falls as the loss rises" in w]
         assert bool(notes) == said, (law, column, summary.warnings)
     assert falling_error_note(loss[:4], 1 - err[:4], "acc") == ""  # too few runs to judge
+
+
+def test_a_fitted_loss_that_looks_diverged_is_named_by_its_data_row(tmp_path):
+    """A trial's `fit --law chinchilla --frontier all` fitted a run recorded at 12 nats with
+    no word (replay, suggest and status name such rows). The compute law's envelope never
+    takes it: no note there."""
+    rng = np.random.default_rng(1)
+    N = np.repeat(np.geomspace(5e7, 1e9, 5), 8)
+    D = np.tile(np.repeat(np.geomspace(1e9, 3e10, 4), 2), 5)
+    loss = (1.69 + 406.4 / N**0.34 + 410.7 / D**0.28) * np.exp(rng.normal(0, 0.003, N.size))
+    loss[13] = 12.0
+    path = tmp_path / "runs.csv"
+    pd.DataFrame({"N": N, "D": D, "lr": np.tile([1e-3, 2e-3], 20), "loss": loss}).to_csv(
+        path, index=False)
+    table = load_runs(path)
+    with pytest.warns(UserWarning, match=r"data row 14: a loss over 2x their cell's best or 3x "
+                      r"a run's that cost no more \(up to 12 nats; the median cell best is "):
+        fit_summary(table, "chinchilla", frontier="all")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fit_summary(table, "compute")
+    assert not any("diverged runs?" in str(w.message) for w in seen)

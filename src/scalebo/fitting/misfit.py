@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["falling_error_note", "misfit_notes"]
+__all__ = ["diverged_points_note", "falling_error_note", "misfit_notes"]
 
 
 def misfit_notes(law_name: str, params: Mapping[str, float], C: np.ndarray, loss: np.ndarray,
@@ -80,3 +80,26 @@ def falling_error_note(loss: np.ndarray, y: np.ndarray, target: str) -> str:
         return ""
     return (f"{target!r} falls as the loss rises (Spearman {rho:.2f}): an accuracy? The "
             f"downstream laws describe an error, which rises with the loss: fit 1 − accuracy")
+
+
+def diverged_points_note(points: Any, target: str = "loss") -> str:
+    """A note when fitted points (a run table's rows with ``N``, ``D``, ``C`` and the loss
+    ``target``, nats; index: file rows) hold losses that look like diverged runs — over
+    :data:`~scalebo.search.runs_columns.DIVERGED_RATIO` × their (N, D) cell's best or
+    :data:`~scalebo.search.runs_columns.CHEAPER_RATIO` × a run's that cost no more, as a
+    replay and a campaign judge them — naming their data rows; "" otherwise (a response other
+    than the loss is not judged). Such a loss is still fitted, where it pulls the law up."""
+    from scalebo.errors import data_rows, file_rows
+    from scalebo.search.runs_columns import CHEAPER_RATIO, DIVERGED_RATIO, suspect_diverged
+
+    if target != "loss" or not {"N", "D", "C", target} <= set(points.columns):
+        return ""
+    cells = points["N"].astype(str) + "/" + points["D"].astype(str)
+    loss = points[target].to_numpy(dtype=np.float64)
+    high, median = suspect_diverged(loss, cells.to_numpy(), points["C"].to_numpy(float))
+    if not high.any():
+        return ""
+    return (f"{data_rows(file_rows(points.index, high))}: a loss over {DIVERGED_RATIO:g}x "
+            f"their cell's best or {CHEAPER_RATIO:g}x a run's that cost no more (up to "
+            f"{loss[high].max():.4g} nats; the median cell best is {median:.4g}) is fitted: "
+            "diverged runs? Leave their loss empty (NaN) or drop them")

@@ -38,7 +38,7 @@ from scalebo.fitting.arguments import computes, resamples
 from scalebo.fitting.bootstrap import BootstrapResult, bootstrap_fit
 from scalebo.fitting.frontier import frontier as select_frontier
 from scalebo.fitting.law_inputs import check_law_inputs
-from scalebo.fitting.misfit import falling_error_note, misfit_notes
+from scalebo.fitting.misfit import diverged_points_note, falling_error_note, misfit_notes
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, FitStatus, fit_law
 from scalebo.fitting.run_clusters import run_cluster_note, run_clusters, run_label_note
 from scalebo.laws import GadreDownstreamLaw, Law, PowerLawSum, SigmoidDownstreamLaw, get_law
@@ -387,7 +387,7 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
         falling = (falling_error_note(X[:, 0], y, target) if law.variables == ("loss",)
                    else "")
         for text in (note, one_size_note(table.frame) if prediction_kind(law) == "compute"
-                     else None, *misfit, falling):
+                     else None, *misfit, falling, diverged_points_note(points, target)):
             if text:
                 warnings.warn(text, UserWarning, stacklevel=2)
     for w in caught:  # re-emitted for the caller's own filters: recorded, not swallowed
