@@ -320,3 +320,33 @@ def test_a_cost_far_above_the_plan_and_an_unread_c_column_are_said(grid):
                 if "column 'C'" in n]
     stop, why = stop_decision({1e25: 0.1}, remaining=-8e20, cheapest_left=6e17)
     assert stop and "over it by 8e+20 FLOPs" in why
+
+
+def test_a_setting_that_only_ever_failed_is_named_when_suggested_again(tmp_path):
+    """A trial's lr 0.016 crashed in 4 of 4 cells and was proposed again in 4 of the next 8
+    picks with no word: failures teach the GP nothing. One failure, or a completed run at
+    the setting, is not enough to say so."""
+    from scalebo.search.failing_values import failing_values_notes
+
+    path = tmp_path / "grid.yaml"
+    path.write_text("axes:\n  N: [1e8, 3e8, 1e9]\n  D: [2e9, 6e9, 2e10]\n"
+                    "  lr: [1e-3, 3e-3, 1.6e-2]\n")
+    g = campaign_grid(path)
+    lr = g.configs["lr"].to_numpy()
+    bad = np.flatnonzero(lr == 1.6e-2)
+    good = np.flatnonzero(lr == 1e-3)
+    (note,) = failing_values_notes(g, bad[:3], good[:2], [bad[5], good[4]])
+    assert note.startswith("lr=0.016 is suggested although all 3 runs that tried it failed")
+    assert "drop it from the grid" in note
+    assert failing_values_notes(g, bad[:1], good[:2], [bad[5]]) == ()  # one failure
+    assert failing_values_notes(g, bad[:3], [*good[:2], bad[3]], [bad[5]]) == ()  # one ran
+    assert failing_values_notes(g, bad[:3], good[:2], [good[4]]) == ()  # not suggested
+    # through suggest_runs: runs whose every lr-0.016 attempt crashed
+    cheap = np.argsort(g.cost, kind="stable")
+    rows = [int(i) for i in cheap if lr[i] != 1.6e-2][:5] + [int(i) for i in bad[:3]]
+    frame = _frame(g, rows)
+    frame.loc[5:, "loss"] = np.nan
+    res = suggest_runs(g, read_campaign_runs(frame, g), 0.5 * float(g.cost.sum()), batch=12)
+    picked = {float(lr[s.index]) for s in res.suggestions}
+    assert (1.6e-2 in picked) == any(n.startswith("lr=0.016 is suggested") for n in res.notes)
+    assert 1.6e-2 in picked  # the case the note is for

@@ -111,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
             f"{d:.4g}), proposed once nothing else fits (--anchor 0: none)")
     if res.anchor_dropped is not None:
         log(anchor_dropped_note(*res.anchor_dropped))
-    for text in runs.notes:
+    for text in (*runs.notes, *res.notes):
         note(text)
     if res.message:
         note(res.message)
@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
               "anchor_dropped": (None if res.anchor_dropped is None else
                                  dict(zip(nd, map(grid_value, res.anchor_dropped),
                                           strict=True))),
-              "message": res.message, "notes": list(runs.notes), "stop": False}
+              "message": res.message, "notes": [*runs.notes, *res.notes], "stop": False}
     if wsd:
         result["wsd_runs"] = [r.to_dict(names) for r in res.wsd_runs]
     _write(args, result)

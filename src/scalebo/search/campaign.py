@@ -36,6 +36,7 @@ from scalebo.search.budget import (
 )
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, cheapest_untried
+from scalebo.search.failing_values import failing_values_notes
 from scalebo.search.grid import Grid
 from scalebo.search.law_samples import CELL_COUPLING
 from scalebo.search.loop import SearchLoop
@@ -118,6 +119,8 @@ class SuggestResult:
         wsd_runs: under the ``wsd`` cost model, the training runs the suggestions make up
             (one per family: :func:`~scalebo.search.wsd_runs.wsd_runs`); empty otherwise.
         run_numbers: each suggestion's run number in ``wsd_runs`` (in order picked).
+        notes: settings the suggestions use that only ever failed
+            (:func:`~scalebo.search.failing_values.failing_values_notes`).
     """
 
     suggestions: list[Suggestion]
@@ -134,6 +137,7 @@ class SuggestResult:
     anchor_dropped: tuple[float, float] | None = None
     wsd_runs: tuple[WsdRun, ...] = ()
     run_numbers: tuple[int, ...] = ()
+    notes: tuple[str, ...] = ()
 
 
 def campaign_gp(grid: Grid, seed: int = 0, *, clip_iqr: float = 5.0,
@@ -175,8 +179,10 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
             GPU-hours for a grid with a ``cost`` column).
         batch: configurations to suggest.
         schedule, acquisition, incumbent: the loop's settings (:class:`SearchLoop`).
-        clip_iqr: the GP sees losses clipped at median + K·IQR of the completed runs, so
-            diverged runs do not swamp it (0: off).
+        clip_iqr: the GP sees losses clipped at median + K·IQR of the completed runs, which
+            limits a diverged run's pull but does not remove it (``diverged_above`` of
+            :func:`~scalebo.search.campaign_runs.read_campaign_runs` does; 0:
+            off).
         seed: seed of the GP restarts and the initial design.
         n_initial: initial design size; completed runs count toward it.
         cost_model: independent runs (default) or WSD checkpoints
@@ -269,7 +275,9 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                          prices=_prices(grid, model, loop, suggestions),
                          held_back=held_back, anchor_cell=anchor_cell,
                          anchor_dropped=dropped, wsd_runs=grouped[0],
-                         run_numbers=grouped[1], **account)
+                         run_numbers=grouped[1], notes=failing_values_notes(
+                             grid, runs.failed, runs.completed, [s.index for s in suggestions]),
+                         **account)
 
 
 def _prices(grid: Grid, model: CostModel, loop: SearchLoop,
