@@ -99,8 +99,15 @@ def test_bad_rows_are_named(synthetic, tmp_path):
     rows = frame.iloc[[0, 1]][["N", "D", "lr", "bs", "loss"]].copy()
     path = tmp_path / "runs.csv"
     rows.assign(status=["completed", "done"]).to_csv(path, index=False)
-    with pytest.raises(RunTableError, match=r"runs.csv: data row 2, column 'status': 'done'"):
+    with pytest.raises(RunTableError, match=r"runs.csv: data row 2, column 'status': 'done' "
+                       r"is not one of \['completed', 'failed', 'running'\] \(write "
+                       r"'completed' for it\)\.$"):
         read_campaign_runs(path, grid)
+    for word, status in (("Crashed", "failed"), ("in_progress", "running"), ("typo", None)):
+        rows.assign(status=["completed", word]).to_csv(path, index=False)
+        with pytest.raises(RunTableError) as err:
+            read_campaign_runs(path, grid)
+        assert str(err.value).endswith(f"(write {status!r} for it)." if status else "].")
     rows.assign(loss=["3.1", "x"]).to_csv(path, index=False)
     with pytest.raises(RunTableError, match=r"data row 2, column 'loss': expected a number, "
                        r"got 'x'\.$"):
@@ -650,3 +657,31 @@ def test_a_point_fit_outside_its_own_95_interval_is_said():
     assert note.startswith("the point fit's loss at 1e+25 FLOPs (3.198 nats) lies outside the "
                            "law posterior's own 95 % interval [0.043, 2.984] (and at 1 more "
                            "target(s))")
+
+
+def test_n_star_of_the_runs_alone_is_named_when_the_posterior_interval_excludes_it():
+    """A trial's status gave N* 3.57e8 (80 %: 3.3e8-3.9e8) at its grid's largest compute,
+    where `fit --law chinchilla` on the same runs gave 3.99e8 (truth 4.02e8), with no word.
+    Runs from a known Chinchilla law: the runs-alone N* is the closed form's."""
+    from scalebo.search.law_posterior import target_key
+    from scalebo.search.runs_only import runs_only_note
+
+    E, A, a, B, b = 1.9, 400.0, 0.33, 1800.0, 0.30
+    N, D = (x.ravel() for x in np.meshgrid(np.geomspace(2e7, 5e8, 5),
+                                            np.geomspace(4e9, 2.6e11, 4)))
+    N, D = np.repeat(N, 2), np.repeat(D, 2)
+    loss = E + A / N**a + B / D**b + np.tile([0.0, 0.05], N.size // 2)  # a worse lr each
+    C = 1e24
+    G = (a * A / (b * B)) ** (1 / (a + b))
+    n_star = G * (C / 6) ** (b / (a + b))
+    key = target_key(C)
+
+    def summary(lo, hi):
+        return {"N_opt": {key: {"q10": lo, "q50": (lo + hi) / 2, "q90": hi}}}
+
+    assert runs_only_note(N, D, loss, summary(0.8 * n_star, 1.2 * n_star), (C,)) == ""
+    note = runs_only_note(N, D, loss, summary(0.5 * n_star, 0.9 * n_star), (C,))
+    assert f"gives N* {n_star:.3g}, D* {C / 6 / n_star:.3g} at 1e+24 FLOPs" in note
+    assert f"80 % interval of N*: [{0.5 * n_star:.3g}, {0.9 * n_star:.3g}]" in note
+    assert runs_only_note(N, D, loss, None, (C,)) == ""  # N* not shown: nothing to compare
+    assert runs_only_note(N[:8], D[:8], loss[:8], summary(1.0, 2.0), (C,)) == ""  # 4 cells

@@ -39,6 +39,16 @@ class RunStatus(StrEnum):
     RUNNING = "running"
 
 
+#: Words other tools write for each status, for the error that names the one to write.
+_STATUS_WORDS = {
+    RunStatus.COMPLETED: {"done", "finished", "complete", "success", "succeeded", "ok"},
+    RunStatus.FAILED: {"crashed", "crash", "error", "errored", "diverged", "killed", "nan",
+                       "oom", "cancelled", "canceled", "timeout"},
+    RunStatus.RUNNING: {"in_progress", "in progress", "pending", "queued", "started",
+                        "training", "active"},
+}
+
+
 def map_columns(frame: pd.DataFrame, mapping: Mapping[str, str] | None,
                 name: str) -> pd.DataFrame:
     """``frame`` (a campaign's grid table or runs file) renamed through ``mapping`` (name in
@@ -80,8 +90,10 @@ def run_statuses(frame: pd.DataFrame, name: str) -> list[RunStatus | None]:
             continue
         text = str(value).strip().lower()
         if text not in allowed:
+            near = next((k for k, words in _STATUS_WORDS.items() if text in words), None)
             raise RunTableError(f"{name}: data row {pos + 1}, column 'status': {value!r} is not "
-                                f"one of {allowed}.")
+                                f"one of {allowed}" + (f" (write {near.value!r} for it)."
+                                                      if near else "."))
         out.append(RunStatus(text))
     return out
 

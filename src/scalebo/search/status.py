@@ -35,6 +35,7 @@ from scalebo.search.cost_model import CostModel, cheapest_untried
 from scalebo.search.grid import Grid
 from scalebo.search.law_posterior import check_estimand, target_key
 from scalebo.search.law_samples import CELL_COUPLING
+from scalebo.search.runs_only import runs_only_note
 from scalebo.search.stopping import (
     DEFAULT_MIN_SHRINK,
     DEFAULT_TOLERANCE,
@@ -242,7 +243,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     law_notes = [bound_note(v, k, posts[k].at_bound())
                  for k, v in summaries.items()]
     form_note, outside = _law_form_note(summary, chin, targets), _outside_note(rows)
-    law_notes += [_frontier_note(grid, compute, targets), form_note, outside]
+    law_notes += [_frontier_note(grid, compute, targets), form_note, outside, runs_only_note(
+        *grid.configs[["N", "D"]].to_numpy()[runs.completed].T, runs.losses, chin, targets)]
     if stop and form_note:
         reason += ("; the Chinchilla law's loss lies outside the compute law's 80 % interval "
                    "(see the notes)")
