@@ -204,6 +204,9 @@ def test_diverged_runs_sit_on_the_top_edge_and_losses_are_readable(compute_fit) 
     edge = [c for c in ax.collections if "above" in str(c.get_label())]
     assert len(edge) == 1 and len(edge[0].get_offsets()) == 3
     assert edge[0].get_label().startswith("3 runs above")
+    one = plot_fit(pd.concat([runs, diverged.iloc[:1]], ignore_index=True), frame, fit)
+    assert [c.get_label() for c in one.axes[0].collections if "above" in str(c.get_label())
+            ][0].startswith("1 run above ")  # a trial read "1 runs above"
     labelled = [t for t in ax.get_yticks() if bottom <= t <= top]
     assert len(labelled) >= 4  # e.g. 2, 2.5, 3, 3.5 rather than 2, 3
     pred = fit.predict(np.array([[1e25]]))[0]

@@ -101,7 +101,8 @@ def test_notes_do_not_depend_on_the_callers_warning_filters(tmp_path):
         problem = load_problem(path, axes=AXES)
     assert problem.notes == (f"{path}: excluded 1 of 54 runs: 1 non-finite loss (data row 21).",
                              f"{path}: 1 of 54 configurations have no finite loss (every run "
-                             "crashed or failed): they stay in the grid and its C_total, and a "
+                             "crashed or failed): left out of the law fits like any run "
+                             "without a loss, they stay in the grid and its C_total, and a "
                              "replay that buys one spends its compute and learns no loss (a "
                              "failed run)")
 

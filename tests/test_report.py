@@ -433,3 +433,22 @@ def test_the_records_notes_on_the_data_are_in_the_report_once(tmp_path):
     clean = write_report(_records(tmp_path / "b"), tmp_path / "o2", figures=False,
                          oracle=False).read_text()
     assert "Notes on the data" not in clean
+
+
+def test_a_chinchilla_report_says_whose_spread_its_caption_gives(tmp_path, monkeypatch):
+    """A trial's `bench report --law chinchilla` quoted the reference compute law's spread
+    above a table of Chinchilla errors, as if it were that law's."""
+    from test_oracle import tiny_problem
+
+    from scalebo.bench import problems as problems_mod
+
+    tiny = tiny_problem()
+    monkeypatch.setattr(problems_mod, "load_problem",
+                        lambda source, **kw: tiny if source == "toy" else None)
+    rec = _records(tmp_path, {**CONFIG, "budgets": [0.05, 0.25]})
+    compute = write_report(rec, tmp_path / "out", figures=False).read_text()
+    chin = write_report(rec, tmp_path / "chin", figures=False, law="chinchilla").read_text()
+    assert "The reference compute law a replay is scored against is itself uncertain" in compute
+    assert "That spread is the compute law's" not in compute
+    assert ("That spread is the compute law's; this report's chinchilla reference is not "
+            "bootstrapped, and its errors are against that one fit.") in chin

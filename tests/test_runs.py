@@ -414,6 +414,13 @@ def test_a_typo_among_numbers_is_an_error_but_a_column_of_names_is_not():
                        r"a number, got 'le-3' \(the column is numeric: 7 of its 8 values are "
                        r"numbers; a categorical column is mostly text\)\. Fix the value"):
         load_runs(typo)
+    assert "A run without a loss" not in str(pytest.raises(RunTableError, load_runs, typo).value)
+    word = base.astype({"loss": object})
+    word.loc[2, "loss"] = "diverged"  # a trial's crashed run: an empty cell or NaN says it
+    with pytest.raises(RunTableError, match=r"data row 3, column 'loss': expected a number, got "
+                       r"'diverged'\. .* A run without a loss \(crashed, diverged\) is an empty "
+                       r"cell or NaN: it is then left out of fits"):
+        load_runs(word)
     two = typo.copy()
     two.loc[6, "lr"] = "1e-3?"
     with pytest.raises(RunTableError, match=r"data rows 6, 7, column 'lr'"):

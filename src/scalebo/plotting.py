@@ -217,7 +217,8 @@ def plot_fit(
         ax.set_ylim(bottom, float(np.nanmax(drawn)) * 1.03)
         ax.scatter(c_runs[above], np.full(int(above.sum()), ax.get_ylim()[1]), marker="^", s=18,
                    color="0.55", clip_on=False, zorder=2,
-                   label=f"{int(above.sum())} runs above {fence:.3g} (diverged?), on the edge")
+                   label=f"{int(above.sum())} run{'s' * (int(above.sum()) != 1)} above "
+                   f"{fence:.3g} (diverged?), on the edge")
     ax.set_xlabel("training compute 6·N·D (FLOPs)" if nd else "training compute C (FLOPs)")
     ax.set_ylabel(f"{loss} (nats)" if loss == "loss" else loss)
     ax.set_title(title or f"{fit.law.name} law, {fit.status} ({len(frontier)} points fitted)")

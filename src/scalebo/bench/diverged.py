@@ -61,9 +61,9 @@ def crashed_rows(loss: np.ndarray, name: str) -> tuple[np.ndarray, str]:
     mask = ~np.isfinite(np.asarray(loss, dtype=np.float64))
     mask.flags.writeable = False
     return mask, (f"{name}: {int(mask.sum())} of {mask.size} configurations have no finite "
-                  "loss (every run crashed or failed): they stay in the grid and its C_total, "
-                  "and a replay that buys one spends its compute and learns no loss (a "
-                  "failed run)")
+                  "loss (every run crashed or failed): left out of the law fits like any run "
+                  "without a loss, they stay in the grid and its C_total, and a replay that "
+                  "buys one spends its compute and learns no loss (a failed run)")
 
 
 def keep_usable_runs(frame: pd.DataFrame, key: Sequence[str], diverged_above: float

@@ -231,6 +231,9 @@ def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
                               for d, s in known)
                  + " of its prediction, so an error below that is agreement with the whole "
                  "grid's law, not accuracy against the truth.")
+        if law != "compute":
+            text += (f" That spread is the compute law's; this report's {law} reference is "
+                     "not bootstrapped, and its errors are against that one fit.")
     if orc.skipped:
         text += (" No oracle rows for " + "; ".join(f"{d} (cannot load it: {why})"
                                                    for d, why in orc.skipped) + ".")

@@ -49,7 +49,9 @@ def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: 
                        "(default spent; the status's law posterior covers the whole grid)")
     group.add_argument("--clip-iqr", type=non_negative_float, default=5.0,
                        help="the GP sees losses clipped at median + K x IQR of the completed "
-                            "runs, so diverged runs do not swamp it (default 5; 0: off)")
+                            "runs, which limits a diverged run's pull on it but does not remove "
+                            "it: record such runs as failed or use --diverged-above "
+                            "(default 5; 0: off)")
     group.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the GP and samples "
                        "(default 0)")
     group.add_argument("--kernel", choices=("matern52", "transfer"), default="matern52",

@@ -159,7 +159,10 @@ def _to_float(series: pd.Series, column: str, name: str, shown: str | None = Non
             f"{name}: {_rows(bad)}, column {shown}: expected a number, got "
             f"{_scalar(series.iloc[first])!r}{more}. "
             + (number_hint(series.iloc[first]) or "Fix the value(s), or map another column "
-               "(--map on the command line, mapping= in Python).")
+               "(--map on the command line, mapping= in Python)."
+               + (" A run without a loss (crashed, diverged) is an empty cell or NaN: it is "
+                  "then left out of fits, and a campaign counts it as failed."
+                  if column == "loss" else ""))
         )
     return values.astype(np.float64)
 
