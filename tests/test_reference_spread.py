@@ -55,3 +55,39 @@ def test_an_undetermined_reference_gives_no_spread_rather_than_a_false_one():
     bound = _problem(0.01)
     bound.reference_compute = SimpleNamespace(status="bound hit", law=get_law("compute"))
     assert reference_spread(bound, 1e25) is None
+
+
+def test_the_reference_law_says_when_its_grids_hull_extrapolates_elsewhere():
+    """A trial's grid from a known law (5 N × 4 D × 7 learning rates): the envelope's
+    reference compute law, which replays score, was 7.7 % above the true compute-optimal loss
+    at 1e25 FLOPs with no word in `replay`. The note gives the hull fit's prediction, checked
+    against `fit_summary(frontier="hull")` on the same runs; the built-in synthetic grid,
+    whose hull and envelope agree within 1 %, gets none."""
+    import warnings
+
+    import pandas as pd
+
+    from scalebo.bench.problems import load_problem, problem_from_table
+    from scalebo.bench.reference_spread import reference_frontier_note
+    from scalebo.data.runs import load_runs
+    from scalebo.fitting.summary import fit_summary
+
+    N, D, lr = (x.ravel() for x in np.meshgrid(np.geomspace(2e7, 5e8, 5),
+                                                np.geomspace(4e9, 2.56e11, 4),
+                                                [2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2]))
+    loss = (1.9 + 400 / N**0.33 + 1800 / D**0.30
+            + 0.04 * np.log2(lr / (3e-3 * (N / 1e8) ** -0.5)) ** 2)
+    frame = pd.DataFrame({"N": N, "D": D, "lr": lr, "loss": loss})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        problem = problem_from_table(frame, name="trial", n_held_out_cells=0)
+        hull = fit_summary(load_runs(frame), "compute", frontier="hull").fit
+        quiet = reference_frontier_note(load_problem("synthetic"))
+    note = reference_frontier_note(problem)
+    at = np.array([[1e25]])
+    ref, other = float(problem.reference_compute.predict(at)[0]), float(hull.predict(at)[0])
+    assert abs(other / ref - 1) > 0.01
+    assert note.startswith("reference compute law: fitted on the lower convex hull of (C, loss)")
+    assert f"predicts {other:.4g} at 1e+25 FLOPs" in note and f"fit's {ref:.4g}" in note
+    assert "no replay error holds this spread" in note
+    assert quiet is None

@@ -132,7 +132,9 @@ def diverged_note(problem: ReplayProblem) -> str | None:
         high &= ~problem.diverged
     if not high.any():
         return None
-    return (f"{problem.name}: {int(high.sum())} configurations have a recorded loss over "
+    n = int(high.sum())
+    return (f"{problem.name}: {n} configuration{'s' * (n != 1)} {'have' if n != 1 else 'has'} "
+            "a recorded loss over "
             f"{DIVERGED_RATIO:g}x their cell's best or {CHEAPER_RATIO:g}x a run's that cost no "
             "more (up to "
             f"{problem.loss[high].max():.4g} nats; the median cell best is {best:.4g}): if "

@@ -251,11 +251,13 @@ def run(args: argparse.Namespace) -> int:
         if ref is not None:
             params = ", ".join(f"{k}={v:.4g}" for k, v in ref["params"].items())
             log(f"reference {law} law (the whole acquirable grid): {params} ({ref['status']})")
-    from scalebo.bench.reference_spread import reference_spread
+    from scalebo.bench.reference_spread import reference_frontier_note, reference_spread
 
     spread = reference_spread(problem, 1e25)
     if spread is not None:
         note(spread.describe())
+    if text := reference_frontier_note(problem):
+        note(text)
         summary = {**summary, "reference_spread": spread.to_dict()}
     records = list(args.record_budgets)
     log(f"replaying {method.label()} to {args.budget:g} of C_total, seed {args.seed} ...")
