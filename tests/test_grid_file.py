@@ -21,6 +21,8 @@ def _file(tmp_path, text):
      r"axis 'lr' is the text '1e-3, 3e-3', not a list; .* lr: \[1e-3, 3e-3\]"),
     ("axes:\n  N: [1e8\n  D: [1e9]\n", r"not valid YAML at line \d+, column \d+"),
     ("axes:\n  N: [1e8, -1e9]\n  D: [1e9]\n", r"axis 'N', item 2: .* must be positive"),
+    ("axes:\n  N: [1e8]\n  D: [1e9]\n  peak_lr: [1e-3, -3e-3]\n",  # a trial's was accepted
+     r"axis 'peak_lr', item 2: '-3e-3' must be positive \(a learning rate; the search reads "),
     ("axes:\n  N: [1e8]\n  D: [1e9, 1e9]\n", r"axis 'D': items 1 and 2 repeat"),
     ("axes:\n  N: [1e8]\n  D: [.nan]\n", r"axis 'D', item 1: .* not finite"),
     ("axes:\n  N: [1e8]\n  D: [1e9]\nheld_out: 1\n", r"unknown key\(s\) \['held_out'\]"),

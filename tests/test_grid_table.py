@@ -47,6 +47,9 @@ def _write(name: str, text: str) -> str:
      "number, got 0.0."),
     ("N,D,lr\n5e7,1e9,3e-4\n5e7,1e9,\n1e8,1e9,1e-3\n", RunTableError,
      "grid.csv: data row 2, column 'lr': expected a number, got an empty value."),
+    ("N,D,learning_rate\n5e7,1e9,3e-4\n5e7,1e9,0\n5e7,1e9,-1e-3\n", RunTableError,
+     "grid.csv: data row 2, column 'learning_rate': expected a positive number (a learning "
+     "rate), got 0.0; 1 more such rows."),
     ("N,D,lr\n5e7,1e9,3e-4\n5e7,1e9,inf\n", RunTableError,
      "grid.csv: data row 2, column 'lr': expected a finite number, got inf."),
     ("N,D,opt\n5e7,1e9,adam\n5e7,1e9,\n", RunTableError,

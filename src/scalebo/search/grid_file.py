@@ -26,7 +26,7 @@ from typing import Any
 from scalebo.data.columns import number_hint, parse_number
 from scalebo.errors import SearchError, yaml_problem
 
-__all__ = ["GRID_KEYS", "check_axis", "read_grid_file", "unique_key_loader"]
+__all__ = ["GRID_KEYS", "check_axis", "is_learning_rate", "read_grid_file", "unique_key_loader"]
 
 #: Top-level keys of a grid file.
 GRID_KEYS = ("axes", "held_out_cells")
@@ -75,6 +75,9 @@ def check_axis(where: str, name: str, values: Any) -> list[Any]:
             if name in ("N", "D") and n <= 0:
                 raise SearchError(f"{where}, item {i + 1}: {values[i]!r} must be positive "
                                   f"({'parameters' if name == 'N' else 'tokens'}).")
+            if n <= 0 and is_learning_rate(name):
+                raise SearchError(f"{where}, item {i + 1}: {values[i]!r} must be positive (a "
+                                  "learning rate; the search reads it on a log scale).")
         out = numbers
     seen: dict[Any, int] = {}
     for i, v in enumerate(out):
@@ -83,6 +86,14 @@ def check_axis(where: str, name: str, values: Any) -> list[Any]:
                               f"{values[i]!r}; list each value once.")
         seen[v] = i
     return out
+
+
+def is_learning_rate(name: str) -> bool:
+    """Whether an axis named ``name`` is a learning rate (``lr``, ``learning_rate``,
+    ``peak_lr``, ``lr_max``, ...), whose values must be positive."""
+    low = str(name).strip().lower().replace("-", "_")
+    return (low in ("lr", "eta") or "learning_rate" in low or low.startswith("lr_")
+            or low.endswith("_lr"))
 
 
 def unique_key_loader() -> type:

@@ -48,6 +48,7 @@ from scalebo.data.columns import (
 from scalebo.data.files import read_table
 from scalebo.errors import RunTableError, SearchError, shown, shown_config, shown_rows
 from scalebo.search.grid import Grid
+from scalebo.search.grid_file import is_learning_rate
 from scalebo.search.runs_columns import map_columns
 
 __all__ = ["POSITIVE_COLUMNS", "read_grid_table"]
@@ -112,9 +113,11 @@ def _hyperparameter(path: Path, frame: pd.DataFrame, column: str) -> pd.Series:
                 "categorical column is mostly text)") if typo else ""
         raise _fail(path, bad.tolist(), column, "a number" if typo or is_blank(first)
                     else "a finite number", first, hint)
-    if pd.api.types.is_numeric_dtype(series.dtype):
-        return series  # as read (integers such as a batch size stay integers)
-    return to_numbers(series)
+    values = series if pd.api.types.is_numeric_dtype(series.dtype) else to_numbers(series)
+    if is_learning_rate(column) and (low := np.flatnonzero(values.to_numpy(float) <= 0)).size:
+        raise _fail(path, low.tolist(), column, "a positive number (a learning rate)",
+                    series.iloc[low[0]])
+    return values  # as read (integers such as a batch size stay integers)
 
 
 def _is_hyperparameter(frame: pd.DataFrame, column: Any) -> bool:
