@@ -40,6 +40,16 @@ def test_mistakes_are_named(tmp_path, text, match):
     assert str(path) in str(err.value)
 
 
+def test_a_schedule_axis_may_hold_zero_but_a_learning_rate_not(tmp_path):
+    """min_lr (cosine decay to 0) and lr_warmup_steps may be 0 (a review: an lr-like name
+    test refused them); learning_rate may not."""
+    axes, _ = read_grid_file(_file(tmp_path, "axes:\n  N: [1e8]\n  D: [1e9]\n  min_lr: [0, 1e-5]"
+                                   "\n  lr_warmup_steps: [0, 2000]\n"))
+    assert axes["min_lr"] == [0, 1e-5] and axes["lr_warmup_steps"] == [0, 2000]
+    with pytest.raises(SearchError, match=r"axis 'Learning-Rate', item 1: 0 must be positive"):
+        read_grid_file(_file(tmp_path, "axes:\n  N: [1e8]\n  D: [1e9]\n  Learning-Rate: [0]\n"))
+
+
 def test_valid_file_numbers_text_and_single_values(tmp_path):
     path = _file(tmp_path, 'axes:\n  N: ["1e8", 3e8]\n  D: [1e9]\n  lr: 3e-3\n'
                            "  opt: [adam, lion]\nheld_out_cells: 0\n")

@@ -26,7 +26,8 @@ from typing import Any
 from scalebo.data.columns import number_hint, parse_number
 from scalebo.errors import SearchError, yaml_problem
 
-__all__ = ["GRID_KEYS", "check_axis", "is_learning_rate", "read_grid_file", "unique_key_loader"]
+__all__ = ["GRID_KEYS", "LEARNING_RATE_NAMES", "check_axis", "is_learning_rate", "read_grid_file",
+           "unique_key_loader"]
 
 #: Top-level keys of a grid file.
 GRID_KEYS = ("axes", "held_out_cells")
@@ -88,12 +89,17 @@ def check_axis(where: str, name: str, values: Any) -> list[Any]:
     return out
 
 
+#: Axis names read as a (peak) learning rate, whose values must be positive. Not ``min_lr``
+#: or ``lr_warmup_steps``: a schedule's floor or warmup may well be 0.
+LEARNING_RATE_NAMES = frozenset({"lr", "learning_rate", "peak_lr", "max_lr", "lr_max",
+                                 "lr_peak", "base_lr", "peak_learning_rate",
+                                 "max_learning_rate"})
+
+
 def is_learning_rate(name: str) -> bool:
-    """Whether an axis named ``name`` is a learning rate (``lr``, ``learning_rate``,
-    ``peak_lr``, ``lr_max``, ...), whose values must be positive."""
-    low = str(name).strip().lower().replace("-", "_")
-    return (low in ("lr", "eta") or "learning_rate" in low or low.startswith("lr_")
-            or low.endswith("_lr"))
+    """Whether an axis named ``name`` is a learning rate (:data:`LEARNING_RATE_NAMES`,
+    case and ``-``/``_`` aside), whose values must be positive."""
+    return str(name).strip().lower().replace("-", "_") in LEARNING_RATE_NAMES
 
 
 def unique_key_loader() -> type:
