@@ -210,3 +210,39 @@ def test_a_zero_width_law_posterior_interval_gets_a_note():
                                                    "chinchilla": post(1.90, 2.02)})])
     (note,) = untrusted_notes(rec)
     assert note.startswith("note at 0.1: the compute law posterior's interval has zero width")
+
+
+def test_the_reference_notes_and_json_whether_or_not_its_spread_is_known(tmp_path):
+    """The reference's bootstrap spread goes to the JSON whenever it is known, and a grid
+    whose reference hits a bound (no spread) but whose hull parts from its envelope gets the
+    hull note without failing (a slip put the JSON line under the hull note: the field went
+    missing on grids without the note, and replay crashed on this one)."""
+    from scalebo.bench.problems import load_problem
+    from scalebo.bench.reference_spread import reference_frontier_note, reference_spread
+
+    N, D, lr = (x.ravel() for x in np.meshgrid(np.geomspace(2e7, 5e8, 3), [4e9, 2.56e11],
+                                                [2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2]))
+    loss = (1.9 + 400 / N**0.33 + 1800 / D**0.30
+            + 0.04 * np.log2(lr / (3e-3 * (N / 1e8) ** -0.5)) ** 2)
+    import pandas as pd
+
+    bound = tmp_path / "bound.csv"
+    pd.DataFrame({"N": N, "D": D, "lr": lr, "loss": loss}).to_csv(bound, index=False)
+    noisy = tmp_path / "noisy.csv"
+    make_synthetic(N=5e7 * 2.0 ** np.arange(3), D=1e9 * 2.0 ** np.arange(4), lr=[5e-4, 1e-3],
+                   bs=[128], seed=1)[["N", "D", "lr", "loss"]].to_csv(noisy, index=False)
+    for path in (bound, noisy):
+        problem = load_problem(str(path), n_held_out_cells=0)
+        spread, hull = reference_spread(problem, 1e25), reference_frontier_note(problem)
+        out = _scalebo("replay", "--dataset", str(path), "--held-out-cells", "0", "--budget",
+                       "0.1", "--surrogate", "random", "--posterior-samples", "0",
+                       "--bootstrap-samples", "0", "--format", "json", cwd=tmp_path)
+        assert out.returncode == 0, out.stderr
+        got = json.loads(out.stdout)["problem"].get("reference_spread")
+        assert (got is None) == (spread is None)
+        assert ("reference compute law: fitted on the lower convex hull" in out.stderr) == (
+            hull is not None)
+        if path == bound:
+            assert spread is None and hull is not None  # the case that crashed
+        else:
+            assert got == spread.to_dict()

@@ -91,3 +91,30 @@ def test_the_reference_law_says_when_its_grids_hull_extrapolates_elsewhere():
     assert f"predicts {other:.4g} at 1e+25 FLOPs" in note and f"fit's {ref:.4g}" in note
     assert "no replay error holds this spread" in note
     assert quiet is None
+
+
+def test_the_hull_note_leaves_out_the_runs_the_reference_counts_as_failed():
+    """With diverged_above, runs above it are failed runs, out of the reference's envelope:
+    the hull it is compared with leaves them out too (a review's case: the cheapest cell at
+    10 nats made the hull's first vertex and a "+69.8 %" note)."""
+    import warnings
+
+    import pandas as pd
+
+    from scalebo.bench.problems import problem_from_table
+    from scalebo.bench.reference_spread import reference_frontier_note
+    from scalebo.data.runs import load_runs
+    from scalebo.fitting.summary import fit_summary
+
+    N, D, lr = (x.ravel() for x in np.meshgrid(np.geomspace(2e7, 5e8, 5),
+                                                np.geomspace(4e9, 2.56e11, 5), [1e-3, 2e-3]))
+    loss = 1.9 + 400 / N**0.33 + 1800 / D**0.30 + 0.01 * (lr == 2e-3)
+    cheapest = N * D == (N * D).min()
+    frame = pd.DataFrame({"N": N, "D": D, "lr": lr, "loss": np.where(cheapest, 10.0, loss)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        problem = problem_from_table(frame, name="t", n_held_out_cells=0, diverged_above=9.0)
+        hull = fit_summary(load_runs(frame[~cheapest]), "compute", frontier="hull").fit
+    note = reference_frontier_note(problem)
+    assert f"predicts {float(hull.predict(np.array([[1e25]]))[0]):.4g} at 1e+25" in note
+    assert "(C, loss) (7 runs)" in note

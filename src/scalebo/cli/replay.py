@@ -256,9 +256,9 @@ def run(args: argparse.Namespace) -> int:
     spread = reference_spread(problem, 1e25)
     if spread is not None:
         note(spread.describe())
+        summary = {**summary, "reference_spread": spread.to_dict()}
     if text := reference_frontier_note(problem):
         note(text)
-        summary = {**summary, "reference_spread": spread.to_dict()}
     records = list(args.record_budgets)
     log(f"replaying {method.label()} to {args.budget:g} of C_total, seed {args.seed} ...")
     with budget_bar(f"replay seed {args.seed}") as progress:

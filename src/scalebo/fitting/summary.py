@@ -129,8 +129,9 @@ def frontier_note(frame: pd.DataFrame, law: Law, target: str, fit: FitResult,
         return None
     return (f"fitted on the lower convex hull of (C, {target}) ({len(hull)} runs) instead of "
             f"the envelope, the compute law predicts {b[j]:.4g} at {C[j, 0]:.3g} FLOPs, "
-            f"{gap[j]:+.1f} % from this fit's {a[j]:.4g}: runs of a coarse grid above the "
-            f"compute-optimal frontier may shape the envelope's fit; {advice}")
+            f"{gap[j]:+.1f} % from this fit's {a[j]:.4g}: a coarse grid's runs above the "
+            "compute-optimal frontier enter the envelope but not the hull, and which fit "
+            f"extrapolates better the runs do not say; {advice}")
 
 
 def one_size_note(runs: pd.DataFrame) -> str | None:
