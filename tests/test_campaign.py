@@ -341,6 +341,19 @@ def test_a_setting_that_only_ever_failed_is_named_when_suggested_again(tmp_path)
     assert failing_values_notes(g, bad[:1], good[:2], [bad[5]]) == ()  # one failure
     assert failing_values_notes(g, bad[:3], [*good[:2], bad[3]], [bad[5]]) == ()  # one ran
     assert failing_values_notes(g, bad[:3], good[:2], [good[4]]) == ()  # not suggested
+    # two axes: failures that all share bs=2097152 too name both; spread over batch sizes,
+    # only the learning rate (and a value %g would round is written in full)
+    path.write_text("axes:\n  N: [1e8, 3e8]\n  D: [2e9, 6e9]\n  lr: [1e-3, 1.6e-2]\n"
+                    "  bs: [1048576, 2097152]\n")
+    g2 = campaign_grid(path)
+    lr2, bs2 = g2.configs["lr"].to_numpy(), g2.configs["bs"].to_numpy()
+    same = np.flatnonzero((lr2 == 1.6e-2) & (bs2 == 2097152))
+    ok = np.flatnonzero(lr2 == 1e-3)
+    (both,) = failing_values_notes(g2, same[:2], ok, [same[3]])
+    assert both.startswith("lr=0.016, bs=2097152 is suggested although all 2 runs")
+    spread = np.flatnonzero(lr2 == 1.6e-2)[:3]  # both batch sizes
+    (one,) = failing_values_notes(g2, spread, ok, [same[3]])
+    assert one.startswith("lr=0.016 is suggested although all 3 runs")
     # through suggest_runs: runs whose every lr-0.016 attempt crashed
     cheap = np.argsort(g.cost, kind="stable")
     rows = [int(i) for i in cheap if lr[i] != 1.6e-2][:5] + [int(i) for i in bad[:3]]

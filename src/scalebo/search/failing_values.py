@@ -24,22 +24,38 @@ MIN_FAILED = 2
 
 def failing_values_notes(grid: Grid, failed: Sequence[int], completed: Sequence[int],
                          picked: Sequence[int]) -> tuple[str, ...]:
-    """One note per hyperparameter value that a ``picked`` grid row uses while at least
+    """One note per hyperparameter setting that a ``picked`` grid row uses while at least
     :data:`MIN_FAILED` ``failed`` rows and no ``completed`` row have it (grid row indices);
-    ``()`` when there is none."""
+    ``()`` when there is none. The setting named is every axis value those failed runs
+    share (``lr=0.016`` when they span several batch sizes, ``lr=0.016, bs=512`` when they
+    all had both: which of the two fails the runs do not say)."""
     failed, completed = np.asarray(failed, dtype=np.int64), np.asarray(completed, np.int64)
-    if failed.size < MIN_FAILED or not len(picked):
+    if failed.size < MIN_FAILED or not len(picked) or not grid.axes:
         return ()
-    notes = []
-    for axis in grid.axes:
-        values = grid.configs[axis].to_numpy()
-        for v in dict.fromkeys(values[np.asarray(picked, dtype=np.int64)].tolist()):
-            n_failed = int(np.sum(values[failed] == v))
-            if n_failed >= MIN_FAILED and not np.any(values[completed] == v):
-                shown = f"{v:g}" if isinstance(v, int | float) else repr(v)
-                notes.append(f"{axis}={shown} is suggested although all {n_failed} runs that "
-                             "tried it failed and none completed: failed runs teach the "
-                             "search nothing about a setting (it only never repeats a failed "
-                             f"configuration); if {axis}={shown} always fails, drop it from "
-                             "the grid")
-    return tuple(notes)
+    values = {a: grid.configs[a].to_numpy() for a in grid.axes}
+    said: dict[tuple, str] = {}
+    for row in np.asarray(picked, dtype=np.int64):
+        for axis in grid.axes:
+            v = values[axis][row]
+            runs = failed[values[axis][failed] == v]
+            if runs.size < MIN_FAILED or np.any(values[axis][completed] == v):
+                continue
+            shared = tuple((a, values[a][runs[0]]) for a in grid.axes
+                           if np.all(values[a][runs] == values[a][runs[0]]))
+            if shared in said:
+                continue
+            setting = ", ".join(f"{a}={_shown(x)}" for a, x in shared)
+            said[shared] = (f"{setting} is suggested although all {runs.size} runs that tried "
+                            "it failed and none completed: failed runs teach the search "
+                            f"nothing about a setting; if {setting} always fails, drop it from "
+                            "the grid")
+    return tuple(said.values())
+
+
+def _shown(value: object) -> str:
+    """An axis value as the grid file can hold it: ``%g`` when that reads back exactly
+    (0.016), else in full (2097152), text quoted."""
+    if isinstance(value, str):
+        return repr(value)
+    short = f"{value:g}"
+    return short if float(short) == float(value) else repr(float(value)).removesuffix(".0")
