@@ -685,3 +685,48 @@ def test_n_star_of_the_runs_alone_is_named_when_the_posterior_interval_excludes_
     assert f"80 % interval of N*: [{0.5 * n_star:.3g}, {0.9 * n_star:.3g}]" in note
     assert runs_only_note(N, D, loss, None, (C,)) == ""  # N* not shown: nothing to compare
     assert runs_only_note(N[:8], D[:8], loss[:8], summary(1.0, 2.0), (C,)) == ""  # 4 cells
+
+
+# A trial's campaign (its own grid of a known law; 30 completed runs after 8 rounds).
+TRIAL_RUNS = [(2e7, 4e9, 2e-3), (2e7, 4e9, 4e-3), (2e7, 4e9, 5e-4), (2e7, 4e9, 1e-3),
+              (2e7, 4e9, 8e-3), (44721360, 4e9, 1.6e-2), (1e8, 4e9, 2e-3), (2e7, 1.6e10, 8e-3),
+              (44721360, 4e9, 4e-3), (2e7, 1.6e10, 2.5e-4), (44721360, 1.6e10, 1.6e-2),
+              (2e7, 1.6e10, 1.6e-2), (2e7, 6.4e10, 8e-3), (44721360, 1.6e10, 4e-3),
+              (44721360, 6.4e10, 4e-3), (2e7, 2.56e11, 8e-3), (1e8, 1.6e10, 2e-3),
+              (1e8, 6.4e10, 4e-3), (223606798, 6.4e10, 2e-3), (1e8, 2.56e11, 4e-3),
+              (44721360, 2.56e11, 4e-3), (1e8, 1.6e10, 4e-3), (1e8, 6.4e10, 2e-3),
+              (2e7, 6.4e10, 4e-3), (2e7, 1.6e10, 4e-3), (44721360, 4e9, 8e-3),
+              (44721360, 4e9, 2e-3), (44721360, 4e9, 5e-4), (2e7, 4e9, 2.5e-4),
+              (5e8, 2.56e11, 1e-3)]
+
+
+def test_status_names_the_runs_alone_n_star_where_its_posterior_interval_misses_it(tmp_path):
+    """The wiring of the note above: `status` on the trial's runs (its law, seeded noise)
+    carries exactly the note `runs_only_note` gives for them, and here it has one."""
+    from scalebo.search.campaign import campaign_grid
+    from scalebo.search.campaign_runs import read_campaign_runs
+    from scalebo.search.runs_only import runs_only_note
+    from scalebo.search.status import campaign_status
+
+    path = tmp_path / "grid.yaml"
+    path.write_text("axes:\n  N: [20000000, 44721360, 100000000, 223606798, 500000000]\n"
+                    "  D: [4.0e9, 1.6e10, 6.4e10, 2.56e11]\n"
+                    "  lr: [2.5e-4, 5.0e-4, 1.0e-3, 2.0e-3, 4.0e-3, 8.0e-3, 1.6e-2]\n")
+    grid = campaign_grid(path)
+    rng, table = np.random.default_rng(42), {}  # the trial's grid: noise drawn in this order
+    for n in np.geomspace(2e7, 5e8, 5):
+        for d in np.geomspace(4e9, 2.56e11, 4):
+            for r in (2.5e-4, 5e-4, 1e-3, 2e-3, 4e-3, 8e-3, 1.6e-2):
+                table[round(n), round(d), r] = (
+                    1.9 + 400 / n**0.33 + 1800 / d**0.30
+                    + 0.04 * np.log2(r / (3e-3 * (n / 1e8) ** -0.5)) ** 2 + rng.normal(0, 0.003))
+    N, D, lr = (np.array(v) for v in zip(*TRIAL_RUNS, strict=True))
+    loss = np.array([table[round(n), round(d), r] for n, d, r in TRIAL_RUNS])
+    runs = read_campaign_runs(pd.DataFrame({"N": N, "D": D, "lr": lr, "loss": loss}), grid)
+    status = campaign_status(grid, runs, 0.1 * grid.budget_total, targets=(7.68e20, 1e24))
+    chin = status.posterior["chinchilla"]
+    expected = runs_only_note(N, D, loss, chin, (7.68e20, 1e24))
+    said = [n for n in status.notes if n.startswith("the Chinchilla law fitted on the "
+                                                    "completed runs alone")]
+    assert said == [expected]
+    assert "gives N* 3.99e+08, D* 3.21e+11 at 7.68e+20 FLOPs" in expected  # the trial's

@@ -53,20 +53,21 @@ def runs_only_note(N: np.ndarray, D: np.ndarray, loss: np.ndarray, summary: dict
 
 
 def _runs_fit(N: np.ndarray, D: np.ndarray, loss: np.ndarray) -> Any:
-    """The Chinchilla fit on each (N, D) cell's best finite loss, or None (too few cells,
-    or a fit that did not converge)."""
+    """The Chinchilla fit on each (N, D) cell's best finite loss, as ``scalebo fit --law
+    chinchilla`` makes it (:func:`~scalebo.fitting.frontier.best_per_cell`, the law's start
+    grid), or None (fewer cells than parameters, or a fit that did not converge)."""
     import warnings
 
     import pandas as pd
 
+    from scalebo.fitting.frontier import best_per_cell
     from scalebo.fitting.robust import FitStatus, fit_law
     from scalebo.laws import get_law
 
     law = get_law("chinchilla")
     ok = np.isfinite(loss) & (N > 0) & (D > 0)
-    best = pd.DataFrame({"N": N[ok], "D": D[ok], "loss": loss[ok]}).groupby(
-        ["N", "D"], as_index=False)["loss"].min()
-    if len(best) <= law.n_params:
+    best = best_per_cell(pd.DataFrame({"N": N[ok], "D": D[ok], "loss": loss[ok]}))
+    if len(best) < law.n_params:
         return None
     X = best[["N", "D"]].to_numpy(dtype=np.float64)
     with warnings.catch_warnings():  # the status says what it finds in its own words
