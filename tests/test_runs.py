@@ -325,7 +325,8 @@ def test_a_campaigns_failed_and_running_rows_are_excluded_with_a_warning():
     with pytest.warns(UserWarning) as caught:
         assert load_runs(odd, mapping=MAP).frame.index.tolist() == [0, 1, 3]
     assert [str(w.message) for w in caught] == [
-        "<DataFrame>: column 'status' has 'crashed', not completed, failed or running: those "
+        "<DataFrame>: column 'status' has 'crashed' (write 'failed' for it), not completed, "
+        "failed or running: those "
         "rows are fitted as finished runs",
         "<DataFrame>: excluded 1 of 4 runs: 1 status failed or running, so not a finished "
         "run's loss (data row 3). They are listed in RunTable.excluded."]

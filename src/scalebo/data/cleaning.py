@@ -22,6 +22,7 @@ from scalebo.data.columns import (
     is_candidate_column,
     number_hint,
     parse_number,
+    status_hint,
     suggested_mapping,
     text_column,
     to_numbers,
@@ -335,7 +336,8 @@ def _exclude(
     loss = frame["loss"].to_numpy(dtype=np.float64)
     unfinished, unknown = unfinished
     if unknown:
-        warnings.warn(f"{name}: column 'status' has {', '.join(map(repr, unknown[:5]))}, not "
+        warnings.warn(f"{name}: column 'status' has "
+                      f"{', '.join(repr(u) + status_hint(u) for u in unknown[:5])}, not "
                       "completed, failed or running: those rows are fitted as finished runs",
                       UserWarning, stacklevel=3)
     finite = np.isfinite(loss)

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "UNFINISHED_STATUSES",
-           "UNMAPPED_SUFFIX", "ExclusionReason", "blank_axes", "blank_cells",
-           "default_hyperparameters", "is_blank", "is_candidate_column", "is_categorical",
-           "number_hint", "numeric_typos", "parse_number", "suggested_mapping", "text_column",
-           "to_numbers", "unfinished_runs"]
+__all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "STATUS_SYNONYMS",
+           "UNFINISHED_STATUSES", "UNMAPPED_SUFFIX", "ExclusionReason", "blank_axes",
+           "blank_cells", "default_hyperparameters", "is_blank", "is_candidate_column",
+           "is_categorical", "number_hint", "numeric_typos", "parse_number", "status_hint",
+           "suggested_mapping", "text_column", "to_numbers", "unfinished_runs"]
 
 #: Names that ``mapping`` may assign, in the order they appear in ``RunTable.frame``.
 CANONICAL_COLUMNS: tuple[str, ...] = ("run_id", "N", "D", "C", "loss")
@@ -102,6 +102,24 @@ class ExclusionReason(StrEnum):
     NOT_COMPLETED = "not_completed"
     """A campaign's ``status`` column says ``failed`` or ``running``: its loss, if any, is not
     a finished run's."""
+
+
+#: Words other tools write for a run's status, and the campaign word each one means.
+STATUS_SYNONYMS = {
+    **dict.fromkeys(("done", "finished", "complete", "success", "succeeded", "ok"),
+                    "completed"),
+    **dict.fromkeys(("crashed", "crash", "error", "errored", "diverged", "killed", "oom",
+                     "cancelled", "canceled", "timeout"), "failed"),
+    **dict.fromkeys(("in_progress", "in progress", "pending", "queued", "started", "training",
+                     "active"), "running"),
+}
+
+
+def status_hint(value: object) -> str:
+    """`` (write 'failed' for it)`` for a status word another tool writes (``crashed``), ""
+    otherwise: the tail of a message naming an unknown status."""
+    word = STATUS_SYNONYMS.get(str(value).strip().lower())
+    return f" (write {word!r} for it)" if word else ""
 
 
 def unfinished_runs(frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:

@@ -14,7 +14,7 @@ from enum import StrEnum
 import numpy as np
 import pandas as pd
 
-from scalebo.data.columns import is_blank, to_numbers
+from scalebo.data.columns import is_blank, status_hint, to_numbers
 from scalebo.errors import RunTableError, closest, data_rows
 
 __all__ = ["CHEAPER_RATIO", "COST_RATIO", "DIVERGED_RATIO", "RunStatus", "check_run_columns",
@@ -37,16 +37,6 @@ class RunStatus(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     RUNNING = "running"
-
-
-#: Words other tools write for each status, for the error that names the one to write.
-_STATUS_WORDS = {
-    RunStatus.COMPLETED: {"done", "finished", "complete", "success", "succeeded", "ok"},
-    RunStatus.FAILED: {"crashed", "crash", "error", "errored", "diverged", "killed", "nan",
-                       "oom", "cancelled", "canceled", "timeout"},
-    RunStatus.RUNNING: {"in_progress", "in progress", "pending", "queued", "started",
-                        "training", "active"},
-}
 
 
 def map_columns(frame: pd.DataFrame, mapping: Mapping[str, str] | None,
@@ -90,10 +80,8 @@ def run_statuses(frame: pd.DataFrame, name: str) -> list[RunStatus | None]:
             continue
         text = str(value).strip().lower()
         if text not in allowed:
-            near = next((k for k, words in _STATUS_WORDS.items() if text in words), None)
             raise RunTableError(f"{name}: data row {pos + 1}, column 'status': {value!r} is not "
-                                f"one of {allowed}" + (f" (write {near.value!r} for it)."
-                                                      if near else "."))
+                                f"one of {allowed}{status_hint(text)}.")
         out.append(RunStatus(text))
     return out
 
