@@ -89,7 +89,8 @@ def test_an_accuracy_given_to_a_downstream_law_is_said():
 def test_a_fitted_loss_that_looks_diverged_is_named_by_its_data_row(tmp_path):
     """A trial's `fit --law chinchilla --frontier all` fitted a run recorded at 12 nats with
     no word (replay, suggest and status name such rows). The compute law's envelope never
-    takes it: no note there."""
+    takes it (unless its cheapest cell diverged whole: then the envelope's point, the lower
+    of the two, is named): no note there."""
     rng = np.random.default_rng(1)
     N = np.repeat(np.geomspace(5e7, 1e9, 5), 8)
     D = np.tile(np.repeat(np.geomspace(1e9, 3e10, 4), 2), 5)
@@ -99,9 +100,18 @@ def test_a_fitted_loss_that_looks_diverged_is_named_by_its_data_row(tmp_path):
     pd.DataFrame({"N": N, "D": D, "lr": np.tile([1e-3, 2e-3], 20), "loss": loss}).to_csv(
         path, index=False)
     table = load_runs(path)
-    with pytest.warns(UserWarning, match=r"data row 14: a loss over 2x their cell's best or 3x "
-                      r"a run's that cost no more \(up to 12 nats; the median cell best is "):
+    with pytest.warns(UserWarning, match=r"data row 14: a loss over 2x their cell's best, or 3x "
+                      r"a run's that cost no more or the median cell best \(up to 12 nats; the "
+                      r"median cell best is .*--diverged-above LOSS"):
         fit_summary(table, "chinchilla", frontier="all")
+    # the cheapest cell diverged whole: nothing cheaper, nothing in its cell to compare with,
+    # and the envelope takes it (a review); over 3x the median cell best names it
+    cheapest = np.flatnonzero((N == N.min()) & (D == D.min()))
+    loss[13], loss[cheapest] = (1.69 + 406.4 / N[13]**0.34 + 410.7 / D[13]**0.28), [12.0, 12.5]
+    pd.DataFrame({"N": N, "D": D, "lr": np.tile([1e-3, 2e-3], 20), "loss": loss}).to_csv(
+        path, index=False)
+    with pytest.warns(UserWarning, match=rf"data row {cheapest[0] + 1}: a loss over 2x"):
+        fit_summary(load_runs(path), "compute")
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         fit_summary(table, "compute")

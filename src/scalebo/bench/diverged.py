@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
-from scalebo.search.runs_columns import CHEAPER_RATIO, DIVERGED_RATIO, suspect_diverged
+from scalebo.search.runs_columns import DIVERGED_RATIO, diverged_rule, suspect_diverged
 
 if TYPE_CHECKING:
     from scalebo.bench.problems import ReplayProblem
@@ -134,9 +134,7 @@ def diverged_note(problem: ReplayProblem) -> str | None:
         return None
     n = int(high.sum())
     return (f"{problem.name}: {n} configuration{'s' * (n != 1)} {'have' if n != 1 else 'has'} "
-            "a recorded loss over "
-            f"{DIVERGED_RATIO:g}x their cell's best or {CHEAPER_RATIO:g}x a run's that cost no "
-            "more (up to "
+            f"a recorded loss {diverged_rule()} (up to "
             f"{problem.loss[high].max():.4g} nats; the median cell best is {best:.4g}): if "
             "they are diverged runs, "
             "--diverged-above LOSS (diverged_above= in a sweep or in Python) makes a replay "

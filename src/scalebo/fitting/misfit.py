@@ -86,11 +86,12 @@ def diverged_points_note(points: Any, target: str = "loss") -> str:
     """A note when fitted points (a run table's rows with ``N``, ``D``, ``C`` and the loss
     ``target``, nats; index: file rows) hold losses that look like diverged runs — over
     :data:`~scalebo.search.runs_columns.DIVERGED_RATIO` × their (N, D) cell's best or
-    :data:`~scalebo.search.runs_columns.CHEAPER_RATIO` × a run's that cost no more, as a
+    :data:`~scalebo.search.runs_columns.CHEAPER_RATIO` × a run's that cost no more or the
+    median cell best, as a
     replay and a campaign judge them — naming their data rows; "" otherwise (a response other
     than the loss is not judged). Such a loss is still fitted, where it pulls the law up."""
     from scalebo.errors import data_rows, file_rows
-    from scalebo.search.runs_columns import CHEAPER_RATIO, DIVERGED_RATIO, suspect_diverged
+    from scalebo.search.runs_columns import diverged_rule, suspect_diverged
 
     if target != "loss" or not {"N", "D", "C", target} <= set(points.columns):
         return ""
@@ -99,7 +100,7 @@ def diverged_points_note(points: Any, target: str = "loss") -> str:
     high, median = suspect_diverged(loss, cells.to_numpy(), points["C"].to_numpy(float))
     if not high.any():
         return ""
-    return (f"{data_rows(file_rows(points.index, high))}: a loss over {DIVERGED_RATIO:g}x "
-            f"their cell's best or {CHEAPER_RATIO:g}x a run's that cost no more (up to "
+    return (f"{data_rows(file_rows(points.index, high))}: a loss {diverged_rule()} (up to "
             f"{loss[high].max():.4g} nats; the median cell best is {median:.4g}) is fitted: "
-            "diverged runs? Leave their loss empty (NaN) or drop them")
+            "diverged runs? Leave their loss empty (NaN), or --diverged-above LOSS "
+            "(diverged_above= in Python) leaves them out")

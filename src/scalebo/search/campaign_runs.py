@@ -41,11 +41,11 @@ from scalebo.errors import RunTableError, SearchError, shown_config, shown_rows
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 from scalebo.search.runs_columns import (
-    CHEAPER_RATIO,
     DIVERGED_RATIO,
     RunStatus,
     check_run_columns,
     cost_notes,
+    diverged_rule,
     grid_numbers,
     map_columns,
     numbers,
@@ -247,8 +247,7 @@ def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status:
         fix = ("--diverged-above LOSS counts them" if diverged_above is None else
                f"they are below --diverged-above {diverged_above:g}: a lower one counts them")
         notes.append(f"{shown_rows((np.flatnonzero(high) + 1).tolist())}: completed "
-                     f"with a loss over {DIVERGED_RATIO:g}x their cell's best or "
-                     f"{CHEAPER_RATIO:g}x a run's that cost no more (up to "
+                     f"with a loss {diverged_rule()} (up to "
                      f"{loss[high].max():.4g} nats; the median cell best is {median:.4g}): "
                      f"diverged runs? {fix} as failed runs (compute spent, no loss) instead "
                      "of telling the search and the law these losses")

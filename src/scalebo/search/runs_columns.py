@@ -19,7 +19,7 @@ from scalebo.errors import RunTableError, closest, data_rows
 
 __all__ = ["CHEAPER_RATIO", "COST_RATIO", "DIVERGED_RATIO", "RunStatus", "check_run_columns",
            "cost_notes", "grid_numbers", "map_columns", "numbers", "run_statuses",
-           "suspect_diverged"]
+           "diverged_rule", "suspect_diverged"]
 
 #: A loss above this multiple of its (N, D) cell's best loss looks like a diverged run told
 #: as a loss (trained LLM losses sit at 2–4 nats, diverged ones near ln(vocab) or at
@@ -154,6 +154,12 @@ def numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:
     return values.to_numpy(dtype=np.float64)
 
 
+def diverged_rule() -> str:
+    """How :func:`suspect_diverged` judges a loss, as its notes say it."""
+    return (f"over {DIVERGED_RATIO:g}x their cell's best, or {CHEAPER_RATIO:g}x a run's that "
+            "cost no more or the median cell best")
+
+
 def suspect_diverged(loss: np.ndarray, cells: np.ndarray, cost: np.ndarray | None = None
                      ) -> tuple[np.ndarray, float]:
     """``(mask, median)``: which finite losses (nats, ``(n,)``; ``cells``: the (N, D) cell id
@@ -163,8 +169,9 @@ def suspect_diverged(loss: np.ndarray, cells: np.ndarray, cost: np.ndarray | Non
     moved a campaign's law by half) — and the median over cells of each cell's lowest loss
     (NaN without a finite loss).
     A small model's badly tuned runs stay within a few tens of percent of its best and are
-    not flagged, wherever the larger models' losses lie; a cell whose every run diverged is
-    not flagged by its cell (nothing in it to compare with)."""
+    not flagged, wherever the larger models' losses lie; a cell whose every run diverged has
+    nothing in it to compare with, so a loss over :data:`CHEAPER_RATIO` × the median cell
+    best is flagged too (a review: the cheapest cell at 12 nats, nothing cheaper)."""
     loss = np.asarray(loss, dtype=np.float64)
     ok = np.isfinite(loss)
     if not ok.any():
@@ -173,7 +180,7 @@ def suspect_diverged(loss: np.ndarray, cells: np.ndarray, cost: np.ndarray | Non
     per_cell = pd.Series(loss[ok]).groupby(cells[ok]).min()
     median = float(per_cell.median())
     own = per_cell.reindex(cells).to_numpy()
-    high = ok & (loss > DIVERGED_RATIO * own)
+    high = ok & ((loss > DIVERGED_RATIO * own) | (loss > CHEAPER_RATIO * median))
     if cost is not None:
         high |= ok & (loss > CHEAPER_RATIO * _best_cheaper(loss, cost))
     return high, median
