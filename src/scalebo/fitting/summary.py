@@ -36,7 +36,9 @@ from scalebo.errors import FitError, NumericalWarning
 from scalebo.fitting.allocation import ComputeOptimal, compute_optimal
 from scalebo.fitting.arguments import computes, resamples
 from scalebo.fitting.bootstrap import BootstrapResult, bootstrap_fit
+from scalebo.fitting.edges import edge_optimum_note
 from scalebo.fitting.frontier import frontier as select_frontier
+from scalebo.fitting.input_notes import one_size_note, tiny_compute_notes
 from scalebo.fitting.law_inputs import check_law_inputs
 from scalebo.fitting.misfit import diverged_points_note, falling_error_note, misfit_notes
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, FitStatus, fit_law
@@ -132,27 +134,6 @@ def frontier_note(frame: pd.DataFrame, law: Law, target: str, fit: FitResult,
             f"{gap[j]:+.1f} % from this fit's {a[j]:.4g}: a coarse grid's runs above the "
             "compute-optimal frontier enter the envelope but not the hull, and which fit "
             f"extrapolates better the runs do not say; {advice}")
-
-
-def one_size_note(runs: pd.DataFrame) -> str | None:
-    """A note when the run table a compute law comes from (``runs``, every loaded run, not only
-    the fitted frontier; columns ``N``, ``D``) holds one model size ``N`` or one token count
-    ``D`` and several of the other (values within a relative 1e-9 count as one); None otherwise.
-
-    Then C = 6·N·D varies along one axis only: the envelope is the loss against the other at
-    that fixed value, not the compute-optimal frontier, and the law's prediction at another
-    C is not the loss of a compute-optimal run there."""
-    if "N" not in runs or "D" not in runs:
-        return None
-    levels = {k: np.unique(np.round(np.log(runs[k].to_numpy(dtype=np.float64)), 9))
-              for k in ("N", "D")}
-    for axis, other, unit in (("D", "N", "tokens"), ("N", "D", "parameters")):
-        if levels[axis].size == 1 and levels[other].size > 1:
-            return (f"every run has {axis} = {runs[axis].iloc[0]:.4g} {unit}: C varies with "
-                    f"{other} alone, so the compute law is the loss along {other} at that "
-                    f"{axis}, not the compute-optimal frontier, and its predictions are not "
-                    f"compute-optimal losses; a compute-optimal law needs runs of several {axis}")
-    return None
 
 
 def select_points(frame: pd.DataFrame, method: str, law: Law, target: str) -> pd.DataFrame:
@@ -297,19 +278,6 @@ class FitSummary:
         }
 
 
-def tiny_compute_notes(predict: Sequence[float], C_min: float) -> list[str]:
-    """A note for each prediction compute (FLOPs) more than 1000x below the smallest run's
-    (``C_min``): ``--predict 24`` meant 1e24 rather than 24 FLOPs."""
-    out = []
-    for c in predict:
-        if c < C_min / 1e3:
-            meant = f" (did you mean 1e{c:g}?)" if float(c).is_integer() and 10 <= c <= 40 \
-                else ""
-            out.append(f"the prediction at C = {c:g} FLOPs is {C_min / c:.3g}x below the "
-                       f"smallest run's compute ({C_min:.3g} FLOPs){meant}")
-    return out
-
-
 def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | None = None,
                 target: str = "loss", huber_delta: float = DEFAULT_HUBER_DELTA,
                 bootstrap: int = 0, confidence_level: float = 0.95,
@@ -388,7 +356,9 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
         falling = (falling_error_note(X[:, 0], y, target) if law.variables == ("loss",)
                    else "")
         for text in (note, one_size_note(table.frame) if prediction_kind(law) == "compute"
-                     else None, *misfit, falling, diverged_points_note(points, target)):
+                     else None, *misfit, falling, diverged_points_note(points, target),
+                     "" if method == "all" else edge_optimum_note(
+                         table.frame, points, table.hyperparameters, target)):
             if text:
                 warnings.warn(text, UserWarning, stacklevel=2)
     for w in caught:  # re-emitted for the caller's own filters: recorded, not swallowed
