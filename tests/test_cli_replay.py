@@ -166,6 +166,11 @@ def test_an_exactly_determined_fit_is_marked_exact_in_the_table():
     assert [r["status"] for r in rows] == ["converged, exact", "converged", "failed"]
     assert 'status "exact"' in _legend(rows)
     assert 'status "exact"' not in _legend(rows[1:])  # explained only when a row has it
+    # a trial read |d| % beside "unidentified" as a score: the legend says what it is
+    assert "not pinned down" not in _legend(rows)
+    loose = [{**rows[1], "status": "unidentified"}, {**rows[2], "status": "bound hit"}]
+    assert ('status "unidentified" / "bound hit": the law\'s parameters are not pinned down by '
+            "these points, so its |d|% is a number, not a measure of the search") in _legend(loose)
 
 
 def test_an_interval_made_by_bound_hits_gets_a_note():
@@ -246,3 +251,26 @@ def test_the_reference_notes_and_json_whether_or_not_its_spread_is_known(tmp_pat
             assert spread is None and hull is not None  # the case that crashed
         else:
             assert got == spread.to_dict()
+
+
+def test_held_out_cells_say_their_share_of_the_compute_and_a_large_one_is_called_so(tmp_path):
+    """A trial's 3 × 3 × 3 grid: the two held-out cells held 65 % of its compute, so replay's
+    --budget 0.3 meant a third of what suggest's did, with only the cells named."""
+    import pandas as pd
+
+    from scalebo.bench.problems import load_problem
+
+    N, D, lr = (x.ravel() for x in np.meshgrid([1e9, 3e9, 7e9], [2e10, 6e10, 2e11],
+                                                [1e-3, 2e-3, 4e-3]))
+    loss = (1.8 + 480 / N**0.34 + 2100 / D**0.36
+            + 0.03 * np.log2(lr / (3e-3 * (N / 1e9) ** -0.3)) ** 2)
+    path = tmp_path / "runs.csv"
+    pd.DataFrame({"N": N, "D": D, "lr": lr, "loss": loss}).to_csv(path, index=False)
+    grid = load_problem(str(path)).grid
+    share = 1 - grid.C_total / grid.C_total_all
+    assert share > 0.6  # by hand: (3e9 + 7e9)·2e11·3 of Σ N·D·3
+    out = _scalebo("replay", "--dataset", str(path), "--budget", "0.3", "--surrogate",
+                   "random", "--posterior-samples", "0", "--bootstrap-samples", "0", cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert (f"they hold {100 * share:.3g} % of the grid's compute, and budgets are fractions of "
+            f"the rest, C_total = {grid.C_total:.4g} FLOPs (a large share") in out.stderr

@@ -244,8 +244,14 @@ def run(args: argparse.Namespace) -> int:
     held = [f"(N={c['N']:.4g}, D={c['D']:.4g})" for c in summary["held_out_cells"]]
     if held:
         tie = summary["held_out_tie"]
+        grid = problem.grid
+        share = 1 - grid.C_total / grid.C_total_all
         note(f"held out of the search, scored by heldout_mse: {', '.join(held)}"
-            + (f" ({tie})" if tie else ""))
+            + (f" ({tie})" if tie else "") + f"; they hold {100 * share:.3g} % of the grid's "
+            f"compute, and budgets are fractions of the rest, C_total = {grid.C_total:.4g} "
+            "FLOPs" + (" (a large share: the search and the reference law never see the "
+                       "grid's costliest runs; --held-out-cells 0 keeps them)"
+                       if share > HELD_OUT_SHARE else ""))
     for law in ("compute", "chinchilla"):
         ref = summary[f"reference_{law}"]
         if ref is not None:
@@ -284,6 +290,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(_table(rec))
     return 0
+
+
+#: Share of the grid's compute in held-out cells above which ``replay`` says it is large.
+HELD_OUT_SHARE = 0.25
 
 
 def _metric_rows(rec: Any) -> list[dict]:
@@ -338,10 +348,18 @@ _EXACT = ("; status \"exact\": as many frontier points as the law has parameters
           "passes through them and nothing tests it")
 
 
+_LOOSE = ("; status {}: the law's parameters are not pinned down by these points, so its "
+          "|d|% is a number, not a measure of the search")
+
+
 def _legend(rows: list[dict[str, Any]]) -> str:
-    """The table's legend; what status "exact" means only when a row has it."""
-    exact = any("exact" in str(r.get("status", "")) for r in rows)
-    return _LEGEND + (_EXACT if exact else "")
+    """The table's legend; what status "exact", "unidentified" or "bound hit" mean only when
+    a row has it."""
+    said = {str(r.get("status", "")) for r in rows}
+    exact = any("exact" in s for s in said)
+    loose = [f'"{s}"' for s in ("unidentified", "bound hit") if any(x.startswith(s) for x in said)]
+    return _LEGEND + (_EXACT if exact else "") + (_LOOSE.format(" / ".join(loose)) if loose
+                                                   else "")
 
 
 def _table(rec: Any) -> str:

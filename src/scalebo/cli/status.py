@@ -204,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
              "N_opt": _median(t.N_opt, t.N_opt_80), "D_opt": _median(t.D_opt, t.D_opt_80)}
             for t in status.targets]
     headers = ["C", "loss (fit)", "median", "80 %", "95 %", "±80 % of median (%)",
-               "N* (80 %)", "D* (80 %)"]
+               "N* median (80 %)", "D* median (80 %)"]
     if status.noise_floor is not None:  # noise-free intervals: their floor beside the width
         for row, t in zip(rows, status.targets, strict=True):
             row["floor"] = t.floor_half_width_pct
