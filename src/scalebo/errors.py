@@ -8,8 +8,10 @@ Three outcomes, as in SciPy and the Open-Athena scaling-law package:
 * anything else returns a result with a ``status`` and a ``message``.
 """
 
+import math
 import numbers
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 #: Data rows a message lists before "(and k more)".
 ROWS_SHOWN = 5
@@ -163,3 +165,34 @@ def missing_columns(missing: list[str], have: Iterable[object],
                    "axis")
     return (f"column{'s' if len(missing) > 1 else ''} {', '.join(one(c) for c in missing)} "
             f"{'are' if len(missing) > 1 else 'is'} missing; {'; '.join(how)}")
+
+
+def grid_value(value: Any) -> Any:
+    """A grid value as proposals give it: a whole number as an int (a batch size of 256,
+    not 256.0; up to 2^53, where floats stop being exact), anything else unchanged."""
+    import numpy as np
+
+    if (isinstance(value, (float, np.floating)) and math.isfinite(value)
+            and float(value).is_integer() and abs(value) < 2.0 ** 53):
+        return int(value)
+    return value
+
+
+def exact_number(value: Any) -> str:
+    """A grid value as text that reads back to the same float: 6 significant digits when
+    they do (``1e+09``, ``0.003``), else the shortest exact form (``0.0049593113``; a whole
+    number in full, ``187973632``), so a value copied from a message or a table into a runs
+    or grid file is on the grid; ``-`` for a missing or NaN value, text as it is."""
+    import numpy as np
+
+    if isinstance(value, (float, np.floating)) and math.isfinite(value):
+        short = f"{float(value):.6g}"
+        if float(short) == float(value):
+            return short
+        whole = grid_value(value)
+        return str(whole) if isinstance(whole, int) else repr(float(value))
+    if value is None or (isinstance(value, (float, np.floating)) and math.isnan(value)):
+        return "-"
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return str(int(value))
+    return str(value)

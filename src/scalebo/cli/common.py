@@ -39,7 +39,7 @@ from scalebo.cli.arg_types import (  # noqa: F401 - the commands import them fro
     tolerance,
     warn_few_resamples,
 )
-from scalebo.errors import RunTableError
+from scalebo.errors import RunTableError, exact_number, grid_value  # noqa: F401 - re-exported
 from scalebo.outputs import (  # noqa: F401 - re-exported for the commands
     atomic_path,
     check_figure_path,
@@ -351,33 +351,6 @@ def format_number(value: Any, digits: int = 5) -> str:
         value = float(value)
         return "-" if math.isnan(value) else f"{value:.{digits}g}"
     return str(value)
-
-
-def grid_value(value: Any) -> Any:
-    """A grid value as proposals give it: a whole number as an int (a batch size of 256,
-    not 256.0; up to 2^53, where floats stop being exact), anything else unchanged."""
-    import numpy as np
-
-    if (isinstance(value, (float, np.floating)) and math.isfinite(value)
-            and float(value).is_integer() and abs(value) < 2.0 ** 53):
-        return int(value)
-    return value
-
-
-def exact_number(value: Any) -> str:
-    """A grid value as text that reads back to the same float: 6 significant digits when
-    they do (``1e+09``, ``0.003``), else the shortest exact form (``0.0049593113``; a whole
-    number in full, ``187973632``), so a proposal copied from a table into a runs file is on
-    the grid."""
-    import numpy as np
-
-    if isinstance(value, (float, np.floating)) and math.isfinite(value):
-        short = f"{float(value):.6g}"
-        if float(short) == float(value):
-            return short
-        whole = grid_value(value)
-        return str(whole) if isinstance(whole, int) else repr(float(value))
-    return format_number(value)
 
 
 def format_table(

@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pandas as pd
 
+from scalebo.errors import exact_number
 from scalebo.search.grid import Grid
 
 __all__ = ["MIN_FAILED", "failing_values_notes"]
@@ -27,35 +29,26 @@ def failing_values_notes(grid: Grid, failed: Sequence[int], completed: Sequence[
     """One note per hyperparameter setting that a ``picked`` grid row uses while at least
     :data:`MIN_FAILED` ``failed`` rows and no ``completed`` row have it (grid row indices);
     ``()`` when there is none. The setting named is every axis value those failed runs
-    share (``lr=0.016`` when they span several batch sizes, ``lr=0.016, bs=512`` when they
-    all had both: which of the two fails the runs do not say)."""
+    share with the picked row (``lr=0.016`` when they span several batch sizes, ``lr=0.016,
+    bs=512`` when they and the pick all have both: which of the two fails the runs do not
+    say). An axis with one value in the grid is never named: there is nothing to drop."""
     failed, completed = np.asarray(failed, dtype=np.int64), np.asarray(completed, np.int64)
-    if failed.size < MIN_FAILED or not len(picked) or not grid.axes:
+    if failed.size < MIN_FAILED or not len(picked):
         return ()
-    values = {a: grid.configs[a].to_numpy() for a in grid.axes}
+    values = {a: grid.configs[a].to_numpy() for a in grid.axes
+              if pd.unique(grid.configs[a]).size > 1}
     said: dict[tuple, str] = {}
     for row in np.asarray(picked, dtype=np.int64):
-        for axis in grid.axes:
-            v = values[axis][row]
-            runs = failed[values[axis][failed] == v]
-            if runs.size < MIN_FAILED or np.any(values[axis][completed] == v):
+        for vals in values.values():
+            runs = failed[vals[failed] == vals[row]]
+            if runs.size < MIN_FAILED or np.any(vals[completed] == vals[row]):
                 continue
-            shared = tuple((a, values[a][runs[0]]) for a in grid.axes
-                           if np.all(values[a][runs] == values[a][runs[0]]))
+            shared = tuple((a, v[row]) for a, v in values.items() if np.all(v[runs] == v[row]))
             if shared in said:
                 continue
-            setting = ", ".join(f"{a}={_shown(x)}" for a, x in shared)
+            setting = ", ".join(f"{a}={exact_number(x)}" for a, x in shared)
             said[shared] = (f"{setting} is suggested although all {runs.size} runs that tried "
                             "it failed and none completed: failed runs teach the search "
                             f"nothing about a setting; if {setting} always fails, drop it from "
                             "the grid")
     return tuple(said.values())
-
-
-def _shown(value: object) -> str:
-    """An axis value as the grid file can hold it: ``%g`` when that reads back exactly
-    (0.016), else in full (2097152), text quoted."""
-    if isinstance(value, str):
-        return repr(value)
-    short = f"{value:g}"
-    return short if float(short) == float(value) else repr(float(value)).removesuffix(".0")
