@@ -100,12 +100,14 @@ def test_a_fitted_loss_that_looks_diverged_is_named_by_its_data_row(tmp_path):
     pd.DataFrame({"N": N, "D": D, "lr": np.tile([1e-3, 2e-3], 20), "loss": loss}).to_csv(
         path, index=False)
     table = load_runs(path)
-    with pytest.warns(UserWarning, match=r"data row 14: a loss over 2x their cell's best, or 3x "
-                      r"a run's that cost no more or the median cell best \(up to 12 nats; the "
-                      r"median cell best is .*--diverged-above LOSS"):
+    with pytest.warns(UserWarning, match=r"data row 14: a loss over 2x their cell's best, or "
+                      r"3x a run's that cost no more or, where no other cell costs less, the "
+                      r"median cell best \(up to 12 nats; the median cell best is "
+                      r".*--diverged-above LOSS"):
         fit_summary(table, "chinchilla", frontier="all")
     # the cheapest cell diverged whole: nothing cheaper, nothing in its cell to compare with,
-    # and the envelope takes it (a review); over 3x the median cell best names it
+    # and the envelope takes it (a review); over 3x the median cell best names it, there
+    # only (applied to every run, that rule flagged an honest undertrained isoFLOP run)
     cheapest = np.flatnonzero((N == N.min()) & (D == D.min()))
     loss[13], loss[cheapest] = (1.69 + 406.4 / N[13]**0.34 + 410.7 / D[13]**0.28), [12.0, 12.5]
     pd.DataFrame({"N": N, "D": D, "lr": np.tile([1e-3, 2e-3], 20), "loss": loss}).to_csv(
@@ -116,3 +118,20 @@ def test_a_fitted_loss_that_looks_diverged_is_named_by_its_data_row(tmp_path):
         warnings.simplefilter("always")
         fit_summary(table, "compute")
     assert not any("diverged runs?" in str(w.message) for w in seen)
+
+
+def test_the_median_rule_judges_only_runs_with_nothing_else_to_compare_with():
+    """A review's case from Porian et al.'s runs: an undertrained isoFLOP run at 10.01 nats
+    beside a run of the same cost at 4.39 is honest (3 x 4.39 > 10.01), although it is over
+    3x the median cell best; a lone cheapest cell at 12 nats is not."""
+    from scalebo.search.runs_columns import suspect_diverged
+
+    cost = np.array([1.0, 1.0, 10.0, 100.0, 1e3, 1e4])
+    loss = np.array([4.39, 10.01, 3.3, 3.2, 3.0, 2.9])
+    high, median = suspect_diverged(loss, np.arange(6), cost)
+    assert median == pytest.approx(3.25) and 10.01 > 3 * median
+    assert not high.any()
+    lone = np.array([12.0, 3.5, 3.3, 3.2, 3.0, 2.9])  # the cheapest cell alone at its cost
+    assert suspect_diverged(lone, np.arange(6), np.array([1.0, 2, 10, 100, 1e3, 1e4]))[0
+                            ].tolist() == [True, False, False, False, False, False]
+    assert not suspect_diverged(lone, np.arange(6))[0].any()  # without costs: no such rule
