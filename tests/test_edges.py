@@ -51,3 +51,16 @@ def test_fit_warns_on_a_frontier_of_cell_bests_but_not_on_every_run():
         fit_summary(table, "chinchilla", frontier="all")
     said = [str(w.message) for w in seen if "at the edge of those values" in str(w.message)]
     assert len(said) == 1  # the cell-best fit only: a fit of every run averages over lr
+
+
+def test_a_setting_past_the_edge_that_was_tried_and_failed_counts_as_tried():
+    """A review: with the largest learning rate diverged (NaN) in every cell, the note said
+    "the largest of 3" of 4 tried and advised trying past it."""
+    frame = _grid(6e-3, lrs=(1e-3, 2e-3, 4e-3, 8e-3))
+    frame.loc[frame["lr"] == 8e-3, "loss"] = np.nan
+    table = load_runs(frame)
+    assert len(table.excluded) == 9
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        fit_summary(table, "chinchilla")
+    assert not [w for w in seen if "at the edge of those values" in str(w.message)]

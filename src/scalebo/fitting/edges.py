@@ -25,8 +25,9 @@ MIN_VALUES = 3
 
 def edge_optimum_note(frame: pd.DataFrame, points: pd.DataFrame,
                       hyperparameters: Sequence[str], target: str = "loss") -> str:
-    """A note when at least two fitted ``points`` (rows of ``frame``, the whole run table
-    with ``N``, ``D`` and the ``hyperparameters``), and a quarter of those whose cell tried
+    """A note when at least two fitted ``points`` (rows of ``frame``, every run tried, with
+    ``N``, ``D`` and the ``hyperparameters``; pass the excluded runs too: a setting past the
+    edge that was tried and failed is tried), and a quarter of those whose cell tried
     :data:`MIN_VALUES` or more values of a numeric hyperparameter, are their cell's best run
     at the smallest or largest value of it tried there; "" otherwise."""
     numeric = [h for h in hyperparameters if h in frame and h in points
@@ -43,6 +44,7 @@ def edge_optimum_note(frame: pd.DataFrame, points: pd.DataFrame,
         seen = False
         for h in numeric:
             values = np.unique(cell[h].to_numpy(dtype=np.float64))
+            values = values[np.isfinite(values)]
             if values.size < MIN_VALUES or not np.isfinite(p[h]):
                 continue
             seen = True

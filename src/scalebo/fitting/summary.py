@@ -358,7 +358,8 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
         for text in (note, one_size_note(table.frame) if prediction_kind(law) == "compute"
                      else None, *misfit, falling, diverged_points_note(points, target),
                      "" if method == "all" else edge_optimum_note(
-                         table.frame, points, table.hyperparameters, target)):
+                         pd.concat([table.frame, table.excluded]) if len(table.excluded)
+                         else table.frame, points, table.hyperparameters, target)):
             if text:
                 warnings.warn(text, UserWarning, stacklevel=2)
     for w in caught:  # re-emitted for the caller's own filters: recorded, not swallowed
