@@ -330,6 +330,12 @@ def test_a_campaigns_failed_and_running_rows_are_excluded_with_a_warning():
         "rows are fitted as finished runs",
         "<DataFrame>: excluded 1 of 4 runs: 1 status failed or running, so not a finished "
         "run's loss (data row 3). They are listed in RunTable.excluded."]
+    # another tool's words alone (finished / crashed): a status column all the same
+    wandb = _frame().assign(status=["finished", "crashed", "finished", "finished"])
+    with pytest.warns(UserWarning, match=r"column 'status' has 'crashed' \(write 'failed' for "
+                      r"it\), 'finished' \(write 'completed' for it\), not completed"):
+        load_runs(wandb, mapping=MAP)
+
     # a status column of other values is not a campaign's: nothing is excluded for it
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -55,7 +55,7 @@ def runs_only_note(N: np.ndarray, D: np.ndarray, loss: np.ndarray, summary: dict
 def _runs_fit(N: np.ndarray, D: np.ndarray, loss: np.ndarray) -> Any:
     """The Chinchilla fit on each (N, D) cell's best finite loss, as ``scalebo fit --law
     chinchilla`` makes it (:func:`~scalebo.fitting.frontier.best_per_cell`, the law's start
-    grid), or None (fewer cells than parameters, or a fit that did not converge)."""
+    grid), or None (no more cells than parameters, or a fit that did not converge)."""
     import warnings
 
     import pandas as pd
@@ -67,7 +67,7 @@ def _runs_fit(N: np.ndarray, D: np.ndarray, loss: np.ndarray) -> Any:
     law = get_law("chinchilla")
     ok = np.isfinite(loss) & (N > 0) & (D > 0)
     best = best_per_cell(pd.DataFrame({"N": N[ok], "D": D[ok], "loss": loss[ok]}))
-    if len(best) < law.n_params:
+    if len(best) <= law.n_params:  # an exactly determined fit tests nothing
         return None
     X = best[["N", "D"]].to_numpy(dtype=np.float64)
     with warnings.catch_warnings():  # the status says what it finds in its own words
