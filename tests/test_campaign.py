@@ -274,7 +274,7 @@ def test_sentinel_losses_of_diverged_runs_get_a_note_and_a_too_low_threshold_too
     lone.loc[12, "loss"] = 20.0  # the others: 5.4-7.5 nats
     (note,) = [n for n in read_campaign_runs(lone, grid).notes if "cell's best" in n]
     assert ("data row 13: completed with a loss over 2x their cell's best, or 3x a run's that "
-            "cost no more or, where no other cell costs less, the median cell best") in note
+            "cost no more, or 3x the median cell best when every run that cost no more is") in note
     # a small model's badly tuned run (1.5x its cell's best, 2.4x the large models') is no
     # diverged run
     small = frame.assign(loss=np.where(frame["N"] == frame["N"].min(), 5.0, 2.4))

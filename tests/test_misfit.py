@@ -101,8 +101,8 @@ def test_a_fitted_loss_that_looks_diverged_is_named_by_its_data_row(tmp_path):
         path, index=False)
     table = load_runs(path)
     with pytest.warns(UserWarning, match=r"data row 14: a loss over 2x their cell's best, or "
-                      r"3x a run's that cost no more or, where no other cell costs less, the "
-                      r"median cell best \(up to 12 nats; the median cell best is "
+                      r"3x a run's that cost no more, or 3x the median cell best when every "
+                      r"run that cost no more is \(up to 12 nats; the median cell best is "
                       r".*--diverged-above LOSS"):
         fit_summary(table, "chinchilla", frontier="all")
     # the cheapest cell diverged whole: nothing cheaper, nothing in its cell to compare with,
@@ -135,3 +135,14 @@ def test_the_median_rule_judges_only_runs_with_nothing_else_to_compare_with():
     assert suspect_diverged(lone, np.arange(6), np.array([1.0, 2, 10, 100, 1e3, 1e4]))[0
                             ].tolist() == [True, False, False, False, False, False]
     assert not suspect_diverged(lone, np.arange(6))[0].any()  # without costs: no such rule
+    # a review: two cheapest cells of one cost, or a run of cheap cells, that all diverged
+    # are flagged together; a cheapest cell's badly tuned run beside its good one is not
+    tied = np.array([12.0, 12.5, 3.5, 3.4, 3.3, 3.2])
+    assert suspect_diverged(tied, np.arange(6), np.array([1.0, 1, 2, 3, 4, 5]))[0
+                            ].tolist() == [True, True, False, False, False, False]
+    chain = np.array([12.0, 11.0, 3.4, 3.3, 3.2])
+    assert suspect_diverged(chain, np.arange(5), np.arange(1.0, 6))[0].tolist()[:2] == [
+        True, True]
+    tuned = np.array([5.0, 9.5, 3.1, 3.0, 2.9, 2.8])  # cell 0 holds the 5.0 and the 9.5
+    assert not suspect_diverged(tuned, np.array([0, 0, 1, 2, 3, 4]),
+                                np.array([1.0, 1, 2, 3, 4, 5]))[0].any()

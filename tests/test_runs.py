@@ -320,21 +320,27 @@ def test_a_campaigns_failed_and_running_rows_are_excluded_with_a_warning():
     frame.loc[1, "val_loss"] = -1.0
     with pytest.warns(ExcludedRunsWarning):
         assert len(load_runs(frame, mapping=MAP)) == 2
-    # a campaign's words beside others: failed and running still out, the others named
-    odd = _frame().assign(status=["completed", "crashed", "failed", ""])
+    # a campaign's words beside others: failed and running out, a known synonym read as its
+    # campaign word (crashed: failed), an unknown word named and fitted
+    odd = _frame().assign(status=["completed", "crashed", "failed", "weird"])
     with pytest.warns(UserWarning) as caught:
-        assert load_runs(odd, mapping=MAP).frame.index.tolist() == [0, 1, 3]
+        assert load_runs(odd, mapping=MAP).frame.index.tolist() == [0, 3]
     assert [str(w.message) for w in caught] == [
-        "<DataFrame>: column 'status' has 'crashed' (write 'failed' for it), not completed, "
-        "failed or running: those "
+        "<DataFrame>: column 'status' has 'weird', not completed, failed or running: those "
         "rows are fitted as finished runs",
-        "<DataFrame>: excluded 1 of 4 runs: 1 status failed or running, so not a finished "
-        "run's loss (data row 3). They are listed in RunTable.excluded."]
-    # another tool's words alone (finished / crashed): a status column all the same
-    wandb = _frame().assign(status=["finished", "crashed", "finished", "finished"])
-    with pytest.warns(UserWarning, match=r"column 'status' has 'crashed' \(write 'failed' for "
-                      r"it\), 'finished' \(write 'completed' for it\), not completed"):
-        load_runs(wandb, mapping=MAP)
+        "<DataFrame>: excluded 2 of 4 runs: 2 status failed or running, so not a finished "
+        "run's loss (data rows 2, 3). They are listed in RunTable.excluded."]
+    # W&B's words (finished / crashed / killed): a status column all the same, read as the
+    # campaign words they mean (a review: a crashed run was fitted as finished)
+    wandb = _frame().assign(status=["finished", "crashed", "finished", "Killed"])
+    with pytest.warns(UserWarning) as caught:
+        assert load_runs(wandb, mapping=MAP).frame.index.tolist() == [0, 2]
+    assert [str(w.message) for w in caught] == [
+        "<DataFrame>: excluded 2 of 4 runs: 2 status failed or running, so not a finished "
+        "run's loss (data rows 2, 4). They are listed in RunTable.excluded."]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every run finished: nothing to say
+        assert len(load_runs(_frame().assign(status="finished"), mapping=MAP)) == 4
 
     # a status column of other values is not a campaign's: nothing is excluded for it
     with warnings.catch_warnings():

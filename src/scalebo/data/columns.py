@@ -109,15 +109,15 @@ STATUS_SYNONYMS = {
     **dict.fromkeys(("done", "finished", "complete", "success", "succeeded", "ok"),
                     "completed"),
     **dict.fromkeys(("crashed", "crash", "error", "errored", "diverged", "killed", "oom",
-                     "cancelled", "canceled", "timeout", "nan"), "failed"),
+                     "cancelled", "canceled", "timeout"), "failed"),
     **dict.fromkeys(("in_progress", "in progress", "pending", "queued", "started", "training",
                      "active"), "running"),
 }
 
 
-#: Words that make a ``status`` column one of runs' states (W&B's): ``ok`` or ``error``
-#: alone may mean anything.
-_RUN_STATES = frozenset({"finished", "crashed", "killed", "diverged"})
+#: W&B's words for a run's state besides a campaign's: they make a ``status`` column one of
+#: run states (``ok`` or ``error`` alone may mean anything).
+_RUN_STATES = frozenset({"finished", "crashed", "killed"})
 
 
 def status_hint(value: object) -> str:
@@ -130,9 +130,10 @@ def status_hint(value: object) -> str:
 def unfinished_runs(frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     """``(mask, unknown)``: the rows whose ``status`` column says failed or running
     (case-insensitive, surrounding blanks ignored), and, when the column uses a campaign's
-    words or W&B's (``finished``, ``crashed``, ``killed``) at all, its
-    other values, which the caller should warn about: those rows count as finished. No
-    ``status`` column: nothing, and no values."""
+    words or W&B's (``finished``, ``crashed``, ``killed``) at all, its other values, which
+    the caller should warn about: those rows count as finished. In such a column the words
+    of :data:`STATUS_SYNONYMS` mean their campaign word (``crashed``: failed). No ``status``
+    column: nothing, and no values."""
     if "status" not in frame.columns:
         return np.zeros(len(frame), dtype=bool), []
     said = np.array(["" if is_blank(v) else str(v).strip().lower() for v in frame["status"]],
@@ -140,6 +141,8 @@ def unfinished_runs(frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     mask = np.isin(said, list(UNFINISHED_STATUSES))
     if not (mask.any() or "completed" in set(said) or set(said) & _RUN_STATES):
         return mask, []  # not a status column (neither a campaign's words nor W&B's)
+    said = np.array([STATUS_SYNONYMS.get(s, s) for s in said], dtype=object)
+    mask = np.isin(said, list(UNFINISHED_STATUSES))
     known = {"", "completed", *UNFINISHED_STATUSES}
     return mask, sorted({str(v).strip() for v, s in zip(frame["status"], said, strict=True)
                          if s not in known})

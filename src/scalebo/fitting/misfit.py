@@ -84,12 +84,10 @@ def falling_error_note(loss: np.ndarray, y: np.ndarray, target: str) -> str:
 
 def diverged_points_note(points: Any, target: str = "loss") -> str:
     """A note when fitted points (a run table's rows with ``N``, ``D``, ``C`` and the loss
-    ``target``, nats; index: file rows) hold losses that look like diverged runs — over
-    :data:`~scalebo.search.runs_columns.DIVERGED_RATIO` × their (N, D) cell's best or
-    :data:`~scalebo.search.runs_columns.CHEAPER_RATIO` × a run's that cost no more or the
-    median cell best, as a
-    replay and a campaign judge them — naming their data rows; "" otherwise (a response other
-    than the loss is not judged). Such a loss is still fitted, where it pulls the law up."""
+    ``target``, nats; index: file rows) hold losses that look like diverged runs
+    (:func:`~scalebo.search.runs_columns.suspect_diverged`, as a replay and a campaign judge
+    them), naming their data rows; "" otherwise (a response other than the loss is not
+    judged). Such a loss is still fitted, where it pulls the law up."""
     from scalebo.errors import data_rows, file_rows
     from scalebo.search.runs_columns import diverged_rule, suspect_diverged
 

@@ -157,7 +157,8 @@ def numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:
 def diverged_rule() -> str:
     """How :func:`suspect_diverged` judges a loss, as its notes say it."""
     return (f"over {DIVERGED_RATIO:g}x their cell's best, or {CHEAPER_RATIO:g}x a run's that "
-            "cost no more or, where no other cell costs less, the median cell best")
+            f"cost no more, or {CHEAPER_RATIO:g}x the median cell best when every run that "
+            "cost no more is")
 
 
 def suspect_diverged(loss: np.ndarray, cells: np.ndarray, cost: np.ndarray | None = None
@@ -169,11 +170,11 @@ def suspect_diverged(loss: np.ndarray, cells: np.ndarray, cost: np.ndarray | Non
     moved a campaign's law by half) — and the median over cells of each cell's lowest loss
     (NaN without a finite loss).
     A small model's badly tuned runs stay within a few tens of percent of its best and are
-    not flagged, wherever the larger models' losses lie; a run with nothing to compare with
-    (with ``cost``: its cell's every run diverged and every other cell costs more) is flagged
-    above :data:`CHEAPER_RATIO` × the median cell best (a review: the cheapest cell at 12
-    nats; applied to every run, that rule flagged an honest undertrained isoFLOP point of
-    Porian et al. at 10 nats)."""
+    not flagged, wherever the larger models' losses lie; with ``cost``, a run whose every run
+    that cost no more (itself included) is above :data:`CHEAPER_RATIO` × the median cell best
+    is flagged too, having nothing ordinary to be compared with (a review: the cheapest
+    cells at 12 nats; applied to every run, that rule flagged an honest undertrained isoFLOP
+    point of Porian et al. at 10 nats beside one at 4.39)."""
     loss = np.asarray(loss, dtype=np.float64)
     ok = np.isfinite(loss)
     if not ok.any():
@@ -185,21 +186,12 @@ def suspect_diverged(loss: np.ndarray, cells: np.ndarray, cost: np.ndarray | Non
     high = ok & (loss > DIVERGED_RATIO * own)
     if cost is not None:
         cost = np.asarray(cost, dtype=np.float64)
-        high |= ok & (loss > CHEAPER_RATIO * _best_cheaper(loss, cost))
-        alone = _other_cells_dearer(cost, cells, ok)  # nothing else to compare with
-        high |= ok & alone & (loss > CHEAPER_RATIO * median)
+        cheaper = _best_cheaper(loss, cost)
+        high |= ok & (loss > CHEAPER_RATIO * cheaper)
+        # with no run that cost no more below 3x the median cell best to compare with (a
+        # cheapest cell, or several, that diverged whole), the median is the yardstick
+        high |= ok & (np.minimum(loss, cheaper) > CHEAPER_RATIO * median)
     return high, median
-
-
-def _other_cells_dearer(cost: np.ndarray, cells: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """Per run, whether every other cell's runs with a finite loss cost more than it did."""
-    per_cell = pd.Series(cost[ok]).groupby(cells[ok]).min().sort_values()
-    if per_cell.empty:
-        return np.ones(cost.size, dtype=bool)
-    first = per_cell.index[0]
-    second = float(per_cell.iloc[1]) if per_cell.size > 1 else np.inf
-    other = np.where(cells == first, second, float(per_cell.iloc[0]))
-    return other > cost
 
 
 def _best_cheaper(loss: np.ndarray, cost: np.ndarray) -> np.ndarray:
