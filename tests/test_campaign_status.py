@@ -429,6 +429,30 @@ def test_status_plot_keeps_runs_in_flight_and_failures_of_one_compute_visible(
     assert screen_y(ticks["next"])[0] - screen_y(ticks["running"])[0] > 10
 
 
+def test_status_plot_spans_runs_in_flight_beyond_every_completed_one(synthetic, tmp_path,
+                                                                     monkeypatch):
+    """A trial's first status figure (4 runs done, one in flight at a larger compute, no law
+    yet) ended its axis below the run in flight, whose tick sat outside the axes."""
+    import matplotlib.pyplot as plt
+
+    from scalebo.search.status_plot import plot_status
+
+    frame, grid = synthetic
+    cheap = np.argsort(grid.cost, kind="stable")[:4]
+    far = int(np.argmax(np.where(grid.held_out, -np.inf, grid.cost)))
+    table = pd.DataFrame([grid.config(int(i)) for i in [*cheap, far]])[["N", "D", "lr", "bs"]]
+    table["loss"] = [*frame.set_index(["N", "D", "lr", "bs"]).loc[
+        list(map(tuple, table.iloc[:4].to_numpy()))]["loss"], np.nan]
+    table["status"] = ["completed"] * 4 + ["running"]
+    runs = read_campaign_runs(table, grid)
+    status = campaign_status(grid, runs, grid.C_total, targets=(1e21,), n_samples=8)
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    plot_status(grid, runs, status, tmp_path / "status.png")
+    lo, hi = figures[0].axes[0].get_xlim()
+    assert lo <= grid.cost[cheap].min() and grid.cost[far] <= hi and 1e21 <= hi
+
+
 def test_a_retried_failed_run_keeps_both_rows(synthetic):
     # scalebo suggest --retry-failed proposes a failed configuration again; its retry is a
     # new row of the same configuration, beside the failed one, whose compute stays spent.

@@ -154,6 +154,10 @@ def test_a_failed_cooldown_beside_a_completed_longer_run_and_an_unused_cost_are_
     (unused,) = wsd_cost_notes(told, grid, 0.1)
     assert unused.startswith("<DataFrame>: the cost column of 1 completed run(s) (first: data "
                              "row 2) is not used under --cost-model wsd")
+    # a trial's budget was 134 GPU-hours over by its runs' own costs: the gap is given
+    assert unused.endswith(f"they record 7e+19 FLOPs against the grid's {2 * whole:.4g} for "
+                           f"them ({7e19 - 2 * whole:+.4g}, not in the spending: lower the "
+                           "budget by as much to hold it)")
     assert told.spent(grid, model) == pytest.approx(6 * 4e8 * 4e9 + 1.1 * whole)
 
 
@@ -190,3 +194,31 @@ def test_status_names_the_runs_of_its_next_rows_as_suggest_does(tmp_path):
     assert not res["stop"] and len(res["next"]) == 4
     assert [s["wsd_run"] for s in res["next"]] == [s["wsd_run"] for s in sug["suggestions"]]
     assert res["wsd_runs"] == sug["wsd_runs"]
+    # no next rows (--next 0): the key is still there, empty, as suggest's is when it stops
+    none = subprocess.run([sys.executable, "-m", "scalebo.cli", "status", "--grid", "grid.yaml",
+                           "--runs", "runs.csv", "--budget", "0.3", "--next", "0", "--quiet",
+                           "--cost-model", "wsd", "--format", "json", "--samples", "8"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert none.returncode == 0, none.stderr
+    assert json.loads(none.stdout)["wsd_runs"] == []
+
+
+def test_a_priced_grid_whose_cost_per_token_varies_in_a_family_is_said(tmp_path):
+    """A trial's grid with +20 GPU-hours per run (start-up, evals): wsd charges a family its
+    mean cost per token times D, so a 2e9-token run was charged 11.7 where the grid said
+    23.6, with no word. A cost proportional to D within each family gets no note."""
+    from scalebo.search.wsd_runs import wsd_cost_notes
+
+    N, D, lr = (x.ravel() for x in np.meshgrid([1e8, 3e8], [2e9, 5e9, 1.25e10, 3e10],
+                                                [1e-3, 3e-3]))
+    flat = 6 * N * D / (312e12 * 0.35 * 3600)  # GPU-hours, proportional to D
+    for extra, said in ((0.0, False), (20.0, True)):
+        path = tmp_path / f"grid{extra:g}.csv"
+        pd.DataFrame({"N": N, "D": D, "lr": lr, "cost": flat + extra}).to_csv(path, index=False)
+        grid = campaign_grid(path)
+        notes = wsd_cost_notes(read_campaign_runs(None, grid), grid, 0.1)
+        spread = [n for n in notes if "not proportional to D within a family" in n]
+        assert bool(spread) == said
+    family = (N == 1e8) & (lr == 1e-3)  # its cost per token: the 2e9 run's is the highest
+    rate = (flat[family] + 20) / D[family]
+    assert f"varies up to {rate.max() / rate.min():.3g}x" in spread[0]

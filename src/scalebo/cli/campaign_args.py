@@ -129,7 +129,9 @@ def load_campaign(args: argparse.Namespace):
         runs = replace(runs, notes=runs.notes + wsd_cost_notes(runs, grid, model.cooldown))
         whole = model.total(grid, ~np.asarray(grid.held_out, dtype=bool), priced=True)
         if amount is not None and whole < amount <= grid.budget_total * (1 + 1e-9):
-            warnings.warn(f"the budget {budget} ({amount:.4g} {grid.price_unit}) is more than "
+            said = str(budget)  # as written; in the grid's unit when it is a fraction
+            said += "" if said.endswith(grid.price_unit) else f" ({amount:.4g} {grid.price_unit})"
+            warnings.warn(f"the budget {said} is more than "
                           f"training the whole grid costs under --cost-model wsd ({whole:.4g}, "
                           f"{whole / grid.budget_total:.3g} of the grid's total of independent "
                           "runs, which fractions refer to): every configuration fits",

@@ -161,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
                              cell_coupling=args.posterior_coupling)
     result = status.to_dict()
     proposed, prices, numbers = [], (), ()
+    if args.cost_model == "wsd":  # the key on every exit, as suggest's JSON has it
+        result["wsd_runs"] = []
     if args.next > 0 and not status.stop:
         from scalebo.errors import SearchError
         from scalebo.search.campaign import suggest_runs
@@ -183,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
                      f"anchor run (N {res.anchor_cell[0]:.4g}, D {res.anchor_cell[1]:.4g})")
             if res.anchor_dropped is not None:
                 note(anchor_dropped_note(*res.anchor_dropped))
+            for text in (*res.notes, *([res.message] if res.message else [])):
+                note(text.replace("(--batch)", "(--next)"))  # only failed; why fewer
         except SearchError as exc:
             note(f"no next runs: {exc}")
     result["next"] = [{**{k: grid_value(v) for k, v in s.config.items()},

@@ -159,6 +159,7 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
             _counts(ax, pc, np.asarray(pm, dtype=np.float64), (4, -10), "tab:green")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    ax.set_xlim(lo_c, hi_c)  # the whole grid and the targets: runs in flight, proposals too
     ax.set_ylim(ylo, yhi)
     from scalebo.plotting import loss_ticks
 

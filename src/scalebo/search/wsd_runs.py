@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from scalebo.search.cost_model import families
 from scalebo.search.grid import Grid
@@ -180,7 +181,30 @@ def wsd_cost_notes(runs: Any, grid: Grid, cooldown: float) -> tuple[str, ...]:
                if g in runs.cost and not np.isclose(runs.cost[int(g)], own[int(g)])]
     if ignored:
         where = runs.rows.get(ignored[0], (runs.source, None))
+        said, planned = sum(runs.cost[g] for g in ignored), float(own[ignored].sum())
         notes.append(f"{where[0]}: the cost column of {len(ignored)} completed run(s) (first: "
                      f"data row {where[1]}) is not used under --cost-model wsd: each family "
-                     "is charged its stable phase and cooldowns by the model")
+                     "is charged its stable phase and cooldowns by the model; they record "
+                     f"{said:.4g} {grid.price_unit} against the grid's {planned:.4g} for them "
+                     f"({said - planned:+.4g}, not in the spending: lower the budget by as much "
+                     "to hold it)")
+    ratio = _per_token_spread(grid, fam, D, own)
+    if ratio > PER_TOKEN_SPREAD:
+        notes.append(f"the grid's cost is not proportional to D within a family (its cost per "
+                     f"token varies up to {ratio:.3g}x, e.g. a fixed start-up cost per run): "
+                     "--cost-model wsd charges each family its mean cost per token times D, so "
+                     "its short runs are charged less than the grid says and its long ones "
+                     "more")
     return tuple(notes)
+
+
+#: Largest ratio of cost per token within a family before :func:`wsd_cost_notes` says the
+#: ``wsd`` model's price per token misprices it.
+PER_TOKEN_SPREAD = 1.5
+
+
+def _per_token_spread(grid: Grid, fam: np.ndarray, D: np.ndarray, own: np.ndarray) -> float:
+    """The largest max/min ratio of cost / D within a family of the grid (1 when uniform)."""
+    rate = pd.Series(own / D).groupby(fam)
+    low = rate.min().to_numpy()
+    return float(np.max(rate.max().to_numpy() / np.where(low > 0, low, np.inf), initial=1.0))
