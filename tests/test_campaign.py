@@ -78,6 +78,9 @@ def test_failed_runs_are_spent_and_not_proposed_again_unless_retried(grid):
     total = budget + 10 * float(grid.cost.max())
     again = suggest_runs(grid, runs, total, batch=len(grid) - 5, retry_failed=True)
     assert failed in {s.index for s in again.suggestions}  # retried
+    # and says so (a trial could not tell a retry from a new configuration)
+    assert [s.reason.startswith("retry of a failed run; ") for s in again.suggestions] == [
+        s.index == failed for s in again.suggestions]
     assert again.spent == pytest.approx(res.spent)  # the failed attempt stays spent
     plain = suggest_runs(grid, runs, total, batch=len(grid) - 6)
     assert failed not in {s.index for s in plain.suggestions}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -244,6 +244,10 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
     held_back, anchor_cell = loop.held_back()
     dropped = loop.dropped_anchor()
     suggestions = loop.suggest(batch)
+    if retry_failed and runs.failed.size:  # say which proposals run a failed one again
+        again = set(int(i) for i in runs.failed)
+        suggestions = [replace(x, reason=f"retry of a failed run; {x.reason}")
+                       if x.index in again else x for x in suggestions]
     if dropped is None and (dropped := loop.dropped_in_asks()) is not None:  # mid-batch
         held_back, anchor_cell = 0.0, None
     message = ""
