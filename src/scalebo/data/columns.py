@@ -136,11 +136,9 @@ def unfinished_runs(frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     column: nothing, and no values."""
     if "status" not in frame.columns:
         return np.zeros(len(frame), dtype=bool), []
-    said = np.array(["" if is_blank(v) else str(v).strip().lower() for v in frame["status"]],
-                    dtype=object)
-    mask = np.isin(said, list(UNFINISHED_STATUSES))
-    if not (mask.any() or "completed" in set(said) or set(said) & _RUN_STATES):
-        return mask, []  # not a status column (neither a campaign's words nor W&B's)
+    said = ["" if is_blank(v) else str(v).strip().lower() for v in frame["status"]]
+    if not set(said) & {"completed", *UNFINISHED_STATUSES, *_RUN_STATES}:
+        return np.zeros(len(frame), dtype=bool), []  # neither a campaign's words nor W&B's
     said = np.array([STATUS_SYNONYMS.get(s, s) for s in said], dtype=object)
     mask = np.isin(said, list(UNFINISHED_STATUSES))
     known = {"", "completed", *UNFINISHED_STATUSES}

@@ -93,9 +93,9 @@ def diverged_points_note(points: Any, target: str = "loss") -> str:
 
     if target != "loss" or not {"N", "D", "C", target} <= set(points.columns):
         return ""
-    cells = points["N"].astype(str) + "/" + points["D"].astype(str)
+    cells = points.groupby(["N", "D"], sort=False).ngroup().to_numpy()
     loss = points[target].to_numpy(dtype=np.float64)
-    high, median = suspect_diverged(loss, cells.to_numpy(), points["C"].to_numpy(float))
+    high, median = suspect_diverged(loss, cells, points["C"].to_numpy(float))
     if not high.any():
         return ""
     return (f"{data_rows(file_rows(points.index, high))}: a loss {diverged_rule()} (up to "
