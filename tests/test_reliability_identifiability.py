@@ -297,3 +297,23 @@ def test_the_formula_check_skips_draws_that_say_nothing_and_reads_every_row():
                                 "E + A*N**(-a) + d*f", response="y", residuals="natural",
                                 bounds={"E": (0, 5), "A": (1, 1e4), "a": (0.05, 1), "d": (-1, 1)})
     assert str(few.fit.status) == "converged"
+
+
+def test_a_term_whose_variable_takes_three_values_is_exactly_determined_and_says_so():
+    """3 N × 5 D with an N-profile that is no power law (a sum of two): Chinchilla's N-term and E
+    still pass through the three N values exactly (objective ~0 beside the D-term's exact
+    fit), so the fit says the term's shape is untested; a fourth N leaves a residual and no
+    note."""
+    Ds = np.geomspace(2e9, 3e10, 5)
+
+    def loss(N, D):
+        return 1.9 + 30.0 / N ** 0.15 + 3e4 / N ** 0.6 + TRUE["B"] * D ** -TRUE["beta"]
+
+    notes = {}
+    for Ns in ((1e8, 3e8, 1e9), (1e8, 3e8, 1e9, 3e9)):
+        X, _ = _grid(Ns, Ds)
+        fit = fit_law(CHINCHILLA, X, loss(X[:, 0], X[:, 1]), starts=STARTS)
+        notes[len(Ns)] = ("N takes only 3 values: its term A·N^-alpha and E pass through "
+                          "them exactly" in fit.message, fit.fun)
+    assert notes[3][0] and notes[3][1] < 1e-12
+    assert not notes[4][0] and notes[4][1] > 1e-6
