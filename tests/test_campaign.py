@@ -73,7 +73,7 @@ def test_failed_runs_are_spent_and_not_proposed_again_unless_retried(grid):
     res = suggest_runs(grid, runs, budget, batch=3)
     assert res.spent == pytest.approx(float(grid.cost[order[:6]].sum()))  # failure counted
     assert len(res.suggestions) == 1
-    assert res.message.startswith("1 of the 3 asked for (--batch) fit")
+    assert res.message.startswith("1 of the 3 asked for fit")
     assert failed not in {s.index for s in res.suggestions}
     total = budget + 10 * float(grid.cost.max())
     again = suggest_runs(grid, runs, total, batch=len(grid) - 5, retry_failed=True)

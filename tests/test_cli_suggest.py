@@ -223,7 +223,7 @@ def test_a_batch_that_does_not_fit_says_what_is_left_after_it(campaign):
     cost = sum(s["cost"] for s in printed["suggestions"])
     assert n == 1 and cost == pytest.approx(cheapest)
     assert printed["message"] == (
-        f"1 of the 3 asked for (--batch) fit the remaining budget of "
+        f"1 of the 3 asked for fit the remaining budget of "
         f"{printed['remaining']:.4g} FLOPs; after them {printed['remaining'] - cost:.4g} is "
         f"left and the cheapest untried configuration costs {cheapest:.4g}")
 

@@ -186,7 +186,7 @@ def run(args: argparse.Namespace) -> int:
             if res.anchor_dropped is not None:
                 note(anchor_dropped_note(*res.anchor_dropped))
             for text in (*res.notes, *([res.message] if res.message else [])):
-                note(text.replace("(--batch)", "(--next)"))  # only failed; why fewer
+                note(text)  # settings that only failed; why fewer than --next
         except SearchError as exc:
             note(f"no next runs: {exc}")
     result["next"] = [{**{k: grid_value(v) for k, v in s.config.items()},

@@ -257,9 +257,8 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
             taken[arr] = True
         taken[[s.index for s in suggestions]] = True  # the cheapest one left after them
         cheapest = cheapest_untried(grid, loop.marginal_cost(priced=True), taken)
-        asked = f"{batch} asked for (--batch)"
         left = remaining - sum(_prices(grid, model, loop, suggestions))
-        message = (f"{len(suggestions)} of the {asked} fit the remaining budget of "
+        message = (f"{len(suggestions)} of the {batch} asked for fit the remaining budget of "
                    f"{remaining:.4g} {unit}" + ((
                        f"; after them {left:.4g} is left and the cheapest untried "
                        f"configuration costs {cheapest:.4g}") if cheapest is not None
