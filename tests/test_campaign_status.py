@@ -119,8 +119,12 @@ def test_bad_rows_are_named(synthetic, tmp_path):
         read_campaign_runs(path, grid)
     # a loss <= 0 was taken as a completed run, and the status then failed on internal rows
     rows.assign(loss=[3.1, 0.0]).to_csv(path, index=False)
-    with pytest.raises(RunTableError, match=r"runs.csv: data row 2, column 'loss' \(nats\): "
-                       r"expected a loss > 0, got 0; laws are fitted in log space"):
+    with pytest.raises(RunTableError, match=r"runs.csv: data row 2, column 'loss': expected a loss "
+                       r"> 0 \(nats; laws are fitted in log space\), got 0\.$"):
+        read_campaign_runs(path, grid)
+    rows.assign(cost=[5.0, -1.0]).to_csv(path, index=False)
+    with pytest.raises(RunTableError, match=r"runs.csv: data row 2, column 'cost': expected a "
+                       r"cost > 0 \(FLOPs\), got -1\.$"):
         read_campaign_runs(path, grid)
     pd.concat([rows, rows.iloc[:1]]).to_csv(path, index=False)
     with pytest.raises(SearchError, match=r"data rows 1 and 3 are the same configuration "

@@ -48,7 +48,7 @@ from scalebo.search.runs_columns import (
     diverged_rule,
     grid_numbers,
     map_columns,
-    numbers,
+    positive_numbers,
     run_statuses,
     suspect_diverged,
 )
@@ -295,17 +295,9 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
     idx = grid.index_of(frame, source=name)
     status = run_statuses(frame, name)
     check_run_columns(frame, status, name, mapping, original)
-    loss = numbers(frame, "loss", name)
-    nonpositive = np.flatnonzero(np.isfinite(loss) & (loss <= 0))
-    if nonpositive.size:
-        pos = int(nonpositive[0])
-        raise RunTableError(f"{name}: data row {pos + 1}, column 'loss' (nats): expected a loss "
-                            f"> 0, got {loss[pos]:g}; laws are fitted in log space.")
-    cost = numbers(frame, "cost", name)
-    if np.any(np.isfinite(cost) & (cost <= 0)):
-        pos = int(np.flatnonzero(np.isfinite(cost) & (cost <= 0))[0])
-        raise RunTableError(f"{name}: data row {pos + 1}, column 'cost': {cost[pos]!r} must "
-                            f"be positive ({grid.price_unit}).")
+    loss = positive_numbers(frame, "loss", name, "a loss > 0 (nats; laws are fitted in log "
+                            "space)")
+    cost = positive_numbers(frame, "cost", name, f"a cost > 0 ({grid.price_unit})")
     kinds: list[RunStatus] = []
     notes: list[str] = []
     for pos, (st, y) in enumerate(zip(status, loss, strict=True)):

@@ -154,6 +154,19 @@ def numbers(frame: pd.DataFrame, column: str, name: str) -> np.ndarray:
     return values.to_numpy(dtype=np.float64)
 
 
+def positive_numbers(frame: pd.DataFrame, column: str, name: str, expected: str) -> np.ndarray:
+    """:func:`numbers`, and RunTableError naming the first data row whose finite value is
+    not > 0 (``expected`` says why it must be, e.g. "a loss > 0 (nats; laws are fitted in
+    log space)")."""
+    values = numbers(frame, column, name)
+    bad = np.flatnonzero(np.isfinite(values) & (values <= 0))
+    if bad.size:
+        pos = int(bad[0])
+        raise RunTableError(f"{name}: data row {pos + 1}, column {column!r}: expected "
+                            f"{expected}, got {values[pos]:g}.")
+    return values
+
+
 def diverged_rule() -> str:
     """How :func:`suspect_diverged` judges a loss, as its notes say it."""
     return (f"over {DIVERGED_RATIO:g}x their cell's best, or {CHEAPER_RATIO:g}x a run's that "
