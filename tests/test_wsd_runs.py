@@ -222,3 +222,28 @@ def test_a_priced_grid_whose_cost_per_token_varies_in_a_family_is_said(tmp_path)
     family = (N == 1e8) & (lr == 1e-3)  # its cost per token: the 2e9 run's is the highest
     rate = (flat[family] + 20) / D[family]
     assert f"varies up to {rate.max() / rate.min():.3g}x" in spread[0]
+
+
+def test_a_wsd_campaign_charged_as_independent_runs_is_said(tmp_path):
+    """A trial: a campaign planned with suggest --cost-model wsd (its rows keep suggest's
+    wsd_run numbers) and then checked without the flag was charged as independent runs with
+    no word: spent differs (the lr 1e-3 family's 2e9 and 6e9 tokens share a stable phase)."""
+    from scalebo.search.status import campaign_status
+
+    (tmp_path / "grid.yaml").write_text(GRID_YAML)
+    grid = campaign_grid(tmp_path / "grid.yaml")
+    numbered = RUNS.assign(wsd_run=[1, 2, 3, 3, 4, 5])
+    runs = read_campaign_runs(numbered, grid, name="runs.csv")
+    wsd = CostModel("wsd", 0.1)
+    assert runs.spent(grid, wsd) < runs.spent(grid)  # the plan's and the other accounting
+    plain = suggest_runs(grid, runs, 0.3 * grid.budget_total, batch=2)
+    said = [n for n in plain.notes if "runs.csv: its rows carry wsd_run numbers" in n]
+    assert len(said) == 1 and "pass --cost-model wsd" in said[0]
+    assert not any("wsd_run" in n for n in suggest_runs(
+        grid, runs, 0.3 * grid.budget_total, batch=2, cost_model=wsd).notes)
+    status = campaign_status(grid, runs, 0.3 * grid.budget_total, n_samples=8)
+    assert said[0] in status.notes
+    unnumbered = read_campaign_runs(RUNS, grid, name="runs.csv")
+    assert not unnumbered.wsd_numbered and not any(
+        "wsd_run" in n for n in suggest_runs(grid, unnumbered, 0.3 * grid.budget_total,
+                                             batch=2).notes)

@@ -186,7 +186,8 @@ def run(args: argparse.Namespace) -> int:
             if res.anchor_dropped is not None:
                 note(anchor_dropped_note(*res.anchor_dropped))
             for text in (*res.notes, *([res.message] if res.message else [])):
-                note(text)  # settings that only failed; why fewer than --next
+                if text not in status.notes:  # the accounting note is in both
+                    note(text)  # settings that only failed; why fewer than --next
         except SearchError as exc:
             note(f"no next runs: {exc}")
     result["next"] = [{**{k: grid_value(v) for k, v in s.config.items()},

@@ -35,7 +35,7 @@ from scalebo.search.budget import (
     remaining_budget,
 )
 from scalebo.search.campaign_runs import CampaignRuns
-from scalebo.search.cost_model import CostModel, cheapest_untried
+from scalebo.search.cost_model import CostModel, accounting_note, cheapest_untried
 from scalebo.search.failing_values import failing_values_notes
 from scalebo.search.grid import Grid
 from scalebo.search.law_samples import CELL_COUPLING
@@ -119,7 +119,9 @@ class SuggestResult:
         wsd_runs: under the ``wsd`` cost model, the training runs the suggestions make up
             (one per family: :func:`~scalebo.search.wsd_runs.wsd_runs`); empty otherwise.
         run_numbers: each suggestion's run number in ``wsd_runs`` (in order picked).
-        notes: settings the suggestions use that only ever failed
+        notes: a campaign planned as WSD checkpoints charged as independent runs
+            (:func:`~scalebo.search.cost_model.accounting_note`); settings the suggestions
+            use that only ever failed
             (:func:`~scalebo.search.failing_values.failing_values_notes`).
     """
 
@@ -278,8 +280,10 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                          prices=_prices(grid, model, loop, suggestions),
                          held_back=held_back, anchor_cell=anchor_cell,
                          anchor_dropped=dropped, wsd_runs=grouped[0],
-                         run_numbers=grouped[1], notes=failing_values_notes(
-                             grid, runs.failed, runs.completed, [s.index for s in suggestions]),
+                         run_numbers=grouped[1], notes=tuple(n for n in (
+                             accounting_note(model, runs.wsd_numbered, runs.source),
+                             *failing_values_notes(grid, runs.failed, runs.completed,
+                                                   [s.index for s in suggestions])) if n),
                          **account)
 
 

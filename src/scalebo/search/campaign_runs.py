@@ -81,6 +81,8 @@ class CampaignRuns:
         set_aside: runs in the grid's held-out cells, which the search and the law do not use:
             grid index → status value (``completed``, ``failed``, ``running``); their cost
             counts as spent, or pending while running.
+        wsd_numbered: the rows carry ``wsd_run`` numbers (``suggest --cost-model wsd`` writes
+            them): the campaign was planned as WSD checkpoints.
     """
 
     completed: np.ndarray = field(default_factory=lambda: _EMPTY)
@@ -95,6 +97,7 @@ class CampaignRuns:
     n_superseded: int = 0
     rows: dict[int, tuple[str, int]] = field(default_factory=dict)
     set_aside: dict[int, str] = field(default_factory=dict)
+    wsd_numbered: bool = False
 
     def spent(self, grid: Grid | None = None, cost_model: CostModel | None = None) -> float:
         """Cost of completed and failed runs in the grid's budget unit: their ``cost`` (a
@@ -344,7 +347,8 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
                         notes=tuple(f"{name}: {n}" for n in notes),
                         superseded_cost=float(row_cost[superseded].sum()),
                         n_superseded=int(superseded.size), rows=rows,
-                        set_aside={int(idx[p]): kinds[p].value for p in np.flatnonzero(held)})
+                        set_aside={int(idx[p]): kinds[p].value for p in np.flatnonzero(held)},
+                        wsd_numbered=bool(frame.get("wsd_run", pd.Series()).notna().any()))
 
 
 #: Columns a campaign writes beside a configuration (``suggest``'s CSV): never settings.

@@ -31,7 +31,7 @@ import numpy as np
 from scalebo.errors import SearchError
 from scalebo.search.grid import Grid
 
-__all__ = ["COST_MODELS", "CostModel", "cheapest_untried", "families"]
+__all__ = ["COST_MODELS", "CostModel", "accounting_note", "cheapest_untried", "families"]
 
 COST_MODELS = ("independent", "wsd")
 
@@ -112,3 +112,16 @@ def cheapest_untried(grid: Grid, marginal: np.ndarray, taken: np.ndarray) -> flo
     ``taken`` (trained, running or failed; ``(n_cfg,)`` bool); None when none is left."""
     free = ~grid.held_out & ~np.asarray(taken, dtype=bool)
     return float(marginal[free].min()) if free.any() else None
+
+
+def accounting_note(model: CostModel | None, wsd_numbered: bool, source: str) -> str:
+    """A note when a campaign's runs carry ``wsd_run`` numbers (``suggest --cost-model wsd``
+    wrote them, so the campaign was planned as WSD checkpoints) but ``model`` charges every
+    run as an independent one: spent, pending and remaining then differ from the plan's with
+    no other sign; ``""`` otherwise."""
+    if not wsd_numbered or (model is not None and model.kind == "wsd"):
+        return ""
+    return (f"{source}: its rows carry wsd_run numbers (suggest --cost-model wsd wrote them), "
+            "but this accounting charges every run as an independent one: pass --cost-model "
+            "wsd (CostModel('wsd') in Python) to count them as the campaign planned them, as "
+            "checkpoints of shared training runs")

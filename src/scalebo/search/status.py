@@ -31,7 +31,7 @@ from scalebo.errors import SearchError
 from scalebo.fitting.identifiability import identification_problem
 from scalebo.search.budget import check_budget_amount, remaining_budget
 from scalebo.search.campaign_runs import CampaignRuns
-from scalebo.search.cost_model import CostModel, cheapest_untried
+from scalebo.search.cost_model import CostModel, accounting_note, cheapest_untried
 from scalebo.search.grid import Grid
 from scalebo.search.law_posterior import check_estimand, target_key
 from scalebo.search.law_samples import CELL_COUPLING
@@ -250,6 +250,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                    "(see the notes)")
     if stop and outside:
         reason += "; the point fit lies outside the law's own 95 % interval (see the notes)"
+    law_notes.insert(0, accounting_note(model, runs.wsd_numbered, runs.source))
     notes = (*runs.notes, *([message] if message else []), *([chin_note] if chin_note else []),
              *(n for n in law_notes if n),
              *([f"noise floor unavailable: {floor['message']}"]
