@@ -25,7 +25,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from scalebo.errors import SearchError
 from scalebo.fitting.identifiability import identification_problem
@@ -33,6 +32,7 @@ from scalebo.search.budget import check_budget_amount, remaining_budget
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, accounting_note, cheapest_untried
 from scalebo.search.grid import Grid
+from scalebo.search.law_notes import envelope_share_note, frontier_law_note, law_form_note
 from scalebo.search.law_posterior import check_estimand, target_key
 from scalebo.search.law_samples import CELL_COUPLING
 from scalebo.search.runs_only import runs_only_note
@@ -242,9 +242,13 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                               f"{compute.message or 'every posterior sample failed'}")
     law_notes = [bound_note(v, k, posts[k].at_bound())
                  for k, v in summaries.items()]
-    form_note, outside = _law_form_note(summary, chin, targets), _outside_note(rows)
-    law_notes += [_frontier_note(grid, compute, targets), form_note, outside, runs_only_note(
-        *grid.configs[["N", "D"]].to_numpy()[runs.completed].T, runs.losses, chin, targets)]
+    form_note, outside = law_form_note(summary, chin, targets), _outside_note(rows)
+    drawn = compute.samples if compute is not None else None  # the posterior-mean table
+    law_notes += [frontier_law_note(grid, compute, targets), form_note, outside,
+                  drawn and envelope_share_note(grid.cost[drawn.rows], drawn.mean,
+                                                np.isin(drawn.rows, runs.completed)),
+                  runs_only_note(*grid.configs[["N", "D"]].to_numpy()[runs.completed].T,
+                                 runs.losses, chin, targets)]
     if stop and form_note:
         reason += ("; the Chinchilla law's loss lies outside the compute law's 80 % interval "
                    "(see the notes)")
@@ -304,49 +308,6 @@ def _allocation(chin: Any, summary: dict | None, trained: np.ndarray) -> tuple[d
         return None, ("N*, D* not shown: the Chinchilla law L(N, D) is not identified by "
                       f"these runs ({status}: {chin.point.message})")
     return summary, ""
-
-
-def _frontier_note(grid: Grid, compute: Any, targets: tuple[float, ...]) -> str | None:
-    """:func:`~scalebo.fitting.summary.frontier_note` of the point fit, on the posterior-mean
-    table of the whole grid (the campaign's own runs where trained)."""
-    if compute is None or compute.samples is None or compute.point is None \
-            or not compute.point.success:
-        return None
-    from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
-    from scalebo.fitting.summary import frontier_note
-
-    d = compute.samples
-    table = pd.DataFrame({"C": grid.cost[d.rows], "loss": d.mean})
-    return frontier_note(table, compute.point.law, "loss", compute.point, targets,
-                         DEFAULT_HUBER_DELTA, advice="the intervals are about the envelope's "
-                         "law, which the replays score, and do not hold this spread")
-
-
-def _law_form_note(compute: dict | None, chinchilla: dict | None,
-                   targets: tuple[float, ...]) -> str | None:
-    """A note where the Chinchilla law's compute-optimal loss (posterior ``chinchilla``
-    summary, shown only when its point fit converged and the runs identify it) and the compute
-    law's (``compute``) have disjoint 80 % intervals: the law's form, which neither interval
-    holds, then matters more than the runs left to train."""
-    said = []
-    for C in targets:
-        key = target_key(C)
-        q = (compute or {}).get("predicted_loss", {}).get(key) or {}
-        c = (chinchilla or {}).get("predicted_loss", {}).get(key) or {}
-        if None in (q.get("q10"), q.get("q90"), c.get("q10"), c.get("q90")):
-            continue  # every sample of a law failed: no interval to compare
-        if c["q90"] < q["q10"] or c["q10"] > q["q90"]:
-            said.append(f"{c['q50']:.4f} nats at {C:.3g} FLOPs (80 %: {c['q10']:.4f}–"
-                        f"{c['q90']:.4f}), {100 * (c['q50'] / q['q50'] - 1):+.2g} % from the "
-                        f"compute law's {q['q50']:.4f} ({q['q10']:.4f}–{q['q90']:.4f})")
-    if not said:
-        return None
-    return ("the Chinchilla law L(N, D) predicts a compute-optimal loss of " + "; ".join(said)
-            + ": the two laws' 80 % intervals do not overlap, so the compute law's interval "
-            "does not say how sure the loss is, only how sure that law is (the compute law "
-            "follows the grid's envelope, which at the grid's edge can lie above the "
-            "compute-optimal frontier; the Chinchilla law assumes its form beyond the grid); "
-            "compare `scalebo fit --law chinchilla --predict C`")
 
 
 def _law_status(compute: Any, trained_C: np.ndarray) -> dict[str, Any]:

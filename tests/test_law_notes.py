@@ -1,0 +1,44 @@
+"""status says when most of the envelope its compute law is fitted on is the GP's fill-in
+(hand-made envelopes; a campaign on a grid made from Chinchilla's published law)."""
+
+import numpy as np
+import pandas as pd
+
+from scalebo.search.campaign import campaign_grid
+from scalebo.search.campaign_runs import read_campaign_runs
+from scalebo.search.law_notes import envelope_share_note
+from scalebo.search.status import campaign_status
+
+
+def test_the_share_of_runs_on_the_envelope_is_counted_by_hand():
+    C = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    loss = np.array([4.0, 3.0, 2.0, 1.0, 1.5])  # the last is above the envelope
+    note = envelope_share_note(C, loss, np.array([True, False, False, False, True]))
+    assert note.startswith("3 of the 4 points of the Pareto envelope the compute law is "
+                           "fitted on are the GP's predictions at configurations no run has "
+                           "tried (1 is a run)")
+    assert envelope_share_note(C, loss, np.array([True, True, False, False, False])) == ""
+    assert envelope_share_note(C[:0], loss[:0], np.zeros(0, dtype=bool)) == ""
+
+
+def _loss(N, D, lr):
+    return 1.69 + 406.4 / N ** 0.34 + 410.7 / D ** 0.28 + 0.05 * np.log(lr / 1e-3) ** 2
+
+
+def test_a_campaign_of_few_cells_is_told_its_law_is_mostly_the_gps(tmp_path):
+    (tmp_path / "grid.yaml").write_text(
+        "axes:\n  N: [1.0e8, 2.0e8, 4.0e8, 8.0e8]\n  D: [2.0e9, 4.0e9, 8.0e9, 1.6e10]\n"
+        "  lr: [3.0e-4, 1.0e-3, 3.0e-3]\n")
+    grid = campaign_grid(tmp_path / "grid.yaml")
+    few = [(1e8, 2e9, 3e-4), (1e8, 2e9, 1e-3), (1e8, 2e9, 3e-3), (2e8, 2e9, 1e-3),
+           (1e8, 4e9, 1e-3), (2e8, 4e9, 1e-3), (1e8, 8e9, 1e-3), (4e8, 2e9, 1e-3)]
+    every = [(N, D, 1e-3) for N in (1e8, 2e8, 4e8, 8e8) for D in (2e9, 4e9, 8e9, 1.6e10)]
+    said = {}
+    for name, configs in (("few", few), ("every cell", every)):
+        runs = pd.DataFrame(configs, columns=["N", "D", "lr"])
+        runs["loss"] = _loss(runs.N, runs.D, runs.lr)
+        status = campaign_status(grid, read_campaign_runs(runs, grid), grid.budget_total,
+                                 targets=(1e21,), n_samples=16)
+        said[name] = [n for n in status.notes if "Pareto envelope the compute law" in n]
+    assert len(said["few"]) == 1 and "are runs)" in said["few"][0]
+    assert said["every cell"] == []  # each cell's best lr trained: the envelope is runs
