@@ -103,11 +103,18 @@ def test_bad_rows_are_named(synthetic, tmp_path):
                        r"is not one of \['completed', 'failed', 'running'\] \(write "
                        r"'completed' for it\)\.$"):
         read_campaign_runs(path, grid)
-    for word, status in (("Crashed", "failed"), ("in_progress", "running"), ("typo", None)):
+    for word, status in (("error", "failed"), ("in_progress", "running"), ("typo", None)):
         rows.assign(status=["completed", word]).to_csv(path, index=False)
         with pytest.raises(RunTableError) as err:
             read_campaign_runs(path, grid)
         assert str(err.value).endswith(f"(write {status!r} for it)." if status else "].")
+    # W&B's run states, which fit reads too, are read as their campaign words (a trial)
+    rows.assign(status=["Finished", "crashed"], loss=[3.1, float("nan")]).to_csv(path,
+                                                                             index=False)
+    wandb = read_campaign_runs(path, grid)
+    assert wandb.completed.size == 1 and wandb.failed.size == 1 and wandb.crashed.size == 1
+    rows.assign(status=["finished", "killed"]).to_csv(path, index=False)
+    assert read_campaign_runs(path, grid).failed.size == 1
     rows.assign(loss=["3.1", "x"]).to_csv(path, index=False)
     with pytest.raises(RunTableError, match=r"data row 2, column 'loss': expected a number, "
                        r"got 'x'\.$"):

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "STATUS_SYNONYMS",
-           "UNFINISHED_STATUSES", "UNMAPPED_SUFFIX", "ExclusionReason", "blank_axes",
-           "blank_cells", "default_hyperparameters", "is_blank", "is_candidate_column",
-           "is_categorical", "number_hint", "numeric_typos", "parse_number", "status_hint",
-           "suggested_mapping", "text_column", "to_numbers", "unfinished_runs"]
+__all__ = ["BOOKKEEPING_COLUMNS", "CANONICAL_COLUMNS", "REQUIRED_COLUMNS", "RUN_STATES",
+           "STATUS_SYNONYMS", "UNFINISHED_STATUSES", "UNMAPPED_SUFFIX", "ExclusionReason",
+           "blank_axes", "blank_cells", "default_hyperparameters", "is_blank",
+           "is_candidate_column", "is_categorical", "number_hint", "numeric_typos", "parse_number",
+           "status_hint", "suggested_mapping", "text_column", "to_numbers", "unfinished_runs"]
 
 #: Names that ``mapping`` may assign, in the order they appear in ``RunTable.frame``.
 CANONICAL_COLUMNS: tuple[str, ...] = ("run_id", "N", "D", "C", "loss")
@@ -116,8 +116,9 @@ STATUS_SYNONYMS = {
 
 
 #: W&B's words for a run's state besides a campaign's: they make a ``status`` column one of
-#: run states (``ok`` or ``error`` alone may mean anything).
-_RUN_STATES = frozenset({"finished", "crashed", "killed"})
+#: run states (``ok`` or ``error`` alone may mean anything); a campaign's runs file reads
+#: them as their campaign word.
+RUN_STATES = frozenset({"finished", "crashed", "killed"})
 
 
 def status_hint(value: object) -> str:
@@ -137,7 +138,7 @@ def unfinished_runs(frame: pd.DataFrame) -> tuple[np.ndarray, list[str]]:
     if "status" not in frame.columns:
         return np.zeros(len(frame), dtype=bool), []
     said = ["" if is_blank(v) else str(v).strip().lower() for v in frame["status"]]
-    if not set(said) & {"completed", *UNFINISHED_STATUSES, *_RUN_STATES}:
+    if not set(said) & {"completed", *UNFINISHED_STATUSES, *RUN_STATES}:
         return np.zeros(len(frame), dtype=bool), []  # neither a campaign's words nor W&B's
     said = np.array([STATUS_SYNONYMS.get(s, s) for s in said], dtype=object)
     mask = np.isin(said, list(UNFINISHED_STATUSES))

@@ -14,7 +14,13 @@ from enum import StrEnum
 import numpy as np
 import pandas as pd
 
-from scalebo.data.columns import is_blank, status_hint, to_numbers
+from scalebo.data.columns import (
+    RUN_STATES,
+    STATUS_SYNONYMS,
+    is_blank,
+    status_hint,
+    to_numbers,
+)
 from scalebo.errors import RunTableError, closest, data_rows
 
 __all__ = ["CHEAPER_RATIO", "COST_RATIO", "DIVERGED_RATIO", "RunStatus", "check_run_columns",
@@ -69,7 +75,9 @@ def map_columns(frame: pd.DataFrame, mapping: Mapping[str, str] | None,
 
 def run_statuses(frame: pd.DataFrame, name: str) -> list[RunStatus | None]:
     """Each row's ``status`` (None where blank or without the column); RunTableError naming
-    the data row of a value that is not a :class:`RunStatus` (case-insensitive)."""
+    the data row of a value that is not a :class:`RunStatus` (case-insensitive); W&B's run
+    states (:data:`~scalebo.data.columns.RUN_STATES`) read as theirs: ``finished`` completed,
+    ``crashed`` and ``killed`` failed."""
     if "status" not in frame.columns:
         return [None] * len(frame)
     out: list[RunStatus | None] = []
@@ -79,6 +87,7 @@ def run_statuses(frame: pd.DataFrame, name: str) -> list[RunStatus | None]:
             out.append(None)
             continue
         text = str(value).strip().lower()
+        text = STATUS_SYNONYMS[text] if text in RUN_STATES else text  # W&B's: finished, ...
         if text not in allowed:
             raise RunTableError(f"{name}: data row {pos + 1}, column 'status': {value!r} is not "
                                 f"one of {allowed}{status_hint(text)}.")
