@@ -146,3 +146,28 @@ def test_the_median_rule_judges_only_runs_with_nothing_else_to_compare_with():
     tuned = np.array([5.0, 9.5, 3.1, 3.0, 2.9, 2.8])  # cell 0 holds the 5.0 and the 9.5
     assert not suspect_diverged(tuned, np.array([0, 0, 1, 2, 3, 4]),
                                 np.array([1.0, 1, 2, 3, 4, 5]))[0].any()
+
+
+@pytest.mark.parametrize("alpha, beta", [(0.34, 0.28), (0.5, 0.25)])
+def test_fit_says_when_its_compute_optimal_ratio_lies_outside_the_runs(alpha, beta):
+    """A trial: fit --law chinchilla --predict 1e25 put StepLaw's D*/N* at 0.04 tokens per
+    parameter (runs: 18.6-466) with no word, while allocate warned. The truth's own optimum
+    (minimized here over N along 6·N·D = C) decides whether the note is due."""
+    from scipy.optimize import minimize_scalar
+
+    N = np.repeat(np.geomspace(5e7, 1e9, 5), 4)
+    D = np.tile(np.geomspace(1e9, 3e10, 4), 5)
+    loss = 1.69 + 406.4 / N**alpha + 410.7 / D**beta
+    C = 1e25
+    best = minimize_scalar(lambda u: 406.4 / np.exp(u)**alpha + 410.7 / (C / 6 / np.exp(u))**beta,
+                           bounds=(np.log(1e3), np.log(1e18)), method="bounded")
+    truth = C / 6 / np.exp(best.x) ** 2  # D*/N* of the true law
+    far = not (D / N).min() / 3 <= truth <= 3 * (D / N).max()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        summary = fit_summary(load_runs(pd.DataFrame({"N": N, "D": D, "loss": loss})),
+                              "chinchilla", predict=[C])
+    said = [w for w in summary.warnings if "tokens per parameter: its optimum lies" in w]
+    assert summary.predictions[0]["tokens_per_param"] == pytest.approx(truth, rel=0.05)
+    assert bool(said) == far, (truth, said)
+    assert far == (alpha > 0.4)  # the cases are the ones meant: one quiet, one said

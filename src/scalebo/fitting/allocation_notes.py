@@ -12,7 +12,8 @@ import pandas as pd
 
 from scalebo.fitting.allocation import AllocationLaw
 
-__all__ = ["budget_edge_note", "flops_factor", "ratio_note", "table_compute_note"]
+__all__ = ["budget_edge_note", "flops_factor", "predicted_ratio_note", "ratio_note",
+           "table_compute_note"]
 
 #: C within this relative tolerance of 6·N·D is 6·N·D (C given to a few digits).
 SIX_RTOL = 0.01
@@ -50,6 +51,26 @@ def ratio_note(alloc: AllocationLaw, points: pd.DataFrame) -> str | None:
             f"fit puts D*/N* at {at:.3g}, while the runs span {ratio.min():.3g} to "
             f"{ratio.max():.3g} tokens per parameter: its optimum lies where no run was "
             "trained, so its allocation is an extrapolation of the law's shape")
+
+
+def predicted_ratio_note(points: pd.DataFrame, preds: list[dict]) -> str | None:
+    """:func:`ratio_note` for ``fit --law chinchilla --predict``: the predicted computes
+    (``preds``, rows of :func:`~scalebo.fitting.summary.predictions` with
+    ``tokens_per_param``) whose D*/N* is over 3x outside the D/N of every fitted point (a
+    trial: StepLaw's fit put 0.04 tokens per parameter at 1e25 FLOPs with no word, while
+    ``allocate`` warned on the same runs); None when every one lies within."""
+    if not len(preds) or "tokens_per_param" not in preds[0] or not {"N", "D"} <= set(points):
+        return None
+    ratio = points["D"] / points["N"]
+    far = [(p["C"], p["tokens_per_param"]) for p in preds
+           if not ratio.min() / 3 <= p["tokens_per_param"] <= 3 * ratio.max()]
+    if not far:
+        return None
+    return ("the L(N, D) fit puts D*/N* at " + ", ".join(f"{r:.3g} at {C:.3g} FLOPs"
+                                                          for C, r in far)
+            + f", while the fitted runs span {ratio.min():.3g} to {ratio.max():.3g} tokens per "
+            "parameter: its optimum lies where no run was trained, so N* and D* there are an "
+            "extrapolation of the law's shape (scalebo allocate compares other approaches)")
 
 
 def flops_factor(points: pd.DataFrame) -> float:

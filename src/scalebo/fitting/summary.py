@@ -34,6 +34,7 @@ from scalebo import __version__
 from scalebo.data.runs import RunTable
 from scalebo.errors import FitError, NumericalWarning
 from scalebo.fitting.allocation import ComputeOptimal, compute_optimal
+from scalebo.fitting.allocation_notes import predicted_ratio_note
 from scalebo.fitting.arguments import computes, resamples
 from scalebo.fitting.bootstrap import BootstrapResult, bootstrap_fit
 from scalebo.fitting.edges import edge_optimum_note
@@ -344,8 +345,10 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
         if boot is not None and (text := boot.failure_note()):
             warnings.warn(text, NumericalWarning, stacklevel=2)
         preds = predictions(fit, boot, predict) if len(predict) else []
-        for text in tiny_compute_notes(predict, float(table.frame["C"].min())):
-            warnings.warn(text, UserWarning, stacklevel=2)
+        for text in (*tiny_compute_notes(predict, float(table.frame["C"].min())),
+                     predicted_ratio_note(points, preds)):
+            if text:
+                warnings.warn(text, UserWarning, stacklevel=2)
         note = (frontier_note(table.frame, law, target, fit, predict, huber_delta)
                 if method == "envelope" and prediction_kind(law) == "compute" and fit.success
                 else None)
