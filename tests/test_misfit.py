@@ -171,3 +171,25 @@ def test_fit_says_when_its_compute_optimal_ratio_lies_outside_the_runs(alpha, be
     assert summary.predictions[0]["tokens_per_param"] == pytest.approx(truth, rel=0.05)
     assert bool(said) == far, (truth, said)
     assert far == (alpha > 0.4)  # the cases are the ones meant: one quiet, one said
+
+
+def test_too_few_points_suggest_all_runs_only_when_they_add_distinct_points():
+    """A trial: 'use more runs or all runs (frontier all, 12 runs)' on 4 N × 3 lr at one D,
+    and with --frontier all the law was unidentified (4 distinct (N, D) points): the hint
+    now counts distinct points, and suggests all runs only when they are enough."""
+    from scalebo.errors import FitError
+
+    N = np.repeat([1e8, 2e8, 4e8, 8e8], 3)
+    one_d = pd.DataFrame({"N": N, "D": 1e10, "lr": np.tile([1e-4, 1e-3, 1e-2], 4),
+                          "loss": 2.5 + 1e3 / N**0.34 + np.tile([0.02, 0.0, 0.05], 4)})
+    with pytest.raises(FitError, match=r"the cell points are only 4 runs; train runs at more "
+                                       r"distinct \(N, D\) values first \(the table has 4\)$"):
+        fit_summary(load_runs(one_d), "chinchilla")
+    # the compute law's envelope drops a run at its compute (above a cheaper one): all runs
+    # at 3 distinct computes are enough
+    rows = pd.DataFrame({"N": [1e8, 1e8, 2e8, 2e8], "D": [1e9, 2e9, 2e9, 2e9],
+                         "lr": [1e-3, 1e-3, 1e-3, 1e-2], "loss": [3.0, 2.9, 2.95, 2.92]})
+    with pytest.raises(FitError, match=r"the envelope points are only 2 runs; use more runs or "
+                                       r"all runs \(frontier 'all', 4 runs at 3 distinct C "
+                                       r"points\)$"):
+        fit_summary(load_runs(rows), "compute", frontier="envelope")

@@ -39,6 +39,7 @@ from scalebo.fitting.arguments import computes, resamples
 from scalebo.fitting.bootstrap import BootstrapResult, bootstrap_fit
 from scalebo.fitting.edges import edge_optimum_note
 from scalebo.fitting.frontier import frontier as select_frontier
+from scalebo.fitting.identifiability import distinct_points
 from scalebo.fitting.input_notes import one_size_note, tiny_compute_notes
 from scalebo.fitting.law_inputs import check_law_inputs
 from scalebo.fitting.misfit import diverged_points_note, falling_error_note, misfit_notes
@@ -321,9 +322,12 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
     X = points[list(law.variables)].to_numpy(dtype=np.float64)
     y = points[target].to_numpy(dtype=np.float64)
     if len(y) < law.n_params:
-        hint = ("use more runs or all runs (frontier 'all', "
-                f"{len(table.frame)} runs)") if method != "all" and len(
-                    table.frame) >= law.n_params else "train more runs first"
+        every = distinct_points(table.frame[list(law.variables)].to_numpy(dtype=np.float64))
+        what = f"({', '.join(law.variables)})" if len(law.variables) > 1 else law.variables[0]
+        hint = (f"use more runs or all runs (frontier 'all', {len(table.frame)} runs at "
+                f"{every} distinct {what} points)" if method != "all" and every >= law.n_params
+                else f"train runs at more distinct {what} values first (the table has "
+                f"{every})")
         raise FitError(
             f"{table.source}: law {law.name!r} has {law.n_params} parameters but the {method} "
             f"points are only {len(y)} run{'' if len(y) == 1 else 's'}; {hint}"
