@@ -68,3 +68,22 @@ def test_cli_reports_the_typo_with_exit_2(tmp_path, capsys):
     assert main(["suggest", "--grid", str(path), "--budget", "0.5"]) == 2
     err = capsys.readouterr().err
     assert "'le-3' is not a number" in err and "Traceback" not in err
+
+
+def test_from_yaml_takes_held_out_cells_and_a_mapping_as_the_readme_says(tmp_path):
+    """A trial: Grid.from_yaml(path, n_held_out_cells=0), as the README's Python table says,
+    was a TypeError, and a params/tokens file that --map reads had no way in from Python."""
+    from scalebo.search.campaign import campaign_grid
+
+    path = _file(tmp_path, "axes:\n  params: [1.0e8, 2.0e8]\n  tokens: [1.0e9, 3.0e9]\n"
+                           "  lr: [1.0e-3, 3.0e-3]\n")
+    mapping = {"N": "params", "D": "tokens"}
+    with pytest.raises(SearchError, match=r"Axis 'N' is required, got axes \['params', "
+                       r"'tokens', 'lr'\]; add e.g. N: \[1e8, 1e9\], or name the axis that "
+                       r"holds it \(--map N=NAME; mapping=\{'N': NAME\} in Python\)\.$"):
+        Grid.from_yaml(path)
+    replay_like = Grid.from_yaml(path, mapping=mapping)  # 2 of the 4 cells held out
+    campaign = Grid.from_yaml(path, n_held_out_cells=0, mapping=mapping)
+    assert campaign.C_total == campaign_grid(path, mapping).C_total
+    assert campaign.C_total == pytest.approx(2 * 6 * (1e8 + 2e8) * (1e9 + 3e9))  # by hand
+    assert replay_like.C_total == pytest.approx(2 * 6 * (1e8 + 2e8) * 1e9)  # 3e9: held out

@@ -193,8 +193,9 @@ class Grid:
         for col in ("N", "D"):
             if col not in axes:
                 raise SearchError(
-                    f"Axis {col!r} is required, got axes {list(axes)}; add e.g. {col}: [1e8, 1e9]."
-                )
+                    f"Axis {col!r} is required, got axes {list(axes)}; add e.g. {col}: [1e8, 1e9]"
+                    f", or name the axis that holds it (--map {col}=NAME; mapping={{{col!r}: "
+                    "NAME} in Python).")
         names = ["N", "D", *[k for k in axes if k not in ("N", "D")]]
         axes = {name: _as_given(axes[name], check_axis(f"axis {name!r}", name, axes[name]))
                 for name in names}
@@ -204,16 +205,25 @@ class Grid:
         return cls._build(configs, names[2:], cost, n_held_out_cells)
 
     @classmethod
-    def from_yaml(cls, path: str | Path) -> Grid:
-        """Grid from YAML: ``axes: {N: [...], D: [...], lr: [...]}``, optional
-        ``held_out_cells`` (default 2), validated by
+    def from_yaml(cls, path: str | Path, n_held_out_cells: int | None = None,
+                  mapping: Mapping[str, str] | None = None) -> Grid:
+        """Grid from YAML: ``axes: {N: [...], D: [...], lr: [...]}``, validated by
         :func:`~scalebo.search.grid_file.read_grid_file` (errors name the axis and item).
+
+        Args:
+            n_held_out_cells: Costliest cells held out; None (default): the file's
+                ``held_out_cells``, else 2, as a replay holds out (a campaign's grid holds
+                none: :func:`~scalebo.search.campaign.campaign_grid` or 0 here).
+            mapping: Canonical name → the file's axis name (``{"N": "params"}``), as
+                ``--map`` reads a grid file.
         """
         from scalebo.search.grid_file import read_grid_file
 
-        axes, held = read_grid_file(path)
+        axes, held = read_grid_file(path, mapping)
+        if n_held_out_cells is None:
+            n_held_out_cells = 2 if held is None else held
         try:
-            return cls.from_axes(axes, n_held_out_cells=2 if held is None else held)
+            return cls.from_axes(axes, n_held_out_cells=n_held_out_cells)
         except SearchError as err:
             raise SearchError(f"{path}: {err}") from err
 
