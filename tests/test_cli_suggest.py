@@ -226,6 +226,10 @@ def test_a_batch_that_does_not_fit_says_what_is_left_after_it(campaign):
         f"1 of the 3 asked for fit the remaining budget of "
         f"{printed['remaining']:.4g} FLOPs; after them {printed['remaining'] - cost:.4g} is "
         f"left and the cheapest untried configuration costs {cheapest:.4g}")
+    table = _scalebo("suggest", "--grid", "grid.yaml", "--runs", "done.csv", "--budget",
+                     f"{spent + 1.5 * cheapest:.6e}FLOPs", "--batch", "3", cwd=path)
+    assert table.returncode == 0, table.stderr  # the note on stderr, once; not in the data
+    assert "asked for" not in table.stdout and table.stderr.count("1 of the 3 asked for") == 1
 
 
 def test_proposals_use_the_column_names_of_the_users_files(campaign):

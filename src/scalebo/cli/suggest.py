@@ -107,8 +107,9 @@ def run(args: argparse.Namespace) -> int:
         f"{res.budget:.4g} {res.unit} ({res.budget / res.C_total:.4g} of the grid's total)")
     if res.anchor_cell is not None:
         n, d = res.anchor_cell
-        log(f"held back {res.held_back:.4g} {res.unit} for the anchor run (N {n:.4g}, D "
-            f"{d:.4g}), proposed once nothing else fits (--anchor 0: none)")
+        log(f"held back {res.held_back:.4g} {res.unit} for the anchor run "
+            f"({names.get('N', 'N')} {n:.4g}, {names.get('D', 'D')} {d:.4g}), proposed once "
+            "nothing else fits (--anchor 0: none)")
     if res.anchor_dropped is not None:
         log(anchor_dropped_note(*res.anchor_dropped))
     for text in (*runs.notes, *res.notes):
@@ -149,8 +150,6 @@ def run(args: argparse.Namespace) -> int:
             print()
             for run in res.wsd_runs:
                 print(f"  {run.describe(names)}")
-        if res.message:
-            print(f"\nnote: {res.message}")
     return 0
 
 
