@@ -248,7 +248,7 @@ def test_sentinel_losses_of_diverged_runs_get_a_note_and_a_too_low_threshold_too
     frame["loss"] = 2.5 + 0.05 * np.arange(12)  # ordinary losses, cell bests ~2.5-3
     frame.loc[[3, 7], "loss"] = 10.0  # data rows 4 and 8
     (note,) = [n for n in read_campaign_runs(frame, grid).notes if "cell's best" in n]
-    assert "data rows 4 and 8: completed with a loss over 2x their cell's best" in note
+    assert "data rows 4 and 8: completed with a loss over 2x its cell's best" in note
     assert "--diverged-above LOSS" in note
     marked = read_campaign_runs(frame, grid, diverged_above=8.0)
     assert not [n for n in marked.notes if "cell's best" in n or "too low" in n]
@@ -258,7 +258,7 @@ def test_sentinel_losses_of_diverged_runs_get_a_note_and_a_too_low_threshold_too
     under = frame.assign(loss=frame["loss"].where(frame.index != 7, 7.5))
     (note,) = [n for n in read_campaign_runs(under, grid, diverged_above=8.0).notes
                if "cell's best" in n]
-    assert "data row 8: completed with a loss over 2x their cell's best" in note
+    assert "data row 8: completed with a loss over 2x its cell's best" in note
     assert "they are below --diverged-above 8: a lower one counts them" in note
     low = read_campaign_runs(frame, grid, diverged_above=2.7)
     (note,) = [n for n in low.notes if "too low" in n]
@@ -276,7 +276,7 @@ def test_sentinel_losses_of_diverged_runs_get_a_note_and_a_too_low_threshold_too
     assert len(lone[["N", "D"]].drop_duplicates()) == 7 and lone.loc[12, "N"] == 1e9
     lone.loc[12, "loss"] = 20.0  # the others: 5.4-7.5 nats
     (note,) = [n for n in read_campaign_runs(lone, grid).notes if "cell's best" in n]
-    assert ("data row 13: completed with a loss over 2x their cell's best, or 3x a run's that "
+    assert ("data row 13: completed with a loss over 2x its cell's best, or 3x a run's that "
             "cost no more, or 3x the median cell best when every run that cost no more is") in note
     # a small model's badly tuned run (1.5x its cell's best, 2.4x the large models') is no
     # diverged run

@@ -518,7 +518,7 @@ def test_no_allocation_from_a_chinchilla_law_at_a_bound(tmp_path):
     # 3 distinct (N, D) points for 5 parameters: the runs, not the bound, are the reason
     assert any(n.startswith("N*, D* not shown: the completed runs cannot identify the "
                             "Chinchilla law L(N, D) (5 runs but only 3 distinct (N, D) points")
-               and f"its fit on the posterior-mean table ends {chin.status}" in n
+               and f"its fit on the posterior-mean table ends with status '{chin.status}'" in n
                for n in st.notes), st.notes
 
 

@@ -153,7 +153,7 @@ def test_the_fill_in_and_the_law_posterior_never_fill_a_failed_run(problems):
 
 def test_a_file_with_sentinel_losses_gets_a_note_and_a_clean_one_none(tmp_path, problems):
     plain, marked = problems
-    assert "16 configurations have a recorded loss over 2x their cell's best" in (
+    assert "16 configurations have a recorded loss over 2x its cell's best" in (
         diverged_note(plain) or "")
     assert diverged_note(marked) is None  # marked: nothing to say
     path = tmp_path / "grid.csv"

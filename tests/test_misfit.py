@@ -100,7 +100,7 @@ def test_a_fitted_loss_that_looks_diverged_is_named_by_its_data_row(tmp_path):
     pd.DataFrame({"N": N, "D": D, "lr": np.tile([1e-3, 2e-3], 20), "loss": loss}).to_csv(
         path, index=False)
     table = load_runs(path)
-    with pytest.warns(UserWarning, match=r"data row 14: a loss over 2x their cell's best, or "
+    with pytest.warns(UserWarning, match=r"data row 14: a loss over 2x its cell's best, or "
                       r"3x a run's that cost no more, or 3x the median cell best when every "
                       r"run that cost no more is \(up to 12 nats; the median cell best is "
                       r".*--diverged-above LOSS"):

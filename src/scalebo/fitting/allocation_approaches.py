@@ -93,7 +93,7 @@ def _lost_chains(C: np.ndarray, budget: np.ndarray) -> list[np.ndarray]:
 def _chain_text(members: np.ndarray, rtol: float) -> str:
     span = members.max() / members.min() - 1
     return (f"{members.size} runs with C from {members.min():.4g} to {members.max():.4g} FLOPs "
-            f"chain within {100 * rtol:g} % of each other (span {100 * span:.2g} %): not one "
+            f"chain within {100 * rtol:g} % of each other (span {100 * span:.3g} %): not one "
             "isoFLOP budget (a budget column names each run's, --isoflop-column)")
 
 

@@ -178,7 +178,7 @@ def positive_numbers(frame: pd.DataFrame, column: str, name: str, expected: str)
 
 def diverged_rule() -> str:
     """How :func:`suspect_diverged` judges a loss, as its notes say it."""
-    return (f"over {DIVERGED_RATIO:g}x their cell's best, or {CHEAPER_RATIO:g}x a run's that "
+    return (f"over {DIVERGED_RATIO:g}x its cell's best, or {CHEAPER_RATIO:g}x a run's that "
             f"cost no more, or {CHEAPER_RATIO:g}x the median cell best when every run that "
             "cost no more is")
 

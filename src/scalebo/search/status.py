@@ -301,7 +301,7 @@ def _allocation(chin: Any, summary: dict | None, trained: np.ndarray) -> tuple[d
     status = str(chin.point.status)
     if problem := identification_problem(chin.point.law, trained):  # the root cause first
         table = ("converges only on the cells the GP fills in" if status == "converged"
-                 else f"ends {status}")
+                 else f"ends with status '{status}'")
         return None, ("N*, D* not shown: the completed runs cannot identify the Chinchilla "
                       f"law L(N, D) ({problem}); its fit on the posterior-mean table {table}")
     if status != "converged":
