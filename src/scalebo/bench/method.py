@@ -364,7 +364,7 @@ class MethodConfig:
         if self.extrapolation_guard != 5.0:
             cost += (f" guard={self.extrapolation_guard:g}" if self.extrapolation_guard
                      else " no-guard")
-        return f"{self.schedule_name if self.strategy == 'window' else 'full'} " \
+        return f"{f'window-{self.schedule_name}' if self.strategy == 'window' else 'full'} " \
                f"{self.surrogate} {acq} {fant}{cost}"
 
     def with_(self, **changes: object) -> MethodConfig:
