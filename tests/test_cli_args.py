@@ -169,3 +169,32 @@ def test_a_negative_number_in_scientific_notation_is_a_value_not_an_option(bad, 
     assert main(["fit", "runs.csv", "--predict", bad]) == 2
     assert _usage_error(capsys) == ("scalebo fit: error: argument --predict: expected a "
                                     f"positive finite number, got '{bad}'")
+
+
+@pytest.mark.parametrize(("words", "dest"), [
+    (["fit", "runs.csv", "--predict"], "predict"),
+    (["allocate", "runs.csv", "--predict"], "predict"),
+    (["status", "--grid", "g.yaml", "--runs", "r.csv", "--budget", "0.1", "--target"], "target"),
+])
+def test_a_compute_takes_the_unit_a_budget_takes(words, dest, capsys):
+    """Trials: --budget 2e21FLOPs was accepted, --target / --predict 1e24FLOPs refused."""
+    parser = build_parser()
+    for text in ("1e24", "1e24FLOPs", "1e24 flops"):
+        assert getattr(parser.parse_args([*words, text]), dest) == [1e24]
+    with pytest.raises(SystemExit) as err:
+        parser.parse_args([*words, "1e24flop"])
+    assert err.value.code == 2
+    assert "expected a compute in FLOPs such as 1e24 or 1e24FLOPs, got '1e24flop'" in \
+        capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["fit", "fragility"])
+def test_a_confidence_level_takes_a_percentage(command, capsys):
+    parser = build_parser()
+    for text, value in (("0.8", 0.8), ("80%", 0.8), ("99.5 %", 0.995)):
+        assert parser.parse_args([command, "runs.csv", "--confidence", text]).confidence == \
+            pytest.approx(value)
+    for bad in ("100%", "1", "0", "high"):
+        with pytest.raises(SystemExit):
+            parser.parse_args([command, "runs.csv", "--confidence", bad])
+        assert f"got '{bad}'" in capsys.readouterr().err

@@ -14,13 +14,13 @@ from scalebo.cli.common import (
     add_input_arguments,
     check_outputs,
     emit_result,
+    flops,
     format_number,
     format_table,
     input_epilog,
     int_at_least,
     load_input,
     log,
-    positive_float,
     warn,
     warn_few_resamples,
     write_csv,
@@ -72,7 +72,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "interval (0 = none, default; 1000 is typical)")
     group.add_argument("--seed", type=int_at_least(0), default=0,
                        help="seed of the bootstrap (default 0)")
-    group.add_argument("--predict", metavar="C", type=positive_float, action="append",
+    group.add_argument("--predict", metavar="C", type=flops, action="append",
                        default=[], help="give N*, D* and D*/N* at this compute in FLOPs "
                                         "(repeatable)")
     out = parser.add_argument_group("output")

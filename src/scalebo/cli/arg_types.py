@@ -8,8 +8,8 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["MIN_RESAMPLES", "TOLERANCE_WARN", "fraction", "fractions", "int_at_least",
-           "non_negative_float", "positive_float", "tolerance", "warn_few_resamples"]
+__all__ = ["MIN_RESAMPLES", "TOLERANCE_WARN", "flops", "fraction", "fractions", "int_at_least",
+           "level", "non_negative_float", "positive_float", "tolerance", "warn_few_resamples"]
 
 
 #: Fewer bootstrap resamples than this get a warning: 95 % percentile ends need tails.
@@ -60,6 +60,34 @@ def _checked_float(text: str, ok: Callable[[float], bool], example: str,
         raise argparse.ArgumentTypeError(f"expected {example}, got {text!r}") from None
     if not ok(value):
         raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+    return value
+
+
+def flops(text: str) -> float:
+    """argparse type: a compute in FLOPs, a positive number with or without the unit
+    (``1e24`` or ``1e24FLOPs``, as a ``--budget`` is written)."""
+    raw = text.strip()
+    number = raw[:-5].strip() if raw.lower().endswith("flops") else raw
+    try:
+        float(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a compute in FLOPs such as 1e24 or "
+                                         f"1e24FLOPs, got {text!r}") from None
+    return positive_float(number)
+
+
+def level(text: str) -> float:
+    """argparse type: a confidence level in (0, 1), as ``0.8`` or ``80%``."""
+    raw = text.strip()
+    percent = raw.endswith("%")
+    try:
+        value = float(raw[:-1] if percent else raw) / (100 if percent else 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a level such as 0.8 or 80%, got "
+                                         f"{text!r}") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"expected a level in (0, 1) or (0 %, 100 %), got "
+                                         f"{text!r}")
     return value
 
 

@@ -28,8 +28,10 @@ from scalebo.cli.common import (
     add_input_arguments,
     check_outputs,
     emit_result,
+    flops,
     input_epilog,
     int_at_least,
+    level,
     load_input,
     log,
     positive_float,
@@ -86,13 +88,6 @@ failed or did not converge within the iteration limit, 2 bad input.
 FRONTIERS = ("envelope", "hull", "cell", "all")
 
 
-def _level(text: str) -> float:
-    value = positive_float(text)
-    if not value < 1:
-        raise argparse.ArgumentTypeError(f"expected a level in (0, 1), got {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``scalebo fit``."""
     add_input_arguments(parser)
@@ -121,11 +116,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "--bootstrap then resamples whole runs, and (in a file) two seeds' "
                             "checkpoints at one (N, D) are not repeats (default: a column "
                             "named 'run')")
-    group.add_argument("--confidence", type=_level, default=0.95,
+    group.add_argument("--confidence", type=level, default=0.95,
                        help="level of the percentile intervals (default 0.95)")
     group.add_argument("--seed", type=int_at_least(0), default=0,
                        help="seed of the bootstrap (and of --formula's starts; default 0)")
-    group.add_argument("--predict", metavar="C", type=positive_float, action="append",
+    group.add_argument("--predict", metavar="C", type=flops, action="append",
                        default=[], help="predict at this compute in FLOPs, e.g. 1e24 "
                                         "(repeatable)")
     formula = parser.add_argument_group(

@@ -15,9 +15,11 @@ from scalebo.cli.common import (
     add_format_argument,
     add_input_arguments,
     check_outputs,
+    flops,
     format_table,
     input_epilog,
     int_at_least,
+    level,
     load_input,
     log,
     note,
@@ -82,21 +84,13 @@ def _floats(text: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(f"{err} in {text!r} (e.g. 1e-4,1e-2)") from None
 
 
-def _level(text: str) -> float:
-    """argparse type of ``--confidence``: a level in (0, 1), as ``scalebo fit --confidence``."""
-    value = positive_float(text)
-    if not value < 1:
-        raise argparse.ArgumentTypeError(f"expected a level in (0, 1), got {text!r}")
-    return value
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Declare the options of ``scalebo fragility``."""
     add_input_arguments(parser)
     group = parser.add_argument_group("fitting")
     group.add_argument("--law", default="chinchilla",
                        help="law in (N, D): chinchilla (default) or powerlaw:N,D")
-    group.add_argument("--target", type=positive_float, default=1e24,
+    group.add_argument("--target", type=flops, default=1e24,
                        help="compute in FLOPs at which N*, D* and the loss are reported "
                             "(default 1e24)")
     group.add_argument("--huber-delta", type=positive_float, default=DEFAULT_HUBER_DELTA,
@@ -110,7 +104,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--bootstrap", metavar="B", type=int_at_least(0), default=0,
                        help="also bootstrap the base fit B times (percentile intervals at "
                             "--confidence)")
-    group.add_argument("--confidence", type=_level, default=0.95,
+    group.add_argument("--confidence", type=level, default=0.95,
                        help="level of the bootstrap's percentile intervals (default 0.95)")
     group.add_argument("--seed", type=int_at_least(0), default=0, help="bootstrap seed (default 0)")
     var = parser.add_argument_group("variants")

@@ -19,6 +19,7 @@ from scalebo.cli.common import (
     check_outputs,
     coupling_share,
     exact_number,
+    flops,
     format_number,
     format_table,
     grid_value,
@@ -60,7 +61,7 @@ CSV_COLUMNS = ("C", "prediction", "median", "low_80", "high_80", "low_95", "high
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_campaign_arguments(parser, budget_required=True)
     group = parser.add_argument_group("status")
-    group.add_argument("--target", type=positive_float, action="append", default=None,
+    group.add_argument("--target", type=flops, action="append", default=None,
                        metavar="C", help="target compute in FLOPs (repeatable; default 1e25)")
     group.add_argument("--tolerance", type=tolerance, default=0.005, metavar="FRACTION",
                        help="stop when the 80 %% interval is within +-this fraction of its "
