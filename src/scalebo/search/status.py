@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from scalebo.errors import SearchError
+from scalebo.fitting.arguments import computes
 from scalebo.fitting.identifiability import identification_problem
 from scalebo.search.budget import check_budget_amount, remaining_budget
 from scalebo.search.campaign_runs import CampaignRuns
@@ -111,6 +112,8 @@ class CampaignStatus:
         """JSON-ready status (what ``scalebo status --format json`` prints)."""
         out = {k: v for k, v in self.__dict__.items() if k != "law_posteriors"}
         out["targets"] = [asdict(t) for t in self.targets]
+        out["units"] = {"C": "FLOPs", "loss": "nats", "N_opt": "parameters", "D_opt": "tokens",
+                        "half_width_pct": "%", "budget": self.unit}  # as fit's law.units
         for key in ("spent", "pending", "remaining"):
             out[f"{key}_fraction"] = getattr(self, key) / self.C_total
         return out
@@ -121,8 +124,9 @@ def _interval(q: dict[str, float | None], lo: str, hi: str) -> list[float] | Non
 
 
 def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
-                    targets: tuple[float, ...] = (1e25,), tolerance: float = DEFAULT_TOLERANCE,
-                    n_samples: int = 64, clip_iqr: float = 5.0,
+                    targets: float | tuple[float, ...] = (1e25,),
+                    tolerance: float = DEFAULT_TOLERANCE, n_samples: int = 64,
+                    clip_iqr: float = 5.0,
                     seed: int = 0, cost_model: CostModel | None = None,
                     kernel: str = "matern52", trend: bool = False,
                     shift_optimum: bool = True, estimand: str = "reference",
@@ -134,7 +138,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
         grid: candidate configurations. runs: its completed, failed and running runs.
         budget: total budget in the grid's budget unit (FLOPs, or GPU-hours for a priced
             grid, :meth:`~scalebo.search.grid.Grid.with_price`). targets: target computes,
-            FLOPs.
+            FLOPs (one number or several).
         tolerance: relative half-width of the 80 % interval that stops.
         n_samples: law-posterior samples S, over every configuration of the grid (since
             0.3.3; the search's window schedule no longer enters).
@@ -163,6 +167,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
 
     check_estimand(estimand)  # before the posterior, whose errors become notes
     check_min_shrink(min_shrink)
+    targets = computes(targets, "targets")  # one compute, or several
     check_budget_amount(budget, grid.price_unit)
     model = cost_model or CostModel()
     spent, pending = runs.spent(grid, model), runs.pending(grid, model)
