@@ -429,3 +429,30 @@ def test_log_residual_fit_recovers_a_badly_scaled_chinchilla_formula():
     assert res.status == FitStatus.CONVERGED
     for name, value in truth.items():
         assert res.params[name] == pytest.approx(value, rel=1e-6)
+
+
+def test_a_formula_over_a_setting_it_does_not_use_says_so():
+    """A trial: a formula in N and D fitted 48 rows of 4 N × 4 D × 3 learning rates, the
+    off-optimal ones included, with no word (built-in laws fit each cell's best run)."""
+    import warnings
+
+    from scalebo.fitting.formula_summary import summarize_formula_fit
+
+    N, D, lr = (a.ravel() for a in np.meshgrid([1e8, 2e8, 4e8, 8e8], [2e9, 4e9, 8e9, 1.6e10],
+                                                [3e-4, 1e-3, 3e-3], indexing="ij"))
+    frame = pd.DataFrame({"N": N, "D": D, "lr": lr, "run_id": np.arange(N.size),
+                          "loss": 1.69 + 406.4 / N**0.34 + 410.7 / D**0.28
+                          + 0.05 * np.log(lr / 1e-3) ** 2})
+    bounds = {"E": (0.0, 5.0), "A": (1.0, 1e5), "a": (0.0, 1.0), "B": (1.0, 1e5), "b": (0.0, 1.0)}
+    kwargs = dict(bounds=bounds, n_starts=8, source="runs.csv")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        pooled = summarize_formula_fit(frame, "E + A*N**(-a) + B*D**(-b)", **kwargs)
+        bounds_lr = {**bounds, "c": (0.0, 1.0)}
+        used = summarize_formula_fit(frame, "E + A*N**(-a) + B*D**(-b) + c*log(lr/1e-3)**2",
+                                     **{**kwargs, "bounds": bounds_lr})
+        best = summarize_formula_fit(frame[frame.lr == 1e-3], "E + A*N**(-a) + B*D**(-b)",
+                                     **kwargs)
+    said = [n for n in pooled.notes if "differ in lr, which the formula does not use" in n]
+    assert len(said) == 1 and said[0].startswith("runs.csv: rows with the same N, D differ")
+    assert not any("does not use" in n for n in (*used.notes, *best.notes))

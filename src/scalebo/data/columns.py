@@ -4,7 +4,7 @@ the default rule for hyperparameter columns. See :mod:`scalebo.data.runs` for th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -296,8 +296,8 @@ def is_candidate_column(frame: pd.DataFrame, column: object,
 
 
 def default_hyperparameters(frame: pd.DataFrame, excluded: Iterable[str] = (), *,
-                            numeric_only: bool = True,
-                            keep_derived: bool = False) -> tuple[str, ...]:
+                            numeric_only: bool = True, keep_derived: bool = False,
+                            keys: Sequence[str] = ("N", "D")) -> tuple[str, ...]:
     """The default hyperparameter columns of a run table (the one rule of the package).
 
     A column is chosen unless it is bookkeeping (:data:`BOOKKEEPING_COLUMNS`, any name
@@ -313,11 +313,12 @@ def default_hyperparameters(frame: pd.DataFrame, excluded: Iterable[str] = (), *
     table has repeats. With ``numeric_only`` (run tables) a column must also be numeric and
     finite; without it (grids, which take categorical axes) a text column qualifies too.
     Grids keep derived columns (``keep_derived``): a warmup set from D and the batch is
-    still a value to launch a run with. ``frame`` needs ``N`` and ``D``; columns are
-    returned in frame order.
+    still a value to launch a run with. ``frame`` needs ``N`` and ``D`` (or the columns
+    ``keys`` names, which make a cell instead, e.g. a formula's inputs); columns are returned
+    in frame order.
     """
-    excluded = set(excluded)
-    cells = frame.groupby(["N", "D"], sort=False)
+    excluded = set(excluded) | set(keys)
+    cells = frame.groupby(list(keys), sort=False)
     varying = []
     for column in frame.columns:
         series = frame[column]
@@ -335,7 +336,7 @@ def default_hyperparameters(frame: pd.DataFrame, excluded: Iterable[str] = (), *
         return tuple(str(c) for c in varying)
     counts = {c: int(frame[c].nunique()) for c in varying}
     kept: list[Any] = []
-    groups = frame.groupby(["N", "D"], sort=False).ngroup().to_numpy()
+    groups = frame.groupby(list(keys), sort=False).ngroup().to_numpy()
     for column in sorted(varying, key=lambda c: (counts[c], varying.index(c))):
         split = pd.DataFrame({"g": groups, "v": frame[column].to_numpy()}).groupby(
             ["g", "v"], sort=False).ngroup().to_numpy()

@@ -9,7 +9,9 @@ Shared by ``scalebo fit --formula`` (:mod:`scalebo.fitting.formula_summary`) and
   power of an input ≤ 0), which a fit would otherwise hold at a constant residual, i.e.
   silently leave out;
 * :func:`first_non_number` — the first cell of an input column that is not a number;
-* :func:`repeated_rows_note` — rows repeated in every column (copies made by mistake?).
+* :func:`repeated_rows_note` — rows repeated in every column (copies made by mistake?);
+* :func:`pooled_settings_note` — settings (a learning rate) that vary among rows of equal
+  inputs and that the formula does not use: off-optimal rows are fitted with the best.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import pandas as pd
 from scalebo.errors import shown
 from scalebo.laws.formula import FormulaLaw
 
-__all__ = ["check_bound_names", "first_non_number", "repeated_rows_note", "undefined_rows"]
+__all__ = ["check_bound_names", "first_non_number", "pooled_settings_note", "repeated_rows_note",
+           "undefined_rows"]
 
 
 def check_bound_names(names: Iterable[str], bounds: Mapping[str, object],
@@ -134,3 +137,25 @@ def repeated_rows_note(frame: pd.DataFrame, source: str, counts_as: str) -> str:
     return (f"{source}: data rows {', '.join(str(r + 1) for r in twins[:6])}"
             f"{' ...' if twins.size > 6 else ''} repeat another row in every column "
             f"({twins.size} rows): each {counts_as} (drop copies made by mistake)")
+
+
+def pooled_settings_note(frame: pd.DataFrame, inputs: Sequence[str], response: str,
+                         source: str) -> str:
+    """A note naming the settings that differ among rows of equal ``inputs`` (the table's
+    columns the formula reads) and that the formula does not use (chosen as a run table's
+    hyperparameters are, :func:`~scalebo.data.columns.default_hyperparameters`, with the
+    inputs as the cell), or ``""``: a formula fits every row, so a law in N and D over a
+    table of 4 N × 4 D × 3 learning rates describes the average learning rate, not the best
+    (a trial; built-in laws take each cell's best run, and ``powerlaw:`` says so)."""
+    from scalebo.data.columns import default_hyperparameters
+
+    keys = [c for c in inputs if c in frame.columns]
+    if not keys or len(frame) < 2:
+        return ""
+    settings = default_hyperparameters(frame, excluded=[response], keys=keys)
+    if not settings:
+        return ""
+    return (f"{source}: rows with the same {', '.join(keys)} differ in {', '.join(settings)}, "
+            "which the formula does not use: every row is fitted, off-optimal settings "
+            "included, so the law describes the average setting, not the best (keep each "
+            "cell's best row, or fit a built-in --law, for the tuned frontier)")

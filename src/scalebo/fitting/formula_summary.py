@@ -28,6 +28,7 @@ from scalebo.fitting.formula_bootstrap import FormulaBootstrapResult, bootstrap_
 from scalebo.fitting.formula_checks import (
     bare_variable_note,
     check_bound_names,
+    pooled_settings_note,
     repeated_rows_note,
     undefined_points,
     undefined_rows,
@@ -290,7 +291,8 @@ def summarize_formula_fit(frame: pd.DataFrame, formula: str, *,
         raise RunTableError(said)
     notes = [said for said in (repeated_rows_note(
         frame, source, "is fitted as an observation of its own"),
-        bare_variable_note(law, columns)) if said]
+        bare_variable_note(law, columns),
+        pooled_settings_note(frame, list(columns.values()), response, source)) if said]
     for text in notes:
         warnings.warn(text, UserWarning, stacklevel=2)
     fit = fit_formula(law, X, y, residuals=residuals, n_starts=n_starts, seed=seed,
