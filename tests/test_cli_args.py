@@ -198,3 +198,12 @@ def test_a_confidence_level_takes_a_percentage(command, capsys):
         with pytest.raises(SystemExit):
             parser.parse_args([command, "runs.csv", "--confidence", bad])
         assert f"got '{bad}'" in capsys.readouterr().err
+
+
+def test_replay_takes_the_trend_suggest_and_status_take():
+    """A trial: the README compares the trend in replays, and replay refused --trend."""
+    parser = build_parser()
+    assert parser.parse_args(["replay", "--dataset", "x.csv", "--trend"]).trend is True
+    assert parser.parse_args(["replay", "--dataset", "x.csv"]).trend is None  # the default's
+    assert MethodConfig(trend=True).label().endswith(" trend=linear")
+    assert "trend" not in MethodConfig().label()

@@ -355,6 +355,8 @@ class MethodConfig:
             cost += f" coupling={self.posterior_coupling:g}"
         if self.posterior_scope != "grid":
             cost += f" posterior_scope={self.posterior_scope}"
+        if self.trend and self.surrogate == "gp":
+            cost += f" trend={self.trend_form}"
         if not self.shift_optimum and self.surrogate in ("gp", "random"):  # the GPs
             cost += " no-shift"
         if self.anchor != 0.7:

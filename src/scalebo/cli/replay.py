@@ -61,7 +61,8 @@ example: scalebo replay --dataset steplaw --budget 0.05 --seed 0 --json out.json
 #: Method options left unset (None) take ``MethodConfig``'s defaults (kept out of module
 #: import so that ``scalebo --help`` does not load numpy).
 _METHOD_OPTIONS = {"strategy": "strategy", "schedule": "schedule", "surrogate": "surrogate",
-                   "kernel": "kernel", "acq": "acquisition", "incumbent": "incumbent",
+                   "kernel": "kernel", "trend": "trend", "acq": "acquisition",
+                   "incumbent": "incumbent",
                    "fantasize": "fantasize", "estimator": "estimator",
                    "scope": "fantasize_scope", "batch": "q", "target_compute": "target_compute",
                    "target_law": "target_law", "cost_power": "cost_power",
@@ -123,6 +124,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                             "pip install 'scalebo[trees]')")
     group.add_argument("--kernel", help="GP kernel (matern52, rbf, additive, mixed, transfer: "
                                         "hyperparameter effects carried across scales)")
+    group.add_argument("--trend", action="store_const", const=True, default=None,
+                       help="give the GP a linear mean in log N and log D, as suggest --trend")
     group.add_argument("--shift-optimum", action=argparse.BooleanOptionalAction, default=None,
                        help="the GP sees hyperparameters relative to an optimum fitted to move "
                             "with N and D (default since 0.3.7; --no-shift-optimum: as they "
