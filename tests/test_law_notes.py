@@ -59,3 +59,21 @@ def test_one_target_is_a_number_and_the_json_names_its_units(tmp_path):
     assert [t.C for t in one.targets] == [1e21] and one.targets == many.targets
     units = one.to_dict()["units"]
     assert units["loss"] == "nats" and units["C"] == "FLOPs" and units["budget"] == "FLOPs"
+
+
+def test_a_law_posterior_prints_its_medians_not_its_samples(tmp_path):
+    """A trial: print(campaign_posterior(...)) dumped every sample array (hundreds of lines)."""
+    from scalebo.search.campaign import campaign_posterior
+
+    (tmp_path / "grid.yaml").write_text(
+        "axes:\n  N: [1.0e8, 2.0e8, 4.0e8]\n  D: [2.0e9, 4.0e9, 8.0e9]\n  lr: [1.0e-3]\n")
+    grid = campaign_grid(tmp_path / "grid.yaml")
+    runs = pd.DataFrame([(N, D, 1e-3) for N in (1e8, 2e8) for D in (2e9, 4e9, 8e9)],
+                        columns=["N", "D", "lr"])
+    runs["loss"] = _loss(runs.N, runs.D, runs.lr)
+    post = campaign_posterior(grid, read_campaign_runs(runs, grid), targets=1e21,
+                              n_samples=16)["compute"]
+    text = repr(post)
+    median = float(np.median(post.predicted_loss[:, 0]))
+    assert "\n" not in text and len(text) < 200
+    assert f"median_loss=[{round(median, 4)}]" in text and "n_samples=16" in text

@@ -146,6 +146,13 @@ class LawPosterior:
     message: str = ""
     samples: Draws | None = field(default=None, repr=False, compare=False)
 
+    def __repr__(self) -> str:  # the arrays hold S samples each: their medians instead
+        q50 = (np.median(self.predicted_loss, axis=0).round(4).tolist()
+               if self.predicted_loss.size else None)
+        return (f"LawPosterior(law={self.law!r}, targets={list(self.targets)}, "
+                f"median_loss={q50}, n_samples={self.n_samples}, n_failed={self.n_failed}, "
+                f"seconds={self.seconds:.3g})")
+
     @property
     def ok(self) -> np.ndarray:
         """Mask of the successful samples among those drawn, ``(n_samples,)``."""
