@@ -87,3 +87,26 @@ def test_from_yaml_takes_held_out_cells_and_a_mapping_as_the_readme_says(tmp_pat
     assert campaign.C_total == campaign_grid(path, mapping).C_total
     assert campaign.C_total == pytest.approx(2 * 6 * (1e8 + 2e8) * (1e9 + 3e9))  # by hand
     assert replay_like.C_total == pytest.approx(2 * 6 * (1e8 + 2e8) * 1e9)  # 3e9: held out
+
+
+def test_a_mapped_campaign_names_its_own_columns_in_off_grid_errors(tmp_path):
+    """A trial with --map N=params,D=tokens: the off-grid and missing-column errors said N, D
+    where the files say params, tokens."""
+    import pandas as pd
+
+    from scalebo.search.campaign import campaign_grid
+    from scalebo.search.campaign_runs import read_campaign_runs
+
+    path = _file(tmp_path, "axes:\n  params: [1.0e8, 3.0e8]\n  tokens: [2.0e9, 6.0e9]\n"
+                           "  lr: [1.0e-3, 3.0e-3]\n")
+    mapping = {"N": "params", "D": "tokens", "loss": "val_loss"}
+    grid = campaign_grid(path, mapping)
+    off = pd.DataFrame({"params": [1e8, 2e8], "tokens": [2e9, 6e9], "lr": [1e-3, 1e-3],
+                        "val_loss": [3.5, 3.2]})
+    with pytest.raises(SearchError, match=r"runs.csv: 1 of 2 rows are not on the grid \(data "
+                       r"row 2; first: \(params=2e\+08, tokens=6e\+09, lr=0.001\): params "
+                       r"200000000 is not a grid value \(nearest 300000000"):
+        read_campaign_runs(off, grid, mapping=mapping, name="runs.csv")
+    with pytest.raises(SearchError, match=r"\(the grid's columns: \['params', 'tokens', "
+                                          r"'lr'\]\)$"):
+        read_campaign_runs(off.drop(columns="lr"), grid, mapping=mapping, name="runs.csv")

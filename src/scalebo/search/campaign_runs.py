@@ -295,7 +295,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
     for column in grid.input_columns:  # a typo in a numeric column, named (not a ValueError)
         if column in frame.columns and column not in grid.categorical_axes:
             grid_numbers(frame[column], column, name)
-    idx = grid.index_of(frame, source=name)
+    idx = grid.index_of(frame, source=name, names=mapping)
     status = run_statuses(frame, name)
     check_run_columns(frame, status, name, mapping, original)
     loss = positive_numbers(frame, "loss", name, "a loss > 0 (nats; laws are fitted in log "

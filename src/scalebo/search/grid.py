@@ -359,21 +359,23 @@ class Grid:
         row = self.configs.iloc[int(index)]
         return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
 
-    def index_of(self, frame: pd.DataFrame, source: str | None = None) -> np.ndarray:
+    def index_of(self, frame: pd.DataFrame, source: str | None = None,
+                 names: Mapping[str, str] | None = None) -> np.ndarray:
         """Grid row of each row of ``frame`` (runs → configurations), shape ``(len(frame),)``.
 
         Numeric columns (N, D, numeric axes) match a grid value within a relative tolerance
         of :data:`INDEX_RTOL`; categorical axes match exactly as strings without surrounding
         blanks (``" adam"`` is ``"adam"``). Errors name
         ``source`` and 1-based data rows (an integer index is read as 0-based source
-        positions, as :class:`~scalebo.data.runs.RunTable` keeps them).
+        positions, as :class:`~scalebo.data.runs.RunTable` keeps them) and each column by
+        ``names`` (canonical → the user's name, a ``--map``; default the canonical one).
 
         Raises:
             SearchError: a column is missing or some rows are not on the grid (names them).
         """
         from scalebo.search.grid_match import match_rows
 
-        return match_rows(self, frame, source)
+        return match_rows(self, frame, source, names)
 
 
 def _as_given(values: Any, checked: list[Any]) -> list[Any]:

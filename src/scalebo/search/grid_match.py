@@ -8,6 +8,7 @@ surrounding blanks (``" adam"`` is ``"adam"``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -22,9 +23,11 @@ if TYPE_CHECKING:
 __all__ = ["match_rows"]
 
 
-def match_rows(grid: Grid, frame: pd.DataFrame, source: str | None = None) -> np.ndarray:
+def match_rows(grid: Grid, frame: pd.DataFrame, source: str | None = None,
+               names: Mapping[str, str] | None = None) -> np.ndarray:
     """:meth:`Grid.index_of <scalebo.search.grid.Grid.index_of>`: the grid row of each row
-    of ``frame`` (a DataFrame or a RunTable), shape ``(len(frame),)``.
+    of ``frame`` (a DataFrame or a RunTable), shape ``(len(frame),)``. ``names``: the user's
+    name of each canonical column (a ``--map``), which errors use.
 
     Raises:
         SearchError: a column is missing or some rows are not on the grid (names the source,
@@ -37,9 +40,12 @@ def match_rows(grid: Grid, frame: pd.DataFrame, source: str | None = None) -> np
     columns = list(grid.input_columns)
     missing = [c for c in columns if c not in frame.columns]
     where = f"{source}: " if source else ""
+    names = dict(names or {})
     if missing:
-        said = missing_columns(missing, frame.columns, CANONICAL_COLUMNS)
-        raise SearchError(f"{where}{said} (the grid's columns: {columns})")
+        said = missing_columns([names.get(c, c) for c in missing], frame.columns,
+                               CANONICAL_COLUMNS)
+        raise SearchError(f"{where}{said} (the grid's columns: "
+                          f"{[names.get(c, c) for c in columns]})")
     n = len(frame)
     codes = np.zeros((n, len(columns)), dtype=np.int64)
     grid_codes = np.zeros((grid.n_configs, len(columns)), dtype=np.int64)
@@ -68,12 +74,13 @@ def match_rows(grid: Grid, frame: pd.DataFrame, source: str | None = None) -> np
     if bad.size:
         integer = pd.api.types.is_integer_dtype(frame.index.dtype)
         rows = [int(frame.index[b]) + 1 if integer else int(b) + 1 for b in bad[:5]]
-        first = frame.iloc[bad[0]][columns].to_dict()
+        first = {names.get(c, c): v for c, v in frame.iloc[bad[0]][columns].items()}
+        shown_columns = [names.get(c, c) for c in columns]
         raise SearchError(
             f"{where}{bad.size} of {n} rows are not on the grid ({shown_rows(rows)}"
             f"{' …' if bad.size > 5 else ''}; first: {shown_config(first)}: "
-            f"{_why_off(columns, first, codes[bad[0]], levels)}). Add their values to the "
-            "grid axes or drop those runs.")
+            f"{_why_off(shown_columns, first, codes[bad[0]], levels)}). Add their values to "
+            "the grid axes or drop those runs.")
     return out
 
 
