@@ -12,8 +12,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from scalebo.errors import BudgetExhausted
 from scalebo.search.campaign import campaign_grid, suggest_runs
-from scalebo.search.campaign_runs import read_campaign_runs
+from scalebo.search.campaign_runs import read_campaign_runs, read_pending_runs
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 from scalebo.search.wsd_runs import wsd_runs
@@ -247,3 +248,13 @@ def test_a_wsd_campaign_charged_as_independent_runs_is_said(tmp_path):
     assert not unnumbered.wsd_numbered and not any(
         "wsd_run" in n for n in suggest_runs(grid, unnumbered, 0.3 * grid.budget_total,
                                              batch=2).notes)
+    assert not read_campaign_runs(RUNS.assign(wsd_run=["", " "] * 3), grid).wsd_numbered
+    # the numbers of suggest's own CSV given as the runs in flight (--pending) count too
+    pending = read_pending_runs(pd.DataFrame({"N": [3e8], "D": [2e10], "lr": [1e-4],
+                                              "wsd_run": [1]}), grid)
+    assert unnumbered.with_running(pending).wsd_numbered
+    # independent charges can spend the budget the plan had left: the refusal says why
+    between = 0.5 * (runs.spent(grid, wsd) + runs.spent(grid))
+    with pytest.raises(BudgetExhausted, match=r"the budget is already spent: .* Note: "
+                       r"runs.csv: its rows carry wsd_run numbers"):
+        suggest_runs(grid, runs, between, batch=2)

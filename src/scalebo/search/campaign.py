@@ -216,10 +216,12 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
     remaining = remaining_budget(budget, spent, pending)
     account = {"budget": float(budget), "spent": spent, "pending": pending,
                "remaining": remaining, "C_total": grid.budget_total, "unit": unit}
+    accounting = accounting_note(model, runs.wsd_numbered, runs.source)
+    also = f" Note: {accounting}." if accounting else ""  # it may be why nothing is left
     if remaining <= 0:
         raise BudgetExhausted(f"the budget is already spent: {spent + pending:.4g} {unit} of "
                               f"{budget:.4g} are done, failed or running; raise the budget to "
-                              "continue.", account)
+                              f"continue.{also}", account)
     surrogate = campaign_gp(grid, seed, clip_iqr=clip_iqr, kernel=kernel, trend=trend,
                             shift_optimum=shift_optimum)
     with warnings.catch_warnings():  # a budget nothing fits is said below, with the account
@@ -270,7 +272,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                               f"{remaining:.4g} {unit}" + (
                                   f" (the cheapest untried configuration costs {cheapest:.4g})"
                                   if cheapest is not None else
-                                  " (every configuration is tried)") + ".", account)
+                                  " (every configuration is tried)") + "." + also, account)
     grouped: tuple[tuple[WsdRun, ...], tuple[int, ...]] = ((), ())
     if model.kind == "wsd":
         picked = [s.index for s in suggestions]  # the loop now counts them as pending
@@ -281,8 +283,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                          held_back=held_back, anchor_cell=anchor_cell,
                          anchor_dropped=dropped, wsd_runs=grouped[0],
                          run_numbers=grouped[1], notes=tuple(n for n in (
-                             accounting_note(model, runs.wsd_numbered, runs.source),
-                             *failing_values_notes(grid, runs.failed, runs.completed,
+                             accounting, *failing_values_notes(grid, runs.failed, runs.completed,
                                                    [s.index for s in suggestions])) if n),
                          **account)
 

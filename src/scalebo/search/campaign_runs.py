@@ -178,7 +178,8 @@ class CampaignRuns:
                        n_superseded=self.n_superseded + int(retried.sum()) + len(again),
                        set_aside={**self.set_aside, **more.set_aside},
                        cost={**self.cost, **more.cost}, rows={**self.rows, **more.rows},
-                       notes=(*self.notes, *more.notes))
+                       notes=(*self.notes, *more.notes),
+                       wsd_numbered=self.wsd_numbered or more.wsd_numbered)
 
     @property
     def n_runs(self) -> int:
@@ -348,7 +349,8 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
                         superseded_cost=float(row_cost[superseded].sum()),
                         n_superseded=int(superseded.size), rows=rows,
                         set_aside={int(idx[p]): kinds[p].value for p in np.flatnonzero(held)},
-                        wsd_numbered=bool(frame.get("wsd_run", pd.Series()).notna().any()))
+                        wsd_numbered="wsd_run" in frame.columns
+                        and not all(is_blank(v) for v in frame["wsd_run"]))
 
 
 #: Columns a campaign writes beside a configuration (``suggest``'s CSV): never settings.
