@@ -317,3 +317,13 @@ def test_a_term_whose_variable_takes_three_values_is_exactly_determined_and_says
                           "them exactly" in fit.message, fit.fun)
     assert notes[3][0] and notes[3][1] < 1e-12
     assert not notes[4][0] and notes[4][1] > 1e-6
+    # 3 × 3: both terms pass through their levels, and both are named
+    X, _ = _grid((1e8, 3e8, 1e9), Ds[[0, 2, 4]])
+    both = fit_law(CHINCHILLA, X, loss(X[:, 0], X[:, 1]), starts=STARTS)
+    assert "N takes only 3 values" in both.message and "and D takes only 3 values" in both.message
+    # levels no power term passes through (equal steps in log N: a log) end the fit at a
+    # bound, which says the runs did test the shape: no note
+    X, _ = _grid((1e8, 1e9, 1e10), Ds)
+    log_n = fit_law(CHINCHILLA, X, 1.9 + 0.2 * np.log(1e11 / X[:, 0])
+                    + TRUE["B"] * X[:, 1] ** -TRUE["beta"], starts=STARTS)
+    assert log_n.status is not FitStatus.CONVERGED and "takes only 3" not in log_n.message

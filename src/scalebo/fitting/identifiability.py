@@ -41,7 +41,7 @@ from scalebo.laws import Law, PowerLawSum, as_inputs
 
 __all__ = ["EXACT_FIT", "JACOBIAN_DRAWS", "JACOBIAN_ROWS", "JACOBIAN_TOL", "LOG_DEPENDENCE_TOL",
            "MIN_SPAN", "MIN_VALUES_PER_TERM", "distinct_points", "exact_fit_note",
-           "identification_problem", "with_exact_fit_note"]
+           "exact_term_note", "identification_problem", "with_exact_fit_note"]
 
 #: How :func:`exact_fit_note` begins (a fit's message holds it when the law is exactly
 #: determined; ``scalebo replay`` marks such fits "exact").
@@ -204,8 +204,7 @@ def _log_dependence(law: Law, pts: np.ndarray) -> str:
 
 def exact_fit_note(law: Law, X: np.ndarray, weights: np.ndarray | None = None) -> str:
     """A note when ``law`` has exactly as many parameters as ``X`` has distinct points (rows of
-    positive weight), or when one term of a sum of power laws is exactly determined by its
-    variable's three values (:func:`_exact_term_note`), else ``""``.
+    positive weight), else ``""``.
 
     Such a law is identified but not tested: it passes through every point (objective ≈ 0)
     and leaves no residual to measure its error by, and every bootstrap resample that still
@@ -218,7 +217,7 @@ def exact_fit_note(law: Law, X: np.ndarray, weights: np.ndarray | None = None) -
         X = X[np.asarray(weights, dtype=np.float64).ravel() > 0]
     k, p = distinct_points(X), law.n_params
     if k != p:
-        return _exact_term_note(law, X)
+        return ""
     head = f"{EXACT_FIT}: {k} distinct {_points_name(law, k)} for {p} parameters"
     if X.shape[0] == k:
         return (f"{head}, so the law passes through every point and nothing tests it (no "
@@ -227,30 +226,40 @@ def exact_fit_note(law: Law, X: np.ndarray, weights: np.ndarray | None = None) -
             f"only the scatter among the {X.shape[0]} runs' repeats, not the law's shape")
 
 
-def _exact_term_note(law: Law, X: np.ndarray) -> str:
-    """A note for a sum of power laws in distinct variables when a term's variable takes
-    exactly :data:`MIN_VALUES_PER_TERM` values, else ``""``: the law's values at those three
-    are what its term and E must match (three numbers, three parameters — the term's
-    coefficient and exponent and E), so nothing tests the term's shape in that variable, and
-    the exponent is whatever passes through them (a 3 N × 4 D Chinchilla grid: α 0.29 for a
-    true 0.34 on noise-free-looking residuals)."""
+def exact_term_note(law: Law, X: np.ndarray) -> str:
+    """A note for a sum of power laws in distinct variables naming each term whose variable
+    takes exactly :data:`MIN_VALUES_PER_TERM` values, else ``""``. The law's values at those
+    three levels are three free numbers (whatever the other variables' design), and the term
+    and E — three parameters — pass through them, so nothing tests the term's shape in that
+    variable and its exponent is whatever goes through them (a 3 N × 4 D Chinchilla grid:
+    α 0.29 for a true 0.34 on residuals that look noise-free). Only a converged fit gets it:
+    levels the term cannot pass through end at a bound, which tells the shape was tested."""
     if not (isinstance(law, PowerLawSum) and len(law.variables) > 1
             and len(set(law.variables)) == len(law.variables)):
         return ""
-    for j, term in enumerate(law.terms):
-        if int(np.unique(X[:, j]).size) == MIN_VALUES_PER_TERM:
-            return (f"{term.variable} takes only {MIN_VALUES_PER_TERM} values: its term "
-                    f"{term.coef}·{term.variable}^-{term.exponent} and E pass through them "
-                    f"exactly, so nothing tests the term's shape in {term.variable} (its "
-                    f"exponent {term.exponent} is not checked by the runs; "
-                    f"{MIN_VALUES_PER_TERM + 1} or more values would check it)")
-    return ""
+    X = as_inputs(X, law.variables)
+    terms = [t for j, t in enumerate(law.terms)
+             if int(np.unique(X[:, j]).size) == MIN_VALUES_PER_TERM]
+    if not terms:
+        return ""
+    said = " and ".join(f"{t.variable} takes only {MIN_VALUES_PER_TERM} values: its term "
+                        f"{t.coef}·{t.variable}^-{t.exponent} and E pass through them exactly"
+                        for t in terms)
+    exps = " and ".join(t.exponent for t in terms)
+    return (f"{said}, so the runs do not test the shape in {'that' if len(terms) == 1 else 'each'}"
+            f" variable ({exps} unchecked; {MIN_VALUES_PER_TERM + 1} or more values would "
+            "check it)")
 
 
 def with_exact_fit_note(fit: Any, X: np.ndarray, weights: np.ndarray | None = None) -> Any:
     """``fit`` (a :class:`~scalebo.fitting.robust.FitResult`) with :func:`exact_fit_note`
-    appended to its message, unless it is unidentified or the note is empty."""
+    appended to its message (or, for a converged fit, :func:`exact_term_note`), unless it is
+    unidentified or the note is empty."""
     if str(fit.status) == "unidentified":
         return fit
     note = exact_fit_note(fit.law, X, weights)
+    if not note and str(fit.status) == "converged":
+        pts = as_inputs(X, fit.law.variables)
+        note = exact_term_note(fit.law, pts if weights is None else
+                               pts[np.asarray(weights, dtype=np.float64).ravel() > 0])
     return replace(fit, message=f"{fit.message}; {note}") if note else fit
