@@ -456,3 +456,17 @@ def test_a_formula_over_a_setting_it_does_not_use_says_so():
     said = [n for n in pooled.notes if "differ in lr, which the formula does not use" in n]
     assert len(said) == 1 and said[0].startswith("runs.csv: rows with the same N, D differ")
     assert not any("does not use" in n for n in (*used.notes, *best.notes))
+    # repeats of one setting with a measured column (one value per run) pool no setting
+    repeats = pd.concat([frame[frame.lr == 1e-3]] * 2, ignore_index=True)
+    repeats["wall_hours"] = np.arange(len(repeats)) + 0.5
+    repeats["seed"] = np.repeat([0, 1], len(repeats) // 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        measured = summarize_formula_fit(repeats, "E + A*N**(-a) + B*D**(-b)", **kwargs)
+        tuned = frame[frame.lr == 1e-3]  # a law in C over sizes of equal C (1e8 × 4e9 tokens
+        in_c = summarize_formula_fit(tuned.assign(C=6 * tuned.N * tuned.D),  # = 2e8 × 2e9)
+                                     "E + A*C**(-a)", bounds={k: bounds[k] for k in "EAa"},
+                                     n_starts=8, source="runs.csv")
+    assert not any("does not use" in n for n in measured.notes)
+    assert any("rows with the same C differ in N, D, which the formula does not use" in n
+               for n in in_c.notes)

@@ -152,10 +152,15 @@ def pooled_settings_note(frame: pd.DataFrame, inputs: Sequence[str], response: s
     keys = [c for c in inputs if c in frame.columns]
     if not keys or len(frame) < 2:
         return ""
-    settings = default_hyperparameters(frame, excluded=[response], keys=keys)
+    settings = [c for c in default_hyperparameters(frame, excluded=[response], keys=keys)
+                if frame[c].nunique() <= len(frame) / 2]  # a measured column: one per row
+    groups = frame.groupby(keys, sort=False)
+    settings += [c for c in ("N", "D") if c in frame.columns and c not in keys  # a law in C
+                 and (groups[c].nunique() > 1).any()]
     if not settings:
         return ""
     return (f"{source}: rows with the same {', '.join(keys)} differ in {', '.join(settings)}, "
             "which the formula does not use: every row is fitted, off-optimal settings "
             "included, so the law describes the average setting, not the best (keep each "
-            "cell's best row, or fit a built-in --law, for the tuned frontier)")
+            "cell's best row, or fit a built-in law: --law, or fit_summary(table, law), for "
+            "the tuned frontier)")
