@@ -15,8 +15,8 @@ def test_the_share_of_runs_on_the_envelope_is_counted_by_hand():
     loss = np.array([4.0, 3.0, 2.0, 1.0, 1.5])  # the last is above the envelope
     note = envelope_share_note(C, loss, np.array([True, False, False, False, True]))
     assert note.startswith("3 of the 4 points of the Pareto envelope the compute law is "
-                           "fitted on are the GP's predictions at configurations no run has "
-                           "tried (1 is a run)")
+                           "fitted on are the GP's predictions at configurations no completed "
+                           "run has tried (1 is a run)")
     assert envelope_share_note(C, loss, np.array([True, True, False, False, False])) == ""
     assert envelope_share_note(C[:0], loss[:0], np.zeros(0, dtype=bool)) == ""
 
@@ -40,7 +40,10 @@ def test_a_campaign_of_few_cells_is_told_its_law_is_mostly_the_gps(tmp_path):
         status = campaign_status(grid, read_campaign_runs(runs, grid), grid.budget_total,
                                  targets=(1e21,), n_samples=16)
         said[name] = [n for n in status.notes if "Pareto envelope the compute law" in n]
-    assert len(said["few"]) == 1 and "are runs)" in said["few"][0]
+    assert said["few"] == ["4 of the 7 points of the Pareto envelope the compute law is fitted "
+                           "on are the GP's predictions at configurations no completed run has "
+                           "tried (3 are runs): the law and its intervals say what the GP "
+                           "believes there, which only runs there can check"]
     assert said["every cell"] == []  # each cell's best lr trained: the envelope is runs
 
 

@@ -68,10 +68,10 @@ def law_form_note(compute: dict | None, chinchilla: dict | None,
 
 def envelope_share_note(compute: np.ndarray, loss: np.ndarray, is_run: np.ndarray) -> str:
     """A note when fewer than half the points of the Pareto envelope of the posterior-mean
-    table (``compute`` FLOPs, ``loss`` nats, ``(m,)`` each) are runs (``is_run``, a mask
-    ``(m,)``; the others are the GP's posterior means at untried configurations); "" when
-    half or more are. The compute law and its interval then say what the GP believes about
-    configurations no run has tried (a campaign of 8 runs in 6 of 16 cells: 4 of the
+    table (``compute`` FLOPs, ``loss`` nats, ``(m,)`` each) are completed runs (``is_run``,
+    a mask ``(m,)``; the others are the GP's posterior means, at configurations untried or
+    still running); "" when half or more are. The compute law and its interval then say
+    what the GP believes about configurations no completed run has tried (a campaign of 8 runs in 6 of 16 cells: 4 of the
     envelope's 7 points filled in)."""
     from scalebo.fitting.frontier import pareto_envelope
 
@@ -80,6 +80,6 @@ def envelope_share_note(compute: np.ndarray, loss: np.ndarray, is_run: np.ndarra
     if k == 0 or 2 * m >= k:
         return ""
     return (f"{k - m} of the {k} points of the Pareto envelope the compute law is fitted on are "
-            f"the GP's predictions at configurations no run has tried ({m} "
+            f"the GP's predictions at configurations no completed run has tried ({m} "
             f"{'is a run' if m == 1 else 'are runs'}): the law and its intervals say what the GP "
             "believes there, which only runs there can check")

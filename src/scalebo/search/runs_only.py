@@ -8,8 +8,7 @@ disagree, the GP-filled cells are what moves the allocation, and the user should
 of N* at the grid's largest compute, [3.3e8, 3.9e8], excluded both the truth, 4.02e8, and the
 runs' own fit, 3.99e8). :func:`runs_only_note` fits the runs alone as ``fit`` does (the best
 run of each (N, D) cell, the law's default start grid) and names every target where its N*
-lies outside the posterior's 80 % interval. :func:`envelope_share_note` says when most of
-the Pareto envelope the compute law is fitted on is the GP's fill-in rather than runs.
+lies outside the posterior's 80 % interval.
 """
 
 from __future__ import annotations

@@ -248,7 +248,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     law_notes = [bound_note(v, k, posts[k].at_bound())
                  for k, v in summaries.items()]
     form_note, outside = law_form_note(summary, chin, targets), _outside_note(rows)
-    drawn = compute.samples if compute is not None else None  # the posterior-mean table
+    drawn = (compute.samples if compute is not None and compute.point is not None  # the
+             and compute.point.success else None)  # posterior-mean table of a fitted law
     law_notes += [frontier_law_note(grid, compute, targets), form_note, outside,
                   drawn and envelope_share_note(grid.cost[drawn.rows], drawn.mean,
                                                 np.isin(drawn.rows, runs.completed)),
