@@ -71,13 +71,7 @@ def campaign_grid(path: str | Path, mapping: Mapping[str, str] | None = None) ->
     """
     path = Path(path)
     if path.suffix.lower() in (".yaml", ".yml"):
-        from scalebo.search.grid_file import read_grid_file
-
-        axes, held = read_grid_file(path, mapping)
-        try:
-            return Grid.from_axes(axes, n_held_out_cells=held or 0)
-        except SearchError as err:
-            raise SearchError(f"{path}: {err}") from None
+        return Grid.from_yaml(path, mapping=mapping, held_out_default=0)
     from scalebo.search.grid_table import read_grid_table
 
     return read_grid_table(path, mapping)

@@ -206,26 +206,29 @@ class Grid:
 
     @classmethod
     def from_yaml(cls, path: str | Path, n_held_out_cells: int | None = None,
-                  mapping: Mapping[str, str] | None = None) -> Grid:
+                  mapping: Mapping[str, str] | None = None, *, held_out_default: int = 2
+                  ) -> Grid:
         """Grid from YAML: ``axes: {N: [...], D: [...], lr: [...]}``, validated by
         :func:`~scalebo.search.grid_file.read_grid_file` (errors name the axis and item).
 
         Args:
             n_held_out_cells: Costliest cells held out; None (default): the file's
-                ``held_out_cells``, else 2, as a replay holds out (a campaign's grid holds
-                none: :func:`~scalebo.search.campaign.campaign_grid` or 0 here).
+                ``held_out_cells``, else ``held_out_default``.
             mapping: Canonical name → the file's axis name (``{"N": "params"}``), as
                 ``--map`` reads a grid file.
+            held_out_default: Cells held out when neither the call nor the file says: 2, as
+                a replay holds out; a campaign's grid holds none
+                (:func:`~scalebo.search.campaign.campaign_grid` passes 0).
         """
         from scalebo.search.grid_file import read_grid_file
 
         axes, held = read_grid_file(path, mapping)
         if n_held_out_cells is None:
-            n_held_out_cells = 2 if held is None else held
+            n_held_out_cells = held_out_default if held is None else held
         try:
             return cls.from_axes(axes, n_held_out_cells=n_held_out_cells)
         except SearchError as err:
-            raise SearchError(f"{path}: {err}") from err
+            raise SearchError(f"{path}: {err}") from None
 
     # ------------------------------------------------------------------ derived values
     def __len__(self) -> int:

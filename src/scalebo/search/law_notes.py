@@ -71,8 +71,8 @@ def envelope_share_note(compute: np.ndarray, loss: np.ndarray, is_run: np.ndarra
     table (``compute`` FLOPs, ``loss`` nats, ``(m,)`` each) are completed runs (``is_run``,
     a mask ``(m,)``; the others are the GP's posterior means, at configurations untried or
     still running); "" when half or more are. The compute law and its interval then say
-    what the GP believes about configurations no completed run has tried (a campaign of 8 runs in 6 of 16 cells: 4 of the
-    envelope's 7 points filled in)."""
+    what the GP believes about configurations no completed run has tried (a campaign of 8
+    runs in 6 of 16 cells: 4 of the envelope's 7 points filled in)."""
     from scalebo.fitting.frontier import pareto_envelope
 
     on = pareto_envelope(np.asarray(compute, float), np.asarray(loss, float))
