@@ -18,6 +18,14 @@ __all__ = ["budget_edge_note", "flops_factor", "predicted_ratio_note", "ratio_no
 #: C within this relative tolerance of 6·N·D is 6·N·D (C given to a few digits).
 SIX_RTOL = 0.01
 
+#: A D*/N* more than this factor outside the runs' tokens per parameter is said.
+RATIO_FACTOR = 3.0
+
+
+def _outside(ratio: pd.Series, at: float) -> bool:
+    """Whether ``at`` lies over :data:`RATIO_FACTOR` outside the span of ``ratio``."""
+    return not ratio.min() / RATIO_FACTOR <= at <= RATIO_FACTOR * ratio.max()
+
 
 def budget_edge_note(cells: pd.DataFrame, C: np.ndarray, chosen: pd.Index) -> str | None:
     """A note when most envelope runs that have ≥ 3 sizes at their compute (an isoFLOP
@@ -45,7 +53,7 @@ def ratio_note(alloc: AllocationLaw, points: pd.DataFrame) -> str | None:
     D/N of every cell: the law's optimum lies where no run was trained (StepLaw: 0.10)."""
     ratio = points["D"] / points["N"]
     at = float(alloc.at(float(points["C"].max()))["tokens_per_param"])
-    if ratio.min() / 3 <= at <= 3 * ratio.max():
+    if not _outside(ratio, at):
         return None
     return (f"at the largest compute of the table ({points['C'].max():.3g} FLOPs) the L(N, D) "
             f"fit puts D*/N* at {at:.3g}, while the runs span {ratio.min():.3g} to "
@@ -63,7 +71,7 @@ def predicted_ratio_note(points: pd.DataFrame, preds: list[dict]) -> str | None:
         return None
     ratio = points["D"] / points["N"]
     far = [(p["C"], p["tokens_per_param"]) for p in preds
-           if not ratio.min() / 3 <= p["tokens_per_param"] <= 3 * ratio.max()]
+           if _outside(ratio, p["tokens_per_param"])]
     if not far:
         return None
     return ("the L(N, D) fit puts D*/N* at " + ", ".join(f"{r:.3g} at {C:.3g} FLOPs"
