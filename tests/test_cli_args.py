@@ -4,6 +4,7 @@ no sense (``status --next -1``), all with exit 2 and a message naming the option
 
 from __future__ import annotations
 
+import argparse
 import json
 
 import pytest
@@ -186,6 +187,11 @@ def test_a_compute_takes_the_unit_a_budget_takes(words, dest, capsys):
     assert err.value.code == 2
     assert "expected a compute in FLOPs such as 1e24 or 1e24FLOPs, got '1e24flop'" in \
         capsys.readouterr().err
+    from scalebo.cli.arg_types import flops
+
+    with pytest.raises(argparse.ArgumentTypeError, match=r"expected a positive finite number, "
+                                                         r"got '0 FLOPs'$"):
+        flops("0 FLOPs")  # as the user wrote it, not the number alone
 
 
 @pytest.mark.parametrize("command", ["fit", "fragility"])

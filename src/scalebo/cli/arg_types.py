@@ -69,11 +69,13 @@ def flops(text: str) -> float:
     raw = text.strip()
     number = raw[:-5].strip() if raw.lower().endswith("flops") else raw
     try:
-        float(number)
+        value = float(number)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a compute in FLOPs such as 1e24 or "
                                          f"1e24FLOPs, got {text!r}") from None
-    return positive_float(number)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
+    return value
 
 
 def level(text: str) -> float:
