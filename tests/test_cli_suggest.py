@@ -268,6 +268,13 @@ def test_proposals_use_the_column_names_of_the_users_files(campaign):
     assert status.returncode == 0, status.stderr
     nexts = [line for line in status.stdout.splitlines() if line.startswith("next ")]
     assert nexts and all(line.split(": ", 1)[1].startswith("params ") for line in nexts)
+    assert "anchor run (params " in status.stderr and "(N " not in status.stderr
+    as_json = _scalebo("status", *[a for a in yaml_args if a not in ("--batch", "2")],
+                       "--format", "json", cwd=path)  # the JSON's rows, as suggest's
+    printed = json.loads(as_json.stdout)
+    assert printed["next"] and all({"params", "tokens"} <= set(n) and not {"N", "D"} & set(n)
+                                   for n in printed["next"])
+    assert set(printed["anchor_cell"]) == {"params", "tokens"}
     both_axes = GRID_YAML.replace("  D:", "  tokens:") + "  params: [1e9]\n"
     (path / "grid_both.yaml").write_text(both_axes)
     both = _scalebo("suggest", "--grid", "grid_both.yaml", *args[3:], cwd=path)

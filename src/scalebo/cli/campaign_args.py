@@ -149,9 +149,16 @@ def file_columns(args: argparse.Namespace) -> dict[str, str]:
     return {k: v for k, v in mapping.items() if k != v}
 
 
-def anchor_dropped_note(n: float, d: float) -> str:
+def cell_text(n: float, d: float, names: dict[str, str] | None = None) -> str:
+    """An (N, D) cell as the commands write it, in the user's ``--map`` names
+    (:func:`file_columns`): ``params 1e+08, tokens 2e+09``."""
+    names = names or {}
+    return f"{names.get('N', 'N')} {n:.4g}, {names.get('D', 'D')} {d:.4g}"
+
+
+def anchor_dropped_note(n: float, d: float, names: dict[str, str] | None = None) -> str:
     """What ``suggest`` and ``status`` say when the anchor run is dropped (N parameters, D
-    tokens of its cell)."""
-    return (f"the anchor run (N {n:.4g}, D {d:.4g}) is dropped: a run costing no more already "
+    tokens of its cell; ``names``: the user's column names)."""
+    return (f"the anchor run ({cell_text(n, d, names)}) is dropped: a run costing no more already "
             "has a lower loss than that cell's lowest predicted loss minus one SD, so what it "
             "held back is searched as usual (--anchor 0: no anchor run)")

@@ -10,6 +10,7 @@ from scalebo.cli.campaign_args import (
     GRID_HELP,
     add_campaign_arguments,
     anchor_dropped_note,
+    cell_text,
     cost_model,
     file_columns,
     load_campaign,
@@ -162,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
                              cell_coupling=args.posterior_coupling)
     result = status.to_dict()
     proposed, prices, numbers = [], (), ()
+    names = file_columns(args)  # what is written back is in the user's names, as suggest's
     if args.cost_model == "wsd":  # the key on every exit, as suggest's JSON has it
         result["wsd_runs"] = []
     if args.next > 0 and not status.stop:
@@ -177,21 +179,21 @@ def run(args: argparse.Namespace) -> int:
             proposed, prices = res.suggestions, res.prices
             numbers = res.run_numbers if res.wsd_runs else ()
             if res.wsd_runs:  # as suggest's JSON: the training runs the rows make up
-                result["wsd_runs"] = [r.to_dict({}) for r in res.wsd_runs]
+                result["wsd_runs"] = [r.to_dict(names) for r in res.wsd_runs]
             if res.anchor_cell is not None:
                 result["held_back"] = res.held_back
-                result["anchor_cell"] = dict(zip(("N", "D"), map(grid_value, res.anchor_cell),
-                                                 strict=True))
+                result["anchor_cell"] = dict(zip((names.get("N", "N"), names.get("D", "D")),
+                                                 map(grid_value, res.anchor_cell), strict=True))
                 note(f"the next runs hold back {res.held_back:.4g} {res.unit} for the "
-                     f"anchor run (N {res.anchor_cell[0]:.4g}, D {res.anchor_cell[1]:.4g})")
+                     f"anchor run ({cell_text(*res.anchor_cell, names)})")
             if res.anchor_dropped is not None:
-                note(anchor_dropped_note(*res.anchor_dropped))
+                note(anchor_dropped_note(*res.anchor_dropped, names))
             for text in (*res.notes, *([res.message] if res.message else [])):
                 if text not in status.notes:  # the accounting note is in both
                     note(text)  # settings that only failed; why fewer than --next
         except SearchError as exc:
             note(f"no next runs: {exc}")
-    result["next"] = [{**{k: grid_value(v) for k, v in s.config.items()},
+    result["next"] = [{**{names.get(k, k): grid_value(v) for k, v in s.config.items()},
                        **({"wsd_run": numbers[i]} if numbers else {}),
                        "predicted_loss": s.predicted_mean, "cost": p, "reason": s.reason}
                       for i, (s, p) in enumerate(zip(proposed, prices, strict=True))]
@@ -241,7 +243,6 @@ def run(args: argparse.Namespace) -> int:
                   else "intervals of the law the whole grid's recorded runs would give)"),
                format_table(rows, list(rows[0]), headers).rstrip("\n"),
                "", f"{'STOP' if status.stop else 'continue'}: {status.reason}"]
-        names = file_columns(args)  # proposals in the user's column names, as suggest's
         out += [f"next {i + 1}: "
                 + ", ".join(f"{names.get(k, k)} {exact_number(v)}" for k, v in s.config.items())
                 + f" ({s.reason})" for i, s in enumerate(proposed)]

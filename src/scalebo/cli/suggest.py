@@ -8,6 +8,7 @@ from scalebo.cli.campaign_args import (
     GRID_HELP,
     add_campaign_arguments,
     anchor_dropped_note,
+    cell_text,
     cost_model,
     file_columns,
     load_campaign,
@@ -108,10 +109,9 @@ def run(args: argparse.Namespace) -> int:
     if res.anchor_cell is not None:
         n, d = res.anchor_cell
         log(f"held back {res.held_back:.4g} {res.unit} for the anchor run "
-            f"({names.get('N', 'N')} {n:.4g}, {names.get('D', 'D')} {d:.4g}), proposed once "
-            "nothing else fits (--anchor 0: none)")
+            f"({cell_text(n, d, names)}), proposed once nothing else fits (--anchor 0: none)")
     if res.anchor_dropped is not None:
-        log(anchor_dropped_note(*res.anchor_dropped))
+        log(anchor_dropped_note(*res.anchor_dropped, names))
     for text in (*runs.notes, *res.notes):
         note(text)
     if res.message:
