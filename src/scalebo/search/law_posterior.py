@@ -151,7 +151,8 @@ class LawPosterior:
                if self.predicted_loss.size else None)
         return (f"LawPosterior(law={self.law!r}, targets={list(self.targets)}, "
                 f"median_loss={q50}, n_samples={self.n_samples}, n_failed={self.n_failed}, "
-                f"seconds={self.seconds:.3g})")
+                f"seconds={self.seconds:.3g}" + (f", message={self.message!r})" if self.message
+                                                 else ")"))
 
     @property
     def ok(self) -> np.ndarray:
