@@ -338,11 +338,12 @@ def test_a_group_without_a_proposal_is_named_not_dropped():
     few = pd.concat([_done(pool_f[pool_f.family == "g1"], 5),
                      _done(pool_f[pool_f.family == "g2"], 1)])  # g2: its cheapest run alone
     short = make_pool(few, law, "x", response="loss")
-    with pytest.warns(UserWarning, match=r"no proposal for 1 of the 2 groups: group 'g2': "
-                                         r"cannot fit"):
+    with pytest.warns(UserWarning, match=r"group 'g2': 1 run done, fewer than the law's 3 "
+                                         r"parameters"):  # its next cheapest rows, as a pilot
         props = propose_groups(pool, target, law, pg, tg, short.X, short.y, short.cost,
                                few.family.to_numpy(), 0.05, 2, n_starts=6)
-    assert {p.group for p in props} == {"g1"}
+    assert {p.group for p in props} == {"g1", "g2"}
+    assert all((p.mean is None) == (p.group == "g2") for p in props)
     with pytest.raises(BudgetExhausted, match=r"group 'g1': .*group 'g2': "):
         propose_groups(*args, 1e-6, 2, n_starts=6)
 
@@ -358,9 +359,9 @@ def test_cli_proposes_for_the_other_groups_when_one_has_too_few_runs(tmp_path, c
     args = [*_cli_args(tmp_path, pool_f, target_f), "--runs", str(tmp_path / "done.csv"),
             "--budget", "0.05", "--batch", "2", "--json", str(out)]
     assert main(args) == 0
-    assert "no proposal for 1 of the 2 groups: group 'g2'" in capsys.readouterr().err
+    assert "group 'g2': 1 run done, fewer than the law's" in capsys.readouterr().err
     result = json.loads(out.read_text())
-    assert {p["group"] for p in result["proposals"]} == {"g1"}
+    assert {p["group"] for p in result["proposals"]} == {"g1", "g2"}  # g2: its pilot
     preds = result["target_prediction"]
     assert all(p["mean"] is not None for p in preds if p["group"] == "g1")
     assert all(p["mean"] is None and "group 'g2'" in p["note"] for p in preds

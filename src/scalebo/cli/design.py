@@ -22,7 +22,9 @@ Two modes:
             report the fit and target-region R^2 at each budget checkpoint;
   propose   with --runs (the runs done so far) and --budget: the next --batch pool rows,
             each scoring the expected reduction of the target region's predictive variance
-            per (cost/C)^0.4, C the pool's total cost.
+            per (cost/C)^0.4, C the pool's total cost; with fewer runs done than the law
+            has parameters (a --runs file of a header alone at the start), the cheapest
+            rows, as a replay's pilot starts.
 With --group COL holding several groups, a replay fits the law separately in each group
 (own parameters) and scores one R^2 over all target rows, each predicted by its group's fit.
 --group-budget per-group (default, ScaleBench's protocol): every group is its own episode
@@ -206,6 +208,7 @@ def run(args: argparse.Namespace) -> int:
         target_predictions,
     )
     from scalebo.design.pool import shared_rows_note
+    from scalebo.errors import FitError
     from scalebo.fitting.formula_checks import check_bound_names
     from scalebo.laws.formula import formula_law, formula_names, parse_bounds, parse_variable_map
     from scalebo.outputs import check_output_path, write_json_file
@@ -268,7 +271,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError("--runs (propose mode) needs --budget, a fraction of the pool cost")
         pool = make_pool(pool_frame, law, args.cost, variable_map=vmap, source=args.pool)
         done = make_pool(read_table(args.runs), law, args.cost, response=args.response,
-                         variable_map=vmap, require_response=True, source=args.runs)
+                         variable_map=vmap, require_response=True, source=args.runs,
+                         allow_empty=True)  # a header alone: a campaign's start
         if grouped is None:
             log(f"fitting {len(done.cost)} runs done, proposing {args.batch} of {pool.n} rows")
             props = propose_batch(pool, target, law, done.X, done.y, done.cost, args.budget,
@@ -282,13 +286,18 @@ def run(args: argparse.Namespace) -> int:
                                    runs_g, args.budget, args.batch,
                                    group_budget=args.group_budget, seed=args.seed,
                                    n_starts=args.starts)
+        try:
+            predicted = target_predictions(law, done.X, done.y, target, seed=args.seed,
+                                           n_starts=args.starts,
+                                           target_groups=grouped[1] if grouped else None,
+                                           done_groups=runs_g if grouped else None)
+        except FitError:
+            if len(done.y) >= law.n_params:
+                raise
+            predicted = []  # the pilot rows were proposed: nothing to predict from yet
         result = {"mode": "propose", "law": law_info, "budget": args.budget,
                   "spent_fraction": float(done.cost.sum() / pool.total_cost),
-                  "proposals": [p.to_dict() for p in props],
-                  "target_prediction": target_predictions(
-                      law, done.X, done.y, target, seed=args.seed, n_starts=args.starts,
-                      target_groups=grouped[1] if grouped else None,
-                      done_groups=runs_g if grouped else None)}
+                  "proposals": [p.to_dict() for p in props], "target_prediction": predicted}
         if grouped is not None:
             result.update(group=args.group, group_budget=args.group_budget)
         _log_target(result["target_prediction"])

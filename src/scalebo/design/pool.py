@@ -176,7 +176,8 @@ def _response(frame: pd.DataFrame, response: str | None, source: str,
 
 def make_pool(frame: pd.DataFrame, law: FormulaLaw, cost: str, *,
               response: str | None = None, variable_map: Mapping[str, str] | None = None,
-              require_response: bool = False, source: str = "pool") -> Pool:
+              require_response: bool = False, source: str = "pool",
+              allow_empty: bool = False) -> Pool:
     """A :class:`Pool` from a table.
 
     Args:
@@ -186,13 +187,15 @@ def make_pool(frame: pd.DataFrame, law: FormulaLaw, cost: str, *,
         response: response column; read when present (required if ``require_response``).
         variable_map: ``{formula name: column}``.
         source: name of the table in error messages (e.g. the file path).
+        allow_empty: a table of no rows (a header alone) is a pool of none, e.g. a
+            campaign's runs done before the first one (else an error).
 
     Raises:
         RunTableError: a missing or non-numeric column, or a cost that is not positive and
             finite, naming ``source``, the data row (1-based) and the column.
     """
     vmap = dict(variable_map or {})
-    if len(frame) == 0:
+    if len(frame) == 0 and not allow_empty:
         raise RunTableError(f"{source}: the table has no rows")
     if said := repeated_rows_note(frame, source, "counts as a row of its own"):
         warnings.warn(said, UserWarning, stacklevel=2)

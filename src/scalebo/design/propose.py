@@ -23,7 +23,7 @@ import numpy as np
 from scalebo.design.acquisition import DEFAULT_GAMMA, condition_on_mean, variance_scores
 from scalebo.design.pool import Pool, TargetRegion
 from scalebo.design.posterior import Posterior, build_posterior
-from scalebo.design.replay import fit_rows, observation_bands
+from scalebo.design.replay import fit_rows, observation_bands, pilot_rows
 from scalebo.errors import BudgetExhausted, FitError, SearchError
 from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
@@ -44,6 +44,8 @@ class Proposal:
         cost: cost of the row (pool units); ``cost_fraction``: cost / C.
         score: variance reduction per ``(cost/C)^γ`` when picked (response units squared).
         mean, lo80, hi80: predicted response and 80 % interval of the law's mean there.
+            ``score``, ``mean``, ``lo80`` and ``hi80`` are None for a pilot row, proposed
+            before the runs done can be fitted (:func:`propose_batch`).
         group: the row's group label with several groups (:func:`propose_groups`), else
             ``None``.
     """
@@ -53,10 +55,10 @@ class Proposal:
     inputs: dict[str, float]
     cost: float
     cost_fraction: float
-    score: float
-    mean: float
-    lo80: float
-    hi80: float
+    score: float | None
+    mean: float | None
+    lo80: float | None
+    hi80: float | None
     group: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -120,9 +122,14 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
             what is left of it.
         k: batch size.
 
+    With fewer runs done than the law has parameters (none at all, at a campaign's start)
+    there is no fit to score rows by: the proposals are then the cheapest pool rows not done,
+    as a replay starts (:func:`~scalebo.design.replay.pilot_rows`: at most ``⌊2.5·p⌋`` rows
+    within 2 % of C, and at least ``p``), with a warning.
+
     Raises:
         BudgetExhausted (a SearchError): nothing is left of the budget, or no pool row fits it.
-        FitError: the runs done cannot be fitted (fewer than the law's parameters, …).
+        FitError: the runs done cannot be fitted (too few distinct inputs, …).
     """
     if k < 1:
         raise ValueError(f"batch size must be >= 1, got {k}")
@@ -133,6 +140,8 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
     if left <= 0:
         raise BudgetExhausted(f"the runs done already spent {np.sum(cost_done) / C:.4f} of the "
                           f"pool's total cost, at or over the budget {budget}")
+    if len(y_done) < law.n_params:
+        return _pilot(pool, law, X_done, left, k)
     post = _posterior(law, X_done, y_done, target.X, seed, n_starts)
     warn_unmatched(pool, X_done)
     free = ~done_rows(pool, X_done)
@@ -149,6 +158,34 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
         left -= float(pool.cost[i])
     if not out:
         raise BudgetExhausted(f"no pool row fits the {left / C:.4g} of C left of the budget")
+    return tuple(out)
+
+
+def _pilot(pool: Pool, law: FormulaLaw, X_done: np.ndarray, left: float, k: int
+           ) -> tuple[Proposal, ...]:
+    """Up to ``k`` of the cheapest pool rows not done that fit ``left`` (pool units), as long
+    as the runs done and these stay within a replay's pilot design (module docstring of
+    :func:`propose_batch`): the proposals of a campaign too young to fit."""
+    C, p = pool.total_cost, law.n_params
+    size = max(len(pilot_rows(pool.cost, p, C)), p)
+    free = ~done_rows(pool, X_done)
+    out: list[Proposal] = []
+    for i in np.argsort(pool.cost, kind="stable").tolist():
+        if len(out) >= min(k, max(size - len(X_done), 1)):
+            break
+        if free[i] and pool.cost[i] <= left * (1 + 1e-12):
+            out.append(Proposal(row=i, row_id=pool.row_ids[i] if pool.row_ids else i,
+                                inputs=dict(zip(pool.variables, map(float, pool.X[i]),
+                                                strict=True)),
+                                cost=float(pool.cost[i]), cost_fraction=float(pool.cost[i] / C),
+                                score=None, mean=None, lo80=None, hi80=None))
+            left -= float(pool.cost[i])
+    if not out:
+        raise BudgetExhausted(f"no pool row fits the {left / C:.4g} of C left of the budget")
+    warnings.warn(f"{len(X_done)} run{'' if len(X_done) == 1 else 's'} done, fewer than the "
+                  f"law's {p} parameters: no fit to choose by, so the cheapest pool rows are "
+                  f"proposed, as a replay starts (its pilot: {size} runs); once {p} are done, "
+                  "proposals aim at the target region", UserWarning, stacklevel=3)
     return tuple(out)
 
 
@@ -225,9 +262,13 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
         skipped: dict[str, Exception] = {}  # each group said, not dropped (a trial)
         for g, sub, region, mine, s in parts:
             try:
-                props = propose_batch(sub, region, law, X_done[mine], y_done[mine],
-                                      cost_done[mine], budget, k, seed=s, n_starts=n_starts,
-                                      gamma=gamma)
+                with warnings.catch_warnings(record=True) as said:  # named by their group
+                    warnings.simplefilter("always")
+                    props = propose_batch(sub, region, law, X_done[mine], y_done[mine],
+                                          cost_done[mine], budget, k, seed=s,
+                                          n_starts=n_starts, gamma=gamma)
+                for w in said:
+                    warnings.warn(f"group {g.name!r}: {w.message}", w.category, stacklevel=2)
             except (SearchError, FitError) as exc:  # its budget is spent, or too few runs
                 skipped[g.name] = exc
                 continue
