@@ -174,11 +174,7 @@ def _pilot(pool: Pool, law: FormulaLaw, X_done: np.ndarray, left: float, k: int
         if len(out) >= min(k, max(size - len(X_done), 1)):
             break
         if free[i] and pool.cost[i] <= left * (1 + 1e-12):
-            out.append(Proposal(row=i, row_id=pool.row_ids[i] if pool.row_ids else i,
-                                inputs=dict(zip(pool.variables, map(float, pool.X[i]),
-                                                strict=True)),
-                                cost=float(pool.cost[i]), cost_fraction=float(pool.cost[i] / C),
-                                score=None, mean=None, lo80=None, hi80=None))
+            out.append(_proposal(None, pool, i, None, C))
             left -= float(pool.cost[i])
     if not out:
         raise BudgetExhausted(f"no pool row fits the {left / C:.4g} of C left of the budget")
@@ -207,18 +203,20 @@ def _fit_done(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray, seed: int
     return fit
 
 
-def _proposal(post: Posterior, pool: Pool, i: int, score: float, C: float,
+def _proposal(post: Posterior | None, pool: Pool, i: int, score: float | None, C: float,
               group: str | None = None, row: int | None = None) -> Proposal:
     """Row ``i`` of ``pool`` as a :class:`Proposal` (``row``: its position in the whole pool
-    when ``pool`` is one group's part of it)."""
-    mean, _ = post.predict(pool.X[i : i + 1])
-    lo, hi = post.interval(pool.X[i : i + 1], 0.8)
+    when ``pool`` is one group's part of it; ``post`` None: a pilot row, nothing predicted)."""
+    band: tuple[float | None, ...] = (None, None, None)
+    if post is not None:
+        mean, _ = post.predict(pool.X[i : i + 1])
+        lo, hi = post.interval(pool.X[i : i + 1], 0.8)
+        band = (float(mean[0]), float(lo[0]), float(hi[0]))
     return Proposal(row=i if row is None else row, row_id=pool.row_ids[i] if pool.row_ids else
                     (i if row is None else row),
                     inputs=dict(zip(pool.variables, map(float, pool.X[i]), strict=True)),
                     cost=float(pool.cost[i]), cost_fraction=float(pool.cost[i] / C),
-                    score=score, mean=float(mean[0]), lo80=float(lo[0]), hi80=float(hi[0]),
-                    group=group)
+                    score=score, mean=band[0], lo80=band[1], hi80=band[2], group=group)
 
 
 def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_groups: Any,
