@@ -134,8 +134,11 @@ def test_config_parsing_and_cells(tmp_path):
         SweepConfig.from_dict({**CONFIG, "methods": {"m": {"posterior_samples": 2.5}}})
     with pytest.raises(ValueError, match=r"fantasize must be true or false, got 'yes'"):
         SweepConfig.from_dict({**CONFIG, "methods": {"m": {"fantasize": "yes"}}})
-    with pytest.raises(ValueError, match="unknown sweep config keys"):
+    with pytest.raises(ValueError, match=r"unknown sweep config keys: 'seed' \(did you mean "
+                                         r"'seeds'\?\); a sweep config has \['name', "):
         SweepConfig.from_dict({**CONFIG, "seed": 1})
+    with pytest.raises(ValueError, match=r"'budgtes' \(did you mean 'budgets'\?\)"):
+        SweepConfig.from_dict({**CONFIG, "budgtes": ["5%"]})
 
 
 def test_a_dataset_file_that_does_not_exist_is_refused_before_any_cell(tmp_path, monkeypatch):

@@ -306,10 +306,14 @@ class SweepConfig:
         """
         if not isinstance(raw, Mapping):
             raise ValueError(f"a sweep config must be a mapping, got {type(raw).__name__}.")
-        unknown = set(raw) - {"name", "datasets", "methods", "method_defaults", "seeds",
-                              "budgets", "description"}
+        keys = ("name", "datasets", "methods", "method_defaults", "seeds", "budgets",
+                "description")
+        unknown = set(raw) - set(keys)
         if unknown:
-            raise ValueError(f"unknown sweep config keys: {sorted(unknown)}.")
+            from scalebo.errors import with_hints
+
+            raise ValueError(f"unknown sweep config keys: {with_hints(sorted(unknown), keys)}; "
+                             f"a sweep config has {list(keys)} (a seed list is 'seeds').")
         for key in ("datasets", "methods", "seeds", "budgets"):
             if key not in raw:
                 raise ValueError(f"sweep config is missing '{key}'.")
