@@ -262,7 +262,7 @@ def test_sentinel_losses_of_diverged_runs_get_a_note_and_a_too_low_threshold_too
     assert "they are below --diverged-above 8: a lower one counts them" in note
     low = read_campaign_runs(frame, grid, diverged_above=2.7)
     (note,) = [n for n in low.notes if "too low" in n]
-    ordinary = int(((frame["loss"] > 2.7) & (frame["loss"] < 8)).sum())  # the 10s are not
+    ordinary = int(((frame["loss"] >= 2.7) & (frame["loss"] < 8)).sum())  # the 10s are not
     assert f"counts {ordinary} runs as failed whose loss is within 2x" in note
     # a right threshold on an early campaign (one diverged run of four) is not too low
     early = frame.iloc[[0, 1, 3, 4]]

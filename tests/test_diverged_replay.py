@@ -41,7 +41,8 @@ def problems():
     frame = _frame()
     starts = CHINCHILLA.start_grid()[::30]
     plain = problem_from_table(frame, name="plain", chinchilla_starts=starts)
-    with pytest.warns(UserWarning, match="16 of 96 configurations have a recorded loss above"):
+    with pytest.warns(UserWarning, match="16 of 96 configurations have a recorded loss at or "
+                                         "above"):
         marked = problem_from_table(frame, name="marked", chinchilla_starts=starts,
                                     diverged_above=5.0)
     return plain, marked
@@ -176,7 +177,7 @@ def test_cli_replay_marks_diverged_runs_and_says_what_it_inferred_under_quiet(tm
             "--posterior-samples", "0", "--bootstrap-samples", "0", "-q"]
     assert main([*args, "--diverged-above", "5"]) == 0
     out, err = capsys.readouterr()
-    assert "16 of 96 configurations have a recorded loss above diverged_above=5" in err
+    assert "16 of 96 configurations have a recorded loss at or above diverged_above=5" in err
     assert "hyperparameter axes: lr" in err and "held out of the search" in err  # even -q
     assert "runs failed (crashed, or diverged under --diverged-above): compute spent" in out
     assert main(args) == 0
@@ -254,3 +255,23 @@ def test_a_crash_neither_hides_the_sentinel_note_nor_shifts_row_numbers(tmp_path
         direct = problem_from_table(table, name="x",
                                     chinchilla_starts=CHINCHILLA.start_grid()[::30])
     assert direct.grid.n_configs == len(frame) and direct.diverged.sum() == 1
+
+
+def test_a_sentinel_loss_written_at_the_threshold_counts_as_diverged():
+    """A trial: --diverged-above 9 on runs recorded at a sentinel of 9.0 kept all 13 as
+    losses (the rule was 'above'); fit, replay and a campaign now count a loss at it."""
+    import pandas as pd
+
+    from scalebo.bench.diverged import diverged_rows
+    from scalebo.data.runs import load_runs
+    from scalebo.search.campaign_runs import read_campaign_runs
+    from scalebo.search.grid import Grid
+
+    mask, note = diverged_rows(np.array([3.1, 9.0, 8.99, np.nan]), 9.0, "g.csv")
+    assert mask.tolist() == [False, True, False, True]
+    assert "2 of 4 configurations have a recorded loss at or above diverged_above=9" in note
+    runs = pd.DataFrame({"N": [1e8, 1e8, 2e8], "D": [1e9, 2e9, 1e9], "loss": [3.1, 9.0, 3.0]})
+    table = load_runs(runs, diverged_above=9.0)
+    assert len(table.frame) == 2 and len(table.excluded) == 1
+    grid = Grid.from_axes({"N": [1e8, 2e8], "D": [1e9, 2e9]}, n_held_out_cells=0)
+    assert read_campaign_runs(runs, grid, diverged_above=9.0).failed.size == 1

@@ -43,11 +43,11 @@ def diverged_rows(loss: np.ndarray, diverged_above: float, name: str
         raise ValueError(f"diverged_above must be a finite loss (nats), got "
                          f"{diverged_above!r}")
     loss = np.asarray(loss, dtype=np.float64)
-    mask = ~(loss <= diverged_above)
+    mask = ~(loss < diverged_above)  # a sentinel loss written at the threshold counts
     mask.flags.writeable = False
     crashed = int((~np.isfinite(loss)).sum())
     return mask, (f"{name}: {int(mask.sum())} of {mask.size} configurations have a recorded "
-                  f"loss above diverged_above={diverged_above:g} nats"
+                  f"loss at or above diverged_above={diverged_above:g} nats"
                   + (f" or none ({crashed} crashed)" if crashed else "")
                   + ": a replay that buys one spends its compute and learns no loss (a "
                   "failed run)")
@@ -73,7 +73,7 @@ def keep_usable_runs(frame: pd.DataFrame, key: Sequence[str], diverged_above: fl
     have a usable run: repeats are then averaged over the usable runs, and a configuration
     whose every run diverged keeps its rows (and is marked diverged)."""
     loss = frame["loss"].to_numpy(dtype=np.float64)
-    bad = pd.Series(~(loss <= diverged_above), index=frame.index)
+    bad = pd.Series(~(loss < diverged_above), index=frame.index)
     every = bad.groupby([frame[k] for k in key], sort=False).transform("all")
     return frame[~bad | every]
 

@@ -76,7 +76,7 @@ class ReplayProblem:
         fit_starts: Start grid of each law's reference fit, by law name (``"compute"``,
             ``"chinchilla"``); None (or absent) means the law's default grid. Replays fit with
             the same starts.
-        diverged: Grid rows whose recorded run diverged (loss above the ``diverged_above``
+        diverged: Grid rows whose recorded run diverged (loss at or above the ``diverged_above``
             the problem was built with), ``(n_cfg,)`` bool, or None (none marked): a replay
             that buys one spends its compute and learns no loss (a failed run, as in a
             campaign), and the reference fits leave them out.
@@ -179,7 +179,7 @@ def problem_from_table(
         n_held_out_cells: Largest-compute cells held out (default 2).
         chinchilla_starts: Start grid ``(S, 5)`` of the reference Chinchilla fit (default:
             Hoffmann's 4,500 starts; a coarse grid makes small test problems fast).
-        diverged_above: Configurations whose (mean) recorded loss is above this (nats) are
+        diverged_above: Configurations whose (mean) recorded loss is at or above this (nats) are
             diverged runs (:attr:`ReplayProblem.diverged`); None: every finite loss is an
             outcome, and a configuration without one (``inf``: every run crashed) a failed
             run all the same.
@@ -307,7 +307,7 @@ def load_problem(
         duplicates: Repeated configurations of a file (same N, D and axes): ``"error"``
             (default, as :func:`~scalebo.data.runs.load_runs`) or ``"mean"`` (one oracle
             loss each, the mean of its runs). Registered datasets average their repeats.
-        diverged_above: Configurations with a recorded loss above this (nats) are diverged
+        diverged_above: Configurations with a recorded loss at or above this (nats) are diverged
             runs: buying one spends its compute and teaches no loss
             (:attr:`ReplayProblem.diverged`). None (default): every loss is an outcome.
 

@@ -43,7 +43,7 @@ def add_campaign_arguments(parser: argparse.ArgumentParser, *, budget_required: 
                             "compute), e.g. 0.05, an amount of compute, e.g. 2e21FLOPs, or "
                             "GPU-hours for a grid with a cost column, e.g. 500GPUh")
     group.add_argument("--diverged-above", type=positive_float, default=None, metavar="LOSS",
-                       help="a loss (nats) above this counts as a failed (diverged) run")
+                       help="a loss (nats) at or above this counts as a failed (diverged) run")
     group.add_argument("--schedule", choices=("sweep", "spent", "coverage", "full"),
                        default="spent", help="compute window of the search's suggestions "
                        "(default spent; the status's law posterior covers the whole grid)")

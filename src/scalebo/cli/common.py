@@ -221,7 +221,8 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument(
         "--diverged-above", metavar="NATS", type=float, default=None,
-        help="exclude runs whose loss is above this many nats (diverged)",
+        help="exclude runs whose loss is at or above this many nats (diverged; a sentinel "
+             "written at it counts)",
     )
     group.add_argument(
         "--hyperparameters", metavar="COL,...", default=None,

@@ -94,7 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default, as 'scalebo fit') or average their losses into one "
                              "oracle loss")
     parser.add_argument("--diverged-above", type=positive_float, default=None, metavar="LOSS",
-                        help="a configuration whose recorded loss is above LOSS (nats) is a "
+                        help="a configuration whose recorded loss is at or above LOSS (nats) is a "
                              "diverged run: buying it spends its compute and teaches the "
                              "search no loss, as a failed run in a campaign (default: every "
                              "recorded loss is an outcome; a sentinel like 10 for diverged "

@@ -354,13 +354,13 @@ def _exclude(
     if diverged_above is not None:
         if not np.isfinite(diverged_above):
             raise RunTableError(f"diverged_above must be a finite loss, got {diverged_above!r}.")
-        reason[finite & (loss > diverged_above)] = ExclusionReason.DIVERGED
+        reason[finite & (loss >= diverged_above)] = ExclusionReason.DIVERGED
     reason[unfinished] = ExclusionReason.NOT_COMPLETED
     drop = reason != ""
     if drop.all():
         raise RunTableError(
             f"{name}: all {len(frame)} runs have a non-finite loss"
-            + ("" if diverged_above is None else f", a loss above diverged_above="
+            + ("" if diverged_above is None else f", a loss at or above diverged_above="
                f"{diverged_above:g}") + " or a status other than completed; nothing is "
             "left to fit."
         )
@@ -368,7 +368,7 @@ def _exclude(
     if drop.any():
         parts = []
         labels = {ExclusionReason.NON_FINITE: "non-finite loss",
-                  ExclusionReason.DIVERGED: f"diverged (loss > {diverged_above})",
+                  ExclusionReason.DIVERGED: f"diverged (loss ≥ {diverged_above})",
                   ExclusionReason.NOT_COMPLETED: "status failed or running, so not a "
                                                  "finished run's loss"}
         for why, label in labels.items():

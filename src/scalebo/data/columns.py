@@ -96,7 +96,7 @@ class ExclusionReason(StrEnum):
     NON_FINITE = "non_finite"
     """The loss is NaN or ±inf (a crashed run, or a missing value in the file)."""
     DIVERGED = "diverged"
-    """The loss is above the ``diverged_above`` threshold given to :func:`load_runs`."""
+    """The loss is at or above the ``diverged_above`` threshold given to :func:`load_runs`."""
     DROPPED = "dropped"
     """Removed at an explicit request of the caller (e.g. a loader's ``drop_highest_loss``)."""
     NOT_COMPLETED = "not_completed"

@@ -219,7 +219,8 @@ def load_runs(
         duplicates: What to do with repeated configurations (same N, D, hyperparameters and
             ``config_columns``): ``"error"`` raises naming both rows; ``"mean"`` averages
             their loss, records the count in ``n_repeats`` and warns.
-        diverged_above: Runs whose loss (nats) is above this are excluded as diverged.
+        diverged_above: Runs whose loss (nats) is at or above this are excluded as
+            diverged (a sentinel loss written at the threshold counts).
         run_id: Column holding run identifiers (same as ``mapping={"run_id": ...}``).
             Without one, ids are ``"row<k>"`` with ``k`` the 1-based data row.
         config_columns: Extra columns that identify a configuration (see

@@ -9,7 +9,7 @@ Columns: the grid's columns (``N`` parameters, ``D`` tokens, each axis; renamed 
   (:attr:`~scalebo.search.grid.Grid.budget_cost`: FLOPs, default ``6·N·D``, or e.g.
   GPU-hours when the grid has a ``cost`` column; default: the grid's cost).
 
-A NaN, infinite or missing loss, or a loss above ``diverged_above``, makes a run failed even
+A NaN, infinite or missing loss, or a loss at or above ``diverged_above``, makes a run failed even
 when its status says completed (the note says so). A failed run's compute counts as spent
 and the search never proposes it again unless asked to retry it; running runs are pending
 (their compute is committed). Every row is accounted for: nothing is dropped silently.
@@ -257,7 +257,7 @@ def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status:
                      "of telling the search and the law these losses")
     if diverged_above is None:
         return notes
-    cut = told & (loss > diverged_above)
+    cut = told & (loss >= diverged_above)
     kept = told & ~cut
     if not cut.any() or not kept.any():
         return notes
@@ -306,7 +306,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
     notes: list[str] = []
     for pos, (st, y) in enumerate(zip(status, loss, strict=True)):
         finite = math.isfinite(y)
-        diverged = finite and diverged_above is not None and y > diverged_above
+        diverged = finite and diverged_above is not None and y >= diverged_above
         if finite and st in (RunStatus.FAILED, RunStatus.RUNNING):  # a loss not to use
             notes.append(f"data row {pos + 1}: status {st.value}, so its loss {y:g} is not "
                          "used" + (" until the status says completed"
@@ -315,7 +315,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
             kinds.append(RunStatus.RUNNING if st is RunStatus.RUNNING else RunStatus.COMPLETED)
             continue
         if st is not RunStatus.FAILED:
-            why = (f"loss {y:g} is above diverged_above={diverged_above:g}" if diverged
+            why = (f"loss {y:g} is at or above diverged_above={diverged_above:g}" if diverged
                    else "its loss is missing or not finite")
             notes.append(f"data row {pos + 1}: counted as failed because {why}")
         kinds.append(RunStatus.FAILED)
