@@ -275,3 +275,22 @@ def test_a_sentinel_loss_written_at_the_threshold_counts_as_diverged():
     assert len(table.frame) == 2 and len(table.excluded) == 1
     grid = Grid.from_axes({"N": [1e8, 2e8], "D": [1e9, 2e9]}, n_held_out_cells=0)
     assert read_campaign_runs(runs, grid, diverged_above=9.0).failed.size == 1
+
+
+def test_a_replay_threshold_among_good_losses_is_called_too_low():
+    """A trial: --diverged-above 3 marked 76 % of ordinary runs in a replay with no word
+    (suggest and status said 'too low?'); the right threshold stays quiet."""
+    import warnings
+
+    frame, starts = _frame(), CHINCHILLA.start_grid()[::30]
+    good = frame.loss[frame.loss < SENTINEL]
+    low = float(good.quantile(0.6))  # marks 40 % of the good losses
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        problem_from_table(frame, name="low", chinchilla_starts=starts, diverged_above=low)
+        problem_from_table(frame, name="right", chinchilla_starts=starts, diverged_above=5.0)
+    text = [str(w.message) for w in said]
+    ordinary = int(((good >= low) & (good <= 2 * good.min())).sum())  # by hand: 2x of ~2.5
+    assert any(t.startswith(f"low: --diverged-above {low:g} counts {ordinary} configurations "
+                            "as diverged whose loss is within 2x") for t in text), text
+    assert not any(t.startswith("right:") and "too low" in t for t in text)

@@ -46,6 +46,7 @@ from scalebo.fitting.frontier import pareto_envelope
 from scalebo.fitting.robust import FitResult, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
 from scalebo.search.grid import Grid
+from scalebo.search.runs_columns import too_low_note
 
 __all__ = ["REGISTERED", "ReplayProblem", "check_dataset_name", "load_problem",
            "problem_from_table"]
@@ -226,8 +227,11 @@ def problem_from_table(
     diverged = None
     if diverged_above is not None:
         diverged, text = diverged_rows(loss, diverged_above, name)
-        notes.append(text)
-        warnings.warn(text, stacklevel=2)
+        low = too_low_note(np.asarray(loss), np.asarray(grid.cell_ids), diverged_above,
+                           "configurations as diverged")  # a threshold among good losses
+        for said in (text, *([f"{name}: {low}"] if low else [])):
+            notes.append(said)
+            warnings.warn(said, stacklevel=2)
     elif not np.isfinite(loss).all():  # every run of these crashed: failed runs, kept
         diverged, text = crashed_rows(loss, name)
         notes.append(text)

@@ -41,7 +41,6 @@ from scalebo.errors import RunTableError, SearchError, shown_config, shown_rows
 from scalebo.search.cost_model import CostModel
 from scalebo.search.grid import Grid
 from scalebo.search.runs_columns import (
-    DIVERGED_RATIO,
     RunStatus,
     check_run_columns,
     cost_notes,
@@ -51,6 +50,7 @@ from scalebo.search.runs_columns import (
     positive_numbers,
     run_statuses,
     suspect_diverged,
+    too_low_note,
 )
 
 __all__ = ["CampaignRuns", "RunStatus", "read_campaign_runs", "read_pending_runs"]
@@ -255,21 +255,9 @@ def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status:
                      f"{loss[high].max():.4g} nats; the median cell best is {median:.4g}): "
                      f"diverged runs? {fix} as failed runs (compute spent, no loss) instead "
                      "of telling the search and the law these losses")
-    if diverged_above is None:
-        return notes
-    cut = told & (loss >= diverged_above)
-    kept = told & ~cut
-    if not cut.any() or not kept.any():
-        return notes
-    best = pd.Series(loss[kept]).groupby(cells[kept]).min()
-    ref = best.reindex(cells).fillna(best.median()).to_numpy()
-    ordinary = cut & (loss <= DIVERGED_RATIO * ref)
-    if ordinary.sum() < max(3, 0.25 * told.sum()):
-        return notes
-    return [*notes, f"--diverged-above {diverged_above:g} counts "
-            f"{int(ordinary.sum())} runs as failed whose loss is within {DIVERGED_RATIO:g}x "
-            f"of their cell's best run (of the {int(told.sum())} that reported a loss): too "
-            "low? (a diverged loss sits far above every good run)"]
+    low = "" if diverged_above is None else too_low_note(np.where(told, loss, np.nan), cells,
+                                                          diverged_above)
+    return [*notes, low] if low else notes
 
 
 def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,

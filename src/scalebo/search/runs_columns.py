@@ -176,6 +176,28 @@ def positive_numbers(frame: pd.DataFrame, column: str, name: str, expected: str)
     return values
 
 
+def too_low_note(loss: np.ndarray, cells: np.ndarray, diverged_above: float,
+                 marked: str = "runs as failed") -> str:
+    """A note when ``diverged_above`` marks ordinary losses: those at or above it whose loss
+    is within :data:`DIVERGED_RATIO` × their cell's best among the losses it keeps (or, in a
+    cell it empties, the kept cells' median best), at least 3 of them and a quarter of the
+    finite losses (nats, ``(n,)``; ``cells``: the (N, D) cell id of each); "" otherwise.
+    ``marked`` says what they become (``"configurations as diverged"`` in a replay)."""
+    told = np.isfinite(loss)
+    cut = told & (loss >= diverged_above)
+    kept = told & ~cut
+    if not cut.any() or not kept.any():
+        return ""
+    best = pd.Series(loss[kept]).groupby(np.asarray(cells)[kept]).min()
+    ref = best.reindex(cells).fillna(best.median()).to_numpy()
+    ordinary = cut & (loss <= DIVERGED_RATIO * ref)
+    if ordinary.sum() < max(3, 0.25 * told.sum()):
+        return ""
+    return (f"--diverged-above {diverged_above:g} counts {int(ordinary.sum())} {marked} whose "
+            f"loss is within {DIVERGED_RATIO:g}x of their cell's best (of the {int(told.sum())}"
+            " that reported a loss): too low? (a diverged loss sits far above every good run)")
+
+
 def diverged_rule() -> str:
     """How :func:`suspect_diverged` judges a loss, as its notes say it."""
     return (f"over {DIVERGED_RATIO:g}x its cell's best, or {CHEAPER_RATIO:g}x a run's that "
