@@ -130,7 +130,9 @@ def test_oracle_summary_rows_and_unloadable_datasets(problem, monkeypatch):
     monkeypatch.setattr(problems_mod, "load_problem", fake_load)
     orc = oracle_summary({"tiny": ("tiny", {}), "gone": ("steplaw", {})}, [1.0, 1e-9])
     assert orc.skipped == (("gone", "FileNotFoundError: no data directory for steplaw"),)
-    assert orc.floors == (("tiny", problem.floor_envelope, problem.floor_cells),)
+    held = problem.grid.cost[problem.grid.held_out].sum()  # by hand: the held-out share
+    assert orc.floors == (("tiny", problem.floor_envelope, problem.floor_cells,
+                           pytest.approx(held / problem.grid.cost.sum())),)
     s = orc.summary
     assert set(s["method"]) == set(ORACLE_LABELS.values()) and set(s["kind"]) == {"oracle"}
     env = s[(s["method"] == "oracle: envelope") & (s["budget"] == 1.0)].set_index("metric")

@@ -118,15 +118,17 @@ class OracleSummary:
         skipped: ``(dataset, reason)`` of each dataset that could not be loaded.
         data_dir_missing: Some were skipped because the public datasets folder was not
             given or lacks their files (:class:`~scalebo.errors.DataDirError`).
-        floors: ``(dataset, floor_envelope, floor_cells)`` of each loaded dataset, fractions
-            of ``C_total`` (the spend of each oracle once all its configurations fit).
+        floors: ``(dataset, floor_envelope, floor_cells, held_out_share)`` of each loaded
+            dataset: fractions of ``C_total`` (the spend of each oracle once all its
+            configurations fit), and the share of the whole grid's compute that its held-out
+            cells hold (``C_total`` leaves them out).
         spreads: ``(dataset, ReferenceSpread or None)``: how sure each reference law is at
             1e25 FLOPs (:mod:`scalebo.bench.reference_spread`).
     """
 
     summary: pd.DataFrame
     skipped: tuple[tuple[str, str], ...] = ()
-    floors: tuple[tuple[str, float, float], ...] = ()
+    floors: tuple[tuple[str, float, float, float], ...] = ()
     data_dir_missing: bool = False
     spreads: tuple[tuple[str, Any], ...] = ()
 
@@ -163,7 +165,7 @@ def oracle_summary(datasets: Mapping[str, tuple[str, Mapping]], budgets: Sequenc
 
     rows: list[dict] = []
     skipped: list[tuple[str, str]] = []
-    floors: list[tuple[str, float, float]] = []
+    floors: list[tuple[str, float, float, float]] = []
     spreads: list[tuple[str, Any]] = []
     data_dir_missing = False
     for name, (source, options) in datasets.items():
@@ -178,7 +180,8 @@ def oracle_summary(datasets: Mapping[str, tuple[str, Mapping]], budgets: Sequenc
             skipped.append((name, f"{type(exc).__name__}: {exc}"))
             data_dir_missing |= isinstance(exc, DataDirError)
             continue
-        floors.append((name, problem.floor_envelope, problem.floor_cells))
+        floors.append((name, problem.floor_envelope, problem.floor_cells,
+                       1 - problem.grid.C_total / problem.grid.C_total_all))
         spreads.append((name, reference_spread(problem, 1e25)))
         for kind in ORACLE_KINDS:
             for b in sorted(set(budgets)):
@@ -223,7 +226,10 @@ def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
             "deterministic value per budget (`no fit`: too few runs for a fit).")
     if orc.floors:
         text += " Their full cost (envelope / cell-best floor, % of C_total): " + "; ".join(
-            f"{d} {100 * e:.2f} / {100 * c:.2f}" for d, e, c in orc.floors) + "."
+            f"{d} {100 * e:.2f} / {100 * c:.2f}" for d, e, c, _ in orc.floors) + "."
+        text += (" Budgets and savings are fractions of `C_total`, which leaves out each grid's "
+                 "held-out cells (scored by `heldout_mse`): they hold " + "; ".join(
+                     f"{100 * h:.3g} % of {d}'s compute" for d, _, _, h in orc.floors) + ".")
     if known := [(d, s) for d, s in orc.spreads if s is not None]:
         text += (" The reference compute law a replay is scored against is itself uncertain: its "
                  "80 % bootstrap interval over its envelope runs at 1e25 FLOPs is ±"
