@@ -186,3 +186,22 @@ def test_widths_below_the_floor_read_zero():
     assert _width(0.0) == "0.00" and _width(1e-7) == "0.00"
     assert _width(WIDTH_FLOOR_PCT / 2) == "0.00" and _width(0.00345) == "0.00345"
     assert _width(11.25) == "11.25" and _width(float("nan")) == "–"
+
+
+def test_the_width_panel_draws_its_floor_only_where_a_width_reaches_it(monkeypatch, tmp_path):
+    """A trial: the 0.001 % floor line stretched the log axis from 0.001 to 50 % while every
+    width lay between 9 and 43 %."""
+    import scalebo.bench.calibration_plot as cp
+
+    shown = {}
+    monkeypatch.setattr(cp, "save_figure", lambda fig, path, **kw: shown.update(fig=fig))
+    for widths in ((9.0, 43.0), (0.0, 12.0)):
+        s = pd.DataFrame({"dataset": "g", "method": "window", "law": "compute",
+                          "budget": [0.05, 0.1], "coverage_80": 0.8, "coverage_95": 0.95,
+                          "median_width_80_pct": widths, "n": 10})
+        monkeypatch.setattr(cp, "calibration_summary", lambda iv, s=s: s)
+        cp.calibration_figure(pd.DataFrame({"x": [1]}), tmp_path / "c.png")
+        ax = shown["fig"].axes[2]
+        floor = [ln for ln in ax.get_lines() if list(ln.get_ydata()) == [cp.WIDTH_FLOOR_PCT] * 2]
+        assert bool(floor) == (min(widths) < cp.WIDTH_FLOOR_PCT)
+        assert ax.get_ylim()[0] > (1.0 if min(widths) > 1 else 0)  # no empty decades

@@ -64,7 +64,8 @@ def calibration_figure(iv: pd.DataFrame, path: Path, C: str = "1e+25") -> Path |
     One column per dataset; rows: 80 % coverage, 95 % coverage (%, nominal level dashed,
     target range shaded), median 80 % width (% of the reference loss, log y; a width of 0,
     a posterior collapsed onto the point fit, and anything below :data:`WIDTH_FLOOR_PCT` is
-    drawn on a dotted floor line at it, as the axis label says). One colour per method, one
+    drawn on a dotted floor line at it, as the axis label then says; no line where no width
+    is that small). One colour per method, one
     line style and marker per law (legend below the panels); methods are nudged sideways
     (±3 % of the budget) so that equal values stay visible. Returns None without intervals.
     """
@@ -106,9 +107,12 @@ def calibration_figure(iv: pd.DataFrame, path: Path, C: str = "1e+25") -> Path |
             ax.set(ylim=(-5, 105), ylabel=f"{level} % interval coverage (%)",
                    title=ds if row == 0 else None)
         ax = axes[2, j]
-        ax.axhline(floor, color="0.5", ls=":", lw=1)
-        ax.set(yscale="log", ylabel=f"median 80 % width (% of ref. loss)\n(below {floor:g} "
-                                    "%: drawn at it, dotted)")
+        widths = s.loc[s["dataset"] == ds, "median_width_80_pct"].to_numpy(dtype=float)
+        clipped = bool(np.any(widths < floor))  # the floor line only where a width sits on it
+        if clipped:  # (else it stretched the log axis over decades no width reaches)
+            ax.axhline(floor, color="0.5", ls=":", lw=1)
+        ax.set(yscale="log", ylabel="median 80 % width (% of ref. loss)" + (
+            f"\n(below {floor:g} %: drawn at it, dotted)" if clipped else ""))
         ax.yaxis.set_major_locator(LogLocator(numticks=12))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())

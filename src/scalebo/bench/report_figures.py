@@ -127,7 +127,7 @@ def comparison_figure(summary: pd.DataFrame, methods: Sequence[str], param: str,
 
 #: Caption under the recovery and comparison figures of the report.
 FIGURE_NOTE = ("_Mean and ±1 SD over seeds (log panels: the lognormal with that mean and SD; "
-               "recovery: clipped to 0–100 %). Dashed, open circles: law fitted on observed "
+               "recovery panels: clipped to 0–100 %). Dashed, open circles: law fitted on observed "
                "runs; solid, filled squares: on observed + fantasized losses. Values below the "
                f"floor ({ERROR_FLOOR_PCT:g} % for errors; |Δα|, |ΔE| 1e-05, MSE 1e-07 nats²) "
                "are drawn at it (dotted)._")
