@@ -156,6 +156,9 @@ def test_trace_figure_shows_every_acquired_run_on_top(tmp_path: Path) -> None:
     assert np.all(ring.get_facecolors()[:, 3] == 0)  # hollow
     assert acquired.get_zorder() > ring.get_zorder()
     assert len(acquired.get_offsets()) == idx.size
+    off = int((~problem.grid.held_out & ~(problem.loss <= hi)).sum())  # beyond the axis
+    grid_label = next(label for label in by_label if label.startswith("grid"))
+    assert grid_label == ("grid" + (f" ({off} above the axis or without a loss)" if off else ""))
     # the held-out cells (never acquired) and the budgets recorded on the way are drawn
     held = [label for label in by_label if label.startswith("held out")]
     n_cells = np.unique(problem.grid.cell_ids[problem.grid.held_out]).size

@@ -104,7 +104,9 @@ def trace_figure(rec: Any, problem: Any) -> Any:
     acq = ~g.held_out
     bottom, top = loss_range(problem, idx)
     pad = 0.03 * (top - bottom) if top > bottom else 0.01 * abs(top)
-    b.scatter(g.cost[acq], loss[acq], s=6, c="0.8", label="grid", zorder=1)
+    off = int((acq & ~(loss <= top + pad)).sum())  # high or no loss: beyond the axis
+    b.scatter(g.cost[acq], loss[acq], s=6, c="0.8", zorder=1,
+              label="grid" + (f" ({off} above the axis or without a loss)" if off else ""))
     held = g.held_out & (loss >= bottom - pad) & (loss <= top + pad)
     if g.held_out.any():
         cells = np.unique(g.cell_ids[g.held_out]).size
@@ -149,7 +151,7 @@ def trace_figure(rec: Any, problem: Any) -> Any:
     fig.colorbar(points, ax=b, label="acquisition order (0 = first run)", pad=0.01)
     b.set(xscale="log", xlabel="training compute C (FLOPs)", ylabel="loss (nats)",
           ylim=(bottom - pad, top + pad), title="acquired configurations")
-    b.legend(fontsize=8)
+    b.legend(fontsize=8, framealpha=0.6)  # the points it covers stay visible
     b.grid(alpha=0.3, which="major")
     fig.suptitle(_title(rec))
     return fig
