@@ -153,14 +153,19 @@ def test_cli_replay_writes_checkpoints(tmp_path, capsys):
     assert "spent_fraction" in printed and "cover80" in printed
 
 
-def test_cli_propose_batch(tmp_path):
-    pool, _ = _frames()
+def _propose_cli(tmp_path, pool: pd.DataFrame, n_done: int, batch: int = 3) -> dict:
+    """``design --runs`` with the first ``n_done`` pool rows done, budget 5 %: its JSON."""
     args = _write(tmp_path, pool=pool.drop(columns="loss"))
-    pool.iloc[:10].to_csv(tmp_path / "done.csv", index=False)
+    pool.iloc[:n_done].to_csv(tmp_path / "done.csv", index=False)
     out = tmp_path / "next.json"
     assert main([*args, "--runs", str(tmp_path / "done.csv"), "--budget", "0.05", "--batch",
-                 "3", "--json", str(out)]) == 0
-    result = json.loads(out.read_text())
+                 str(batch), "--json", str(out)]) == 0
+    return json.loads(out.read_text())
+
+
+def test_cli_propose_batch(tmp_path):
+    pool, _ = _frames()
+    result = _propose_cli(tmp_path, pool, 10)
     rows = [p["row"] for p in result["proposals"]]
     assert [p["data_row"] for p in result["proposals"]] == [r + 1 for r in rows]
     assert len(rows) == 3 == len(set(rows)) and not set(rows) & set(range(10))
@@ -392,12 +397,6 @@ def test_a_campaign_starts_from_no_runs_with_the_replays_pilot(setup, tmp_path, 
                            0.05, 2, n_starts=8)
     assert all(p.mean is not None and p.score > 0 for p in fitted)
     # the CLI: a runs file of a header alone is a campaign's start
-    pool_f, _ = _frames()
-    args = _write(tmp_path, pool=pool_f.drop(columns="loss"))
-    pool_f.iloc[:0].to_csv(tmp_path / "done.csv", index=False)
-    out = tmp_path / "next.json"
-    assert main([*args, "--runs", str(tmp_path / "done.csv"), "--budget", "0.05", "--batch",
-                 "3", "--json", str(out)]) == 0
-    result = json.loads(out.read_text())
+    result = _propose_cli(tmp_path, _frames()[0], 0)
     assert [p["row"] for p in result["proposals"]] == [p.row for p in first]
     assert result["target_prediction"] == [] and result["spent_fraction"] == 0

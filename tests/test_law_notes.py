@@ -47,16 +47,21 @@ def test_a_campaign_of_few_cells_is_told_its_law_is_mostly_the_gps(tmp_path):
     assert said["every cell"] == []  # each cell's best lr trained: the envelope is runs
 
 
-def test_one_target_is_a_number_and_the_json_names_its_units(tmp_path):
-    """A trial: campaign_status(..., targets=1e24) was a TypeError where campaign_posterior and
-    fit_summary take one number, and the status JSON gave no unit for its losses."""
+def _small_campaign(tmp_path):
+    """3 N × 3 D at one learning rate, the 6 runs of the two smaller N trained."""
     (tmp_path / "grid.yaml").write_text(
         "axes:\n  N: [1.0e8, 2.0e8, 4.0e8]\n  D: [2.0e9, 4.0e9, 8.0e9]\n  lr: [1.0e-3]\n")
     grid = campaign_grid(tmp_path / "grid.yaml")
     runs = pd.DataFrame([(N, D, 1e-3) for N in (1e8, 2e8) for D in (2e9, 4e9, 8e9)],
                         columns=["N", "D", "lr"])
     runs["loss"] = _loss(runs.N, runs.D, runs.lr)
-    runs = read_campaign_runs(runs, grid)
+    return grid, read_campaign_runs(runs, grid)
+
+
+def test_one_target_is_a_number_and_the_json_names_its_units(tmp_path):
+    """A trial: campaign_status(..., targets=1e24) was a TypeError where campaign_posterior and
+    fit_summary take one number, and the status JSON gave no unit for its losses."""
+    grid, runs = _small_campaign(tmp_path)
     one = campaign_status(grid, runs, grid.budget_total, targets=1e21, n_samples=8)
     many = campaign_status(grid, runs, grid.budget_total, targets=(1e21,), n_samples=8)
     assert [t.C for t in one.targets] == [1e21] and one.targets == many.targets
@@ -68,13 +73,8 @@ def test_a_law_posterior_prints_its_medians_not_its_samples(tmp_path):
     """A trial: print(campaign_posterior(...)) dumped every sample array (hundreds of lines)."""
     from scalebo.search.campaign import campaign_posterior
 
-    (tmp_path / "grid.yaml").write_text(
-        "axes:\n  N: [1.0e8, 2.0e8, 4.0e8]\n  D: [2.0e9, 4.0e9, 8.0e9]\n  lr: [1.0e-3]\n")
-    grid = campaign_grid(tmp_path / "grid.yaml")
-    runs = pd.DataFrame([(N, D, 1e-3) for N in (1e8, 2e8) for D in (2e9, 4e9, 8e9)],
-                        columns=["N", "D", "lr"])
-    runs["loss"] = _loss(runs.N, runs.D, runs.lr)
-    post = campaign_posterior(grid, read_campaign_runs(runs, grid), targets=1e21,
+    grid, runs = _small_campaign(tmp_path)
+    post = campaign_posterior(grid, runs, targets=1e21,
                               n_samples=16)["compute"]
     text = repr(post)
     median = float(np.median(post.predicted_loss[:, 0]))
