@@ -36,7 +36,7 @@ from scalebo.search.budget import (
 )
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, accounting_note, cheapest_untried
-from scalebo.search.failing_values import failing_values_notes
+from scalebo.search.failing_values import crashed_note, failing_values_notes
 from scalebo.search.grid import Grid
 from scalebo.search.law_samples import CELL_COUPLING
 from scalebo.search.loop import SearchLoop
@@ -277,7 +277,9 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
                          held_back=held_back, anchor_cell=anchor_cell,
                          anchor_dropped=dropped, wsd_runs=grouped[0],
                          run_numbers=grouped[1], notes=tuple(n for n in (
-                             accounting, *failing_values_notes(grid, runs.failed, runs.completed,
+                             accounting, "" if retry_failed else crashed_note(runs.crashed,
+                                                                              runs.rows),
+                             *failing_values_notes(grid, runs.failed, runs.completed,
                                                    [s.index for s in suggestions])) if n),
                          **account)
 

@@ -6,6 +6,8 @@ crashed in every cell where it was tried stays as attractive in the untried cell
 before (a campaign trial: lr 0.016 failed in 4 of 4 cells and was proposed again in 4 of the
 next 8 picks). :func:`failing_values_notes` names such a setting when a suggestion uses it,
 so the user can drop it from the grid (or tell the runs as losses).
+:func:`crashed_note` says which crashed runs (no loss) are left untried again, and how to
+retry them.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import pandas as pd
 from scalebo.errors import exact_number
 from scalebo.search.grid import Grid
 
-__all__ = ["MIN_FAILED", "failing_values_notes"]
+__all__ = ["MIN_FAILED", "crashed_note", "failing_values_notes"]
 
 #: Failed runs (and no completed one) a setting needs before a suggestion using it is named.
 MIN_FAILED = 2
@@ -52,3 +54,21 @@ def failing_values_notes(grid: Grid, failed: Sequence[int], completed: Sequence[
                             f"nothing about a setting; if {setting} always fails, drop it from "
                             "the grid")
     return tuple(said.values())
+
+
+def crashed_note(crashed: Sequence[int], rows: dict[int, tuple[str, int]]) -> str:
+    """A note naming the crashed runs (grid rows without a loss; ``rows``: where each is
+    written, ``(source, 1-based data row)``) that a campaign does not propose again unless
+    asked, or "" when there are none: a crash says nothing of the configuration, which may be
+    the best of its cell (a trial's crashed run was its cell's best learning rate, and the
+    next round trained one 0.03 nats worse there)."""
+    if not len(crashed):
+        return ""
+    where = sorted(rows[int(g)] for g in crashed if int(g) in rows)
+    said = ", ".join(f"{src} data row {row}" for src, row in where[:5]) + (
+        " …" if len(where) > 5 else "")
+    n = len(crashed)
+    return (f"{n} crashed run{'s' if n > 1 else ''} (no loss{': ' + said if said else ''}) "
+            f"{'are' if n > 1 else 'is'} not proposed again: a crash says nothing of the "
+            "configuration, so --retry-failed crashed (retry_failed='crashed' in Python) "
+            "proposes it again where it scores")

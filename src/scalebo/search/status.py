@@ -32,6 +32,7 @@ from scalebo.fitting.identifiability import identification_problem
 from scalebo.search.budget import check_budget_amount, remaining_budget
 from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, accounting_note, cheapest_untried
+from scalebo.search.failing_values import crashed_note
 from scalebo.search.grid import Grid
 from scalebo.search.law_notes import envelope_share_note, frontier_law_note, law_form_note
 from scalebo.search.law_posterior import check_estimand, target_key
@@ -260,7 +261,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                    "(see the notes)")
     if stop and outside:
         reason += "; the point fit lies outside the law's own 95 % interval (see the notes)"
-    law_notes.insert(0, accounting_note(model, runs.wsd_numbered, runs.source))
+    law_notes[:0] = [accounting_note(model, runs.wsd_numbered, runs.source),
+                     crashed_note(runs.crashed, runs.rows)]
     notes = (*runs.notes, *([message] if message else []), *([chin_note] if chin_note else []),
              *(n for n in law_notes if n),
              *([f"noise floor unavailable: {floor['message']}"]

@@ -175,14 +175,18 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
     wait = "" if not n_running else (
         f"; {n_running} run{'s' if n_running > 1 else ''} still in flight: nothing more to "
         "start, but the law and its interval change when they finish (run status again then)")
+    wide = [(C, w) for C, w in widths.items() if w is None or w > tolerance]
+    short = "" if not wide else ("; the interval is not within the tolerance: " + ", ".join(
+        f"{'none' if w is None else f'±{100 * w:.3g} %'} at {C:.3g} FLOPs" for C, w in wide)
+        + f" against ±{100 * tolerance:g} %")  # a stop on budget is not a sure law
     if cheapest_left is None:
-        return True, "every configuration of the grid is trained or in flight" + wait
+        return True, "every configuration of the grid is trained or in flight" + short + wait
     if remaining < cheapest_left:
         spent = "committed" if n_running else "spent"
         left = (f"{remaining:.4g} {unit} left" if remaining >= 0 else
                 f"over it by {-remaining:.4g} {unit}")
         return True, (f"the budget is {spent}: {left}, the cheapest untried configuration "
-                      f"costs {cheapest_left:.4g}{wait}")
+                      f"costs {cheapest_left:.4g}{short}{wait}")
     missing = [C for C, w in widths.items() if w is None]
     if missing:
         return False, (f"no interval at {', '.join(f'{C:.3g}' for C in missing)} FLOPs yet "
