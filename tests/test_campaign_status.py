@@ -520,6 +520,8 @@ def test_no_allocation_from_a_chinchilla_law_at_a_bound(tmp_path):
                             "Chinchilla law L(N, D) (5 runs but only 3 distinct (N, D) points")
                and f"its fit on the posterior-mean table ends with status '{chin.status}'" in n
                for n in st.notes), st.notes
+    # nor a note on the spread of that law's interval, which is not shown (a trial)
+    assert not any("chinchilla law posterior's" in n for n in st.notes)
 
 
 def test_runs_that_cannot_identify_a_law_give_no_allocation_and_no_stop(synthetic):

@@ -246,8 +246,8 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     if compute is not None and compute.predicted_loss.size == 0:
         message = message or ("no interval of the compute law: "
                               f"{compute.message or 'every posterior sample failed'}")
-    law_notes = [bound_note(v, k, posts[k].at_bound())
-                 for k, v in summaries.items()]
+    law_notes = [bound_note(v, k, posts[k].at_bound()) for k, v in summaries.items()
+                 if k != "chinchilla" or chin is not None]  # not of an interval not shown
     form_note, outside = law_form_note(summary, chin, targets), _outside_note(rows)
     drawn = (compute.samples if compute is not None and compute.point is not None  # the
              and compute.point.success else None)  # posterior-mean table of a fitted law
