@@ -246,6 +246,7 @@ def run(args: argparse.Namespace) -> int:
         out += [f"next {i + 1}: "
                 + ", ".join(f"{names.get(k, k)} {exact_number(v)}" for k, v in s.config.items())
                 + f" ({s.reason})" for i, s in enumerate(proposed)]
-        out += [f"note: {n}" for n in status.notes]
         sys.stdout.write("\n".join(out) + "\n")
+        for text in status.notes:  # on stderr, as every command's notes (README)
+            note(text)
     return 0
