@@ -166,7 +166,7 @@ def plot_status(grid: Grid, runs: CampaignRuns, status: CampaignStatus, path: st
     loss_ticks(ax)
     ax.set_xlabel("training compute C (FLOPs)")
     ax.set_ylabel("loss (nats)")
-    ax.set_title(title or status_title(status), fontsize=9)
+    ax.set_title(title or status_title(status), fontsize=9, pad=14)  # above the top ticks
     ax.grid(True, which="major", alpha=0.3)
     if ax.get_legend_handles_labels()[0]:  # nothing drawn yet (no runs): no empty legend
         ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # off the data
