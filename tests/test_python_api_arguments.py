@@ -139,11 +139,14 @@ def test_a_column_named_like_a_parameter_without_bounds_is_named():
     with pytest.warns(UserWarning, match=r"'E' \(column 'E'\) enters the formula as a bare "
                                          r"term that no parameter scales"):
         summarize_formula_fit(frame, "E + A/N**a", bounds={"A": (1, 1e5), "a": (0.05, 1)})
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # E a parameter, or a scaled input: nothing to say
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")  # E a parameter, or a scaled input: nothing to say
         summarize_formula_fit(frame.drop(columns="E"), FORMULA, bounds=BOUNDS)
-        summarize_formula_fit(frame, "c*E + A/N**a",
-                              bounds={"c": (0, 1), "A": (1, 1e5), "a": (0.05, 1)})
+        scaled = summarize_formula_fit(frame, "c*E + A/N**a",
+                                       bounds={"c": (0, 1), "A": (1, 1e5), "a": (0.05, 1)})
+    assert not [w for w in said if "bare term" in str(w.message)]
+    # the law in E and N pools the table's token counts, and says so (0.4.18)
+    assert [n for n in scaled.notes if "rows with the same E, N differ in D" in n]
 
 
 def test_design_budgets_given_as_numbers_are_not_reread(design):
