@@ -46,7 +46,7 @@ from typing import Any
 
 import yaml
 
-from scalebo.errors import yaml_problem
+from scalebo.errors import with_hints, yaml_problem
 from scalebo.search.budget import parse_fraction
 
 __all__ = ["RECORD_SCHEMA_VERSION", "Cell", "DatasetSpec", "MethodResolver", "MethodSpec",
@@ -308,10 +308,7 @@ class SweepConfig:
             raise ValueError(f"a sweep config must be a mapping, got {type(raw).__name__}.")
         keys = ("name", "datasets", "methods", "method_defaults", "seeds", "budgets",
                 "description")
-        unknown = set(raw) - set(keys)
-        if unknown:
-            from scalebo.errors import with_hints
-
+        if unknown := set(raw) - set(keys):
             raise ValueError(f"unknown sweep config keys: {with_hints(sorted(unknown), keys)}; "
                              f"a sweep config has {list(keys)} (a seed list is 'seeds').")
         for key in ("datasets", "methods", "seeds", "budgets"):
