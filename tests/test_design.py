@@ -21,7 +21,6 @@ from scalebo.design import (
     evaluate_cost,
     make_pool,
     make_target,
-    propose_batch,
     target_predictions,
     variance_scores,
 )
@@ -370,33 +369,3 @@ def test_a_batch_cut_by_an_exhausted_pool_does_not_ask_for_more_budget(tmp_path,
                  "5"]) == 0
     assert "3 of the 5 rows asked for (--batch) are proposed: every other pool row is done" \
         in capsys.readouterr().err
-
-
-def test_a_campaign_starts_from_no_runs_with_the_replays_pilot(setup, tmp_path, capsys):
-    """A campaign's first batch: with fewer runs done than the law has parameters there is no
-    fit, and design refused ('the table has no rows', 'needs at least 5'); it now proposes
-    the cheapest pool rows, as a replay starts (pilot_rows), and aims at the target once the
-    law can be fitted."""
-    from scalebo.design.replay import pilot_rows
-
-    law, pool, target = setup
-    none = np.zeros((0, 2))
-    with pytest.warns(UserWarning, match=r"0 runs done, fewer than the law's 5 parameters"):
-        first = propose_batch(pool, target, law, none, np.zeros(0), np.zeros(0), 0.05, 3)
-    cheapest = np.argsort(pool.cost, kind="stable")
-    assert [p.row for p in first] == cheapest[:3].tolist()
-    assert all(p.mean is None and p.score is None and p.lo80 is None for p in first)
-    pilot = pilot_rows(pool.cost, law.n_params, pool.total_cost)
-    done = cheapest[:4]  # 4 of 5: still the pilot, never more rows than it holds in all
-    with pytest.warns(UserWarning, match=r"4 runs done"):
-        more = propose_batch(pool, target, law, pool.X[done], pool.y[done], pool.cost[done],
-                             0.05, 20)
-    assert len(more) == len(pilot) - 4 and not {p.row for p in more} & set(done.tolist())
-    done = np.asarray(pilot)  # enough to fit: proposals scored for the target region
-    fitted = propose_batch(pool, target, law, pool.X[done], pool.y[done], pool.cost[done],
-                           0.05, 2, n_starts=8)
-    assert all(p.mean is not None and p.score > 0 for p in fitted)
-    # the CLI: a runs file of a header alone is a campaign's start
-    result = _propose_cli(tmp_path, _frames()[0], 0)
-    assert [p["row"] for p in result["proposals"]] == [p.row for p in first]
-    assert result["target_prediction"] == [] and result["spent_fraction"] == 0

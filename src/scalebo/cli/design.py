@@ -208,7 +208,6 @@ def run(args: argparse.Namespace) -> int:
         target_predictions,
     )
     from scalebo.design.pool import shared_rows_note
-    from scalebo.errors import FitError
     from scalebo.fitting.formula_checks import check_bound_names
     from scalebo.laws.formula import formula_law, formula_names, parse_bounds, parse_variable_map
     from scalebo.outputs import check_output_path, write_json_file
@@ -286,22 +285,19 @@ def run(args: argparse.Namespace) -> int:
                                    runs_g, args.budget, args.batch,
                                    group_budget=args.group_budget, seed=args.seed,
                                    n_starts=args.starts)
-        try:
-            predicted = target_predictions(law, done.X, done.y, target, seed=args.seed,
-                                           n_starts=args.starts,
-                                           target_groups=grouped[1] if grouped else None,
-                                           done_groups=runs_g if grouped else None)
-        except FitError:
-            if len(done.y) >= law.n_params:
-                raise
-            predicted = []  # the pilot rows were proposed: nothing to predict from yet
+        predicted = target_predictions(law, done.X, done.y, target, seed=args.seed,
+                                       n_starts=args.starts,
+                                       target_groups=grouped[1] if grouped else None,
+                                       done_groups=runs_g if grouped else None)
         result = {"mode": "propose", "law": law_info, "budget": args.budget,
                   "spent_fraction": float(done.cost.sum() / pool.total_cost),
                   "proposals": [p.to_dict() for p in props], "target_prediction": predicted}
         if grouped is not None:
             result.update(group=args.group, group_budget=args.group_budget)
         _log_target(result["target_prediction"])
-        if len(props) < args.batch and (grouped is None or args.group_budget == "shared"):
+        pilot = all(p.mean is None for p in props)  # too young to fit: the pilot says why
+        if len(props) < args.batch and not pilot and (grouped is None
+                                                      or args.group_budget == "shared"):
             from scalebo.design.propose import done_rows
 
             untried = ~(done_rows(pool, done.X) if grouped is None

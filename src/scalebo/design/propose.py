@@ -124,8 +124,9 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
 
     With fewer runs done than the law has parameters (none at all, at a campaign's start)
     there is no fit to score rows by: the proposals are then the cheapest pool rows not done,
-    as a replay starts (:func:`~scalebo.design.replay.pilot_rows`: at most ``⌊2.5·p⌋`` rows
-    within 2 % of C, and at least ``p``), with a warning.
+    as a replay starts, up to as many rows in all as its pilot holds
+    (:func:`~scalebo.design.replay.pilot_rows`: at most ``⌊2.5·p⌋`` rows within 2 % of C,
+    and at least ``p``), with a warning; with groups, each group too young to fit.
 
     Raises:
         BudgetExhausted (a SearchError): nothing is left of the budget, or no pool row fits it.
@@ -140,10 +141,10 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
     if left <= 0:
         raise BudgetExhausted(f"the runs done already spent {np.sum(cost_done) / C:.4f} of the "
                           f"pool's total cost, at or over the budget {budget}")
+    warn_unmatched(pool, X_done)
     if len(y_done) < law.n_params:
         return _pilot(pool, law, X_done, left, k)
     post = _posterior(law, X_done, y_done, target.X, seed, n_starts)
-    warn_unmatched(pool, X_done)
     free = ~done_rows(pool, X_done)
     out: list[Proposal] = []
     while len(out) < k:
@@ -164,7 +165,7 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
 def _pilot(pool: Pool, law: FormulaLaw, X_done: np.ndarray, left: float, k: int
            ) -> tuple[Proposal, ...]:
     """Up to ``k`` of the cheapest pool rows not done that fit ``left`` (pool units), as long
-    as the runs done and these stay within a replay's pilot design (module docstring of
+    as the runs done and these are no more rows than a replay's pilot design holds (see
     :func:`propose_batch`): the proposals of a campaign too young to fit."""
     C, p = pool.total_cost, law.n_params
     size = max(len(pilot_rows(pool.cost, p, C)), p)
@@ -287,6 +288,26 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
     if left <= 0:
         raise BudgetExhausted(f"the runs done already spent {np.sum(cost_done) / C:.4f} of the "
                               f"pool's total cost, at or over the shared budget {budget}")
+    if cold := [(g, sub, mine) for g, sub, _r, mine, _s in parts if mine.sum() < law.n_params]:
+        for g, sub, mine in cold:  # too few runs to fit: its pilot rows first, as alone
+            if len(out) >= k:
+                break
+            with warnings.catch_warnings(record=True) as said:
+                warnings.simplefilter("always")
+                try:
+                    rows = _pilot(sub, law, X_done[mine], left, k - len(out))
+                except BudgetExhausted:
+                    continue
+            for w in said:
+                warnings.warn(f"group {g.name!r}: {w.message}", w.category, stacklevel=2)
+            out += [replace(r, row=int(g.pool[r.row]), group=g.name,
+                            row_id=r.row_id if pool.row_ids else int(g.pool[r.row]))
+                    for r in rows]
+            left -= sum(r.cost for r in rows)
+        if not out:
+            raise BudgetExhausted(f"no pool row fits the {max(left, 0) / C:.4g} of C left of "
+                                  "the budget")
+        return tuple(out)
     posts, free = [], []
     for g, sub, region, mine, s in parts:
         try:
@@ -331,7 +352,8 @@ def target_predictions(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,
     groups), the inputs by variable name, ``mean`` (the best fit's prediction) and ``lo80``,
     ``hi80``, ``lo95``, ``hi95`` (the posterior mixture's intervals, centred on its mean, the
     fit's when one mode is kept; ``None`` when there are no more runs than parameters);
-    response units. A group whose runs cannot be fitted gets ``None`` and a ``note``.
+    response units. A group whose runs cannot be fitted, and runs fewer than the law's
+    parameters (a campaign's start), get ``None`` and a ``note``.
 
     Raises:
         FitError: the runs done cannot be fitted (with groups: no group's can, named).
@@ -350,15 +372,17 @@ def target_predictions(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,
     failed: list[str] = []
     for g, rows, mine in parts:
         Xt = target.X[rows]
+        young = int(mine.sum()) < law.n_params  # a campaign's start: its pilot, no fit yet
         try:
             fit = _fit_done(law, X_done[mine], y_done[mine], seed, n_starts)
         except FitError as exc:
-            if g is None:
+            if g is None and not young:
                 raise
-            failed.append(f"group {g!r}: {exc}")  # its rows without a prediction, the rest kept
-            out += [{"target_row": int(i), "group": g,
+            why = ("" if g is None else f"group {g!r}: ") + str(exc)
+            failed += [] if young else [why]  # too young to fit is no failure: a pilot
+            out += [{"target_row": int(i), **({"group": g} if g is not None else {}),
                      **dict(zip(law.variables, map(float, Xt[j]), strict=True)), "mean": None,
-                     **dict.fromkeys(("lo80", "hi80", "lo95", "hi95")), "note": failed[-1]}
+                     **dict.fromkeys(("lo80", "hi80", "lo95", "hi95")), "note": why}
                     for j, i in enumerate(rows)]
             continue
         mean = law.predict(fit.x, Xt)
