@@ -184,11 +184,11 @@ def test_quiet_keeps_the_notes_about_the_runs(campaign):
     assert out.returncode == 0, out.stderr
     assert out.stderr.splitlines() == ["note: nan.csv: data row 4: counted as failed because "
                                        "its loss is missing or not finite",
-                                       "note: 1 crashed run (no loss: nan.csv data row 4) is "
-                                       "not proposed again: a crash says nothing of the "
-                                       "configuration, so --retry-failed crashed "
-                                       "(retry_failed='crashed' in Python) proposes it again "
-                                       "where it scores"]
+                                       "note: 1 crashed run (no loss: nan.csv: data row 4) "
+                                       "is not proposed again: a crash says nothing of the "
+                                       "configuration, so scalebo suggest --retry-failed "
+                                       "crashed (suggest_runs(..., retry_failed='crashed')) "
+                                       "proposes it again where it scores"]
 
 
 def test_a_failed_run_retried_through_pending(campaign):

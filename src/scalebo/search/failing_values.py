@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from scalebo.errors import exact_number
+from scalebo.errors import data_rows, exact_number
 from scalebo.search.grid import Grid
 
 __all__ = ["MIN_FAILED", "crashed_note", "failing_values_notes"]
@@ -64,11 +64,13 @@ def crashed_note(crashed: Sequence[int], rows: dict[int, tuple[str, int]]) -> st
     next round trained one 0.03 nats worse there)."""
     if not len(crashed):
         return ""
-    where = sorted(rows[int(g)] for g in crashed if int(g) in rows)
-    said = ", ".join(f"{src} data row {row}" for src, row in where[:5]) + (
-        " …" if len(where) > 5 else "")
-    n = len(crashed)
+    by_source: dict[str, list[int]] = {}
+    for src, row in sorted(rows[int(g)] for g in crashed if int(g) in rows):
+        by_source.setdefault(src, []).append(row - 1)
+    said = "; ".join(f"{src}: {data_rows(r)}" for src, r in by_source.items())
+    n, them = len(crashed), "them" if len(crashed) > 1 else "it"
     return (f"{n} crashed run{'s' if n > 1 else ''} (no loss{': ' + said if said else ''}) "
             f"{'are' if n > 1 else 'is'} not proposed again: a crash says nothing of the "
-            "configuration, so --retry-failed crashed (retry_failed='crashed' in Python) "
-            "proposes it again where it scores")
+            f"configuration, so scalebo suggest --retry-failed crashed "
+            f"(suggest_runs(..., retry_failed='crashed')) proposes {them} again where "
+            f"{'they score' if n > 1 else 'it scores'}")
