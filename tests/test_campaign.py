@@ -88,7 +88,7 @@ def test_failed_runs_are_spent_and_not_proposed_again_unless_retried(grid):
 
 def test_retry_crashed_proposes_crashes_again_but_not_diverged_runs(grid):
     """A crash (no loss, or status failed without one) is worth running again; a run that
-    diverged (a loss above --diverged-above, an infinite one, or failed beside a loss) is
+    diverged (a loss at or above --diverged-above, an infinite one, or failed beside a loss) is
     not: --retry-failed crashed tells them apart, --retry-failed (all) does not."""
     order = np.argsort(grid.cost, kind="stable")
     frame = _frame(grid, order[:8]).assign(status="completed")

@@ -290,7 +290,22 @@ def test_a_replay_threshold_among_good_losses_is_called_too_low():
         problem_from_table(frame, name="low", chinchilla_starts=starts, diverged_above=low)
         problem_from_table(frame, name="right", chinchilla_starts=starts, diverged_above=5.0)
     text = [str(w.message) for w in said]
-    ordinary = int(((good >= low) & (good <= 2 * good.min())).sum())  # by hand: 2x of ~2.5
-    assert any(t.startswith(f"low: --diverged-above {low:g} counts {ordinary} configurations "
-                            "as diverged whose loss is within 2x") for t in text), text
+    usable = frame[frame.loss < SENTINEL]  # by hand: each cell's best kept loss, 2x of it
+    best = usable[usable.loss < low].groupby(["N", "D"]).loss.min()
+    ref = usable.set_index(["N", "D"]).index.map(best).to_numpy(dtype=float)
+    ref = np.where(np.isnan(ref), best.median(), ref)
+    ordinary = int(((usable.loss >= low) & (usable.loss <= 2 * ref)).sum())
+    assert any(t.startswith(f"low: diverged_above={low:g} (--diverged-above) counts "
+                            f"{ordinary} configurations as diverged whose loss is within 2x")
+               for t in text), text
     assert not any(t.startswith("right:") and "too low" in t for t in text)
+
+
+def test_a_repeat_at_the_threshold_leaves_its_configurations_mean():
+    """keep_usable_runs drops a configuration's runs at or above diverged_above when another
+    run of it is usable (a sentinel written at the threshold is a diverged repeat)."""
+    from scalebo.bench.diverged import keep_usable_runs
+
+    runs = pd.DataFrame({"N": [1.0, 1.0, 2.0, 2.0], "loss": [3.0, 9.0, 9.0, 9.0]})
+    kept = keep_usable_runs(runs, ["N"], 9.0)
+    assert kept["loss"].tolist() == [3.0, 9.0, 9.0]  # N=2: every run diverged, kept (marked)

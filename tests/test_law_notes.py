@@ -80,3 +80,19 @@ def test_a_law_posterior_prints_its_medians_not_its_samples(tmp_path):
     median = float(np.median(post.predicted_loss[:, 0]))
     assert "\n" not in text and len(text) < 200
     assert f"median_loss=[{round(median, 4)}]" in text and "n_samples=16" in text
+
+
+def test_the_status_table_writes_its_notes_on_stderr(tmp_path, capsys):
+    """A trial: status's table put its notes on stdout, where the README says every
+    command's notes go to stderr."""
+    from scalebo.cli.main import main
+
+    grid, runs = _small_campaign(tmp_path)
+    frame = grid.configs.iloc[runs.completed].assign(loss=runs.losses)
+    frame.to_csv(tmp_path / "runs.csv", index=False)
+    assert main(["status", "--grid", str(tmp_path / "grid.yaml"), "--runs",
+                 str(tmp_path / "runs.csv"), "--budget", "0.9", "--target", "1e21",
+                 "--samples", "8", "--next", "0"]) == 0
+    out, err = capsys.readouterr()
+    assert "note:" not in out and "predictions (C in FLOPs" in out
+    assert "note:" in err

@@ -68,8 +68,8 @@ def crashed_rows(loss: np.ndarray, name: str) -> tuple[np.ndarray, str]:
 
 def keep_usable_runs(frame: pd.DataFrame, key: Sequence[str], diverged_above: float
                      ) -> pd.DataFrame:
-    """``frame`` (one row per run, ``loss`` in nats) without the diverged runs (loss above
-    ``diverged_above`` or not finite) of configurations (rows equal in ``key``) that also
+    """``frame`` (one row per run, ``loss`` in nats) without the diverged runs (loss at or
+    above ``diverged_above``, or not finite) of configurations (rows equal in ``key``) that also
     have a usable run: repeats are then averaged over the usable runs, and a configuration
     whose every run diverged keeps its rows (and is marked diverged)."""
     loss = frame["loss"].to_numpy(dtype=np.float64)

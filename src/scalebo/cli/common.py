@@ -95,7 +95,7 @@ input (RUNS):
     C     training compute in FLOPs (optional; default 6*N*D)
     run_id (optional) and hyperparameter columns (e.g. lr, bs)
   Other names are mapped with --map, e.g. --map N=params,D=tokens,loss=val_loss.
-  Runs with NaN/inf loss (or loss above --diverged-above) are excluded and counted.
+  Runs with NaN/inf loss (or a loss at or above --diverged-above) are excluded and counted.
   Repeated configurations are an error unless --duplicates mean averages them.
   Or dataset:NAME for a public dataset (steplaw, steplaw_moe, oellm_english,
   epoch_chinchilla, porian_isoflop, gemstones, gadre_overtraining) read from --data-dir or

@@ -67,7 +67,7 @@ class CampaignRuns:
         completed: grid indices of completed runs, ``(n_c,)``; ``losses`` their losses (nats).
         failed: grid indices of failed runs (crashed, NaN or diverged loss).
         crashed: those of ``failed`` without a loss (missing or NaN, status failed or not):
-            a crash to retry, unlike a diverged run (a loss that is infinite, above
+            a crash to retry, unlike a diverged run (a loss that is infinite, at or above
             ``diverged_above``, or given beside status failed).
         running: grid indices of runs in flight (pending).
         cost: cost of each grid index that has a run, in the grid's budget unit: the

@@ -193,7 +193,8 @@ def too_low_note(loss: np.ndarray, cells: np.ndarray, diverged_above: float,
     ordinary = cut & (loss <= DIVERGED_RATIO * ref)
     if ordinary.sum() < max(3, 0.25 * told.sum()):
         return ""
-    return (f"--diverged-above {diverged_above:g} counts {int(ordinary.sum())} {marked} whose "
+    return (f"diverged_above={diverged_above:g} (--diverged-above) counts "
+            f"{int(ordinary.sum())} {marked} whose "
             f"loss is within {DIVERGED_RATIO:g}x of their cell's best (of the {int(told.sum())}"
             " that reported a loss): too low? (a diverged loss sits far above every good run)")
 
