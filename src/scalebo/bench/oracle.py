@@ -227,9 +227,10 @@ def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
     if orc.floors:
         text += " Their full cost (envelope / cell-best floor, % of C_total): " + "; ".join(
             f"{d} {100 * e:.2f} / {100 * c:.2f}" for d, e, c, _ in orc.floors) + "."
-        text += (" Budgets and savings are fractions of `C_total`, which leaves out each grid's "
-                 "held-out cells (scored by `heldout_mse`): they hold " + "; ".join(
-                     f"{100 * h:.3g} % of {d}'s compute" for d, _, _, h in orc.floors) + ".")
+        if held := [(d, h) for d, _, _, h in orc.floors if h > 0]:
+            text += (" Budgets and savings are fractions of `C_total`, which leaves out each "
+                     "grid's held-out cells (scored by `heldout_mse`): they hold " + "; ".join(
+                         f"{100 * h:.3g} % of {d}'s compute" for d, h in held) + ".")
     if known := [(d, s) for d, s in orc.spreads if s is not None]:
         text += (" The reference compute law a replay is scored against is itself uncertain: its "
                  "80 % bootstrap interval over its envelope runs at 1e25 FLOPs is ±"

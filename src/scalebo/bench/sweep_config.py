@@ -310,7 +310,7 @@ class SweepConfig:
                 "description")
         if unknown := set(raw) - set(keys):
             raise ValueError(f"unknown sweep config keys: {with_hints(sorted(unknown), keys)}; "
-                             f"a sweep config has {list(keys)} (a seed list is 'seeds').")
+                             f"a sweep config has {list(keys)}.")
         for key in ("datasets", "methods", "seeds", "budgets"):
             if key not in raw:
                 raise ValueError(f"sweep config is missing '{key}'.")
