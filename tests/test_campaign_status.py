@@ -198,8 +198,8 @@ def test_stop_rule_by_hand():
     # Budget used up with runs in flight: stop starting runs, but the law is not final yet.
     stop, why = stop_decision({1e25: 0.3}, remaining=0.0, cheapest_left=1e18, n_running=2)
     assert stop and why == ("the budget is committed: 0 FLOPs left, the cheapest untried "
-                            "configuration costs 1e+18; the interval is not within the "
-                            "tolerance: ±30 % at 1e+25 FLOPs against ±0.5 %; 2 runs still in "
+                            "configuration costs 1e+18; the interval is not surely within "
+                            "the tolerance: ±30 % at 1e+25 FLOPs against ±0.5 %; 2 runs still in "
                             "flight: nothing more "
                             "to start, but the law and its interval change when they finish "
                             "(run status again then)")

@@ -175,9 +175,11 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
     wait = "" if not n_running else (
         f"; {n_running} run{'s' if n_running > 1 else ''} still in flight: nothing more to "
         "start, but the law and its interval change when they finish (run status again then)")
-    wide = [(C, w) for C, w in widths.items() if w is None or w > tolerance]
-    short = "" if not wide else ("; the interval is not within the tolerance: " + ", ".join(
-        f"{'none' if w is None else f'±{100 * w:.3g} %'} at {C:.3g} FLOPs" for C, w in wide)
+    wide = [(C, w) for C, w in widths.items() if w is None or not at_floor(  # as the rule
+        w, None, tolerance=tolerance, upper=(uppers or {}).get(C))]  # below: not surely
+    short = "" if not wide else (
+        "; the interval is not surely within the tolerance: " + ", ".join(
+            f"{'none' if w is None else f'±{100 * w:.3g} %'} at {C:.3g} FLOPs" for C, w in wide)
         + f" against ±{100 * tolerance:g} %")  # a stop on budget is not a sure law
     if cheapest_left is None:
         return True, "every configuration of the grid is trained or in flight" + short + wait
