@@ -18,7 +18,6 @@ from scalebo.design import (
 )
 from scalebo.design.pool import TargetRegion
 from scalebo.design.replay import checkpoint_rows, fit_rows, target_interval
-from scalebo.errors import FitError
 from scalebo.laws.formula import formula_law
 
 LINE = formula_law("a + b*x", ("x",), {"a": (-10.0, 10.0), "b": (-10.0, 10.0)})
@@ -198,6 +197,8 @@ def test_target_predictions_match_ols_and_fit_each_group_on_its_own_runs():
     assert [p["group"] for p in preds] == ["b", "a"]
     assert preds[0]["mean"] == pytest.approx(3.0, abs=1e-6)
     assert preds[1]["mean"] == pytest.approx(coef[0] + 3.0 * coef[1], abs=1e-6)
-    with pytest.raises(FitError, match="group 'c'"):
-        target_predictions(LINE, X, y, TargetRegion(Xt[:1], None), n_starts=4,
-                           target_groups=["c"], done_groups=["a"] * 30)
+    # a group with no run yet (a campaign's start, 0.4.18): listed, no prediction, the reason
+    (young,) = target_predictions(LINE, X, y, TargetRegion(Xt[:1], None), n_starts=4,
+                                  target_groups=["c"], done_groups=["a"] * 30)
+    assert young["mean"] is None and young["lo80"] is None
+    assert young["note"].startswith("group 'c': cannot fit") and "needs at least" in young["note"]
