@@ -20,19 +20,27 @@ import pandas as pd
 from scalebo.search.grid import Grid
 from scalebo.search.law_posterior import target_key
 
-__all__ = ["envelope_share_note", "frontier_law_note", "law_form_note"]
+__all__ = ["envelope_share_note", "fitted_draws", "frontier_law_note", "law_form_note"]
+
+
+def fitted_draws(compute: Any) -> Any:
+    """The posterior-mean table (:class:`~scalebo.search.law_samples.Draws`) of the compute
+    law's posterior ``compute`` when its point fit succeeded on it, else None: what the notes
+    on that fit read."""
+    if compute is None or compute.samples is None or compute.point is None \
+            or not compute.point.success:
+        return None
+    return compute.samples
 
 
 def frontier_law_note(grid: Grid, compute: Any, targets: tuple[float, ...]) -> str | None:
     """:func:`~scalebo.fitting.summary.frontier_note` of the point fit, on the posterior-mean
     table of the whole grid (the campaign's own runs where trained)."""
-    if compute is None or compute.samples is None or compute.point is None \
-            or not compute.point.success:
+    if (d := fitted_draws(compute)) is None:
         return None
     from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
     from scalebo.fitting.summary import frontier_note
 
-    d = compute.samples
     table = pd.DataFrame({"C": grid.cost[d.rows], "loss": d.mean})
     return frontier_note(table, compute.point.law, "loss", compute.point, targets,
                          DEFAULT_HUBER_DELTA, advice="the intervals are about the envelope's "
@@ -40,7 +48,7 @@ def frontier_law_note(grid: Grid, compute: Any, targets: tuple[float, ...]) -> s
 
 
 def law_form_note(compute: dict | None, chinchilla: dict | None,
-                   targets: tuple[float, ...]) -> str | None:
+                  targets: tuple[float, ...]) -> str | None:
     """A note where the Chinchilla law's compute-optimal loss (posterior ``chinchilla``
     summary, shown only when its point fit converged and the runs identify it) and the compute
     law's (``compute``) have disjoint 80 % intervals: the law's form, which neither interval

@@ -34,7 +34,12 @@ from scalebo.search.campaign_runs import CampaignRuns
 from scalebo.search.cost_model import CostModel, accounting_note, cheapest_untried
 from scalebo.search.failing_values import crashed_note
 from scalebo.search.grid import Grid
-from scalebo.search.law_notes import envelope_share_note, frontier_law_note, law_form_note
+from scalebo.search.law_notes import (
+    envelope_share_note,
+    fitted_draws,
+    frontier_law_note,
+    law_form_note,
+)
 from scalebo.search.law_posterior import check_estimand, target_key
 from scalebo.search.law_samples import CELL_COUPLING
 from scalebo.search.runs_only import runs_only_note
@@ -246,11 +251,12 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     if compute is not None and compute.predicted_loss.size == 0:
         message = message or ("no interval of the compute law: "
                               f"{compute.message or 'every posterior sample failed'}")
-    law_notes = [bound_note(v, k, posts[k].at_bound()) for k, v in summaries.items()
-                 if k != "chinchilla" or chin is not None]  # not of an interval not shown
+    law_notes = [accounting_note(model, runs.wsd_numbered, runs.source),
+                 crashed_note(runs.crashed, runs.rows)]
+    law_notes += [bound_note(v, k, posts[k].at_bound()) for k, v in summaries.items()
+                  if k != "chinchilla" or chin is not None]  # not of an interval not shown
     form_note, outside = law_form_note(summary, chin, targets), _outside_note(rows)
-    drawn = (compute.samples if compute is not None and compute.point is not None  # the
-             and compute.point.success else None)  # posterior-mean table of a fitted law
+    drawn = fitted_draws(compute)
     law_notes += [frontier_law_note(grid, compute, targets), form_note, outside,
                   drawn and envelope_share_note(grid.cost[drawn.rows], drawn.mean,
                                                 np.isin(drawn.rows, runs.completed)),
@@ -261,8 +267,6 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                    "(see the notes)")
     if stop and outside:
         reason += "; the point fit lies outside the law's own 95 % interval (see the notes)"
-    law_notes[:0] = [accounting_note(model, runs.wsd_numbered, runs.source),
-                     crashed_note(runs.crashed, runs.rows)]
     notes = (*runs.notes, *([message] if message else []), *([chin_note] if chin_note else []),
              *(n for n in law_notes if n),
              *([f"noise floor unavailable: {floor['message']}"]
