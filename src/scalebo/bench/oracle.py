@@ -181,7 +181,7 @@ def oracle_summary(datasets: Mapping[str, tuple[str, Mapping]], budgets: Sequenc
             data_dir_missing |= isinstance(exc, DataDirError)
             continue
         floors.append((name, problem.floor_envelope, problem.floor_cells,
-                       1 - problem.grid.C_total / problem.grid.C_total_all))
+                       problem.grid.held_out_share))
         spreads.append((name, reference_spread(problem, 1e25)))
         for kind in ORACLE_KINDS:
             for b in sorted(set(budgets)):

@@ -248,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
     if held:
         tie = summary["held_out_tie"]
         grid = problem.grid
-        share = 1 - grid.C_total / grid.C_total_all
+        share = grid.held_out_share
         note(f"held out of the search, scored by heldout_mse: {', '.join(held)}"
             + (f" ({tie})" if tie else "") + f"; they hold {100 * share:.3g} % of the grid's "
             f"compute, and budgets are fractions of the rest, C_total = {grid.C_total:.4g} "

@@ -294,6 +294,11 @@ class Grid:
         """Σ cost over every configuration of the grid, held-out cells included, in FLOPs."""
         return float(self.cost.sum())
 
+    @property
+    def held_out_share(self) -> float:
+        """The share of :attr:`C_total_all` that the held-out cells hold (0 without any)."""
+        return 1 - self.C_total / self.C_total_all
+
     @cached_property
     def categorical_axes(self) -> tuple[str, ...]:
         """Axes whose values are not numeric (encoded as integer codes)."""
