@@ -66,6 +66,12 @@ def _points_name(law: Law, count: int) -> str:
     return f"({', '.join(law.variables)}) point{'' if count == 1 else 's'}"
 
 
+def _data_rows(law: Law, X: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+    """``X`` as the law's inputs ``(n, k)``, without the rows of weight 0 (not data)."""
+    X = as_inputs(X, law.variables)
+    return X if weights is None else X[np.asarray(weights, dtype=np.float64).ravel() > 0]
+
+
 def identification_problem(law: Law, X: np.ndarray, weights: np.ndarray | None = None) -> str:
     """Why ``law`` cannot be identified from inputs ``X`` (n, k), or ``""`` when it can.
 
@@ -78,9 +84,7 @@ def identification_problem(law: Law, X: np.ndarray, weights: np.ndarray | None =
         A one-line reason, e.g. ``"6 runs but only 1 distinct value of C; the law has 3
         parameters"``, or ``""``.
     """
-    X = as_inputs(X, law.variables)
-    if weights is not None:
-        X = X[np.asarray(weights, dtype=np.float64).ravel() > 0]
+    X = _data_rows(law, X, weights)
     n, p = X.shape[0], law.n_params
     pts = np.unique(X, axis=0) if n else X  # distinct rows, as distinct_points counts them
     k = pts.shape[0]
@@ -212,9 +216,7 @@ def exact_fit_note(law: Law, X: np.ndarray, weights: np.ndarray | None = None) -
     repeated inputs it passes through each point's centre instead, and the residuals
     measure only the scatter among repeats, not the law's shape.
     """
-    X = as_inputs(X, law.variables)
-    if weights is not None:
-        X = X[np.asarray(weights, dtype=np.float64).ravel() > 0]
+    X = _data_rows(law, X, weights)
     k, p = distinct_points(X), law.n_params
     if k != p:
         return ""
@@ -259,7 +261,5 @@ def with_exact_fit_note(fit: Any, X: np.ndarray, weights: np.ndarray | None = No
         return fit
     note = exact_fit_note(fit.law, X, weights)
     if not note and str(fit.status) == "converged":
-        pts = as_inputs(X, fit.law.variables)
-        note = exact_term_note(fit.law, pts if weights is None else
-                               pts[np.asarray(weights, dtype=np.float64).ravel() > 0])
+        note = exact_term_note(fit.law, _data_rows(fit.law, X, weights))
     return replace(fit, message=f"{fit.message}; {note}") if note else fit
