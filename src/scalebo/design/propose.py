@@ -261,19 +261,11 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
         skipped: dict[str, Exception] = {}  # each group said, not dropped (a trial)
         for g, sub, region, mine, s in parts:
             try:
-                with warnings.catch_warnings(record=True) as said:  # named by their group
-                    warnings.simplefilter("always")
-                    props = propose_batch(sub, region, law, X_done[mine], y_done[mine],
-                                          cost_done[mine], budget, k, seed=s,
-                                          n_starts=n_starts, gamma=gamma)
-                for w in said:
-                    warnings.warn(f"group {g.name!r}: {w.message}", w.category, stacklevel=2)
+                out += _for_group(g, pool, propose_batch, sub, region, law, X_done[mine],
+                                  y_done[mine], cost_done[mine], budget, k, seed=s,
+                                  n_starts=n_starts, gamma=gamma)
             except (SearchError, FitError) as exc:  # its budget is spent, or too few runs
                 skipped[g.name] = exc
-                continue
-            out += [replace(p, row=int(g.pool[p.row]), group=g.name,
-                            row_id=p.row_id if pool.row_ids else int(g.pool[p.row]))
-                    for p in props]
         why = "; ".join(f"group {name!r}: {exc}" for name, exc in skipped.items())
         if not out:
             failed = [e for e in skipped.values() if isinstance(e, FitError)]
@@ -292,17 +284,11 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
         for g, sub, mine in cold:  # too few runs to fit: its pilot rows first, as alone
             if len(out) >= k:
                 break
-            with warnings.catch_warnings(record=True) as said:
-                warnings.simplefilter("always")
-                try:
-                    rows = _pilot(sub, law, X_done[mine], left, k - len(out))
-                except BudgetExhausted:
-                    continue
-            for w in said:
-                warnings.warn(f"group {g.name!r}: {w.message}", w.category, stacklevel=2)
-            out += [replace(r, row=int(g.pool[r.row]), group=g.name,
-                            row_id=r.row_id if pool.row_ids else int(g.pool[r.row]))
-                    for r in rows]
+            try:
+                rows = _for_group(g, pool, _pilot, sub, law, X_done[mine], left, k - len(out))
+            except BudgetExhausted:
+                continue
+            out += rows
             left -= sum(r.cost for r in rows)
         if not out:
             raise BudgetExhausted(f"no pool row fits the {max(left, 0) / C:.4g} of C left of "
@@ -336,6 +322,18 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
         raise BudgetExhausted(f"no pool row fits the {max(left, 0) / C:.4g} of C left of the "
                               "budget")
     return tuple(out)
+
+
+def _for_group(g: Any, pool: Pool, make: Any, *args: Any, **kwargs: Any) -> list[Proposal]:
+    """``make(*args, **kwargs)``'s proposals for group ``g``, made on its part of ``pool``, as
+    rows of the whole pool with their group; the warnings it gives name the group."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        props = make(*args, **kwargs)
+    for w in said:
+        warnings.warn(f"group {g.name!r}: {w.message}", w.category, stacklevel=3)
+    return [replace(p, row=int(g.pool[p.row]), group=g.name,
+                    row_id=p.row_id if pool.row_ids else int(g.pool[p.row])) for p in props]
 
 
 def target_predictions(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,
