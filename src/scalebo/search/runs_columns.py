@@ -24,8 +24,8 @@ from scalebo.data.columns import (
 from scalebo.errors import RunTableError, closest, data_rows
 
 __all__ = ["CHEAPER_RATIO", "COST_RATIO", "DIVERGED_RATIO", "RunStatus", "check_run_columns",
-           "cost_notes", "grid_numbers", "map_columns", "numbers", "run_statuses",
-           "diverged_rule", "suspect_diverged"]
+           "cost_notes", "diverged_rule", "grid_numbers", "map_columns", "numbers",
+           "positive_numbers", "run_statuses", "suspect_diverged", "too_low_note"]
 
 #: A loss above this multiple of its (N, D) cell's best loss looks like a diverged run told
 #: as a loss (trained LLM losses sit at 2–4 nats, diverged ones near ln(vocab) or at
