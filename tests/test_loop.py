@@ -205,7 +205,7 @@ def test_suggest_explains(grid):
     assert all(isinstance(s, Suggestion) and "initial design" in s.reason for s in first)
     loop.tell([s.index for s in first], [2.0, 3.0])
     (s,) = loop.suggest()
-    assert "ei score per cost^1" in s.reason and "envelope incumbent" in s.reason
+    assert "max log EI per unit cost" in s.reason and "envelope incumbent" in s.reason
     assert s.config["N"] == grid.configs.N[s.index] and s.cost == grid.cost[s.index]
     # Predictions are reported in nats: the stub's 0 and 0.5 map to mean 2.5, std 0.25.
     assert s.predicted_mean == pytest.approx(2.5) and s.predicted_std == pytest.approx(0.25)
@@ -342,7 +342,7 @@ def test_target_without_joint_samples_falls_back_to_ei_and_says_why(grid):
     scored = [s for s in target if s.acquisition_value is not None]
     assert scored and all(s.reason.startswith("target fallback to EI (the surrogate has no "
                                               "sample_joint") for s in scored)
-    assert all("max log ei score" in s.reason for s in scored)
+    assert all("max log EI" in s.reason for s in scored)
 
 
 def test_ei_per_unit_cost_prefers_the_cheaper_of_two_equal_posteriors():

@@ -194,7 +194,7 @@ def test_target_scores_are_used_and_fallbacks_say_why(problem):
     used = [r for r in reasons if "max target score" in r]
     assert used and all("stein estimate from" in r for r in used)
     fallback = [r for r in reasons if r.startswith("target fallback to EI")]
-    assert all("max log ei score" in r for r in fallback)
+    assert all("max log EI" in r for r in fallback)
     assert all(np.isfinite(t.acquisition_value) for t in loop.trace
                if t.acquisition_value is not None)
 

@@ -236,6 +236,15 @@ def cost_weighted(scores: np.ndarray, cost: np.ndarray, total: float, power: flo
     return np.asarray(scores, dtype=np.float64) - power * np.log(rel)
 
 
+def score_words(kind: Acquisition, cost_power: float) -> str:
+    """How a pick's score reads in its reason: ``max log EI per unit cost`` (γ = 1),
+    ``max log EI`` (γ = 0), ``max log PI per cost^0.5``, ``max LCB score``."""
+    if kind is Acquisition.LCB:
+        return "max LCB score"
+    per = {0.0: "", 1.0: " per unit cost"}.get(float(cost_power), f" per cost^{cost_power:g}")
+    return f"max log {kind.value.upper()}{per}"
+
+
 #: Incumbents of :func:`incumbent_score`.
 INCUMBENTS = ("envelope", "frontier", "global")
 

@@ -44,7 +44,13 @@ import numpy as np
 
 from scalebo.errors import SearchError
 from scalebo.search import target as tgt
-from scalebo.search.acquisition import INCUMBENTS, Acquisition, incumbent_score, parse_acquisition
+from scalebo.search.acquisition import (
+    INCUMBENTS,
+    Acquisition,
+    incumbent_score,
+    parse_acquisition,
+    score_words,
+)
 from scalebo.search.admission import Admission
 from scalebo.search.budget import check_fraction
 from scalebo.search.cost_model import CostModel
@@ -320,8 +326,7 @@ class SearchLoop(Admission):
                     cand, mean, std, incumbent=self.incumbent, kappa=self.kappa,
                     cost=(self.marginal_cost(priced=True)[cand], self.grid.budget_total,
                           self.ei_cost_power))
-                what += f"max {'' if kind is Acquisition.LCB else 'log '}{kind.value} score" + (
-                    "" if kind is Acquisition.LCB else f" per cost^{self.ei_cost_power:g}")
+                what += score_words(kind, self.ei_cost_power)
             if broken := _not_finite("acquisition score", np.where(np.isnan(s), np.nan, 0.0)):
                 self._fall_back(cand, cap, broken, picks)
                 continue
