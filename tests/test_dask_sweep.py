@@ -71,14 +71,28 @@ def test_an_unreachable_scheduler_is_a_one_line_error(tmp_path):
     with dask.config.set({"distributed.comm.timeouts.connect": "1s"}), \
             pytest.raises(ValueError, match="--dask-scheduler tcp://127.0.0.1:9: cannot "
                                             "connect .*start the scheduler"):
-        run_sweep(cfg, tmp_path, cell_fn=stub_cell, dask_scheduler="tcp://127.0.0.1:9",
+        run_sweep(cfg, tmp_path / "out", cell_fn=stub_cell, dask_scheduler="tcp://127.0.0.1:9",
                   progress=False)
+    # connected before anything is written: no record folder, no manifest (a trial found a
+    # sweep_d.json left behind by a scheduler that was never reached)
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_scheduler_without_workers_says_so():
     # A trial: the sweep waited without a word on a scheduler that had no worker.
-    from scalebo.bench.executors import _iter_dask
+    from scalebo.bench.executors import _iter_dask, dask_client
 
     with distributed.LocalCluster(n_workers=0, processes=False, dashboard_address=None) as lc, \
             pytest.warns(UserWarning, match="has no workers: the cells wait until one joins"):
-        assert list(_iter_dask([], stub_cell, lc.scheduler_address)) == []
+        client, own = dask_client(lc.scheduler_address)
+        assert own and list(_iter_dask([], stub_cell, client)) == []
+        client.close()
+
+
+def test_a_client_passed_in_is_used_and_left_open(tmp_path, cluster):
+    # run_sweep closes only the client it opened from an address, not the caller's own
+    with distributed.Client(cluster.scheduler_address) as client:
+        summary = run_sweep(SweepConfig.from_dict(CONFIG), tmp_path, cell_fn=stub_cell,
+                            dask_scheduler=client, progress=False)
+        assert summary.ran == 8 and summary.failed == 0
+        assert client.status == "running"

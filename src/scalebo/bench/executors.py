@@ -60,9 +60,15 @@ def _distributed() -> Any:
     return require_extra("dask", "--dask-scheduler")
 
 
-def _iter_dask(tasks: Sequence[Task], run: Callable[[Task], list[dict]], address: Any
-               ) -> Iterator[list[dict]]:
-    """Submit tasks to a Dask scheduler (address string or an existing ``Client``)."""
+def dask_client(address: Any) -> tuple[Any, bool]:
+    """``(client, own)``: a client of the Dask scheduler at ``address`` (a string, connected
+    here, ``own`` True: the caller closes it) or ``address`` itself when it is a ``Client``.
+    Warns when the scheduler has no worker (the cells would wait without a word).
+
+    Raises:
+        ValueError: nothing answers at ``address`` (one line that says what to start).
+        MissingExtraError: ``dask.distributed`` is not installed (how to install it).
+    """
     distributed = _distributed()
     own = isinstance(address, str)
     try:
@@ -71,22 +77,25 @@ def _iter_dask(tasks: Sequence[Task], run: Callable[[Task], list[dict]], address
         raise ValueError(f"--dask-scheduler {address}: cannot connect ({exc}); start the "
                          "scheduler and its workers first (dask scheduler, dask worker "
                          "ADDRESS) and give its address, e.g. tcp://host:8786") from None
-    try:
-        if not client.scheduler_info().get("workers"):
-            warnings.warn(f"the Dask scheduler {client.scheduler.address} has no workers: the "
-                          "cells wait until one joins (dask worker ADDRESS)", UserWarning,
-                          stacklevel=2)
-        futures = {client.submit(run, t, pure=False): t for t in tasks}
-        for fut in distributed.as_completed(futures):
-            try:
-                yield fut.result()
-            except Exception as exc:  # worker lost, unpicklable result, …
-                err = {"type": type(exc).__name__, "message": str(exc) or type(exc).__name__,
-                       "traceback": ""}
-                t = futures[fut]
-                yield [make_record(c, "error", None, err, float("nan"), len(t.cells))
-                       for c in t.cells]
-    finally:
-        if own:
-            client.close()
+    if not client.scheduler_info().get("workers"):
+        warnings.warn(f"the Dask scheduler {client.scheduler.address} has no workers: the "
+                      "cells wait until one joins (dask worker ADDRESS)", UserWarning,
+                      stacklevel=3)
+    return client, own
 
+
+def _iter_dask(tasks: Sequence[Task], run: Callable[[Task], list[dict]], client: Any
+               ) -> Iterator[list[dict]]:
+    """Submit tasks to a Dask ``client`` (:func:`dask_client`) and yield their records as
+    they finish; a task whose future fails gives one error record per cell."""
+    distributed = _distributed()
+    futures = {client.submit(run, t, pure=False): t for t in tasks}
+    for fut in distributed.as_completed(futures):
+        try:
+            yield fut.result()
+        except Exception as exc:  # worker lost, unpicklable result, …
+            err = {"type": type(exc).__name__, "message": str(exc) or type(exc).__name__,
+                   "traceback": ""}
+            t = futures[fut]
+            yield [make_record(c, "error", None, err, float("nan"), len(t.cells))
+                   for c in t.cells]

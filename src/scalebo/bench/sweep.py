@@ -37,12 +37,11 @@ import traceback
 import warnings
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from scalebo.bench.executors import Task, _distributed, _iter_dask, _iter_joblib
+from scalebo.bench.executors import Task, _iter_dask, _iter_joblib, dask_client
 from scalebo.bench.records import (
     RECORD_SCHEMA_VERSION,
     IgnoredRecord,
@@ -65,6 +64,7 @@ from scalebo.bench.sweep_config import (  # Cell, DatasetSpec, MethodSpec, Sweep
     _thaw,
     replay_method_settings,
 )
+from scalebo.bench.sweep_summary import SweepSummary
 from scalebo.progress import progress as progress_lines
 
 __all__ = [
@@ -235,58 +235,6 @@ def replay_is_budget_free(method: MethodSpec) -> bool:
 
 # --------------------------------------------------------------------------- runner
 
-@dataclass(frozen=True)
-class SweepSummary:
-    """What a :func:`run_sweep` call did.
-
-    Attributes:
-        total: Cells in the config.
-        skipped: Cells with a finished record before the call (not recomputed).
-        ran: Cells computed by this call (ok + failed).
-        failed: Cells of this call that ended in an error record.
-        failures: Failed-cell counts by ``"Type: message"``, most common first.
-        seconds: Wall time of the call, seconds.
-        n_tasks: Tasks executed (grouped budgets count once).
-        out_dir: Record directory.
-        paths: Records written by this call.
-        corrupt: Record files found unusable (unparsable, truncated, another schema) whose
-            cells were therefore pending again, with the reason.
-        notes: Distinct record notes of this call (``"<dataset>: <note>"``), shown once.
-    """
-
-    total: int
-    skipped: int
-    ran: int
-    failed: int
-    failures: tuple[tuple[str, int], ...]
-    seconds: float
-    n_tasks: int
-    out_dir: str
-    paths: tuple[str, ...] = field(default=(), repr=False)
-    corrupt: tuple[IgnoredRecord, ...] = ()
-    notes: tuple[str, ...] = ()
-
-    @property
-    def cells_per_second(self) -> float:
-        """Cells computed per second of wall time (0 when nothing ran)."""
-        return self.ran / self.seconds if self.ran and self.seconds > 0 else 0.0
-
-    def describe(self) -> str:
-        """A few human-readable lines (the CLI prints them on stderr)."""
-        lines = [f"{self.ran} cells run ({self.n_tasks} tasks), {self.skipped} already done, "
-                 f"{self.total} in total; {self.seconds:.1f} s, "
-                 f"{self.cells_per_second:.2f} cells/s; records in {self.out_dir}"]
-        if self.corrupt:
-            lines.append(f"{len(self.corrupt)} unusable record file(s) not reused: "
-                         + ", ".join(Path(c.path).name for c in self.corrupt))
-        if self.notes:
-            lines.append(f"{len(self.notes)} note(s) on the data, kept in the records' notes")
-        if self.failed:
-            lines.append(f"{self.failed} cells failed out of {self.ran}. Errors by message:")
-            lines += [f"  {n} × {msg}" for msg, n in self.failures]
-        return "\n".join(lines)
-
-
 def _pending(cells: Sequence[Cell], out: Path) -> tuple[list[Cell], list[IgnoredRecord]]:
     """Cells without an ok record, and the unusable files among their records (warned)."""
     pending: list[Cell] = []
@@ -345,7 +293,21 @@ def run_sweep(
         recomputes, and (``UserWarning``) each distinct record note once.
     """
     t0 = time.perf_counter()
-    out = Path(out_dir)
+    # connect first: an unreachable scheduler or a missing extra leaves no folder behind
+    client, own = dask_client(dask_scheduler) if dask_scheduler is not None else (None, False)
+    try:
+        return _run(config, Path(out_dir), cell_fn, group_fn, budget_free, n_jobs, client,
+                    data_dir, progress, limit, t0)
+    finally:
+        if own:
+            client.close()
+
+
+def _run(config: SweepConfig, out: Path, cell_fn: CellFn | None, group_fn: GroupFn | None,
+         budget_free: Callable[[MethodSpec], bool] | None, n_jobs: int | None, client: Any,
+         data_dir: str | os.PathLike[str] | None, progress: bool, limit: int | None, t0: float
+         ) -> SweepSummary:
+    """:func:`run_sweep`'s work, on a connected Dask ``client`` or None (local workers)."""
     if cell_fn is None:
         dd = str(data_dir) if data_dir is not None else None
         check_replay_datasets(config.datasets, dd)
@@ -368,9 +330,8 @@ def run_sweep(
         tasks = tasks[: max(0, int(limit))]
     run = partial(execute_task, cell_fn=cell_fn, group_fn=group_fn)
     n_cells = sum(len(t.cells) for t in tasks)
-    if dask_scheduler is not None:
-        _distributed()  # fail early, before the progress bar
-        stream = _iter_dask(tasks, run, dask_scheduler)
+    if client is not None:
+        stream = _iter_dask(tasks, run, client)
     elif n_jobs in (None, 1) or len(tasks) <= 1:
         stream = (run(t) for t in tasks)
     else:
