@@ -539,3 +539,30 @@ def test_a_downstream_table_without_n_and_d_is_pointed_to_a_formula_that_fits_it
         "a": 0.6, "k": 3.0, "L0": 3.0, "b": 0.2}
     for name, value in truth.items():
         assert params[name] == pytest.approx(value, rel=1e-3), name
+
+
+def test_width_depth_predict_routes_to_the_same_law_as_a_formula(tmp_path: Path, capsys) -> None:
+    """`--law width_depth --predict C` cannot allocate C over width, depth and D; its error
+    gives the same law as a formula, which predicts at a point: that command, run as given,
+    recovers the known law (noise-free, 4 values of every variable) and predicts its value."""
+    w, d, D = (a.ravel() for a in np.meshgrid([256.0, 512, 1024, 2048], [4.0, 8, 16, 32],
+                                             [1e9, 4e9, 1.6e10, 6.4e10]))
+    truth = lambda w, d, D: 1.8 + 300 / w**0.5 + 3 / d**0.6 + 400 / D**0.28  # noqa: E731
+    runs = tmp_path / "wd.csv"
+    pd.DataFrame({"width": w, "depth": d, "N": 12 * w * w * d, "D": D,
+                  "loss": truth(w, d, D)}).to_csv(runs, index=False)
+    assert cli_main(["fit", str(runs), "--law", "width_depth", "--predict", "1e22"]) == 2
+    err = capsys.readouterr().err
+    hint = re.search(r"--formula '([^']+)' --bounds '([^']+)' --predict-at (\S+)", err)
+    assert hint and hint.group(3) == "width=VALUE,depth=VALUE,D=VALUE", err
+    out = tmp_path / "wd.json"
+    assert cli_main(["fit", str(runs), "--formula", hint.group(1), "--bounds", hint.group(2),
+                     "--predict-at", "width=4096,depth=48,D=1e12", "--format", "json",
+                     "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    params = result["fit"]["params"]
+    for name, value in {"E": 1.8, "A": 300, "alpha": 0.5, "B": 3, "beta": 0.6, "G": 400,
+                        "gamma": 0.28}.items():
+        assert params[name] == pytest.approx(value, rel=1e-3), name
+    (pred,) = result["predictions"]
+    assert pred["prediction"] == pytest.approx(truth(4096, 48, 1e12), rel=1e-5)

@@ -178,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     # a downstream law predicts and plots through its formula (--predict-at loss=...)
     route = (f"; fit it as a formula to predict and plot: --formula '{AS_FORMULA[law.name]}' "
              f"--response COL --predict-at loss=2.0 --plot PATH" if law.name in AS_FORMULA
-             else "")
+             else _formula_route(law))
     if args.predict_at:
         raise ValueError("--predict-at needs --formula; for a built-in law in C or (N, D) "
                          f"use --predict C{route}")
@@ -238,6 +238,19 @@ def run(args: argparse.Namespace) -> int:
         csv_rows(result), result["fit"]["status"],
         (result["bootstrap"] or {}).get("confidence_level"), CSV_COLUMNS))
     return 0 if summary.fit.success else 1
+
+
+def _formula_route(law: Any) -> str:
+    """For a sum of power laws in other variables than C or (N, D) (``width_depth``): the
+    same law as a formula, which predicts at a point of its variables (``--predict-at``)."""
+    from scalebo.laws.power import PowerLawSum
+
+    if not isinstance(law, PowerLawSum):
+        return ""
+    formula, bounds = law.as_formula()
+    point = ",".join(f"{v}=VALUE" for v in law.variables)
+    return (f"; to predict at a point of its variables, fit the same law as a formula: "
+            f"--formula '{formula}' --bounds '{bounds}' --predict-at {point}")
 
 
 def _given(args: argparse.Namespace, **defaults: Any) -> list[str]:

@@ -94,6 +94,19 @@ class PowerLawSum(Law):
             hi += [self.log_coef_bounds[1], self.exponent_bounds[1]]
         return np.array(hi)
 
+    def as_formula(self) -> tuple[str, str]:
+        """``(formula, bounds)``: this law as ``scalebo fit --formula`` text with its own
+        bounds in natural units (``--bounds``), e.g. ``("E + A*width**(-alpha) + ...",
+        "E=4.54e-05:148,A=9.36e-14:5.54e+34,alpha=0:5,...")``: the same model, for what only
+        a formula fit offers (``--predict-at`` a point of the law's own variables)."""
+        formula = " + ".join(["E", *(f"{t.coef}*{t.variable}**(-{t.exponent})"
+                                     for t in self.terms)])
+        e, c, x = np.exp(self.log_E_bounds), np.exp(self.log_coef_bounds), self.exponent_bounds
+        bounds = [f"E={e[0]:.3g}:{e[1]:.3g}"]
+        for t in self.terms:
+            bounds += [f"{t.coef}={c[0]:.3g}:{c[1]:.3g}", f"{t.exponent}={x[0]:g}:{x[1]:g}"]
+        return formula, ",".join(bounds)
+
     def prepare(self, X: np.ndarray) -> np.ndarray:
         """Natural log of the inputs, shape ``(n, k)``; inputs must be positive."""
         X = as_inputs(X, self.variables)
