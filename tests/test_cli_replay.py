@@ -274,3 +274,28 @@ def test_held_out_cells_say_their_share_of_the_compute_and_a_large_one_is_called
     assert out.returncode == 0, out.stderr
     assert (f"they hold {100 * share:.3g} % of the grid's compute, and budgets are fractions of "
             f"the rest, C_total = {grid.C_total:.4g} FLOPs (a large share") in out.stderr
+
+
+def test_a_grid_without_a_reference_law_says_what_loading_excluded(tmp_path):
+    # A trial: a table whose NaN row left too few compute levels for a reference law got
+    # only the reference error; the exclusion that caused it was said nowhere (CLI nor
+    # Python), because the loader's warnings were dropped when it raised.
+    import pandas as pd
+    import pytest
+
+    from scalebo.bench.problems import load_problem
+    from scalebo.errors import FitError
+
+    rows = [(n, d, lr, 3.0 - 0.1 * np.log10(n * d)) for n in (1e8, 2e8) for d in (1e9, 2e9)
+            for lr in (5e-4, 1e-3, 2e-3)]
+    frame = pd.DataFrame(rows, columns=["N", "D", "lr", "loss"])
+    frame.loc[1, "loss"] = np.nan
+    frame.to_csv(tmp_path / "tiny.csv", index=False)
+    out = _scalebo("replay", "--dataset", "tiny.csv", "--budget", "0.1", cwd=tmp_path)
+    assert out.returncode == 1  # a law that cannot be fitted
+    assert "note: tiny.csv: excluded 1 of 12 runs: 1 non-finite loss (data row 2).\n" in out.stderr
+    assert "RunTable.excluded" not in out.stderr  # Python's pointer, not the CLI's
+    assert "error: tiny.csv: no reference compute law" in out.stderr
+    with pytest.warns(UserWarning, match=r"excluded 1 of 12 runs: 1 non-finite loss \(data "
+                                         r"row 2\)"), pytest.raises(FitError):
+        load_problem(str(tmp_path / "tiny.csv"))

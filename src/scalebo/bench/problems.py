@@ -336,13 +336,18 @@ def _load_cached(name: str, mapping: tuple, axes: tuple | None, n_held: int,
     (cached calls do not repeat them). ``stamp``: a file's (mtime, size): an edit reloads."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        problem = _build(name, mapping, axes, n_held, data_dir, seed, duplicates,
-                         diverged_above)
+        try:
+            problem, error = _build(name, mapping, axes, n_held, data_dir, seed, duplicates,
+                                    diverged_above), None
+        except Exception as exc:  # what loading said (runs excluded) may be why: said first
+            error = exc
     unique: dict[str, warnings.WarningMessage] = {}
     for w in caught:
         unique.setdefault(str(w.message), w)
     for w in unique.values():
         warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+    if error is not None:
+        raise error
     # a record holds no RunTable: the loader's pointer to RunTable.excluded means nothing there
     said = [m.replace(EXCLUDED_IN_PYTHON, "") for m in unique]
     notes = tuple(dict.fromkeys([*said, *problem.notes]))

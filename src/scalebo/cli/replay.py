@@ -215,6 +215,7 @@ def run(args: argparse.Namespace) -> int:
         unaffordable_budgets,
     )
     from scalebo.data.runs import parse_mapping
+    from scalebo.errors import EXCLUDED_IN_PYTHON
     from scalebo.extras import require_extra
 
     axes = None if args.axes is None else [a.strip() for a in args.axes.split(",") if a.strip()]
@@ -231,11 +232,16 @@ def run(args: argparse.Namespace) -> int:
         require_extra("trees", "--surrogate trees")
     check_outputs(args)
     log(f"loading {args.dataset} and its reference fit ...")
-    with warnings.catch_warnings():  # each is kept in the notes, printed once below
-        warnings.simplefilter("ignore")
-        problem = load_problem(args.dataset, mapping=mapping, axes=axes,
-                               n_held_out_cells=args.held_out_cells, data_dir=args.data_dir,
-                               duplicates=args.duplicates, diverged_above=args.diverged_above)
+    with warnings.catch_warnings(record=True) as caught:  # kept in the notes, printed below
+        warnings.simplefilter("always")
+        try:
+            problem = load_problem(args.dataset, mapping=mapping, axes=axes,
+                                   n_held_out_cells=args.held_out_cells, data_dir=args.data_dir,
+                                   duplicates=args.duplicates, diverged_above=args.diverged_above)
+        except Exception:  # no problem, so no notes: what loading said may be why it failed
+            for text in dict.fromkeys(str(w.message) for w in caught):
+                note(text.replace(EXCLUDED_IN_PYTHON, ""))
+            raise
     for text in problem.notes:
         note(text)
     summary = problem.summary()
