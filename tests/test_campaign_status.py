@@ -195,10 +195,18 @@ def test_stop_rule_by_hand():
     stop, why = stop_decision({1e25: 0.004, 1.4e24: 0.02}, remaining=1e20, cheapest_left=1e18)
     assert not stop and "1.4e+24 FLOPs" in why
     assert "1.4e+24" in stop_decision({1.4e24: None}, remaining=1e20, cheapest_left=1e18)[1]
+    # A width within the tolerance that its resamples do not settle is "not surely" within
+    # it; one plainly outside is "wider than" it (a trial read "not surely within" of ±5.9 %)
+    stop, why = stop_decision({1e25: 0.004, 1e24: 0.02}, remaining=0.0, cheapest_left=1e18,
+                              uppers={1e25: 0.007, 1e24: 0.03})
+    assert stop and why.endswith("; the interval is not surely within the tolerance: ±0.4 % "
+                                 "at 1e+25 FLOPs, ±2 % at 1e+24 FLOPs against ±0.5 %")
+    assert "the interval" not in stop_decision({1e25: 0.004}, remaining=0.0, cheapest_left=1e18,
+                                               uppers={1e25: 0.0045})[1]
     # Budget used up with runs in flight: stop starting runs, but the law is not final yet.
     stop, why = stop_decision({1e25: 0.3}, remaining=0.0, cheapest_left=1e18, n_running=2)
     assert stop and why == ("the budget is committed: 0 FLOPs left, the cheapest untried "
-                            "configuration costs 1e+18; the interval is not surely within "
+                            "configuration costs 1e+18; the interval is wider than "
                             "the tolerance: ±30 % at 1e+25 FLOPs against ±0.5 %; 2 runs still in "
                             "flight: nothing more "
                             "to start, but the law and its interval change when they finish "

@@ -149,6 +149,23 @@ def _unsettled(status: str, message: str, at_bound: Sequence[str]) -> str:
         ": its interval is not trusted")
 
 
+def _unsure(widths: Mapping[float, float | None], tolerance: float,
+            uppers: Mapping[float, float | None]) -> str:
+    """``"; the interval is wider than the tolerance: ±5.92 % at 1e+22 FLOPs against
+    ±0.5 %"`` when every unsettled width is over it, else ``"not surely within"`` (a width
+    within it that the rule does not trust, ``"none"`` at a target without an interval):
+    what a stop on budget leaves unsure."""
+    unsure = {C: w for C, w in widths.items()
+              if w is None or not at_floor(w, None, tolerance=tolerance, upper=uppers.get(C))}
+    if not unsure:
+        return ""
+    what = ("wider than" if all(w is not None and w > tolerance for w in unsure.values())
+            else "not surely within")
+    return (f"; the interval is {what} the tolerance: " + ", ".join(
+        f"{'none' if w is None else f'±{100 * w:.3g} %'} at {C:.3g} FLOPs"
+        for C, w in unsure.items()) + f" against ±{100 * tolerance:g} %")
+
+
 def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
                   cheapest_left: float | None,
                   tolerance: float = DEFAULT_TOLERANCE, unit: str = "FLOPs",
@@ -175,12 +192,7 @@ def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
     wait = "" if not n_running else (
         f"; {n_running} run{'s' if n_running > 1 else ''} still in flight: nothing more to "
         "start, but the law and its interval change when they finish (run status again then)")
-    wide = [(C, w) for C, w in widths.items() if w is None or not at_floor(  # as the rule
-        w, None, tolerance=tolerance, upper=(uppers or {}).get(C))]  # below: not surely
-    short = "" if not wide else (
-        "; the interval is not surely within the tolerance: " + ", ".join(
-            f"{'none' if w is None else f'±{100 * w:.3g} %'} at {C:.3g} FLOPs" for C, w in wide)
-        + f" against ±{100 * tolerance:g} %")  # a stop on budget is not a sure law
+    short = _unsure(widths, tolerance, uppers or {})  # a stop on budget is not a sure law
     if cheapest_left is None:
         return True, "every configuration of the grid is trained or in flight" + short + wait
     if remaining < cheapest_left:
