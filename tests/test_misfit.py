@@ -193,3 +193,24 @@ def test_too_few_points_suggest_all_runs_only_when_they_add_distinct_points():
                                        r"all runs \(frontier 'all', 4 runs at 3 distinct C "
                                        r"points\)$"):
         fit_summary(load_runs(rows), "compute", frontier="envelope")
+
+
+def test_a_response_is_checked_as_the_loss_is_and_an_accuracy_is_said():
+    """A trial: `--response y` with a y under E got no word (the check read `loss`), and an
+    accuracy fitted with the Chinchilla law (exponents at their bound) passed with "nats"."""
+    rng = np.random.default_rng(2)
+    N = np.repeat(np.geomspace(5e7, 1e9, 5), 4)
+    D = np.tile(np.geomspace(1e9, 3e10, 4), 5)
+    loss = (1.69 + 406.4 / N**0.34 + 410.7 / D**0.28) * np.exp(rng.normal(0, 0.003, N.size))
+    err = 0.9 - 0.4 * np.exp(-1.0 * (loss - 2.0))  # an error that falls with the loss
+    frame = pd.DataFrame({"N": N, "D": D, "loss": loss, "y": loss, "err": err, "acc": 1 - err})
+    frame.loc[3, "y"] = 1.2  # far under every other run: no law of this form reaches it
+    table = load_runs(frame)
+    warned = fit_summary(table, "chinchilla", target="y").warnings
+    assert any("irreducible 'y' E = " in w and "above the best run's 'y' (1.2 at" in w
+               and "nats" not in w for w in warned), warned
+    acc = fit_summary(table, "chinchilla", target="acc").warnings
+    assert any("'acc' rises with compute (Spearman" in w for w in acc), acc
+    for column in ("err", "loss"):  # falling responses: no such note
+        assert not [w for w in fit_summary(table, "chinchilla", target=column).warnings
+                    if "rises with compute" in w], column

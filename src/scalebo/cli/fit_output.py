@@ -60,9 +60,12 @@ def render_table(result: dict[str, Any]) -> str:
     if preds:
         lines.append("")
         fields = [f for f in ("loss", "N_opt", "D_opt", "tokens_per_param") if f in preds[0]]
-        lines.append("predictions (C in FLOPs, loss in nats"
+        target = result["law"].get("target", "loss")  # --response: its unit is the user's
+        lines.append("predictions (C in FLOPs, " + ("loss in nats" if target == "loss" else
+                                                    f"{target} in the file's unit")
                      + (", N* parameters, D* tokens)" if "N_opt" in fields else ")"))
-        heads = {"loss": "loss", "N_opt": "N*", "D_opt": "D*", "tokens_per_param": "D*/N*"}
+        heads = {"loss": "loss" if target == "loss" else target, "N_opt": "N*", "D_opt": "D*",
+                 "tokens_per_param": "D*/N*"}
         rows = []
         for p in preds:
             row = {"C": p["C"]}

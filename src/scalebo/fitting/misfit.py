@@ -23,20 +23,25 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["diverged_points_note", "falling_error_note", "misfit_notes"]
+__all__ = ["diverged_points_note", "falling_error_note", "misfit_notes",
+           "rising_response_note"]
 
 
 def misfit_notes(law_name: str, params: Mapping[str, float], C: np.ndarray, loss: np.ndarray,
-                 predictions: Sequence[Mapping[str, Any]] = ()) -> list[str]:
+                 predictions: Sequence[Mapping[str, Any]] = (), response: str = "loss"
+                 ) -> list[str]:
     """Warning texts for the contradictions of the module docstring, or an empty list.
 
     Args:
         law_name: The law's name, for the messages.
-        params: The fitted natural parameters (``E`` checked when present, nats).
+        params: The fitted natural parameters (``E`` checked when present, in the
+            response's unit).
         C: Compute of every valid run, FLOPs, ``(n,)``.
-        loss: Their losses, nats, ``(n,)``.
+        loss: Their fitted response (the loss, nats, or ``response``), ``(n,)``.
         predictions: Rows with ``C`` (FLOPs) and ``loss`` (nats), as ``scalebo fit`` prints;
             those at a compute beyond the largest run's are checked.
+        response: The fitted column's name: the messages say "loss" and nats only for
+            ``"loss"`` (any response a sum of power laws fits falls to ``E`` alike).
     """
     C = np.asarray(C, dtype=np.float64)
     loss = np.asarray(loss, dtype=np.float64)
@@ -47,18 +52,19 @@ def misfit_notes(law_name: str, params: Mapping[str, float], C: np.ndarray, loss
     notes = []
     best = int(np.argmin(loss))
     E = params.get("E")
+    what, unit = ("loss", " nats") if response == "loss" else (repr(response), "")
     if E is not None and np.isfinite(E) and E > loss[best]:
-        notes.append(f"the {law_name} law's irreducible loss E = {E:.4g} nats is above the "
-                     f"best run's loss ({loss[best]:.4g} nats at {C[best]:.3g} FLOPs): the law "
-                     "says no model gets there, so it does not describe these runs whatever "
-                     "its status says (another law, or the frontier's runs only?)")
+        notes.append(f"the {law_name} law's irreducible {what} E = {E:.4g}{unit} is above the "
+                     f"best run's {what} ({loss[best]:.4g}{unit} at {C[best]:.3g} FLOPs): the "
+                     "law says no model gets there, so it does not describe these runs "
+                     "whatever its status says (another law, or the frontier's runs only?)")
     for row in predictions:
         c, value = float(row["C"]), float(row["loss"])
         if c <= C.max() or not np.isfinite(value):  # inside the runs, a fit runs through
             continue                                   # their noise: no contradiction
         if value > loss[best]:
-            notes.append(f"the {law_name} law predicts {value:.4g} nats at {c:.3g} FLOPs, above "
-                         f"the {loss[best]:.4g} nats a run already reached with "
+            notes.append(f"the {law_name} law predicts {value:.4g}{unit} at {c:.3g} FLOPs, "
+                         f"above the {loss[best]:.4g}{unit} a run already reached with "
                          f"{C[best]:.3g} FLOPs: "
                          "the prediction contradicts the runs it is fitted on")
     return notes
@@ -80,6 +86,25 @@ def falling_error_note(loss: np.ndarray, y: np.ndarray, target: str) -> str:
         return ""
     return (f"{target!r} falls as the loss rises (Spearman {rho:.2f}): an accuracy? The "
             f"downstream laws describe an error, which rises with the loss: fit 1 − accuracy")
+
+
+def rising_response_note(C: np.ndarray, y: np.ndarray, target: str) -> str:
+    """A note when the response ``target`` of a law that falls with scale (a sum of power
+    laws) rises with the runs' compute ``C`` (FLOPs): Spearman ρ > 0.5, one-sided p < 0.01,
+    over ≥ 5 runs (an accuracy fitted as a loss, whose exponents then sit at a bound);
+    "" otherwise."""
+    from scipy.stats import spearmanr
+
+    C, y = np.asarray(C, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(C) & np.isfinite(y)
+    if ok.sum() < 5 or np.ptp(C[ok]) == 0 or np.ptp(y[ok]) == 0:
+        return ""
+    res = spearmanr(C[ok], y[ok], alternative="greater")
+    rho = float(res.statistic)
+    if rho <= 0.5 or not float(res.pvalue) < 0.01:
+        return ""
+    return (f"{target!r} rises with compute (Spearman {rho:.2f}) where this law falls with "
+            "scale toward E: an accuracy? Fit a quantity that falls, e.g. 1 − accuracy")
 
 
 def diverged_points_note(points: Any, target: str = "loss") -> str:

@@ -42,7 +42,12 @@ from scalebo.fitting.frontier import frontier as select_frontier
 from scalebo.fitting.identifiability import distinct_points
 from scalebo.fitting.input_notes import one_size_note, tiny_compute_notes
 from scalebo.fitting.law_inputs import check_law_inputs
-from scalebo.fitting.misfit import diverged_points_note, falling_error_note, misfit_notes
+from scalebo.fitting.misfit import (
+    diverged_points_note,
+    falling_error_note,
+    misfit_notes,
+    rising_response_note,
+)
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitResult, FitStatus, fit_law
 from scalebo.fitting.run_clusters import run_cluster_note, run_clusters, run_label_note
 from scalebo.laws import GadreDownstreamLaw, Law, PowerLawSum, SigmoidDownstreamLaw, get_law
@@ -357,9 +362,12 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
                 if method == "envelope" and prediction_kind(law) == "compute" and fit.success
                 else None)
         misfit = (misfit_notes(law.name, fit.params, table.frame["C"].to_numpy(),
-                               table.frame["loss"].to_numpy(), preds)
-                  if target == "loss" and method != "all" and fit.success
-                  and prediction_kind(law) is not None else [])
+                               table.frame[target].to_numpy(), preds, response=target)
+                  if method != "all" and fit.success and prediction_kind(law) is not None
+                  else [])
+        if isinstance(law, PowerLawSum) and (text := rising_response_note(
+                table.frame["C"].to_numpy(), table.frame[target].to_numpy(), target)):
+            misfit.append(text)
         falling = (falling_error_note(X[:, 0], y, target) if law.variables == ("loss",)
                    else "")
         for text in (note, one_size_note(table.frame) if prediction_kind(law) == "compute"
