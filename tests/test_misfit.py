@@ -214,3 +214,17 @@ def test_a_response_is_checked_as_the_loss_is_and_an_accuracy_is_said():
     for column in ("err", "loss"):  # falling responses: no such note
         assert not [w for w in fit_summary(table, "chinchilla", target=column).warnings
                     if "rises with compute" in w], column
+
+
+def test_a_laws_own_inputs_are_not_judged_as_settings_at_their_edge():
+    """A trial: `--law width_depth --frontier cell` warned that the best run of 24 cells sat at
+    the edge of its 'width' values, though width is the law's input (every run is fitted)."""
+    # 12·w²·d: (256, 64), (512, 16) and (1024, 4) share one N, so (N, D) cells hold 3 widths
+    w, d, D = (a.ravel() for a in np.meshgrid([256.0, 512, 1024, 2048], [4.0, 16, 64],
+                                             [1e9, 4e9, 1.6e10]))
+    frame = pd.DataFrame({"width": w, "depth": d, "N": 12 * w * w * d, "D": D,
+                          "loss": 1.8 + 300 / w**0.5 + 3 / d**0.6 + 400 / D**0.28})
+    table = load_runs(frame, hyperparameters=["width", "depth"])
+    summary = fit_summary(table, "width_depth", frontier="cell")
+    assert len(summary.points) == len(frame)  # each (width, depth, D) is its own point
+    assert not [w for w in summary.warnings if "edge of those values" in w], summary.warnings

@@ -203,17 +203,18 @@ def run(args: argparse.Namespace) -> int:
         from scalebo.data.checkpoints import with_runs
 
         table = with_runs(table, args.run)
-    hps = ", ".join(table.hyperparameters) or "none"
     # the law's own inputs (width, depth) are not settings it averages over
     tuned = [h for h in table.hyperparameters if h not in law.variables]
+    hps = ", ".join(tuned) or "none"
     if (args.frontier or default_frontier(law)) == "all":
         how = f"--frontier all{'' if args.frontier else ', the law default'}"
         log(f"every run is fitted ({how}), off-optimal {', '.join(tuned)} included: the law "
             "describes the average setting, not the best" if tuned else
             f"{len(table)} runs, every one fitted ({how})")
     else:
-        over = ("a cell's best run is the lowest loss over them" if table.hyperparameters
-                else "each (N, D) is one configuration")
+        over = ("a cell's best run is the lowest loss over them" if tuned
+                else "each (N, D) is one configuration" if prediction_kind(law)
+                else f"each ({', '.join(law.variables)}) is one configuration")
         log(f"{len(table)} runs; hyperparameters: {hps} ({over}; --hyperparameters to choose)")
     if args.bootstrap:
         log(f"fitting {law.name}, then {args.bootstrap} bootstrap resamples in one batched "

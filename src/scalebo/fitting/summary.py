@@ -322,6 +322,7 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
                          "predicts with --response COL (target= in fit_summary), e.g. a benchmark "
                          "error")
     method = frontier or default_frontier(law)
+    tuned = [h for h in table.hyperparameters if h not in law.variables]  # not width, depth
     check_law_inputs(table.frame, law, target, table.source)
     points = select_points(table.frame, method, law, target)
     X = points[list(law.variables)].to_numpy(dtype=np.float64)
@@ -349,7 +350,7 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
                               clusters=run_clusters(points))
                 if bootstrap else None)
         if boot is not None and (text := run_cluster_note(points)
-                                 or run_label_note(points, table.hyperparameters)):
+                                 or run_label_note(points, tuned)):
             warnings.warn(text, UserWarning, stacklevel=2)
         if boot is not None and (text := boot.failure_note()):
             warnings.warn(text, NumericalWarning, stacklevel=2)
@@ -374,7 +375,7 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
                      else None, *misfit, falling, diverged_points_note(points, target),
                      "" if method == "all" else edge_optimum_note(
                          pd.concat([table.frame, table.excluded]) if len(table.excluded)
-                         else table.frame, points, table.hyperparameters, target)):
+                         else table.frame, points, tuned, target)):
             if text:
                 warnings.warn(text, UserWarning, stacklevel=2)
     for w in caught:  # re-emitted for the caller's own filters: recorded, not swallowed
