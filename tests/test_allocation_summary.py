@@ -129,6 +129,13 @@ def test_approaches_the_table_cannot_support_say_why():
     assert "5 parameters" in reasons[3] and "4 (N, D) cells" in reasons[3]
     with pytest.raises(ValueError, match="approaches must be among"):
         allocation_summary(load_runs(frame), [4])
+    # A trial: six sizes at one token count gave approach 1 "a = 1, b = -1e-15, r² 1": with
+    # D fixed, C = 6·N·D makes N ∝ C whatever the losses, so there is no law to report
+    one_d = pd.DataFrame([{"N": N, "D": 1e10, "loss": _loss(N, 1e10)}
+                          for N in np.geomspace(5e7, 2e9, 6)])
+    (first, *_) = allocation_summary(load_runs(one_d), [1]).estimates
+    assert first.law is None and first.reason == ("every envelope run has the same D: the "
+                                                  "table does not say how D* grows with C")
 
 
 def test_cli_allocate_formats_and_bad_input(tmp_path, capsys):

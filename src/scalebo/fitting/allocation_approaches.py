@@ -233,9 +233,10 @@ def envelope_estimate(cells: pd.DataFrame,
         law = approach1(points)
     except FitError as exc:
         return AllocationEstimate(1, None, f"the envelope: {exc}", points)
-    if points["N"].nunique() < 2:
-        return AllocationEstimate(1, None, "every envelope run has the same N: the table "
-                                  "does not say how N* grows with C", points)
+    for axis, other in (("N", "N*"), ("D", "D*")):  # C = 6·N·D: the other follows C alone
+        if points[axis].nunique() < 2:
+            return AllocationEstimate(1, None, f"every envelope run has the same {axis}: the "
+                                      f"table does not say how {other} grows with C", points)
     _two_points(law, "envelope runs")
     if text := edge_note(points, float(cells["N"].min()), float(cells["N"].max())):
         warnings.warn(text, UserWarning, stacklevel=2)
