@@ -258,7 +258,7 @@ def test_isoflop_d_star_uses_the_tables_flops_per_parameter_token():
 
 
 def test_two_points_and_a_lonely_bootstrap_are_said():
-    frame = pd.DataFrame({"N": [1e8, 4e8], "D": [2e9, 2e9], "loss": [3.0, 2.8]})
+    frame = pd.DataFrame({"N": [1e8, 4e8], "D": [2e9, 4e9], "loss": [3.0, 2.8]})
     summary = allocation_summary(load_runs(frame), [1], bootstrap=50)
     assert summary.estimates[0].law is not None
     assert any("only 2 envelope runs: a line through them has no interval" in w
