@@ -551,9 +551,14 @@ def test_width_depth_predict_routes_to_the_same_law_as_a_formula(tmp_path: Path,
     runs = tmp_path / "wd.csv"
     pd.DataFrame({"width": w, "depth": d, "N": 12 * w * w * d, "D": D,
                   "loss": truth(w, d, D)}).to_csv(runs, index=False)
+    pd.read_csv(runs).drop(columns="N").to_csv(tmp_path / "noN.csv", index=False)
+    assert cli_main(["fit", str(tmp_path / "noN.csv"), "--law", "width_depth"]) == 2
+    assert ("Law 'width_depth' does not use N, but each run's compute C = 6·N·D (frontiers, "
+            "predictions) needs its parameter count: add a column N") in capsys.readouterr().err
     assert cli_main(["fit", str(runs), "--law", "width_depth", "--predict", "1e22"]) == 2
     err = capsys.readouterr().err
-    hint = re.search(r"--formula '([^']+)' --bounds '([^']+)' --predict-at (\S+)", err)
+    hint = re.search(r"--formula '([^']+)' --bounds '([^']+)' --predict-at (\S+) --plot PATH",
+                     err)
     assert hint and hint.group(3) == "width=VALUE,depth=VALUE,D=VALUE", err
     out = tmp_path / "wd.json"
     assert cli_main(["fit", str(runs), "--formula", hint.group(1), "--bounds", hint.group(2),
@@ -566,3 +571,28 @@ def test_width_depth_predict_routes_to_the_same_law_as_a_formula(tmp_path: Path,
         assert params[name] == pytest.approx(value, rel=1e-3), name
     (pred,) = result["predictions"]
     assert pred["prediction"] == pytest.approx(truth(4096, 48, 1e12), rel=1e-5)
+
+
+def test_formula_plot_labels_a_narrow_log_axis_at_its_values(tmp_path: Path) -> None:
+    """A trial: on residual panels spanning under two decades matplotlib labelled minor log
+    ticks, which overlapped ("3×10²4×10²6×10²"). Such an axis is labelled at the data's
+    values and the prediction point, minor ticks unlabelled; a wide axis keeps its decades."""
+    import matplotlib.ticker as mticker
+
+    from scalebo.fitting.formula_plot import plot_formula_fit
+    from scalebo.fitting.formula_summary import summarize_formula_fit
+
+    w, D = (a.ravel() for a in np.meshgrid([256.0, 512, 1024, 2048], [1e9, 1e10, 1e11]))
+    frame = pd.DataFrame({"w": w, "D": D, "loss": 1.8 + 300 / w**0.5 + 400 / D**0.28})
+    summary = summarize_formula_fit(frame, "E + A*w**(-a) + B*D**(-b)",
+                                    bounds={"E": (0.1, 5), "A": (1, 1e4), "a": (0, 2),
+                                            "B": (1, 1e4), "b": (0, 2)},
+                                    predict_at=["w=8192,D=1e12"])
+    fig = plot_formula_fit(summary)
+    width_ax, d_ax = fig.axes[1], fig.axes[2]
+    assert width_ax.get_xticks().tolist() == [256, 512, 1024, 2048, 8192]
+    fig.canvas.draw()
+    assert [t.get_text() for t in width_ax.get_xticklabels()] == ["256", "512", "1024", "2048",
+                                                                 "8192"]
+    assert isinstance(width_ax.xaxis.get_minor_formatter(), mticker.NullFormatter)
+    assert not isinstance(d_ax.xaxis.get_major_locator(), mticker.FixedLocator)  # 3 decades

@@ -192,6 +192,11 @@ def run(args: argparse.Namespace) -> int:
         # a run column tells checkpoints of two runs at one (N, D) apart (seeds)
         table = collect_warnings(lambda: load_input(args, (args.run,) if args.run else ()), seen)
     except RunTableError as exc:
+        if "missing required column(s) ['N']" in str(exc) and "N" not in law.variables:
+            raise RunTableError(f"{exc} Law {law.name!r} does not use N, but each run's "
+                                "compute C = 6·N·D (frontiers, predictions) needs its parameter "
+                                "count: add a column N (e.g. 12·width²·depth for a "
+                                "transformer without embeddings).") from None
         if law.name in AS_FORMULA and "missing required column" in str(exc):
             raise RunTableError(f"{exc} Law {law.name!r} takes the loss alone: a table "
                                 "without N and D is fitted as a formula, e.g. scalebo fit "
@@ -250,8 +255,9 @@ def _formula_route(law: Any) -> str:
         return ""
     formula, bounds = law.as_formula()
     point = ",".join(f"{v}=VALUE" for v in law.variables)
-    return (f"; to predict at a point of its variables, fit the same law as a formula: "
-            f"--formula '{formula}' --bounds '{bounds}' --predict-at {point}")
+    return (f"; to predict at a point of its variables or plot the fit, fit the same law as "
+            f"a formula: --formula '{formula}' --bounds '{bounds}' --predict-at {point} "
+            "--plot PATH")
 
 
 def _given(args: argparse.Namespace, **defaults: Any) -> list[str]:

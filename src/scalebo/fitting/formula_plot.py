@@ -45,6 +45,23 @@ def _log_scale(values: np.ndarray) -> bool:
     return bool(values.size) and bool(np.all(values > 0)) and values.max() > values.min()
 
 
+def _log_ticks(ax: object, values: np.ndarray) -> None:
+    """Readable ticks on a log x-axis: minor ticks unlabelled and, on an axis spanning under
+    two decades (where matplotlib labels minor ticks, which overlapped: ``3×10²4×10²``), major
+    ticks at the distinct ``values`` (data and prediction points), at most 6 of them."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    lo, hi = ax.get_xlim()
+    if hi / lo >= 100:
+        return
+    at = np.unique(values[np.isfinite(values) & (values > 0)])
+    if at.size > 6:  # evenly in log among them, ends kept
+        at = at[np.unique(np.round(np.linspace(0, at.size - 1, 6)).astype(int))]
+    ax.xaxis.set_major_locator(FixedLocator(at))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.4g}"))
+
+
 def plot_formula_fit(summary: FormulaFitSummary, path: str | Path | None = None, *,
                      title: str | None = None) -> Figure:
     """Draw the figure of a formula fit (see the module docstring).
@@ -104,7 +121,8 @@ def plot_formula_fit(summary: FormulaFitSummary, path: str | Path | None = None,
             ax.plot([], [], " ", label=f"{label} (off this panel)")
     ax.set_xlabel(f"observed {summary.response}")
     ax.set_ylabel(f"predicted {summary.response}")
-    ax.legend(fontsize=8, loc="best")
+    # below the panel: inside, its long prediction entry covered points and ticks (a trial)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), frameon=False)
     ax.grid(True, which="both", alpha=0.25)
 
     r_label = ("log(observed / predicted)" if summary.residuals == "log"
@@ -128,6 +146,8 @@ def plot_formula_fit(summary: FormulaFitSummary, path: str | Path | None = None,
             pad = 0.05 * (hi - lo) if hi > lo else 0.5
             lo, hi = lo - pad, hi + pad
             ax.set_xlim(*(10.0 ** np.array([lo, hi]) if log_x else (lo, hi)))
+        if ax.get_xscale() == "log":
+            _log_ticks(ax, every)
         column = summary.variable_map.get(v, v)
         ax.set_xlabel(v if column == v else f"{v} ({column})")
         ax.set_ylabel(r_label)
