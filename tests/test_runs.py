@@ -721,3 +721,17 @@ def test_a_config_column_may_be_blank_only_on_runs_without_a_loss():
     frame.loc[0, "run"] = None
     with pytest.raises(RunTableError, match="column 'run', data row 1: missing"):
         load_runs(frame, config_columns=("run",))
+
+
+def test_a_typo_in_a_column_no_fit_uses_is_a_warning():
+    """A trial: '0.3x' in an 'error' column beside the loss (one run per cell, so not a
+    setting) stopped a loss fit with advice to name hyperparameters. It is said and kept;
+    the same typo in a column that tells runs of a cell apart stays an error (above)."""
+    frame = pd.DataFrame({"N": [1e8, 1e8, 2e8, 2e8], "D": [1e9, 2e9, 1e9, 2e9],
+                          "loss": [3.1, 3.0, 2.9, 2.8], "error": ["0.7", "0.3x", "0.6", "0.5"]})
+    with pytest.warns(UserWarning, match=r"data row 2, column 'error': expected a number, got "
+                      r"'0\.3x' .*; it is not a hyperparameter \(it does not vary inside an "
+                      r"\(N, D\) cell\), so no fit uses it and it is kept as written\."):
+        table = load_runs(frame)
+    assert table.hyperparameters == () and len(table.frame) == 4
+    assert table.frame["error"].tolist() == ["0.7", "0.3x", "0.6", "0.5"]

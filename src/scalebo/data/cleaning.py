@@ -21,13 +21,12 @@ from scalebo.data.columns import (
     is_blank,
     is_candidate_column,
     number_hint,
-    parse_number,
     status_hint,
     suggested_mapping,
-    text_column,
     to_numbers,
 )
 from scalebo.data.plausibility import per_run_axes, text_settings
+from scalebo.data.typos import check_typos, judge_typos
 from scalebo.errors import (
     EXCLUDED_IN_PYTHON,
     ExcludedRunsWarning,
@@ -249,10 +248,13 @@ def _resolve_hyperparameters(
     if hyperparameters is None:
         candidates = [c for c in frame.columns if c not in CANONICAL_COLUMNS
                       and is_candidate_column(frame, c, config_columns)]
-        for column in _check_typos(frame, candidates, name):  # "10_000" is a number
-            frame[column] = to_numbers(frame[column])
+        numeric_text, typos = check_typos(frame, candidates, name)
+        for column in numeric_text:  # "10_000" is a number; a typo's column stays as written
+            if column not in typos:
+                frame[column] = to_numbers(frame[column])
         # runs that will be excluded (NaN or inf loss) take no part in choosing the axes
         valid = frame.loc[valid_rows]
+        judge_typos(valid, typos, config_columns)  # an error where the column is a setting
         chosen = default_hyperparameters(valid, config_columns)
         keys = ["N", "D", *chosen, *config_columns]
         for column, blanks in blank_axes(valid, config_columns, keys=keys).items():
@@ -297,33 +299,6 @@ def _resolve_hyperparameters(
         raise RunTableError(f"{name}: hyperparameters {list(hps)} name a column twice.")
     _check_columns_exist(frame, hps, "hyperparameter column", name)
     return hps
-
-
-def _check_typos(frame: pd.DataFrame, columns: Sequence[str], name: str) -> list[str]:
-    """Raise on a text column of numbers with a value that is not one (a ``"3e-4x"`` among
-    learning rates; rule: :func:`~scalebo.data.columns.text_column`): read as text, the
-    column would silently stop being a hyperparameter and merge the runs it tells apart.
-    Returns the text columns that read as numbers (``"10_000"``, ``" 3e-4"``)."""
-    numeric_text = []
-    for column in columns:
-        series = frame[column]
-        if pd.api.types.is_numeric_dtype(series.dtype):
-            continue
-        numeric, bad, n_numbers, n_present = text_column(series)
-        if numeric:
-            numeric_text.append(column)
-        if bad.size:
-            value = series.iloc[bad[0]]
-            what = "a number" if parse_number(value) is None else "a finite number"
-            are = "is a number" if n_numbers == 1 else "are numbers"
-            raise RunTableError(
-                f"{name}: {_rows(bad)}, column {column!r}: expected {what}, got "
-                f"{_scalar(value)!r} (the column is numeric: {n_numbers} of its {n_present} "
-                f"values {are}; a categorical column is mostly text). Fix the value(s), or "
-                "name the hyperparameter columns to leave this one out (fit --hyperparameters, "
-                "replay --axes, hyperparameters= in Python)."
-            )
-    return numeric_text
 
 
 def _exclude(

@@ -1,0 +1,65 @@
+"""Typos in a run table's numeric text columns (``"3e-4x"`` among learning rates): an error
+where the column is a setting (as text it would merge the runs it tells apart), a warning
+where no fit uses it (a metric beside the loss, one run per cell). Rule of a numeric text
+column: :func:`~scalebo.data.columns.text_column`."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from scalebo.data.columns import parse_number, text_column, to_numbers
+from scalebo.errors import RunTableError
+from scalebo.errors import data_rows as _rows
+
+__all__ = ["check_typos", "judge_typos"]
+
+
+def check_typos(frame: pd.DataFrame, columns: Sequence[str], name: str
+                 ) -> tuple[list[str], dict[str, str]]:
+    """``(numeric_text, typos)``: the text columns that read as numbers (``"10_000"``,
+    ``" 3e-4"``), and, per text column of numbers with a value that is not one (a ``"3e-4x"``
+    among learning rates; rule: :func:`~scalebo.data.columns.text_column`), the error that
+    names it (:func:`judge_typos` raises it when the column is a setting)."""
+    numeric_text, typos = [], {}
+    for column in columns:
+        series = frame[column]
+        if pd.api.types.is_numeric_dtype(series.dtype):
+            continue
+        numeric, bad, n_numbers, n_present = text_column(series)
+        if numeric:
+            numeric_text.append(column)
+        if bad.size:
+            value = series.iloc[bad[0]]
+            value = value.item() if isinstance(value, np.generic) else value  # readable
+            what = "a number" if parse_number(value) is None else "a finite number"
+            are = "is a number" if n_numbers == 1 else "are numbers"
+            typos[column] = (
+                f"{name}: {_rows(bad)}, column {column!r}: expected {what}, got "
+                f"{value!r} (the column is numeric: {n_numbers} of its {n_present} "
+                f"values {are}; a categorical column is mostly text)")
+    return numeric_text, typos
+
+
+def judge_typos(valid: pd.DataFrame, typos: dict[str, str], config_columns: tuple[str, ...]
+                ) -> None:
+    """Raise for a column of :func:`check_typos` that, read with its bad values blank, varies
+    inside an (N, D) cell (``valid``: the runs with a loss): a setting, which as text would
+    silently stop being a hyperparameter and merge the runs it tells apart. Any other such
+    column (a metric beside the loss, one run per cell) is not used by a fit: its values
+    stay as written, with a warning."""
+    if not typos:
+        return
+    keys = [k for k in ("N", "D", *config_columns) if k in valid]
+    for column, text in typos.items():
+        values = to_numbers(valid[column])  # the bad ones blank
+        if values.groupby([valid[k] for k in keys]).nunique(dropna=True).max() > 1:
+            raise RunTableError(f"{text}. Fix the value(s), or name the hyperparameter columns "
+                                "to leave this one out (fit --hyperparameters, replay --axes, "
+                                "hyperparameters= in Python).")
+        warnings.warn(f"{text}; it is not a hyperparameter (it does not vary inside an (N, D) "
+                      "cell), so no fit uses it and it is kept as written.",
+                      UserWarning, stacklevel=4)
