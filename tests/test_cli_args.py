@@ -204,6 +204,9 @@ def test_a_confidence_level_takes_a_percentage(command, capsys):
         with pytest.raises(SystemExit):
             parser.parse_args([command, "runs.csv", "--confidence", bad])
         assert f"got '{bad}'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # a trial read the refusal of 80 as if 80 were allowed
+        parser.parse_args([command, "runs.csv", "--confidence", "80"])
+    assert "got '80'; for 80 % write 0.8 or 80%" in capsys.readouterr().err
 
 
 def test_replay_takes_the_trend_suggest_and_status_take():

@@ -88,8 +88,10 @@ def level(text: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a level such as 0.8 or 80%, got "
                                          f"{text!r}") from None
     if not 0 < value < 1:
+        hint = (f"; for {value:g} % write {value / 100:g} or {value:g}%"
+                if not percent and 1 < value < 100 else "")  # a percentage without its sign
         raise argparse.ArgumentTypeError(f"expected a level in (0, 1) or (0 %, 100 %), got "
-                                         f"{text!r}")
+                                         f"{text!r}{hint}")
     return value
 
 
