@@ -470,3 +470,19 @@ def test_a_formula_over_a_setting_it_does_not_use_says_so():
     assert not any("does not use" in n for n in measured.notes)
     assert any("rows with the same C differ in N, D, which the formula does not use" in n
                for n in in_c.notes)
+
+
+def test_a_blank_response_is_called_blank_with_its_row():
+    """A trial: a blank response read "nan is not a finite number"."""
+    from scalebo.fitting.formula_summary import summarize_formula_fit
+
+    frame = pd.DataFrame({"N": [1e8, 2e8, 4e8, 8e8], "y": [3.0, np.nan, 2.6, 2.5]})
+    with pytest.raises(RunTableError, match=r"^<DataFrame>: data row 2, column 'y' \(the "
+                       r"response\): is blank \(a formula fits every row"):
+        summarize_formula_fit(frame, "E + A*N**(-a)", response="y",
+                              bounds={"E": (0.1, 5), "A": (1, 1e4), "a": (0, 2)})
+    frame.loc[1, "y"] = -1.0
+    with pytest.raises(RunTableError, match=r"data row 2, column 'y': -1\.0 is not positive, "
+                       r"which log residuals need"):
+        summarize_formula_fit(frame, "E + A*N**(-a)", response="y",
+                              bounds={"E": (0.1, 5), "A": (1, 1e4), "a": (0, 2)})

@@ -177,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
     law = get_law(args.law)
     # a downstream law predicts and plots through its formula (--predict-at loss=...)
     route = (f"; fit it as a formula to predict and plot: --formula '{AS_FORMULA[law.name]}' "
-             f"--response COL --predict-at loss=2.0 --plot PATH" if law.name in AS_FORMULA
+             f"--response {args.response or 'COL'} --predict-at loss=2.0 --plot PATH"
+             if law.name in AS_FORMULA
              else _formula_route(law))
     if args.predict_at:
         raise ValueError("--predict-at needs --formula; for a built-in law in C or (N, D) "

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo import __version__
+from scalebo.data.columns import is_blank
 from scalebo.errors import RunTableError, shown, with_hints
 from scalebo.fitting.arguments import resamples, whole_number
 from scalebo.fitting.formula_bootstrap import FormulaBootstrapResult, bootstrap_formula
@@ -208,9 +209,11 @@ def _finite_column(frame: pd.DataFrame, column: str, source: str, what: str, *,
         bad_rows = np.flatnonzero(~np.isfinite(values) | (positive & ~(values > 0)))
     if bad_rows.size:
         bad = int(bad_rows[0])
-        raise RunTableError(f"{source}: data row {bad + 1}, column {column!r} ({what}): "
-                            f"{shown(frame[column].iloc[bad])} is not a "
-                            f"{'positive, ' if positive else ''}finite number")
+        cell = frame[column].iloc[bad]
+        said = ("is blank (a formula fits every row: leave rows without a value out of the "
+                "file)" if is_blank(cell) else
+                f"{shown(cell)} is not a {'positive, ' if positive else ''}finite number")
+        raise RunTableError(f"{source}: data row {bad + 1}, column {column!r} ({what}): {said}")
     return values
 
 
