@@ -385,3 +385,19 @@ def test_a_setting_that_only_ever_failed_is_named_when_suggested_again(tmp_path)
     picked = {float(lr[s.index]) for s in res.suggestions}
     assert (1.6e-2 in picked) == any(n.startswith("lr=0.016 is suggested") for n in res.notes)
     assert 1.6e-2 in picked  # the case the note is for
+
+
+def test_a_setting_the_grid_has_no_axis_for_is_said(grid):
+    """A trial: a runs file's 'bs' column (256 / 512) that the grid does not have was
+    ignored without a word. A measured column (a wall time, one value per run) is not a
+    setting and stays quiet, as does a column fixed per cell."""
+    frame = _frame(grid, list(range(8)))
+    assert not [n for n in read_campaign_runs(frame, grid).notes if "vary inside" in n]
+    timed = frame.assign(seconds=100.0 * np.arange(1, 9) ** 1.3, width=frame["N"] / 1e5)
+    assert not [n for n in read_campaign_runs(timed, grid).notes if "vary inside" in n]
+    (note,) = [n for n in read_campaign_runs(frame.assign(bs=[256, 512] * 4), grid).notes
+               if "vary inside" in n]
+    assert note == ("<DataFrame>: column(s) 'bs' vary inside (N, D) cells like settings, but "
+                    "the grid has no axis for them: runs that differ only there are one "
+                    "configuration to the campaign, and the search does not choose them (add "
+                    "an axis to the grid to search them)")

@@ -51,6 +51,7 @@ from scalebo.search.runs_columns import (
     run_statuses,
     suspect_diverged,
     too_low_note,
+    unused_settings,
 )
 
 __all__ = ["CampaignRuns", "RunStatus", "read_campaign_runs", "read_pending_runs"]
@@ -308,6 +309,7 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
             notes.append(f"data row {pos + 1}: counted as failed because {why}")
         kinds.append(RunStatus.FAILED)
     notes += _diverged_notes(grid, idx, kinds, status, loss, diverged_above)
+    notes += unused_settings(frame, grid.input_columns, (*_WRITTEN, "status"))
     notes += cost_notes(frame, cost, planned := np.asarray(grid.budget_cost)[idx], grid.price_unit)
     row_cost = np.where(np.isfinite(cost), cost, planned)
     keep, superseded = _one_row_per_configuration(grid, idx, kinds, name, notes, frame)

@@ -8,7 +8,7 @@ expected; a column whose absence would silently count runs as failed is an error
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
 import numpy as np
@@ -25,7 +25,8 @@ from scalebo.errors import RunTableError, closest, data_rows
 
 __all__ = ["CHEAPER_RATIO", "COST_RATIO", "DIVERGED_RATIO", "RunStatus", "check_run_columns",
            "cost_notes", "diverged_rule", "grid_numbers", "map_columns", "numbers",
-           "positive_numbers", "run_statuses", "suspect_diverged", "too_low_note"]
+           "positive_numbers", "run_statuses", "suspect_diverged", "too_low_note",
+           "unused_settings"]
 
 #: A loss above this multiple of its (N, D) cell's best loss looks like a diverged run told
 #: as a loss (trained LLM losses sit at 2–4 nats, diverged ones near ln(vocab) or at
@@ -126,6 +127,26 @@ def check_run_columns(frame: pd.DataFrame, status: list[RunStatus | None], name:
                 f"({', '.join(s.value for s in RunStatus)}); without a 'status' column data "
                 f"row {blank[0] + 1}, which has no loss, would count as failed, even if it "
                 "is running. Rename the column to 'status'.")
+
+
+def unused_settings(frame: pd.DataFrame, inputs: Sequence[str], written: Sequence[str]
+                    ) -> list[str]:
+    """A note naming the runs file's columns that vary inside an (N, D) cell like settings
+    (the run tables' rule, :func:`~scalebo.data.columns.default_hyperparameters`) but are
+    not among the grid's ``inputs`` (N, D, axes): the campaign cannot tell runs apart by
+    them (a batch size the grid has no axis for); ``written``: columns a campaign writes
+    itself. Empty when there is none."""
+    from scalebo.data.columns import default_hyperparameters
+
+    if not {"N", "D"} <= set(frame.columns):
+        return []
+    extra = [c for c in default_hyperparameters(frame, written) if c not in inputs]
+    if not extra:
+        return []
+    return [f"column(s) {', '.join(map(repr, extra))} vary inside (N, D) cells like settings, "
+            "but the grid has no axis for them: runs that differ only there are one "
+            "configuration to the campaign, and the search does not choose them (add an "
+            "axis to the grid to search them)"]
 
 
 def _holds_statuses(series: pd.Series) -> bool:
