@@ -401,3 +401,22 @@ def test_a_setting_the_grid_has_no_axis_for_is_said(grid):
                     "the grid has no axis for them: runs that differ only there are one "
                     "configuration to the campaign, and the search does not choose them (add "
                     "an axis to the grid to search them)")
+
+
+def test_an_anchor_among_the_suggestions_is_not_said_to_be_held_back(tmp_path):
+    """A trial: on a 2 × 2 grid the initial design proposed the anchor cell's run while the
+    same call said its cost was "held back ... proposed once nothing else fits"."""
+    path = tmp_path / "g4.yaml"
+    path.write_text("axes:\n  N: [5.0e7, 1.6e9]\n  D: [1e9, 3e10]\n  lr: 1e-3\n")
+    grid = campaign_grid(path)
+    anchor = (1.6e9, 1e9)  # the costliest cell under 0.7 of the budget
+    seen = set()
+    for seed in range(6):
+        res = suggest_runs(grid, CampaignRuns(), 0.1 * grid.C_total, seed=seed)
+        first = tuple(grid.configs.iloc[res.suggestions[0].index][["N", "D"]])
+        seen.add(first == anchor)
+        if first == anchor:
+            assert res.held_back == 0 and res.anchor_cell is None
+        else:
+            assert res.held_back == pytest.approx(9.6e18) and res.anchor_cell == anchor
+    assert seen == {True, False}  # both cases met
