@@ -104,8 +104,9 @@ class SuggestResult:
         unit: ``"FLOPs"``, or the grid's price unit (e.g. ``"GPU-hours"``).
         prices: what each suggestion adds to the spending, in ``unit`` (in order picked).
         held_back: what the search held back for the anchor run before these suggestions,
-            in ``unit`` (0: none, the anchor cell has a run or one among these suggestions,
-            or the runs dominate it, also when its turn came within this batch).
+            in ``unit`` (0: none, the anchor cell has a run, or one among these suggestions
+            that another rule chose, or the runs dominate it, also when its turn came within
+            this batch).
         anchor_cell: the anchor cell's ``(N, D)`` (parameters, tokens) while held back.
         anchor_dropped: the anchor cell's ``(N, D)`` when the runs dominate it at its turn,
             before these suggestions or among them (what it held back was then spent on
@@ -250,8 +251,9 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         held_back, anchor_cell = 0.0, None
     cells = grid.configs[["N", "D"]].to_numpy()
     if anchor_cell is not None and any(tuple(cells[s.index]) == anchor_cell
+                                       and not s.reason.startswith("anchor")
                                        for s in suggestions):
-        held_back, anchor_cell = 0.0, None  # placed by this batch (a trial read "held back")
+        held_back, anchor_cell = 0.0, None  # its cell placed by another rule (initial design)
     message = ""
     if len(suggestions) < batch:
         taken = np.zeros(len(grid), dtype=bool)
