@@ -420,3 +420,28 @@ def test_an_anchor_among_the_suggestions_is_not_said_to_be_held_back(tmp_path):
         else:
             assert res.held_back == pytest.approx(9.6e18) and res.anchor_cell == anchor
     assert seen == {True, False}  # both cases met
+
+
+def test_a_loss_typed_a_digit_short_is_named_and_not_a_yardstick(grid):
+    """A trial: losses 4.0, 0.4 (a typo) and 39.0 in one cell. The note blamed 4.0 and 39.0
+    as over 2x the cell's best (0.4) and never named the typo. Now the typo is named and the
+    diverged check judges the others against 4.0: only 39.0 is named."""
+    frame = grid.configs.iloc[[0, 1]][["N", "D", "lr"]]
+    frame = pd.concat([frame, frame.iloc[[0]].assign(lr=2e-3)]).reset_index(drop=True)
+    grid = campaign_grid_with_lrs(grid, (1e-3, 2e-3, 3e-3))
+    notes = read_campaign_runs(frame.assign(loss=[4.0, 0.4, 39.0]), grid).notes
+    assert ("<DataFrame>: data row 2: completed with a loss under half its cell's median "
+            "(down to 0.4 nats): a typo (a lost digit)?") in " ".join(notes)
+    (diverged,) = [n for n in notes if "over 2x its cell's best" in n]
+    assert diverged.startswith("<DataFrame>: data row 3: completed")
+    ordinary = read_campaign_runs(frame.assign(loss=[4.0, 3.6, 4.3]), grid).notes
+    assert not [n for n in ordinary if "typo" in n or "diverged" in n]
+
+
+def campaign_grid_with_lrs(grid, lrs):
+    """The fixture's N and D with three learning rates (a cell of three runs)."""
+    from scalebo.search.grid import Grid
+
+    N, D = sorted(set(grid.configs["N"])), sorted(set(grid.configs["D"]))
+    return Grid.from_frame(pd.DataFrame([(n, d, lr) for n in N for d in D for lr in lrs],
+                                        columns=["N", "D", "lr"]), n_held_out_cells=0)

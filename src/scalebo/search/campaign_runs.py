@@ -50,6 +50,7 @@ from scalebo.search.runs_columns import (
     positive_numbers,
     run_statuses,
     suspect_diverged,
+    suspect_low,
     too_low_note,
     unused_settings,
 )
@@ -247,6 +248,12 @@ def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status:
     cells = np.asarray(grid.cell_ids)[idx]
     notes = []
     done = np.array([k is RunStatus.COMPLETED for k in kinds]) & told
+    if (low := suspect_low(np.where(done, loss, np.nan), cells)).any():  # not the yardstick
+        notes.append(f"{shown_rows((np.flatnonzero(low) + 1).tolist())}: completed with a loss "
+                     f"under half its cell's median (down to {loss[low].min():.4g} nats): a "
+                     "typo (a lost digit)? The law and the search use it as written: fix the "
+                     "file if so")
+        done = done & ~low
     high, median = suspect_diverged(np.where(done, loss, np.nan), cells, grid.cost[idx])
     if high.any():
         fix = ("--diverged-above LOSS counts them" if diverged_above is None else

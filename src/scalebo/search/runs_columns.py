@@ -25,7 +25,7 @@ from scalebo.errors import RunTableError, closest, data_rows
 
 __all__ = ["CHEAPER_RATIO", "COST_RATIO", "DIVERGED_RATIO", "RunStatus", "check_run_columns",
            "cost_notes", "diverged_rule", "grid_numbers", "map_columns", "numbers",
-           "positive_numbers", "run_statuses", "suspect_diverged", "too_low_note",
+           "positive_numbers", "run_statuses", "suspect_diverged", "suspect_low", "too_low_note",
            "unused_settings"]
 
 #: A loss above this multiple of its (N, D) cell's best loss looks like a diverged run told
@@ -258,6 +258,20 @@ def suspect_diverged(loss: np.ndarray, cells: np.ndarray, cost: np.ndarray | Non
         # cheapest cell, or several, that diverged whole), the median is the yardstick
         high |= ok & (np.minimum(loss, cheaper) > CHEAPER_RATIO * median)
     return high, median
+
+
+def suspect_low(loss: np.ndarray, cells: np.ndarray) -> np.ndarray:
+    """Which finite losses (nats, ``(n,)``; ``cells``: each run's (N, D) cell id) lie under
+    the median of their cell over :data:`DIVERGED_RATIO`, in a cell of at least 3 finite
+    losses, ``(n,)`` bool: a digit lost in typing (0.4 for 4.0), which would make the
+    cell's other runs look diverged. A cell's worst-tuned runs lie above its median, never
+    this far under it."""
+    loss = np.asarray(loss, dtype=np.float64)
+    ok = np.isfinite(loss)
+    frame = pd.DataFrame({"loss": np.where(ok, loss, np.nan), "cell": np.asarray(cells)})
+    grouped = frame.groupby("cell")["loss"]
+    median, count = grouped.transform("median").to_numpy(), grouped.transform("count")
+    return ok & (count.to_numpy() >= 3) & (loss < median / DIVERGED_RATIO)
 
 
 def _best_cheaper(loss: np.ndarray, cost: np.ndarray) -> np.ndarray:
