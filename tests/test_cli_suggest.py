@@ -187,7 +187,7 @@ def test_quiet_keeps_the_notes_about_the_runs(campaign):
                                        "note: 1 crashed run (no loss: nan.csv: data row 4) "
                                        "is not proposed again: a crash says nothing of the "
                                        "configuration, so scalebo suggest --retry-failed "
-                                       "crashed (suggest_runs(..., retry_failed='crashed')) "
+                                       "crashed (retry_failed='crashed' in Python) "
                                        "proposes it again where it scores"]
 
 

@@ -23,7 +23,7 @@ def test_a_crashed_run_is_named_with_how_to_retry_it(grid):  # noqa: F811
     assert runs.crashed.size == 1 and runs.failed.size == 2
     said = ("1 crashed run (no loss: runs.csv: data row 6) is not proposed again: a crash "
             "says nothing of the configuration, so scalebo suggest --retry-failed crashed "
-            "(suggest_runs(..., retry_failed='crashed')) proposes it again where it scores")
+            "(retry_failed='crashed' in Python) proposes it again where it scores")
     res = suggest_runs(grid, runs, 0.5 * grid.budget_total, batch=2)
     assert any(n.startswith(said) for n in res.notes)
     again = suggest_runs(grid, runs, 0.5 * grid.budget_total, batch=2, retry_failed="crashed")

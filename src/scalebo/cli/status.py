@@ -75,8 +75,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="what the intervals are about: the law a fit on the whole grid "
                             "of recorded runs would give (reference; 0 wide once the "
                             "envelope's runs are trained) or the noise-free law (noise_free: "
-                            "keeps the run-to-run noise of the trained runs; default "
-                            "reference)")
+                            "keeps the run-to-run noise of the trained runs, and fits the "
+                            "point law on the GP's noise-free means of trained runs too, so "
+                            "'loss (fit)' moves as well; default reference)")
     group.add_argument("--min-shrink", type=positive_float, default=0.2, metavar="F",
                        help="with --estimand noise_free, also stop when training every "
                             "untried configuration would narrow the 80 %% interval by less "

@@ -72,5 +72,5 @@ def crashed_note(crashed: Sequence[int], rows: dict[int, tuple[str, int]]) -> st
     return (f"{n} crashed run{'s' if n > 1 else ''} (no loss{': ' + said if said else ''}) "
             f"{'are' if n > 1 else 'is'} not proposed again: a crash says nothing of the "
             f"configuration, so scalebo suggest --retry-failed crashed "
-            f"(suggest_runs(..., retry_failed='crashed')) proposes {them} again where "
+            f"(retry_failed='crashed' in Python) proposes {them} again where "
             f"{'they score' if n > 1 else 'it scores'}")
