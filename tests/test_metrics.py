@@ -244,3 +244,32 @@ def test_bootstrap_summary_says_why_replicates_are_missing(problem):
     assert out["n_failed"] == out["n_unidentified"] + out["n_unconverged"] \
         + out["n_no_prediction"]
     assert out["predicted_loss"] is not None and out["samples"] == 200
+
+
+def test_the_fill_ins_point_is_the_posterior_median_only_outside_its_80_interval(problem):
+    """Losses L_ref(C) + δ fit exactly E + δ (above). A law posterior whose 80 % interval at
+    1e25 excludes that fit moves the point estimate there, and only there, to its median;
+    one that contains it leaves the fit's value; without a posterior nothing changes."""
+    from scalebo.bench.metrics import point_estimate
+
+    assert point_estimate(2.0, {"q10": 1.9, "q50": 1.95, "q90": 2.1}) == (2.0, "fit")
+    assert point_estimate(2.2, {"q10": 1.9, "q50": 1.95, "q90": 2.1}) == (1.95,
+                                                                          "posterior median")
+    assert point_estimate(1.8, None) == (1.8, "fit")
+    ref = problem.reference_compute
+    C = problem.grid.cost[problem.envelope_idx]
+    delta = 0.01
+    table = pd.DataFrame({"N": 1.0, "D": C / 6, "C": C, "loss": ref.predict(C[:, None]) + delta})
+    at = {c_key(c): float(ref.predict(np.array([[c]]))[0]) for c in EXTRAPOLATION_C}
+    wide = {k: {"q10": v - 1, "q50": v, "q90": v + 1} for k, v in at.items()}
+    narrow = dict(wide, **{"1e+25": {"q10": at["1e+25"] - 0.002, "q50": at["1e+25"] - 0.001,
+                                     "q90": at["1e+25"]}})  # the fit lies 0.01 above
+    plain = law_metrics(problem, "compute", table)
+    same = law_metrics(problem, "compute", table, posterior={"predicted_loss": wide})
+    moved = law_metrics(problem, "compute", table, posterior={"predicted_loss": narrow})
+    assert plain.extrapolation_pct == same.extrapolation_pct
+    assert set(plain.point_from.values()) == set(same.point_from.values()) == {"fit"}
+    assert moved.point_from == {"1e+25": "posterior median", "1e+27": "fit", "1e+29": "fit"}
+    assert moved.extrapolation_pct["1e+25"] == pytest.approx(-100 * 0.001 / at["1e+25"])
+    assert moved.extrapolation_pct["1e+27"] == plain.extrapolation_pct["1e+27"]
+    assert moved.params == plain.params  # the law itself is the fit's

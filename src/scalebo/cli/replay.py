@@ -30,7 +30,12 @@ from scalebo.cli.common import (
     write_json,
     write_json_file,
 )
-from scalebo.cli.replay_tables import failure_rows, interval_rows, untrusted_notes
+from scalebo.cli.replay_tables import (
+    failure_rows,
+    interval_rows,
+    metric_notes,
+    untrusted_notes,
+)
 
 NAME = "replay"
 HELP = "replay a budgeted search on a recorded grid and score the recovered law"
@@ -377,12 +382,7 @@ def _table(rec: Any) -> str:
     head = (f"{rec.dataset}: {rec.method.label()}, seed {rec.seed}; "
             f"{rec.timings['total']:.1f} s\n")
     out = head + format_table(rows, cols) + "\n" + _legend(rows)
-    notes = [f"note at {m.budget:g}: {m.fantasize_message}" for m in rec.metrics
-             if m.fantasized is not None and m.fantasize_message]
-    notes += [f"note at {m.budget:g}: {m.n_failed} of the {m.n_runs + m.n_failed} runs "
-              "failed (crashed, or diverged under --diverged-above): compute spent, no loss"
-              for m in rec.metrics if m.n_failed]
-    out += "".join("\n" + n for n in notes)
+    out += "".join("\n" + n for n in metric_notes(rec))
     why = failure_rows(rec)
     if why:
         out += ("\n\nwhy there is no estimate (fits that failed, law posteriors not drawn)\n"

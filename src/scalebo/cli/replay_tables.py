@@ -8,7 +8,7 @@ from typing import Any
 
 from scalebo.search.stopping import bound_note
 
-__all__ = ["failure_rows", "interval_rows", "untrusted_notes"]
+__all__ = ["failure_rows", "interval_rows", "metric_notes", "untrusted_notes"]
 
 
 def _at_1e25(entry: dict, field: str) -> Any:
@@ -88,4 +88,23 @@ def untrusted_notes(rec: Any) -> list[str]:
               if (q := _at_1e25(entry, "predicted_loss")) and q.get("q10") is not None
               and q["q90"] == q["q10"]
               and int(entry.get("samples") or 0) - int(entry.get("n_failed") or 0) > 1]
+    return notes
+
+
+def metric_notes(rec: Any) -> list[str]:
+    """Notes under the metrics table, per recorded budget: what the fill-in said (left out,
+    failed), the runs that failed, and the compute targets where the fill-in's point is
+    the law posterior's median (:func:`~scalebo.bench.metrics.point_estimate`)."""
+    notes = [f"note at {m.budget:g}: {m.fantasize_message}" for m in rec.metrics
+             if m.fantasized is not None and m.fantasize_message]
+    notes += [f"note at {m.budget:g}: {m.n_failed} of the {m.n_runs + m.n_failed} runs "
+              "failed (crashed, or diverged under --diverged-above): compute spent, no loss"
+              for m in rec.metrics if m.n_failed]
+    for m in rec.metrics:
+        for law, lm in (m.fantasized or {}).items():
+            moved = [k for k, v in (lm.point_from or {}).items() if v == "posterior median"]
+            if moved:
+                notes.append(f"note at {m.budget:g}: the {law} law's point at {', '.join(moved)} "
+                             "FLOPs is the law posterior's median: the fill-in's fit lies "
+                             "outside the posterior's 80 % interval there")
     return notes
