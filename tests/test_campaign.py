@@ -395,6 +395,10 @@ def test_a_setting_the_grid_has_no_axis_for_is_said(grid):
     assert not [n for n in read_campaign_runs(frame, grid).notes if "vary inside" in n]
     timed = frame.assign(seconds=100.0 * np.arange(1, 9) ** 1.3, width=frame["N"] / 1e5)
     assert not [n for n in read_campaign_runs(timed, grid).notes if "vary inside" in n]
+    # a review: a failed attempt beside its retry made a wall time vary like a setting
+    retried = pd.concat([timed.iloc[[0]].assign(loss=np.nan, status="failed", seconds=3.0),
+                         timed.assign(status="completed")]).reset_index(drop=True)
+    assert not [n for n in read_campaign_runs(retried, grid).notes if "vary inside" in n]
     (note,) = [n for n in read_campaign_runs(frame.assign(bs=[256, 512] * 4), grid).notes
                if "vary inside" in n]
     assert note == ("<DataFrame>: column(s) 'bs' vary inside (N, D) cells like settings, but "
@@ -423,19 +427,27 @@ def test_an_anchor_among_the_suggestions_is_not_said_to_be_held_back(tmp_path):
 
 
 def test_a_loss_typed_a_digit_short_is_named_and_not_a_yardstick(grid):
-    """A trial: losses 4.0, 0.4 (a typo) and 39.0 in one cell. The note blamed 4.0 and 39.0
-    as over 2x the cell's best (0.4) and never named the typo. Now the typo is named and the
-    diverged check judges the others against 4.0: only 39.0 is named."""
-    frame = grid.configs.iloc[[0, 1]][["N", "D", "lr"]]
-    frame = pd.concat([frame, frame.iloc[[0]].assign(lr=2e-3)]).reset_index(drop=True)
+    """A trial: losses 4.0, 0.4 (a typo) and 39.0 in the cheapest cell, beside a costlier
+    cell at 3.5: the note blamed 4.0 and 39.0 as over 2x the cell's best (0.4) and never
+    named the typo. Now the typo is named (under half the loss of a costlier cell's run)
+    and the diverged check judges the others against 4.0. A review: a sweep whose other
+    learning rates diverged (3.0 beside 7.0, 7.1) is not a typo."""
     grid = campaign_grid_with_lrs(grid, (1e-3, 2e-3, 3e-3))
-    notes = read_campaign_runs(frame.assign(loss=[4.0, 0.4, 39.0]), grid).notes
-    assert ("<DataFrame>: data row 2: completed with a loss under half its cell's median "
-            "(down to 0.4 nats): a typo (a lost digit)?") in " ".join(notes)
+    cheap = grid.configs.iloc[[0, 1, 2]][["N", "D", "lr"]]  # (1e8, 2e9) at three rates
+    costly = grid.configs.iloc[[3]][["N", "D", "lr"]]  # (1e8, 6e9)
+    frame = pd.concat([cheap, costly]).reset_index(drop=True)
+    notes = read_campaign_runs(frame.assign(loss=[4.0, 0.4, 39.0, 3.5]), grid).notes
+    assert ("<DataFrame>: data row 2: completed with a loss under half that of a run of "
+            "another cell costing as much or more (down to 0.4 nats): a typo") in " ".join(notes)
     (diverged,) = [n for n in notes if "over 2x its cell's best" in n]
     assert diverged.startswith("<DataFrame>: data row 3: completed")
-    ordinary = read_campaign_runs(frame.assign(loss=[4.0, 3.6, 4.3]), grid).notes
-    assert not [n for n in ordinary if "typo" in n or "diverged" in n]
+    swept = read_campaign_runs(frame.assign(loss=[3.0, 7.0, 7.1, 2.9]), grid).notes
+    assert not [n for n in swept if "typo" in n]
+    (diverged,) = [n for n in swept if "over 2x its cell's best" in n]
+    assert diverged.startswith("<DataFrame>: data rows 2 and 3: completed")
+    from scalebo.search.runs_columns import suspect_low
+
+    assert not suspect_low(np.array([4.0, 0.4, 39.0]), np.zeros(3), np.ones(3)).any()
 
 
 def campaign_grid_with_lrs(grid, lrs):

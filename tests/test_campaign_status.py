@@ -199,8 +199,9 @@ def test_stop_rule_by_hand():
     # it; one plainly outside is "wider than" it (a trial read "not surely within" of ±5.9 %)
     stop, why = stop_decision({1e25: 0.004, 1e24: 0.02}, remaining=0.0, cheapest_left=1e18,
                               uppers={1e25: 0.007, 1e24: 0.03})
-    assert stop and why.endswith("; the interval is not surely within the tolerance: ±0.4 % "
-                                 "at 1e+25 FLOPs, ±2 % at 1e+24 FLOPs against ±0.5 %")
+    assert stop and why.endswith("; the interval is wider than the tolerance: ±2 % at 1e+24 "
+                                 "FLOPs; not surely within it: ±0.4 % at 1e+25 FLOPs against "
+                                 "±0.5 %")
     assert "the interval" not in stop_decision({1e25: 0.004}, remaining=0.0, cheapest_left=1e18,
                                                uppers={1e25: 0.0045})[1]
     # Budget used up with runs in flight: stop starting runs, but the law is not final yet.

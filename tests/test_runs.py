@@ -730,8 +730,21 @@ def test_a_typo_in_a_column_no_fit_uses_is_a_warning():
     frame = pd.DataFrame({"N": [1e8, 1e8, 2e8, 2e8], "D": [1e9, 2e9, 1e9, 2e9],
                           "loss": [3.1, 3.0, 2.9, 2.8], "error": ["0.7", "0.3x", "0.6", "0.5"]})
     with pytest.warns(UserWarning, match=r"data row 2, column 'error': expected a number, got "
-                      r"'0\.3x' .*; it is not a hyperparameter \(it does not vary inside an "
-                      r"\(N, D\) cell\), so no fit uses it and it is kept as written\."):
+                      r"'0\.3x' .*; it is not taken as a hyperparameter, so its values are kept "
+                      r"as written"):
         table = load_runs(frame)
     assert table.hyperparameters == () and len(table.frame) == 4
     assert table.frame["error"].tolist() == ["0.7", "0.3x", "0.6", "0.5"]
+    # a review: the typo itself can be what makes a column vary inside a cell (lr 1e-3
+    # everywhere, a second run of one cell at '3e-4x'): still the error that names it
+    lr = frame.drop(columns="error").assign(N=[1e8, 1e8, 2e8, 4e8], D=1e9,
+                                            lr=["1e-3", "3e-4x", "1e-3", "1e-3"])
+    with pytest.raises(RunTableError, match=r"data row 2, column 'lr': expected a number, got "
+                       r"'3e-4x'"):
+        load_runs(lr)
+    # a measured column beside a learning-rate sweep is not a setting: a warning too
+    sweep = pd.DataFrame({"N": [1e8] * 3 + [2e8] * 3, "D": 1e9, "lr": [1e-3, 2e-3, 4e-3] * 2,
+                          "loss": [3.1, 3.0, 3.2, 2.9, 2.8, 3.0],
+                          "acc": ["0.31", "0.33x", "0.30", "0.35", "0.36", "0.34"]})
+    with pytest.warns(UserWarning, match="column 'acc': expected a number"):
+        assert load_runs(sweep).hyperparameters == ("lr",)

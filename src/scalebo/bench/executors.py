@@ -77,10 +77,15 @@ def dask_client(address: Any) -> tuple[Any, bool]:
         raise ValueError(f"--dask-scheduler {address}: cannot connect ({exc}); start the "
                          "scheduler and its workers first (dask scheduler, dask worker "
                          "ADDRESS) and give its address, e.g. tcp://host:8786") from None
-    if not client.scheduler_info().get("workers"):
-        warnings.warn(f"the Dask scheduler {client.scheduler.address} has no workers: the "
-                      "cells wait until one joins (dask worker ADDRESS)", UserWarning,
-                      stacklevel=3)
+    try:
+        if not client.scheduler_info().get("workers"):
+            warnings.warn(f"the Dask scheduler {client.scheduler.address} has no workers: the "
+                          "cells wait until one joins (dask worker ADDRESS)", UserWarning,
+                          stacklevel=3)
+    except BaseException:  # a warning turned error (-W error), an interrupt: not left open
+        if own:
+            client.close()
+        raise
     return client, own
 
 

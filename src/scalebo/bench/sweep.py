@@ -350,7 +350,7 @@ def _run(config: SweepConfig, out: Path, cell_fn: CellFn | None, group_fn: Group
                     text = f"{rec['cell']['dataset']['name']}: {note}"
                     if text not in notes:
                         notes[text] = None
-                        warnings.warn(text, UserWarning, stacklevel=2)
+                        warnings.warn(text, UserWarning, stacklevel=3)  # run_sweep's caller
             advance(len(records))
     return SweepSummary(
         total=len(cells), skipped=len(cells) - len(pending), ran=n_cells,

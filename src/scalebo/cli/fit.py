@@ -193,7 +193,8 @@ def run(args: argparse.Namespace) -> int:
         # a run column tells checkpoints of two runs at one (N, D) apart (seeds)
         table = collect_warnings(lambda: load_input(args, (args.run,) if args.run else ()), seen)
     except RunTableError as exc:
-        if "missing required column(s) ['N']" in str(exc) and "N" not in law.variables:
+        if ("missing required column(s) ['N']" in str(exc)
+                and not {"N", "C"} & set(law.variables)):  # C alone: the hint above says
             raise RunTableError(f"{exc} Law {law.name!r} does not use N, but each run's "
                                 "compute C = 6·N·D (frontiers, predictions) needs its parameter "
                                 "count: add a column N (e.g. 12·width²·depth for a "
@@ -250,10 +251,11 @@ def run(args: argparse.Namespace) -> int:
 def _formula_route(law: Any) -> str:
     """For a sum of power laws in other variables than C or (N, D) (``width_depth``): the
     same law as a formula, which predicts at a point of its variables (``--predict-at``)."""
+    from scalebo.fitting.summary import prediction_kind
     from scalebo.laws.power import PowerLawSum
 
-    if not isinstance(law, PowerLawSum):
-        return ""
+    if not isinstance(law, PowerLawSum) or prediction_kind(law) is not None:
+        return ""  # a law in C or (N, D) predicts (--predict) and plots as it is
     formula, bounds = law.as_formula()
     point = ",".join(f"{v}=VALUE" for v in law.variables)
     return (f"; to predict at a point of its variables or plot the fit, fit the same law as "

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from scalebo.data.columns import parse_number, text_column, to_numbers
+from scalebo.data.columns import default_hyperparameters, parse_number, text_column, to_numbers
 from scalebo.errors import RunTableError
 from scalebo.errors import data_rows as _rows
 
@@ -46,20 +46,27 @@ def check_typos(frame: pd.DataFrame, columns: Sequence[str], name: str
 
 def judge_typos(valid: pd.DataFrame, typos: dict[str, str], config_columns: tuple[str, ...]
                 ) -> None:
-    """Raise for a column of :func:`check_typos` that, read with its bad values blank, varies
-    inside an (N, D) cell (``valid``: the runs with a loss): a setting, which as text would
-    silently stop being a hyperparameter and merge the runs it tells apart. Any other such
-    column (a metric beside the loss, one run per cell) is not used by a fit: its values
-    stay as written, with a warning."""
+    """Raise for a column of :func:`check_typos` that the default rule
+    (:func:`~scalebo.data.columns.default_hyperparameters`, on ``valid``: the runs with a
+    loss) takes as a hyperparameter once each bad value counts as a value of its own (as
+    the typo reads): as text it would silently stop being one and merge the runs it tells
+    apart. Any other such column (a metric beside the loss, one run per cell, or a measured
+    column beside a learning-rate sweep) keeps its values as written, with a warning."""
     if not typos:
         return
-    keys = [k for k in ("N", "D", *config_columns) if k in valid]
+    probe = valid.copy()
+    for column in typos:  # a bad value becomes a number no other cell holds
+        values = to_numbers(probe[column]).to_numpy(copy=True)
+        bad = ~np.isfinite(values) & ~probe[column].isna().to_numpy()  # text or inf, not blank
+        span = float(np.abs(values[~bad & np.isfinite(values)]).max(initial=0.0))
+        values[bad] = -(span + 1.0) * (1.0 + np.arange(int(bad.sum())))
+        probe[column] = values
+    setting = set(default_hyperparameters(probe, config_columns))
     for column, text in typos.items():
-        values = to_numbers(valid[column])  # the bad ones blank
-        if values.groupby([valid[k] for k in keys]).nunique(dropna=True).max() > 1:
+        if column in setting:
             raise RunTableError(f"{text}. Fix the value(s), or name the hyperparameter columns "
                                 "to leave this one out (fit --hyperparameters, replay --axes, "
                                 "hyperparameters= in Python).")
-        warnings.warn(f"{text}; it is not a hyperparameter (it does not vary inside an (N, D) "
-                      "cell), so no fit uses it and it is kept as written.",
+        warnings.warn(f"{text}; it is not taken as a hyperparameter, so its values are kept as "
+                      "written (a fit of this column, --response, stops at that row).",
                       UserWarning, stacklevel=4)

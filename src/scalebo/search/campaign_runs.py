@@ -248,11 +248,12 @@ def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status:
     cells = np.asarray(grid.cell_ids)[idx]
     notes = []
     done = np.array([k is RunStatus.COMPLETED for k in kinds]) & told
-    if (low := suspect_low(np.where(done, loss, np.nan), cells)).any():  # not the yardstick
+    low = suspect_low(np.where(done, loss, np.nan), cells, grid.cost[idx])
+    if low.any():  # a typo is no yardstick of the diverged check below
         notes.append(f"{shown_rows((np.flatnonzero(low) + 1).tolist())}: completed with a loss "
-                     f"under half its cell's median (down to {loss[low].min():.4g} nats): a "
-                     "typo (a lost digit)? The law and the search use it as written: fix the "
-                     "file if so")
+                     f"under half that of a run of another cell costing as much or more (down "
+                     f"to {loss[low].min():.4g} nats): a typo (a lost digit)? The law and the "
+                     "search use it as written: fix the file if so")
         done = done & ~low
     high, median = suspect_diverged(np.where(done, loss, np.nan), cells, grid.cost[idx])
     if high.any():
@@ -316,10 +317,11 @@ def read_campaign_runs(source: str | Path | pd.DataFrame | None, grid: Grid, *,
             notes.append(f"data row {pos + 1}: counted as failed because {why}")
         kinds.append(RunStatus.FAILED)
     notes += _diverged_notes(grid, idx, kinds, status, loss, diverged_above)
-    notes += unused_settings(frame, grid.input_columns, (*_WRITTEN, "status"))
     notes += cost_notes(frame, cost, planned := np.asarray(grid.budget_cost)[idx], grid.price_unit)
     row_cost = np.where(np.isfinite(cost), cost, planned)
     keep, superseded = _one_row_per_configuration(grid, idx, kinds, name, notes, frame)
+    done = keep & np.array([k is RunStatus.COMPLETED for k in kinds], dtype=bool)
+    notes += unused_settings(frame[done], grid.input_columns, (*_WRITTEN, "status"))
     held = keep & np.asarray(grid.held_out)[idx]  # SearchLoop refuses them: set aside
     if held.any():
         notes.append(f"{shown_rows((np.flatnonzero(held) + 1).tolist())}: in the grid's "

@@ -134,8 +134,9 @@ def unused_settings(frame: pd.DataFrame, inputs: Sequence[str], written: Sequenc
     """A note naming the runs file's columns that vary inside an (N, D) cell like settings
     (the run tables' rule, :func:`~scalebo.data.columns.default_hyperparameters`) but are
     not among the grid's ``inputs`` (N, D, axes): the campaign cannot tell runs apart by
-    them (a batch size the grid has no axis for); ``written``: columns a campaign writes
-    itself. Empty when there is none."""
+    them (a batch size the grid has no axis for); ``frame``: one completed run per
+    configuration (a failed attempt beside its retry would make a wall time look like a
+    setting); ``written``: columns a campaign writes itself. Empty when there is none."""
     from scalebo.data.columns import default_hyperparameters
 
     if not {"N", "D"} <= set(frame.columns):
@@ -260,18 +261,24 @@ def suspect_diverged(loss: np.ndarray, cells: np.ndarray, cost: np.ndarray | Non
     return high, median
 
 
-def suspect_low(loss: np.ndarray, cells: np.ndarray) -> np.ndarray:
-    """Which finite losses (nats, ``(n,)``; ``cells``: each run's (N, D) cell id) lie under
-    the median of their cell over :data:`DIVERGED_RATIO`, in a cell of at least 3 finite
-    losses, ``(n,)`` bool: a digit lost in typing (0.4 for 4.0), which would make the
-    cell's other runs look diverged. A cell's worst-tuned runs lie above its median, never
-    this far under it."""
+def suspect_low(loss: np.ndarray, cells: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """Which finite losses (nats, ``(n,)``; ``cells``: each run's (N, D) cell id; ``cost``:
+    its compute) lie under the best loss of the runs of other cells that cost at least as
+    much over :data:`DIVERGED_RATIO`, ``(n,)`` bool: more compute doing twice as badly
+    breaks every scaling law, while a digit lost in typing (0.4 for 4.0) does that. Within
+    one cell nothing is judged: a learning-rate sweep whose other rates diverged leaves its
+    good run far under the rest (a review), exactly as a typo would."""
     loss = np.asarray(loss, dtype=np.float64)
+    cells, cost = np.asarray(cells), np.asarray(cost, dtype=np.float64)
     ok = np.isfinite(loss)
-    frame = pd.DataFrame({"loss": np.where(ok, loss, np.nan), "cell": np.asarray(cells)})
-    grouped = frame.groupby("cell")["loss"]
-    median, count = grouped.transform("median").to_numpy(), grouped.transform("count")
-    return ok & (count.to_numpy() >= 3) & (loss < median / DIVERGED_RATIO)
+    if ok.sum() < 2:
+        return np.zeros(loss.size, dtype=bool)
+    L, K, C = loss[ok], cells[ok], cost[ok]
+    beside = (C[None, :] >= C[:, None]) & (K[None, :] != K[:, None])  # costlier, other cell
+    best = np.where(beside, L[None, :], np.inf).min(axis=1)
+    out = np.zeros(loss.size, dtype=bool)
+    out[ok] = np.isfinite(best) & (L < best / DIVERGED_RATIO)  # none costlier: not judged
+    return out
 
 
 def _best_cheaper(loss: np.ndarray, cost: np.ndarray) -> np.ndarray:

@@ -152,18 +152,21 @@ def _unsettled(status: str, message: str, at_bound: Sequence[str]) -> str:
 def _unsure(widths: Mapping[float, float | None], tolerance: float,
             uppers: Mapping[float, float | None]) -> str:
     """``"; the interval is wider than the tolerance: ±5.92 % at 1e+22 FLOPs against
-    ±0.5 %"`` when every unsettled width is over it, else ``"not surely within"`` (a width
-    within it that the rule does not trust, ``"none"`` at a target without an interval):
-    what a stop on budget leaves unsure."""
+    ±0.5 %"``, with ``"not surely within it: ..."`` for the targets whose width is within
+    the tolerance but not settled by its resamples, or that have no interval (``none``):
+    what a stop on budget leaves unsure, "" when nothing is."""
     unsure = {C: w for C, w in widths.items()
               if w is None or not at_floor(w, None, tolerance=tolerance, upper=uppers.get(C))}
     if not unsure:
         return ""
-    what = ("wider than" if all(w is not None and w > tolerance for w in unsure.values())
-            else "not surely within")
-    return (f"; the interval is {what} the tolerance: " + ", ".join(
-        f"{'none' if w is None else f'±{100 * w:.3g} %'} at {C:.3g} FLOPs"
-        for C, w in unsure.items()) + f" against ±{100 * tolerance:g} %")
+    wide = [(C, w) for C, w in unsure.items() if w is not None and w > tolerance]
+    loose = [(C, w) for C, w in unsure.items() if w is None or w <= tolerance]
+    parts = [f"{what}: " + ", ".join(f"{'none' if w is None else f'±{100 * w:.3g} %'} at "
+                                     f"{C:.3g} FLOPs" for C, w in group)
+             for what, group in (("wider than the tolerance", wide),
+                                 ("not surely within " + ("it" if wide else "the tolerance"),
+                                  loose)) if group]
+    return f"; the interval is {'; '.join(parts)} against ±{100 * tolerance:g} %"
 
 
 def stop_decision(widths: Mapping[float, float | None], *, remaining: float,
