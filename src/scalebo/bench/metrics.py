@@ -234,8 +234,9 @@ def point_estimate(fitted: float, quantiles: Mapping[str, float] | None) -> tupl
     configurations, and an envelope of means lies above the mean of the envelopes the
     posterior's samples see where the GP is unsure; outside the posterior's central 80 %
     the two disagree and the median is the one that accounts for that. Measured (0.4.19,
-    8 grids × seeds 0–19 × 1 / 5 / 10 %, at 1e25 FLOPs): the rule changed 18 of 480
-    compute-law estimates (closer to the full grid's law in 14, farther in 2) and 14 of 480
+    8 grids × seeds 0–19 × 1 / 5 / 10 %, at 1e25 FLOPs): the rule changed 17 of 480
+    compute-law estimates (closer to the full grid's law in 12, farther in 2, the same to
+    1e-9 in 3) and 13 of 480
     Chinchilla ones (10 and 3); always taking the median was worse on the learning-rate-only
     and envelope-heavy grids."""
     q = quantiles or {}

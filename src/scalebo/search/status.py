@@ -305,8 +305,8 @@ def _median_note(rows: list[TargetStatus]) -> str:
     interval (inside its 95 %), "" otherwise. The fit is of the posterior-mean table, whose
     envelope takes the minimum of means where the GP is unsure: above the mean of the
     minima that the sample fits see. Replays (8 grids × seeds 0–19 × 1 / 5 / 10 %, 0.4.18):
-    the fill-in's fit fell outside the 80 % interval in 18 of 480; there the median was
-    closer to the full grid's law in 14, farther in 2."""
+    the fill-in's fit fell outside the 80 % interval in 17 of 480; there the median was
+    closer to the full grid's law in 12, farther in 2."""
     out = [r for r in rows if r.prediction is not None and r.interval_80 is not None
            and r.median is not None and not r.interval_80[0] <= r.prediction <= r.interval_80[1]]
     if not out:
