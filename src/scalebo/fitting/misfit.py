@@ -70,19 +70,27 @@ def misfit_notes(law_name: str, params: Mapping[str, float], C: np.ndarray, loss
     return notes
 
 
-def falling_error_note(loss: np.ndarray, y: np.ndarray, target: str) -> str:
-    """A note when a downstream law's response (an error, which rises with the loss) falls
-    as the loss rises (Spearman ρ < −0.5, one-sided p < 0.01, over ≥ 5 runs; pure noise
-    passes ρ < −0.5 alone 17.5 % of the time at n = 5): an accuracy given where the law
-    expects an error; "" otherwise."""
+def _trend(x: np.ndarray, y: np.ndarray, falling: bool) -> float | None:
+    """Spearman ρ of ``y`` against ``x`` when it clearly trends the asked way (|ρ| > 0.5,
+    one-sided p < 0.01, over ≥ 5 finite pairs; pure noise passes |ρ| > 0.5 alone 17.5 % of
+    the time at n = 5), else None."""
     from scipy.stats import spearmanr
 
-    ok = np.isfinite(loss) & np.isfinite(y)
-    if ok.sum() < 5 or np.ptp(loss[ok]) == 0 or np.ptp(y[ok]) == 0:
-        return ""
-    res = spearmanr(loss[ok], y[ok], alternative="less")
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(x) & np.isfinite(y)
+    if ok.sum() < 5 or np.ptp(x[ok]) == 0 or np.ptp(y[ok]) == 0:
+        return None
+    res = spearmanr(x[ok], y[ok], alternative="less" if falling else "greater")
     rho = float(res.statistic)
-    if rho >= -0.5 or not float(res.pvalue) < 0.01:
+    strong = rho < -0.5 if falling else rho > 0.5
+    return rho if strong and float(res.pvalue) < 0.01 else None
+
+
+def falling_error_note(loss: np.ndarray, y: np.ndarray, target: str) -> str:
+    """A note when a downstream law's response (an error, which rises with the loss) falls
+    as the loss rises (:func:`_trend`): an accuracy given where the law expects an error;
+    "" otherwise."""
+    if (rho := _trend(loss, y, falling=True)) is None:
         return ""
     return (f"{target!r} falls as the loss rises (Spearman {rho:.2f}): an accuracy? The "
             f"downstream laws describe an error, which rises with the loss: fit 1 − accuracy")
@@ -90,18 +98,9 @@ def falling_error_note(loss: np.ndarray, y: np.ndarray, target: str) -> str:
 
 def rising_response_note(C: np.ndarray, y: np.ndarray, target: str) -> str:
     """A note when the response ``target`` of a law that falls with scale (a sum of power
-    laws) rises with the runs' compute ``C`` (FLOPs): Spearman ρ > 0.5, one-sided p < 0.01,
-    over ≥ 5 runs (an accuracy fitted as a loss, whose exponents then sit at a bound);
-    "" otherwise."""
-    from scipy.stats import spearmanr
-
-    C, y = np.asarray(C, dtype=np.float64), np.asarray(y, dtype=np.float64)
-    ok = np.isfinite(C) & np.isfinite(y)
-    if ok.sum() < 5 or np.ptp(C[ok]) == 0 or np.ptp(y[ok]) == 0:
-        return ""
-    res = spearmanr(C[ok], y[ok], alternative="greater")
-    rho = float(res.statistic)
-    if rho <= 0.5 or not float(res.pvalue) < 0.01:
+    laws) rises with the runs' compute ``C`` (FLOPs; :func:`_trend`): an accuracy fitted as
+    a loss, whose exponents then sit at a bound; "" otherwise."""
+    if (rho := _trend(C, y, falling=False)) is None:
         return ""
     return (f"{target!r} rises with compute (Spearman {rho:.2f}) where this law falls with "
             "scale toward E: an accuracy? Fit a quantity that falls, e.g. 1 − accuracy")
