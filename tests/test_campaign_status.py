@@ -784,16 +784,16 @@ def test_a_point_fit_outside_its_80_percent_interval_points_to_the_median():
     """A trial: `loss (fit)` 3.04 against a median of 2.35 with no word. Outside the 95 %
     interval the fit and the posterior disagree (said before); outside the 80 % only, the
     median is named as the better point estimate; inside it nothing is said."""
-    from scalebo.search.status import TargetStatus, _median_note, _outside_note
+    from scalebo.search.status import TargetStatus, _outside_note
 
     def row(fit):
         return TargetStatus(C=1e22, prediction=fit, interval_80=[2.02, 2.29],
                             interval_95=[1.91, 2.40], half_width_pct=6.0, N_opt=None,
                             D_opt=None, median=2.24)
 
-    assert _outside_note([row(2.28)]) == _median_note([row(2.28)]) == ""
+    assert _outside_note([row(2.28)]) == _outside_note([row(2.28)], 80) == ""
     assert _outside_note([row(2.33)]) == ""  # inside the 95 %
-    note = _median_note([row(2.33)])
+    note = _outside_note([row(2.33)], 80)
     assert note.startswith("the point fit's loss at 1e+22 FLOPs (2.33 nats) lies outside the "
                            "law posterior's 80 % interval [2.02, 2.29]: the posterior median "
                            "(2.24) is the better point estimate there")

@@ -258,7 +258,7 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
     form_note, outside = law_form_note(summary, chin, targets), _outside_note(rows)
     drawn = fitted_draws(compute)
     law_notes += [frontier_law_note(grid, compute, targets), form_note,
-                  outside or _median_note(rows),
+                  outside or _outside_note(rows, 80),
                   drawn and envelope_share_note(grid.cost[drawn.rows], drawn.mean,
                                                 np.isin(drawn.rows, runs.completed)),
                   runs_only_note(*grid.configs[["N", "D"]].to_numpy()[runs.completed].T,
@@ -283,41 +283,35 @@ def campaign_status(grid: Grid, runs: CampaignRuns, budget: float, *,
                           n_retried=int(runs.n_superseded))
 
 
-def _outside_note(rows: list[TargetStatus]) -> str:
+def _outside_note(rows: list[TargetStatus], level: int = 95) -> str:
     """A note when the point fit's loss at a target lies outside the law posterior's own
-    95 % interval there (the fit on the posterior-mean table and the sample fits disagree:
-    an outlying run, or a law the runs do not pin down), "" otherwise."""
-    out = [r for r in rows if r.prediction is not None and r.interval_95 is not None
-           and not r.interval_95[0] <= r.prediction <= r.interval_95[1]]
+    ``level`` % interval there (95 or 80), "" otherwise. Outside the 95 %, the fit on the
+    posterior-mean table and the sample fits disagree (an outlying run, or a law the runs
+    do not pin down). Outside the 80 % only, the median is the better point estimate: the
+    fit's envelope takes the minimum of the GP's means where it is unsure, above the mean
+    of the minima that the sample fits see (replays, 8 grids × seeds 0–19 × 1 / 5 / 10 %,
+    0.4.18's records: the fill-in's fit fell outside the 80 % interval in 17 of 480; there
+    the median was closer to the full grid's law in 12, farther in 2)."""
+    def interval(r: TargetStatus) -> list[float] | None:
+        return r.interval_95 if level == 95 else r.interval_80
+
+    out = [r for r in rows if r.prediction is not None and interval(r) is not None
+           and (level == 95 or r.median is not None)
+           and not interval(r)[0] <= r.prediction <= interval(r)[1]]
     if not out:
         return ""
-    r = out[0]
-    return (f"the point fit's loss at {r.C:.3g} FLOPs ({r.prediction:.4g} nats) lies outside "
-            f"the law posterior's own 95 % interval [{r.interval_95[0]:.4g}, "
-            f"{r.interval_95[1]:.4g}]" + (f" (and at {len(out) - 1} more target(s))"
-                                          if len(out) > 1 else "")
-            + ": the fit and the posterior's sample fits disagree (an outlying or diverged "
-            "run? a law the runs do not pin down yet): trust neither until more runs agree")
-
-
-def _median_note(rows: list[TargetStatus]) -> str:
-    """A note when the point fit's loss at a target lies outside the law posterior's 80 %
-    interval (inside its 95 %), "" otherwise. The fit is of the posterior-mean table, whose
-    envelope takes the minimum of means where the GP is unsure: above the mean of the
-    minima that the sample fits see. Replays (8 grids × seeds 0–19 × 1 / 5 / 10 %, 0.4.18):
-    the fill-in's fit fell outside the 80 % interval in 17 of 480; there the median was
-    closer to the full grid's law in 12, farther in 2."""
-    out = [r for r in rows if r.prediction is not None and r.interval_80 is not None
-           and r.median is not None and not r.interval_80[0] <= r.prediction <= r.interval_80[1]]
-    if not out:
-        return ""
-    r = out[0]
-    return (f"the point fit's loss at {r.C:.3g} FLOPs ({r.prediction:.4g} nats) lies outside "
-            f"the law posterior's 80 % interval [{r.interval_80[0]:.4g}, {r.interval_80[1]:.4g}]"
-            + (f" (and at {len(out) - 1} more target(s))" if len(out) > 1 else "")
-            + f": the posterior median ({r.median:.4g}) is the better point estimate there; "
-            "the fit is of the GP's mean at untried configurations, which leaves out how "
-            "unsure the GP is about them")
+    r, (lo, hi) = out[0], interval(out[0])
+    head = (f"the point fit's loss at {r.C:.3g} FLOPs ({r.prediction:.4g} nats) lies outside "
+            f"the law posterior's {'own ' if level == 95 else ''}{level} % interval "
+            f"[{lo:.4g}, {hi:.4g}]" + (f" (and at {len(out) - 1} more target(s))"
+                                       if len(out) > 1 else ""))
+    if level == 95:
+        return head + (": the fit and the posterior's sample fits disagree (an outlying or "
+                       "diverged run? a law the runs do not pin down yet): trust neither until "
+                       "more runs agree")
+    return head + (f": the posterior median ({r.median:.4g}) is the better point estimate "
+                   "there; the fit is of the GP's mean at untried configurations, which leaves "
+                   "out how unsure the GP is about them")
 
 
 def _allocation(chin: Any, summary: dict | None, trained: np.ndarray) -> tuple[dict | None, str]:
