@@ -170,7 +170,12 @@ def run(args: argparse.Namespace) -> int:
                          f"--formula only; the built-in law {args.law!r} has bounds, starts "
                          "and residuals of its own")
     from scalebo.errors import RunTableError
-    from scalebo.fitting.summary import default_frontier, fit_summary, prediction_kind
+    from scalebo.fitting.summary import (
+        default_frontier,
+        fit_summary,
+        law_settings,
+        prediction_kind,
+    )
     from scalebo.laws import get_law
     from scalebo.laws.downstream import AS_FORMULA
 
@@ -210,8 +215,7 @@ def run(args: argparse.Namespace) -> int:
         from scalebo.data.checkpoints import with_runs
 
         table = with_runs(table, args.run)
-    # the law's own inputs (width, depth) are not settings it averages over
-    tuned = [h for h in table.hyperparameters if h not in law.variables]
+    tuned = law_settings(table, law)  # not the law's own inputs (width, depth)
     hps = ", ".join(tuned) or "none"
     if (args.frontier or default_frontier(law)) == "all":
         how = f"--frontier all{'' if args.frontier else ', the law default'}"
@@ -250,7 +254,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _formula_route(law: Any) -> str:
     """For a sum of power laws in other variables than C or (N, D) (``width_depth``): the
-    same law as a formula, which predicts at a point of its variables (``--predict-at``)."""
+    same law as a formula, which predicts at a point of its variables (``--predict-at``) and
+    plots its fit (``--plot``); "" for any other law."""
     from scalebo.fitting.summary import prediction_kind
     from scalebo.laws.power import PowerLawSum
 

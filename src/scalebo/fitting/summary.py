@@ -54,7 +54,7 @@ from scalebo.laws import GadreDownstreamLaw, Law, PowerLawSum, SigmoidDownstream
 
 __all__ = ["FIT_ADVICE", "FRONTIERS", "FRONTIER_NOTE_PCT", "UNITS", "FitSummary",
            "default_frontier", "fit_summary", "frontier_note", "law_formula", "one_size_note",
-           "prediction_kind", "predictions", "run_cluster_note", "run_clusters",
+           "law_settings", "prediction_kind", "predictions", "run_cluster_note", "run_clusters",
            "select_points", "tiny_compute_notes"]
 
 FRONTIERS = ("envelope", "hull", "cell", "all")
@@ -83,6 +83,12 @@ def prediction_kind(law: Law) -> str | None:
     if isinstance(law, PowerLawSum) and tuple(law.variables) == ("N", "D"):
         return "allocation"
     return None
+
+
+def law_settings(table: RunTable, law: Law) -> list[str]:
+    """The table's hyperparameters that are not the law's own inputs (a width/depth law's
+    ``width`` and ``depth`` are not settings it averages over or tunes)."""
+    return [h for h in table.hyperparameters if h not in law.variables]
 
 
 def default_frontier(law: Law) -> str:
@@ -322,7 +328,7 @@ def fit_summary(table: RunTable, law: Law | str = "compute", *, frontier: str | 
                          "predicts with --response COL (target= in fit_summary), e.g. a benchmark "
                          "error")
     method = frontier or default_frontier(law)
-    tuned = [h for h in table.hyperparameters if h not in law.variables]  # not width, depth
+    tuned = law_settings(table, law)
     check_law_inputs(table.frame, law, target, table.source)
     points = select_points(table.frame, method, law, target)
     X = points[list(law.variables)].to_numpy(dtype=np.float64)
