@@ -11,7 +11,13 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from scalebo.data.columns import default_hyperparameters, parse_number, text_column, to_numbers
+from scalebo.data.columns import (
+    blank_cells,
+    default_hyperparameters,
+    parse_number,
+    text_column,
+    to_numbers,
+)
 from scalebo.errors import RunTableError
 from scalebo.errors import data_rows as _rows
 
@@ -57,7 +63,7 @@ def judge_typos(valid: pd.DataFrame, typos: dict[str, str], config_columns: tupl
     probe = valid.copy()
     for column in typos:  # a bad value becomes a number no other cell holds
         values = to_numbers(probe[column]).to_numpy(copy=True)
-        bad = ~np.isfinite(values) & ~probe[column].isna().to_numpy()  # text or inf, not blank
+        bad = ~np.isfinite(values) & ~blank_cells(probe[column])  # text or inf, not blank
         span = float(np.abs(values[~bad & np.isfinite(values)]).max(initial=0.0))
         values[bad] = -(span + 1.0) * (1.0 + np.arange(int(bad.sum())))
         probe[column] = values
