@@ -274,8 +274,11 @@ def suspect_low(loss: np.ndarray, cells: np.ndarray, cost: np.ndarray) -> np.nda
     if ok.sum() < 2:
         return np.zeros(loss.size, dtype=bool)
     L, K, C = loss[ok], cells[ok], cost[ok]
-    beside = (C[None, :] >= C[:, None]) & (K[None, :] != K[:, None])  # costlier, other cell
-    best = np.where(beside, L[None, :], np.inf).min(axis=1)
+    best = np.empty(L.size)
+    for lo in range(0, L.size, 512):  # in blocks: memory O(512·n), not O(n²)
+        i = slice(lo, lo + 512)
+        beside = (C[None, :] >= C[i, None]) & (K[None, :] != K[i, None])  # costlier, other cell
+        best[i] = np.where(beside, L[None, :], np.inf).min(axis=1)
     out = np.zeros(loss.size, dtype=bool)
     out[ok] = np.isfinite(best) & (L < best / DIVERGED_RATIO)  # none costlier: not judged
     return out
