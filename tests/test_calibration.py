@@ -123,8 +123,8 @@ def test_pooled_table_prints_targets_and_verdicts(records):
     # 4 of 7 is below the band, but with 7 replays its Wilson interval reaches it (a trial
     # read "below" with n = 2 as a verdict)
     assert lo < 0.7 < hi
-    assert (f"| window | compute | 57 % [{100 * lo:.0f} %, {100 * hi:.0f} %] | below (its 95 % "
-            "CI reaches the target) | 71 % " in md)
+    assert (f"| window | compute | 57 % [{100 * lo:.0f} %, {100 * hi:.0f} %] | below, but its "
+            "95 % CI reaches the target: too few replays to tell | 71 % " in md)
     assert "| window | chinchilla | 100 % [" in md and md.count("above") == 2
     assert md.count(" | 7 (+1 without) |") == 2  # the failed posterior is counted, not dropped
 

@@ -209,7 +209,8 @@ def calibration_table(iv: pd.DataFrame) -> str:
 
 def _verdict(k: int, n: int, level: str) -> str:
     lo, hi = TARGETS[level]  # outside the band, but the Wilson interval may still reach it
-    p, (c_lo, c_hi), reach = k / n, wilson_interval(k, n), " (its 95 % CI reaches the target)"
+    p, (c_lo, c_hi) = k / n, wilson_interval(k, n)
+    reach = ", but its 95 % CI reaches the target: too few replays to tell"  # not a verdict
     return "in target" if lo <= p <= hi else (
         ("below" if p < lo else "above") + (reach if c_hi >= lo and c_lo <= hi else ""))
 
