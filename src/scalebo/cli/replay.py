@@ -351,7 +351,8 @@ def _csv_rows(rec: Any) -> list[dict]:
 
 _LEGEND = ("source: observed = the law fitted on the runs trained, fantasized = on them plus "
            "the surrogate's predicted losses of the untried configurations in the window (the "
-           "default point estimate); "
+           "default point estimate; where it lies outside the law posterior's 80 % interval "
+           "the posterior's median is, as a note says); "
            "runs: configurations trained (diverged ones included); spent: fraction of "
            "C_total; x_floor: spent / the "
            "compute floor (the cost of every cell's best configuration); env_% / cell_%: "
