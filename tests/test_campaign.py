@@ -427,27 +427,32 @@ def test_an_anchor_among_the_suggestions_is_not_said_to_be_held_back(tmp_path):
 
 
 def test_a_loss_typed_a_digit_short_is_named_and_not_a_yardstick(grid):
-    """A trial: losses 4.0, 0.4 (a typo) and 39.0 in the cheapest cell, beside a costlier
-    cell at 3.5: the note blamed 4.0 and 39.0 as over 2x the cell's best (0.4) and never
-    named the typo. Now the typo is named (under half the loss of a costlier cell's run)
-    and the diverged check judges the others against 4.0. A review: a sweep whose other
-    learning rates diverged (3.0 beside 7.0, 7.1) is not a typo."""
+    """A trial: losses 4.0, 0.4 (a typo) and 39.0 in the cheapest cell: the note blamed 4.0
+    and 39.0 as over 2x the cell's best (0.4) and never named the typo. Beside two costlier
+    cells (3.5, 3.4) the typo is named and the diverged check judges the others against
+    4.0. Reviews: a sweep whose other rates diverged (3.0 beside 7.0, 7.1) is not a typo,
+    nor are runs whose only costlier cell diverged."""
+    from scalebo.search.runs_columns import suspect_low
+
     grid = campaign_grid_with_lrs(grid, (1e-3, 2e-3, 3e-3))
     cheap = grid.configs.iloc[[0, 1, 2]][["N", "D", "lr"]]  # (1e8, 2e9) at three rates
-    costly = grid.configs.iloc[[3]][["N", "D", "lr"]]  # (1e8, 6e9)
+    costly = grid.configs.iloc[[3, 6]][["N", "D", "lr"]]  # (1e8, 6e9), (1e8, 2e10)
     frame = pd.concat([cheap, costly]).reset_index(drop=True)
-    notes = read_campaign_runs(frame.assign(loss=[4.0, 0.4, 39.0, 3.5]), grid).notes
-    assert ("<DataFrame>: data row 2: completed with a loss under half that of a run of "
-            "another cell costing as much or more (down to 0.4 nats): a typo") in " ".join(notes)
+    notes = read_campaign_runs(frame.assign(loss=[4.0, 0.4, 39.0, 3.5, 3.4]), grid).notes
+    assert ("<DataFrame>: data row 2: completed with a loss under half the best loss of the "
+            "other cells costing as much or more (at least two; down to 0.4 nats): a typo"
+            ) in " ".join(notes)
     (diverged,) = [n for n in notes if "over 2x its cell's best" in n]
     assert diverged.startswith("<DataFrame>: data row 3: completed")
-    swept = read_campaign_runs(frame.assign(loss=[3.0, 7.0, 7.1, 2.9]), grid).notes
+    swept = read_campaign_runs(frame.assign(loss=[3.0, 7.0, 7.1, 2.9, 2.8]), grid).notes
     assert not [n for n in swept if "typo" in n]
     (diverged,) = [n for n in swept if "over 2x its cell's best" in n]
     assert diverged.startswith("<DataFrame>: data rows 2 and 3: completed")
-    from scalebo.search.runs_columns import suspect_low
-
-    assert not suspect_low(np.array([4.0, 0.4, 39.0]), np.zeros(3), np.ones(3)).any()
+    one_cell = suspect_low(np.array([4.0, 0.4, 39.0]), np.zeros(3), np.ones(3))
+    only_costlier_diverged = suspect_low(np.array([4, 4.1, 4.3, 3.6, 3.7, 3.9, 39.0]),
+                                         np.array([0, 0, 0, 1, 1, 1, 2]),
+                                         np.array([1, 1, 1, 2, 2, 2, 4.0]))
+    assert not one_cell.any() and not only_costlier_diverged.any()
 
 
 def campaign_grid_with_lrs(grid, lrs):

@@ -798,3 +798,6 @@ def test_a_point_fit_outside_its_80_percent_interval_points_to_the_median():
                            "law posterior's 80 % interval [2.02, 2.29]: the posterior median "
                            "(2.24) is the better point estimate there")
     assert "95 % interval [1.91, 2.4]" in _outside_note([row(2.5)])
+    assert _outside_note([row(2.29 + 1e-9)], 80) == ""  # the fitter's precision, not outside
+    with pytest.raises(ValueError, match="level must be 80 or 95"):
+        _outside_note([row(2.5)], 90)

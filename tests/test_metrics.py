@@ -256,6 +256,9 @@ def test_the_fill_ins_point_is_the_posterior_median_only_outside_its_80_interval
     assert point_estimate(2.2, {"q10": 1.9, "q50": 1.95, "q90": 2.1}) == (1.95,
                                                                           "posterior median")
     assert point_estimate(1.8, None) == (1.8, "fit")
+    # a review: a posterior collapsed onto the fit is not "outside" it by rounding
+    assert point_estimate(2.0 + 1e-12, {"q10": 2.0, "q50": 2.0, "q90": 2.0}) == (2.0 + 1e-12,
+                                                                                 "fit")
     ref = problem.reference_compute
     C = problem.grid.cost[problem.envelope_idx]
     delta = 0.01

@@ -742,6 +742,13 @@ def test_a_typo_in_a_column_no_fit_uses_is_a_warning():
     with pytest.raises(RunTableError, match=r"data row 2, column 'lr': expected a number, got "
                        r"'3e-4x'"):
         load_runs(lr)
+    # a second review: a blank beside the typo made the probe drop the column (NaN)
+    blank = pd.DataFrame({"N": [1e8] * 4 + [2e8] * 4, "D": 1e9,
+                          "lr": ["1e-4", "3e-4", "1e-3x", "3e-3", "1e-4", "", "1e-3", "3e-3"],
+                          "loss": [3.1, 3.0, 3.05, 3.2, 2.9, 2.8, 2.85, 3.0]})
+    with pytest.raises(RunTableError, match=r"data row 3, column 'lr': expected a number, got "
+                       r"'1e-3x'"):
+        load_runs(blank)
     # a measured column beside a learning-rate sweep is not a setting: a warning too
     sweep = pd.DataFrame({"N": [1e8] * 3 + [2e8] * 3, "D": 1e9, "lr": [1e-3, 2e-3, 4e-3] * 2,
                           "loss": [3.1, 3.0, 3.2, 2.9, 2.8, 3.0],

@@ -113,8 +113,9 @@ def calibration_figure(iv: pd.DataFrame, path: Path, C: str = "1e+25") -> Path |
             ax.axhline(floor, color="0.5", ls=":", lw=1)
         ax.set(yscale="log", ylabel="median 80 % width (% of ref. loss)" + (
             f"\n(below {floor:g} %: drawn at it, dotted)" if clipped else ""))
-        shown = widths[np.isfinite(widths) & (widths > 0)]
-        narrow = shown.size and shown.max() < 20 * max(shown.min(), floor)  # ~1 decade: 1-2-5
+        shown = np.maximum(widths[np.isfinite(widths)], floor)
+        narrow = shown.size and (np.floor(np.log10(shown.max()))  # under two powers of ten
+                                 - np.ceil(np.log10(shown.min())) < 1)  # inside: label 1-2-5
         ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0) if narrow else (1.0,),
                                               numticks=12))  # (a trial saw one label, "10")
         ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))

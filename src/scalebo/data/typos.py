@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 
 from scalebo.data.columns import (
-    blank_cells,
     default_hyperparameters,
     parse_number,
     text_column,
@@ -61,11 +60,12 @@ def judge_typos(valid: pd.DataFrame, typos: dict[str, str], config_columns: tupl
     if not typos:
         return
     probe = valid.copy()
-    for column in typos:  # a bad value becomes a number no other cell holds
+    for column in typos:  # each bad text (and a blank) becomes a number no other cell holds
         values = to_numbers(probe[column]).to_numpy(copy=True)
-        bad = ~np.isfinite(values) & ~blank_cells(probe[column])  # text or inf, not blank
-        span = float(np.abs(values[~bad & np.isfinite(values)]).max(initial=0.0))
-        values[bad] = -(span + 1.0) * (1.0 + np.arange(int(bad.sum())))
+        bad = ~np.isfinite(values)  # text, inf or blank: a blank would drop the column
+        span = min(float(np.abs(values[~bad]).max(initial=0.0)), 1e300)
+        codes = pd.factorize(probe[column].astype(str).to_numpy()[bad])[0]  # as each reads
+        values[bad] = -(span + 1.0) * (1.0 + codes)
         probe[column] = values
     setting = set(default_hyperparameters(probe, config_columns))
     for column, text in typos.items():

@@ -72,8 +72,8 @@ def misfit_notes(law_name: str, params: Mapping[str, float], C: np.ndarray, loss
 
 def _trend(x: np.ndarray, y: np.ndarray, falling: bool) -> float | None:
     """Spearman ρ of ``y`` against ``x`` when it clearly trends the asked way (|ρ| > 0.5,
-    one-sided p < 0.01, over ≥ 5 finite pairs; pure noise passes |ρ| > 0.5 alone 17.5 % of
-    the time at n = 5), else None."""
+    one-sided p < 0.01, over ≥ 5 finite pairs; at n = 5 pure noise passes ρ > 0.5 alone
+    17.5 % of the time, hence the p-value too), else None."""
     from scipy.stats import spearmanr
 
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)

@@ -251,9 +251,9 @@ def _diverged_notes(grid: Grid, idx: np.ndarray, kinds: list[RunStatus], status:
     low = suspect_low(np.where(done, loss, np.nan), cells, grid.cost[idx])
     if low.any():  # a typo is no yardstick of the diverged check below
         notes.append(f"{shown_rows((np.flatnonzero(low) + 1).tolist())}: completed with a loss "
-                     f"under half that of a run of another cell costing as much or more (down "
-                     f"to {loss[low].min():.4g} nats): a typo (a lost digit)? The law and the "
-                     "search use it as written: fix the file if so")
+                     f"under half the best loss of the other cells costing as much or more (at "
+                     f"least two; down to {loss[low].min():.4g} nats): a typo (a lost digit)? The "
+                     "law and the search use it as written: fix the file if so")
         done = done & ~low
     high, median = suspect_diverged(np.where(done, loss, np.nan), cells, grid.cost[idx])
     if high.any():

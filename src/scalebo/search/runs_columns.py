@@ -263,24 +263,29 @@ def suspect_diverged(loss: np.ndarray, cells: np.ndarray, cost: np.ndarray | Non
 
 def suspect_low(loss: np.ndarray, cells: np.ndarray, cost: np.ndarray) -> np.ndarray:
     """Which finite losses (nats, ``(n,)``; ``cells``: each run's (N, D) cell id; ``cost``:
-    its compute) lie under the best loss of the runs of other cells that cost at least as
-    much over :data:`DIVERGED_RATIO`, ``(n,)`` bool: more compute doing twice as badly
-    breaks every scaling law, while a digit lost in typing (0.4 for 4.0) does that. Within
-    one cell nothing is judged: a learning-rate sweep whose other rates diverged leaves its
-    good run far under the rest (a review), exactly as a typo would."""
+    its compute) lie under the best loss of the other cells that cost at least as much
+    (each cell's costliest run; at least 2 such cells) over :data:`DIVERGED_RATIO`,
+    ``(n,)`` bool: more compute doing twice as badly breaks every scaling law, while a
+    digit lost in typing (0.4 for 4.0) does that. Within one cell nothing is judged (a
+    learning-rate sweep whose other rates diverged leaves its good run far under the rest,
+    as a typo would), nor against one costlier cell alone (its only run may have diverged:
+    two reviews)."""
     loss = np.asarray(loss, dtype=np.float64)
     cells, cost = np.asarray(cells), np.asarray(cost, dtype=np.float64)
     ok = np.isfinite(loss)
-    if ok.sum() < 2:
-        return np.zeros(loss.size, dtype=bool)
-    L, K, C = loss[ok], cells[ok], cost[ok]
-    best = np.empty(L.size)
-    for lo in range(0, L.size, 512):  # in blocks: memory O(512·n), not O(n²)
-        i = slice(lo, lo + 512)
-        beside = (C[None, :] >= C[i, None]) & (K[None, :] != K[i, None])  # costlier, other cell
-        best[i] = np.where(beside, L[None, :], np.inf).min(axis=1)
     out = np.zeros(loss.size, dtype=bool)
-    out[ok] = np.isfinite(best) & (L < best / DIVERGED_RATIO)  # none costlier: not judged
+    if ok.sum() < 3:
+        return out
+    frame = pd.DataFrame({"loss": loss[ok], "cost": cost[ok], "cell": cells[ok]})
+    per_cell = frame.groupby("cell").agg(best=("loss", "min"), cost=("cost", "max"))
+    ids, best = per_cell.index.to_numpy(), per_cell["best"].to_numpy()
+    ccost = per_cell["cost"].to_numpy()
+    beside = (ccost[None, :] >= frame["cost"].to_numpy()[:, None]) & (
+        ids[None, :] != frame["cell"].to_numpy()[:, None])  # (runs, cells): costlier, other
+    rows = np.flatnonzero(beside.sum(axis=1) >= 2)
+    yardstick = np.full(len(frame), -np.inf)  # fewer than 2 costlier cells: not judged
+    yardstick[rows] = np.where(beside[rows], best[None, :], np.inf).min(axis=1)
+    out[ok] = frame["loss"].to_numpy() < yardstick / DIVERGED_RATIO
     return out
 
 

@@ -289,15 +289,22 @@ def _outside_note(rows: list[TargetStatus], level: int = 95) -> str:
     posterior-mean table and the sample fits disagree (an outlying run, or a law the runs
     do not pin down). Outside the 80 % only, the median is the better point estimate: the
     fit's envelope takes the minimum of the GP's means where it is unsure, above the mean
-    of the minima that the sample fits see (replays, 8 grids × seeds 0–19 × 1 / 5 / 10 %,
-    0.4.18's records: the fill-in's fit fell outside the 80 % interval in 17 of 480; there
-    the median was closer to the full grid's law in 12, farther in 2)."""
+    of the minima that the sample fits see (0.4.18's replays, 8 grids × seeds 0–19 × 1 / 5
+    / 10 %, :func:`~scalebo.bench.metrics.point_estimate`: the fill-in's fit fell outside
+    the 80 % interval in 17 of 480; there the median was closer to the full grid's law in
+    12, farther in 2)."""
+    if level not in (80, 95):
+        raise ValueError(f"level must be 80 or 95, got {level}")
+
     def interval(r: TargetStatus) -> list[float] | None:
         return r.interval_95 if level == 95 else r.interval_80
 
+    def outside(r: TargetStatus) -> bool:  # beyond the fitter's precision (1e-6 relative)
+        lo, hi = interval(r)
+        return not lo - 1e-6 * abs(lo) <= r.prediction <= hi + 1e-6 * abs(hi)
+
     out = [r for r in rows if r.prediction is not None and interval(r) is not None
-           and (level == 95 or r.median is not None)
-           and not interval(r)[0] <= r.prediction <= interval(r)[1]]
+           and (level == 95 or r.median is not None) and outside(r)]
     if not out:
         return ""
     r, (lo, hi) = out[0], interval(out[0])
