@@ -36,15 +36,12 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from scalebo.bench.intervals import COVERAGE_RTOL
+from scalebo.search.law_posterior import COVER_RTOL, covers  # COVER_RTOL, covers: public here
 
 __all__ = ["BOOTSTRAP_SOURCE", "COVER_RTOL", "LEVELS", "TARGETS", "bootstrap_calibration",
            "calibration_section", "calibration_summary",
            "calibration_table", "covers", "intervals", "pooled_table", "wilson_interval"]
 
-#: Relative tolerance of :func:`covers` (the records' own ``covered`` flags use the same):
-#: a reference within ``COVER_RTOL · ref`` of an interval's end counts as covered.
-COVER_RTOL = COVERAGE_RTOL
 #: Widths (%) below this are drawn at it in the figure (a log axis over 12 decades of
 #: rounding-level widths would hide the ones that matter) and print as 0.00 in the tables;
 #: the report's error figures use the same floor (``bench.report.ERROR_FLOOR_PCT``).
@@ -61,16 +58,6 @@ _GROUP = ["dataset", "method", "law", "budget"]
 def _law_order(law: str) -> tuple[int, str]:
     """Sort key of law names: ``compute``, ``chinchilla``, then the others."""
     return ({"compute": 0, "chinchilla": 1}.get(law, 2), law)
-
-
-def covers(lo: np.ndarray, hi: np.ndarray, ref: np.ndarray, rtol: float = COVER_RTOL
-           ) -> np.ndarray:
-    """Whether ``[lo, hi]`` contains ``ref`` within ``rtol·|ref|`` (elementwise, bool):
-    ``max(lo − ref, ref − hi, 0) ≤ rtol·|ref|``; False where any input is NaN."""
-    lo, hi, ref = (np.asarray(a, dtype=np.float64) for a in (lo, hi, ref))
-    gap = np.maximum(np.maximum(lo - ref, ref - hi), 0.0)
-    with np.errstate(invalid="ignore"):
-        return np.asarray(gap <= rtol * np.abs(ref)) & np.isfinite(gap)
 
 
 def intervals(frame: pd.DataFrame, C: str = "1e+25", rtol: float = COVER_RTOL, *,

@@ -28,13 +28,14 @@ from scalebo.bench.problems import ReplayProblem
 from scalebo.errors import FitError
 from scalebo.fitting.bootstrap import bootstrap_fit
 from scalebo.fitting.robust import FitResult
-from scalebo.search.law_posterior import QUANTILES
+from scalebo.search.law_posterior import COVER_RTOL, QUANTILES, covers
 
 __all__ = ["COVERAGE_RTOL", "bootstrap_summary", "reference_losses", "score_intervals",
            "without_wall_times"]
 
-#: Relative slack of the coverage check: the fitter's precision on a prediction.
-COVERAGE_RTOL = 1e-6
+#: Relative slack of the coverage check: the fitter's precision on a prediction
+#: (:func:`~scalebo.search.law_posterior.covers`).
+COVERAGE_RTOL = COVER_RTOL
 
 
 def reference_losses(problem: ReplayProblem, law: str) -> dict[str, float] | None:
@@ -66,9 +67,8 @@ def score_intervals(problem: ReplayProblem, summaries: Mapping[str, Mapping]
             if ref is None or key not in ref or q.get("q10") is None:
                 covered[key] = None
                 continue
-            tol = COVERAGE_RTOL * abs(ref[key])
-            covered[key] = {"80": bool(q["q10"] - tol <= ref[key] <= q["q90"] + tol),
-                            "95": bool(q["q02.5"] - tol <= ref[key] <= q["q97.5"] + tol)}
+            covered[key] = {"80": bool(covers(q["q10"], q["q90"], ref[key])),
+                            "95": bool(covers(q["q02.5"], q["q97.5"], ref[key]))}
         entry["covered"] = covered
         out[law] = entry
     return out

@@ -45,6 +45,7 @@ from scalebo.fitting.frontier import best_per_cell, pareto_envelope
 from scalebo.fitting.robust import FitResult, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
 from scalebo.search.law_frontiers import too_few_points
+from scalebo.search.law_posterior import covers, target_key
 
 __all__ = ["EXTRAPOLATION_C", "LAWS", "BudgetMetrics", "LawMetrics", "evaluate",
            "law_metrics", "fit_table", "point_estimate", "point_fits"]
@@ -58,8 +59,6 @@ LAWS: tuple[str, ...] = ("compute", "chinchilla")
 def c_key(C: float) -> str:
     """Dictionary key of an extrapolation point, e.g. ``"1e+25"``
     (:func:`~scalebo.search.law_posterior.target_key`)."""
-    from scalebo.search.law_posterior import target_key
-
     return target_key(C)
 
 
@@ -226,11 +225,6 @@ def point_fits(problem: ReplayProblem, table: pd.DataFrame, laws: Sequence[str] 
     return out
 
 
-#: Relative slack of :func:`point_estimate`'s interval check: the fitter's precision on a
-#: prediction (a posterior collapsed onto the fit is not "outside" it by rounding).
-POINT_RTOL = 1e-6
-
-
 def point_estimate(fitted: float, quantiles: Mapping[str, float] | None) -> tuple[float, str]:
     """``(loss, source)``: the fill-in's point estimate at one compute (nats): the value of
     the law fitted on the fill-in table (``fitted``), or the law posterior's median where
@@ -241,14 +235,13 @@ def point_estimate(fitted: float, quantiles: Mapping[str, float] | None) -> tupl
     the two disagree and the median is the one that accounts for that. Measured on 0.4.18's
     replays (the rule does not change what a replay buys; 8 grids × seeds 0–19 × 1 / 5 /
     10 %, at 1e25 FLOPs): the rule changed 17 of 480 compute-law estimates (closer to the
-    full grid's law in 12, farther in 2, the same to 1e-9 in 3, which the slack
-    :data:`POINT_RTOL` now leaves to the fit) and 13 of 480 Chinchilla ones (10 and 3);
-    always taking the median was worse on the learning-rate-only and envelope-heavy
-    grids."""
+    full grid's law in 12, farther in 2, the same to 1e-9 in 3, which the slack of
+    :func:`~scalebo.search.law_posterior.covers` now leaves to the fit) and 13 of 480
+    Chinchilla ones (10 and 3); always taking the median was worse on the
+    learning-rate-only and envelope-heavy grids."""
     q = quantiles or {}
     lo, mid, hi = q.get("q10"), q.get("q50"), q.get("q90")
-    tol = POINT_RTOL * abs(mid) if mid is not None else 0.0  # the fitter's precision
-    if lo is None or mid is None or hi is None or lo - tol <= fitted <= hi + tol:
+    if lo is None or mid is None or hi is None or covers(lo, hi, fitted):  # within 1e-6
         return fitted, "fit"
     return float(mid), "posterior median"
 

@@ -75,8 +75,9 @@ from scalebo.search.law_samples import (
 )
 from scalebo.search.posterior_discrepancy import DiscrepancySurrogate
 
-__all__ = ["ESTIMANDS", "LAW_NAMES", "QUANTILES", "LawPosterior", "check_estimand",
-           "envelope_masks", "law_posterior", "sample_losses", "target_key"]
+__all__ = ["COVER_RTOL", "ESTIMANDS", "LAW_NAMES", "QUANTILES", "LawPosterior",
+           "check_estimand", "covers", "envelope_masks", "law_posterior", "sample_losses",
+           "target_key"]
 
 #: Laws a posterior can be built for, by name.
 LAW_NAMES: dict[str, PowerLawSum] = {"compute": COMPUTE_LAW, "chinchilla": CHINCHILLA}
@@ -84,6 +85,18 @@ LAW_NAMES: dict[str, PowerLawSum] = {"compute": COMPUTE_LAW, "chinchilla": CHINC
 QUANTILES: dict[str, float] = {"q02.5": 0.025, "q10": 0.10, "q50": 0.50, "q90": 0.90,
                                "q97.5": 0.975}
 _OK = (str(FitStatus.CONVERGED), str(FitStatus.BOUND_HIT))
+#: Relative slack of :func:`covers`: the fitter's precision on a prediction.
+COVER_RTOL = 1e-6
+
+
+def covers(lo: Any, hi: Any, value: Any, rtol: float = COVER_RTOL) -> np.ndarray:
+    """Whether ``[lo, hi]`` contains ``value`` within ``rtol·|value|`` (elementwise, bool):
+    ``max(lo − value, value − hi, 0) ≤ rtol·|value|``; False where any input is NaN. A
+    posterior collapsed onto a point fit is then not "outside" it by rounding."""
+    lo, hi, value = (np.asarray(a, dtype=np.float64) for a in (lo, hi, value))
+    gap = np.maximum(np.maximum(lo - value, value - hi), 0.0)
+    with np.errstate(invalid="ignore"):
+        return np.asarray(gap <= rtol * np.abs(value)) & np.isfinite(gap)
 
 
 def target_key(C: float) -> str:

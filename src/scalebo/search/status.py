@@ -40,7 +40,7 @@ from scalebo.search.law_notes import (
     frontier_law_note,
     law_form_note,
 )
-from scalebo.search.law_posterior import check_estimand, target_key
+from scalebo.search.law_posterior import check_estimand, covers, target_key
 from scalebo.search.law_samples import CELL_COUPLING
 from scalebo.search.runs_only import runs_only_note
 from scalebo.search.stopping import (
@@ -299,12 +299,9 @@ def _outside_note(rows: list[TargetStatus], level: int = 95) -> str:
     def interval(r: TargetStatus) -> list[float] | None:
         return r.interval_95 if level == 95 else r.interval_80
 
-    def outside(r: TargetStatus) -> bool:  # beyond the fitter's precision (1e-6 relative)
-        lo, hi = interval(r)
-        return not lo - 1e-6 * abs(lo) <= r.prediction <= hi + 1e-6 * abs(hi)
-
     out = [r for r in rows if r.prediction is not None and interval(r) is not None
-           and (level == 95 or r.median is not None) and outside(r)]
+           and (level == 95 or r.median is not None)
+           and not covers(*interval(r), r.prediction)]  # beyond the fitter's precision
     if not out:
         return ""
     r, (lo, hi) = out[0], interval(out[0])
