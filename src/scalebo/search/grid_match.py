@@ -41,11 +41,11 @@ def match_rows(grid: Grid, frame: pd.DataFrame, source: str | None = None,
     missing = [c for c in columns if c not in frame.columns]
     where = f"{source}: " if source else ""
     names = dict(names or {})
+    shown_columns = [names.get(c, c) for c in columns]  # the user's names, in errors
     if missing:
         said = missing_columns([names.get(c, c) for c in missing], frame.columns,
                                CANONICAL_COLUMNS)
-        raise SearchError(f"{where}{said} (the grid's columns: "
-                          f"{[names.get(c, c) for c in columns]})")
+        raise SearchError(f"{where}{said} (the grid's columns: {shown_columns})")
     n = len(frame)
     codes = np.zeros((n, len(columns)), dtype=np.int64)
     grid_codes = np.zeros((grid.n_configs, len(columns)), dtype=np.int64)
@@ -74,8 +74,7 @@ def match_rows(grid: Grid, frame: pd.DataFrame, source: str | None = None,
     if bad.size:
         integer = pd.api.types.is_integer_dtype(frame.index.dtype)
         rows = [int(frame.index[b]) + 1 if integer else int(b) + 1 for b in bad[:5]]
-        first = {names.get(c, c): v for c, v in frame.iloc[bad[0]][columns].items()}
-        shown_columns = [names.get(c, c) for c in columns]
+        first = dict(zip(shown_columns, frame.iloc[bad[0]][columns], strict=True))
         raise SearchError(
             f"{where}{bad.size} of {n} rows are not on the grid ({shown_rows(rows)}"
             f"{' …' if bad.size > 5 else ''}; first: {shown_config(first)}: "

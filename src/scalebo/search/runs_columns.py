@@ -17,6 +17,7 @@ import pandas as pd
 from scalebo.data.columns import (
     RUN_STATES,
     STATUS_SYNONYMS,
+    default_hyperparameters,
     is_blank,
     status_hint,
     to_numbers,
@@ -137,8 +138,6 @@ def unused_settings(frame: pd.DataFrame, inputs: Sequence[str], written: Sequenc
     them (a batch size the grid has no axis for); ``frame``: one completed run per
     configuration (a failed attempt beside its retry would make a wall time look like a
     setting); ``written``: columns a campaign writes itself. Empty when there is none."""
-    from scalebo.data.columns import default_hyperparameters
-
     if not {"N", "D"} <= set(frame.columns):
         return []
     extra = [c for c in default_hyperparameters(frame, written) if c not in inputs]
