@@ -19,7 +19,6 @@ import pandas as pd
 from scalebo.bench.intervals import bootstrap_summary, score_intervals
 from scalebo.bench.method import MethodConfig
 from scalebo.bench.metrics import (
-    EXTRAPOLATION_C,
     LAWS,
     BudgetMetrics,
     evaluate,
@@ -153,7 +152,7 @@ def _posterior(problem: ReplayProblem, method: MethodConfig, loop: SearchLoop, s
     try:
         post = law_posterior(problem.grid, idx, y, fantasy_surrogate(loop, method, problem, seed),
                              scope=scope, cap=cap, n_samples=method.posterior_samples,
-                             targets=EXTRAPOLATION_C, include_noise=method.posterior_noise,
+                             targets=problem.targets, include_noise=method.posterior_noise,
                              discrepancy=method.posterior_discrepancy,
                              cell_coupling=method.posterior_coupling,
                              estimand=method.posterior_estimand, rng=seed,

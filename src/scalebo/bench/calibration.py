@@ -39,8 +39,8 @@ import pandas as pd
 from scalebo.search.law_posterior import COVER_RTOL, covers  # COVER_RTOL, covers: public here
 
 __all__ = ["BOOTSTRAP_SOURCE", "COVER_RTOL", "LEVELS", "TARGETS", "bootstrap_calibration",
-           "calibration_section", "calibration_summary",
-           "calibration_table", "covers", "intervals", "pooled_table", "wilson_interval"]
+           "calibration_section", "calibration_summary", "calibration_table", "covers",
+           "headline_keys", "intervals", "pooled_table", "target_label", "wilson_interval"]
 
 #: Widths (%) below this are drawn at it in the figure (a log axis over 12 decades of
 #: rounding-level widths would hide the ones that matter) and print as 0.00 in the tables;
@@ -60,13 +60,15 @@ def _law_order(law: str) -> tuple[int, str]:
     return ({"compute": 0, "chinchilla": 1}.get(law, 2), law)
 
 
-def intervals(frame: pd.DataFrame, C: str = "1e+25", rtol: float = COVER_RTOL, *,
-              source: str = "law_posterior") -> pd.DataFrame:
+def intervals(frame: pd.DataFrame, C: str | Mapping[str, str] = "1e+25",
+              rtol: float = COVER_RTOL, *, source: str = "law_posterior") -> pd.DataFrame:
     """One row per ok cell × law of the records' intervals at compute key ``C``.
 
     Args:
         frame: Tidy records (:func:`~scalebo.bench.records.load_records`).
-        C: Extrapolation key (``"1e+25"``, ``"1e+27"``, ``"1e+29"``).
+        C: Extrapolation key (``"1e+25"``, ``"1e+27"``, ``"1e+29"``), or one per dataset
+            (``{dataset: key}``, e.g. each one's headline target, :func:`headline_keys`;
+            datasets not in it are left out).
         rtol: Coverage tolerance (see :func:`covers`).
         source: Entry of ``result.metrics`` holding ``{law: {"predicted_loss": …,
             "reference_loss": …}}`` (default the law posterior).
@@ -81,6 +83,11 @@ def intervals(frame: pd.DataFrame, C: str = "1e+25", rtol: float = COVER_RTOL, *
     cols = ["key", "dataset", "method", "seed", "budget", "law", "q02.5", "q10", "q90",
             "q97.5", "reference", "ok", "covered_80", "covered_95", "strict_80", "strict_95",
             "width_80_pct"]
+    if not isinstance(C, str):  # each dataset at its own key, in the frame's order
+        parts = [intervals(frame[frame["dataset"] == ds], C[ds], rtol, source=source)
+                 for ds in dict.fromkeys(frame["dataset"]) if ds in C]
+        parts = [p for p in parts if len(p)]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
     prefix = f"{source}."
     sub = frame[(frame["status"] == "ok") & (frame["kind"] == "run")
                 & frame["metric"].astype(str).str.startswith(prefix)]
@@ -226,8 +233,8 @@ def pooled_table(iv: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def bootstrap_calibration(frame: pd.DataFrame, C: str = "1e+25", rtol: float = COVER_RTOL
-                          ) -> pd.DataFrame | None:
+def bootstrap_calibration(frame: pd.DataFrame, C: str | Mapping[str, str] = "1e+25",
+                          rtol: float = COVER_RTOL) -> pd.DataFrame | None:
     """Hook: calibration of the bootstrap over observed runs (``scalebo fit --bootstrap``,
     :func:`scalebo.fitting.bootstrap.bootstrap_fit`) beside the law posterior's.
 
@@ -240,19 +247,42 @@ def bootstrap_calibration(frame: pd.DataFrame, C: str = "1e+25", rtol: float = C
     return iv if len(iv) and bool(iv["ok"].any()) else None
 
 
-def calibration_section(frame: pd.DataFrame, C: str = "1e+25",
+def headline_keys(frame: pd.DataFrame) -> dict[str, str]:
+    """Each dataset's headline target key in tidy records: the smallest compute it is scored
+    at (:mod:`scalebo.bench.targets`; ``"1e+25"`` for the default targets and for a dataset
+    with no extrapolation in its records)."""
+    metric = frame["metric"].astype(str)
+    keys = metric.str.extract(r"\.(?:extrapolation_pct|reference_loss)\.(.+)$")[0]
+    found = frame.assign(_key=keys).dropna(subset=["_key"])
+    smallest = {ds: min(g["_key"].unique(), key=float)
+                for ds, g in found.groupby("dataset", sort=False)}
+    return {ds: smallest.get(ds, "1e+25") for ds in dict.fromkeys(frame["dataset"])}
+
+
+def target_label(C: str | Mapping[str, str]) -> str:
+    """``"1e25 FLOPs"`` for one key (or every dataset at the same one), else "each
+    dataset's headline target (steplaw 1e25, mine 1e21 FLOPs)"."""
+    keys = [C] if isinstance(C, str) else list(C.items())
+    if isinstance(C, str) or len(set(C.values())) == 1:
+        return f"{(C if isinstance(C, str) else keys[0][1]).replace('e+', 'e')} FLOPs"
+    return ("each dataset's headline target, its smallest (" + ", ".join(
+        f"{ds} {k.replace('e+', 'e')}" for ds, k in keys) + " FLOPs)")
+
+
+def calibration_section(frame: pd.DataFrame, C: str | Mapping[str, str] = "1e+25",
                         rtol: float = COVER_RTOL) -> tuple[list[str], pd.DataFrame]:
     """Markdown lines of the report's calibration section and the :func:`intervals` behind
-    them (for :func:`~scalebo.bench.calibration_plot.calibration_figure`)."""
+    them (for :func:`~scalebo.bench.calibration_plot.calibration_figure`); ``C`` as in
+    :func:`intervals`."""
     iv = intervals(frame, C, rtol)
-    at = C.replace("e+", "e")
+    at = target_label(C)
     t80, t95 = (f"{100 * a:g}–{100 * b:g} %" for a, b in (TARGETS["80"], TARGETS["95"]))
     ok = iv[iv["ok"].astype(bool)] if not iv.empty else iv
     no_post = sorted(set(iv["method"]) - set(ok["method"])) if not iv.empty else []
     tol_only = int(calibration_summary(iv, pooled=True)["tolerance_only"].sum()) if len(iv) else 0
     tol_note = f" ({tol_only} intervals here cover only within it)" if tol_only else ""
-    md = [f"## Calibration of the law posterior at {at} FLOPs", "",
-          f"Fraction of replays (seeds) whose law-posterior interval for the loss at {at} FLOPs "
+    md = [f"## Calibration of the law posterior at {at}", "",
+          f"Fraction of replays (seeds) whose law-posterior interval for the loss at {at} "
           "covers the reference law's loss there: the 80 % interval is q10–q90, the 95 % one "
           "q02.5–q97.5. An interval counts as covering when the reference lies inside it or "
           f"within a relative {rtol:g} of an end (`|ref − interval| ≤ {rtol:g}·ref`): at "

@@ -5,6 +5,7 @@ below the panels. The numbers behind it are :mod:`scalebo.bench.calibration`'s.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from scalebo.bench.calibration import (
     TARGETS,
     WIDTH_FLOOR_PCT,
     calibration_summary,
+    target_label,
 )
 from scalebo.outputs import save_figure
 
@@ -58,7 +60,8 @@ def _legend(fig, methods, colors, styles, extra=()) -> None:
                loc="outside lower center", ncol=max(1, min(n, int(fig.get_figwidth() // 3))))
 
 
-def calibration_figure(iv: pd.DataFrame, path: Path, C: str = "1e+25") -> Path | None:
+def calibration_figure(iv: pd.DataFrame, path: Path, C: str | Mapping[str, str] = "1e+25"
+                       ) -> Path | None:
     """Coverage of the 80 % and 95 % intervals and the median 80 % width vs budget.
 
     One column per dataset; rows: 80 % coverage, 95 % coverage (%, nominal level dashed,
@@ -127,7 +130,7 @@ def calibration_figure(iv: pd.DataFrame, path: Path, C: str = "1e+25") -> Path |
                 ax.set_xlabel("")
     _legend(fig, methods, colors, [(f"law {law}", ls, mk, True)
                                    for law, (ls, mk) in styles.items()], (band, nominal))
-    fig.suptitle(f"Law posterior calibration at {C.replace('e+', 'e')} FLOPs\n(coverage of "
+    fig.suptitle(f"Law posterior calibration at {target_label(C)}\n(coverage of "
                  "the reference law's loss, interval width; over seeds)")
     save_figure(fig, path, dpi=110)
     plt.close(fig)

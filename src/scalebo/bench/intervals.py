@@ -1,7 +1,7 @@
 """Intervals of a replay's law, scored against the reference after the fact.
 
 A summary holds quantiles ``{"q02.5", "q10", "q50", "q90", "q97.5"}`` of the law's loss
-(nats) at each :data:`~scalebo.bench.metrics.EXTRAPOLATION_C` (FLOPs) — from the law
+(nats) at each of the problem's targets (FLOPs, :mod:`scalebo.bench.targets`) — from the law
 posterior (:mod:`scalebo.search.law_posterior`: samples of the unobserved grid) or from a
 bootstrap over the observed runs (:func:`bootstrap_summary`, what ``scalebo fit
 --bootstrap`` gives, blind to the unobserved grid). :func:`score_intervals` adds the
@@ -17,7 +17,6 @@ import numpy as np
 import pandas as pd
 
 from scalebo.bench.metrics import (
-    EXTRAPOLATION_C,
     _points,
     _reference,
     c_key,
@@ -39,22 +38,22 @@ COVERAGE_RTOL = COVER_RTOL
 
 
 def reference_losses(problem: ReplayProblem, law: str) -> dict[str, float] | None:
-    """The reference law's loss (nats) at each :data:`EXTRAPOLATION_C`, keyed by
+    """The reference law's loss (nats) at each of the problem's targets, keyed by
     :func:`c_key`; None without a reference or a compute-optimal path."""
     ref = _reference(problem, law)
     if ref is None:
         return None
     try:
-        values = predict_compute(law, ref, np.asarray(EXTRAPOLATION_C))
+        values = predict_compute(law, ref, np.asarray(problem.targets))
     except FitError:
         return None
-    return {c_key(c): float(v) for c, v in zip(EXTRAPOLATION_C, values, strict=True)}
+    return {c_key(c): float(v) for c, v in zip(problem.targets, values, strict=True)}
 
 
 def score_intervals(problem: ReplayProblem, summaries: Mapping[str, Mapping]
                     ) -> dict[str, dict]:
     """Each law's posterior summary with the reference's loss and whether each interval
-    (80 %: q10–q90, 95 %: q02.5–q97.5) covers it, at every :data:`EXTRAPOLATION_C`, within
+    (80 %: q10–q90, 95 %: q02.5–q97.5) covers it, at every target of ``problem``, within
     :data:`COVERAGE_RTOL` (a posterior collapsed onto a point fit that equals the reference
     to the fitter's precision covers it)."""
     out = {}
@@ -102,7 +101,7 @@ def bootstrap_summary(problem: ReplayProblem, law: str, table: pd.DataFrame, *,
     values = []
     for x in boot.samples:
         try:
-            values.append(predict_compute(law, _with_x(fit, x), np.asarray(EXTRAPOLATION_C)))
+            values.append(predict_compute(law, _with_x(fit, x), np.asarray(problem.targets)))
         except FitError:  # a replicate without a compute-optimal path
             continue
     # why replicates are missing: resamples that cannot identify the law, identified ones
@@ -120,7 +119,7 @@ def bootstrap_summary(problem: ReplayProblem, law: str, table: pd.DataFrame, *,
     out["predicted_loss"] = {
         c_key(C): {k: float(v) for k, v in zip(QUANTILES, np.quantile(V[:, j], probs),
                                                strict=True)}
-        for j, C in enumerate(EXTRAPOLATION_C)}
+        for j, C in enumerate(problem.targets)}
     return out
 
 

@@ -18,7 +18,8 @@ Per law (:class:`LawMetrics`):
   ``L_best`` is the true best loss of the cell and ``L̂`` the law at the cell's compute
   (compute law) or at its (N, D) (Chinchilla);
 * ``extrapolation_pct``: signed relative difference ``100·(L̂(C) − L_ref(C))/L_ref(C)`` at
-  C = 1e25, 1e27, 1e29 FLOPs (tables report its absolute value). On the fill-in, ``L̂(C)``
+  each of the problem's targets (default 1e25, 1e27, 1e29 FLOPs; :mod:`scalebo.bench.targets`;
+  tables report its absolute value). On the fill-in, ``L̂(C)``
   is the method's point estimate (:func:`point_estimate`): the law fitted on the fill-in
   table, or the law posterior's median where that fit lies outside the posterior's own 80 %
   interval (``point_from`` says which, per C).
@@ -39,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from scalebo.bench.problems import ReplayProblem
+from scalebo.bench.targets import DEFAULT_TARGETS
 from scalebo.errors import FitError
 from scalebo.fitting.allocation import predict_compute
 from scalebo.fitting.frontier import best_per_cell, pareto_envelope
@@ -50,8 +52,9 @@ from scalebo.search.law_posterior import covers, target_key
 __all__ = ["EXTRAPOLATION_C", "LAWS", "BudgetMetrics", "LawMetrics", "evaluate",
            "law_metrics", "fit_table", "point_estimate", "point_fits"]
 
-#: Compute values (FLOPs) at which extrapolations are compared with the reference law.
-EXTRAPOLATION_C: tuple[float, ...] = (1e25, 1e27, 1e29)
+#: Compute values (FLOPs) at which extrapolations are compared with the reference law
+#: unless the problem has its own (:attr:`ReplayProblem.targets`).
+EXTRAPOLATION_C: tuple[float, ...] = DEFAULT_TARGETS
 #: Law names evaluated by default.
 LAWS: tuple[str, ...] = ("compute", "chinchilla")
 
@@ -76,8 +79,9 @@ class LawMetrics:
             units in the module docstring), or None.
         heldout_mse: Held-out MSE in nats², or None.
         extrapolation_pct: Signed relative % difference vs the reference at each
-            :data:`EXTRAPOLATION_C` (keys from :func:`c_key`), or None.
-        point_from: Per :data:`EXTRAPOLATION_C` key, what ``extrapolation_pct`` measures:
+            target of the problem (:attr:`ReplayProblem.targets`; keys from :func:`c_key`),
+            or None.
+        point_from: Per target key, what ``extrapolation_pct`` measures:
             ``"fit"`` (the law fitted on the table) or ``"posterior median"``
             (:func:`point_estimate`); None without extrapolations.
     """
@@ -126,7 +130,7 @@ class BudgetMetrics:
             extrapolation guard left out ('' otherwise).
         law_posterior: Per law, the law posterior's summary
             (:meth:`~scalebo.search.law_posterior.LawPosterior.summary`: quantiles of the
-            predicted loss at each :data:`EXTRAPOLATION_C`, of the parameters, N* and D*)
+            predicted loss at each target, of the parameters, N* and D*)
             plus ``reference_loss`` (the reference law at each C, nats) and ``covered``
             (``{"80": bool, "95": bool}`` per C: whether q10–q90 and q02.5–q97.5 contain
             it); None when not computed (``posterior_message`` says why).
@@ -276,7 +280,7 @@ def law_metrics(problem: ReplayProblem, law: str, table: pd.DataFrame, *,
     else:
         pred = fit.predict(held[["N", "D"]].to_numpy(dtype=np.float64))
     mse = float(np.mean((pred - held["best_loss"].to_numpy()) ** 2)) if len(held) else None
-    Cs = np.asarray(EXTRAPOLATION_C)
+    Cs = np.asarray(problem.targets)
     message = fit.message
     try:
         mine, theirs = predict_compute(law, fit, Cs), predict_compute(law, ref, Cs)

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from scalebo.bench.metrics import EXTRAPOLATION_C, LAWS, BudgetMetrics, c_key, evaluate
+from scalebo.bench.metrics import LAWS, BudgetMetrics, c_key, evaluate
 from scalebo.bench.problems import ReplayProblem
 from scalebo.errors import DataDirError, ScaleboError
 from scalebo.search.window import COST_RTOL
@@ -123,7 +123,8 @@ class OracleSummary:
             configurations fit), and the share of the whole grid's compute that its held-out
             cells hold (``C_total`` leaves them out).
         spreads: ``(dataset, ReferenceSpread or None)``: how sure each reference law is at
-            1e25 FLOPs (:mod:`scalebo.bench.reference_spread`).
+            its headline target (:mod:`scalebo.bench.targets`, default 1e25 FLOPs;
+            :mod:`scalebo.bench.reference_spread`).
     """
 
     summary: pd.DataFrame
@@ -133,12 +134,13 @@ class OracleSummary:
     spreads: tuple[tuple[str, Any], ...] = ()
 
 
-def _rows(dataset: str, label: str, m: BudgetMetrics) -> list[dict]:
+def _rows(dataset: str, label: str, m: BudgetMetrics, targets: tuple[float, ...]
+          ) -> list[dict]:
     values: dict[str, float | None] = {"n_runs": m.n_runs, "spent_fraction": m.spent_fraction}
     for law, lm in m.observed.items():
         values[f"{law}.ok"] = float(lm.ok)
         extra = lm.extrapolation_pct or {}
-        for c in map(c_key, EXTRAPOLATION_C):  # NaN: no fit (or no compute-optimal path)
+        for c in map(c_key, targets):  # NaN: no fit (or no compute-optimal path)
             values[f"{law}.extrapolation_pct.{c}"] = abs(extra[c]) if c in extra else None
     return [{"dataset": dataset, "method": label, "kind": "oracle", "metric": k,
              "budget": float(m.budget), "mean": np.nan if v is None else float(v), "sd": 0.0,
@@ -162,6 +164,7 @@ def oracle_summary(datasets: Mapping[str, tuple[str, Mapping]], budgets: Sequenc
     """
     from scalebo.bench.problems import load_problem
     from scalebo.bench.reference_spread import reference_spread
+    from scalebo.bench.targets import headline
 
     rows: list[dict] = []
     skipped: list[tuple[str, str]] = []
@@ -182,11 +185,11 @@ def oracle_summary(datasets: Mapping[str, tuple[str, Mapping]], budgets: Sequenc
             continue
         floors.append((name, problem.floor_envelope, problem.floor_cells,
                        problem.grid.held_out_share))
-        spreads.append((name, reference_spread(problem, 1e25)))
+        spreads.append((name, reference_spread(problem, headline(problem.targets))))
         for kind in ORACLE_KINDS:
             for b in sorted(set(budgets)):
-                rows += _rows(name, ORACLE_LABELS[kind], floor_oracle(problem, b, kind,
-                                                                       laws=laws))
+                rows += _rows(name, ORACLE_LABELS[kind],
+                              floor_oracle(problem, b, kind, laws=laws), problem.targets)
     cols = ["dataset", "method", "kind", "metric", "budget", "mean", "sd", "n"]
     return OracleSummary(pd.DataFrame(rows, columns=cols), tuple(skipped), tuple(floors),
                          data_dir_missing, tuple(spreads))
@@ -233,9 +236,9 @@ def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
                          f"{100 * h:.3g} % of {d}'s compute" for d, h in held) + ".")
     if known := [(d, s) for d, s in orc.spreads if s is not None]:
         text += (" The reference compute law a replay is scored against is itself uncertain: its "
-                 "80 % bootstrap interval over its envelope runs at 1e25 FLOPs is ±"
-                 + "; ±".join(f"{s.half_width_pct:.1f} % ({d}, {s.n_points} runs)"
-                              for d, s in known)
+                 "80 % bootstrap interval over its envelope runs at the headline target is ±"
+                 + "; ±".join(f"{s.half_width_pct:.1f} % ({d}, {s.n_points} runs, at "
+                              f"{s.C:.3g} FLOPs)" for d, s in known)
                  + " of its prediction, so an error below that is agreement with the whole "
                  "grid's law, not accuracy against the truth.")
         if law != "compute":

@@ -39,17 +39,17 @@ from scalebo.bench.diverged import (
 )
 from scalebo.bench.grid_shape import grid_shape_notes
 from scalebo.bench.held_out import held_out_tie
+from scalebo.bench.targets import DEFAULT_TARGETS, check_targets
 from scalebo.data.columns import default_hyperparameters
 from scalebo.data.runs import RunTable, load_runs
-from scalebo.errors import EXCLUDED_IN_PYTHON, FitError, closest
+from scalebo.errors import EXCLUDED_IN_PYTHON, FitError
 from scalebo.fitting.frontier import pareto_envelope
 from scalebo.fitting.robust import FitResult, fit_law
 from scalebo.laws import CHINCHILLA, COMPUTE_LAW
 from scalebo.search.grid import Grid
 from scalebo.search.runs_columns import too_low_note
 
-__all__ = ["REGISTERED", "ReplayProblem", "check_dataset_name", "load_problem",
-           "problem_from_table"]
+__all__ = ["REGISTERED", "ReplayProblem", "load_problem", "problem_from_table"]
 
 #: Names accepted by :func:`load_problem` besides file paths.
 REGISTERED = ("steplaw", "steplaw_moe", "oellm_english", "synthetic")
@@ -81,6 +81,8 @@ class ReplayProblem:
             the problem was built with), ``(n_cfg,)`` bool, or None (none marked): a replay
             that buys one spends its compute and learns no loss (a failed run, as in a
             campaign), and the reference fits leave them out.
+        targets: Compute values (FLOPs, ascending) at which replays score the recovered law
+            (:mod:`scalebo.bench.targets`; default 1e25, 1e27, 1e29).
     """
 
     name: str
@@ -95,6 +97,7 @@ class ReplayProblem:
     notes: tuple[str, ...] = ()
     fit_starts: Mapping[str, np.ndarray | None] = field(default_factory=dict)
     diverged: np.ndarray | None = None
+    targets: tuple[float, ...] = DEFAULT_TARGETS
 
     def split_outcomes(self, picks: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """``picks`` split into rows with a usable recorded loss and diverged rows."""
@@ -131,6 +134,7 @@ class ReplayProblem:
             "held_out_cells": [{"N": float(r.N), "D": float(r.D), "C_cell": float(r.C)}
                                for r in self.held_out_cells.itertuples()],
             "held_out_tie": held_out_tie(self.grid),
+            "targets_flops": list(self.targets),
             "C_total_flops": self.C_total,
             "floor_cells_fraction": self.floor_cells,
             "floor_envelope_fraction": self.floor_envelope,
@@ -294,6 +298,7 @@ def load_problem(
     seed: int = 0,
     duplicates: str = "error",
     diverged_above: float | None = None,
+    targets: Sequence[float] | None = None,
 ) -> ReplayProblem:
     """Replay problem for a registered dataset or a run-table file (cached per process).
 
@@ -314,6 +319,8 @@ def load_problem(
         diverged_above: Configurations with a recorded loss at or above this (nats) are diverged
             runs: buying one spends its compute and teaches no loss
             (:attr:`ReplayProblem.diverged`). None (default): every loss is an outcome.
+        targets: Compute values (FLOPs) at which replays score the law
+            (:func:`~scalebo.bench.targets.check_targets`; None: 1e25, 1e27, 1e29).
 
     Warnings raised while loading (excluded runs, averaged repeats, ...) are kept in
     ``notes`` and re-emitted once, at the first (uncached) load.
@@ -324,7 +331,9 @@ def load_problem(
            None if data_dir is None else str(data_dir), int(seed), str(duplicates),
            None if diverged_above is None else float(diverged_above),
            None if st is None else (st.st_mtime_ns, st.st_size))
-    return _load_cached(*key)
+    chosen = check_targets(targets)
+    problem = _load_cached(*key)
+    return problem if chosen == problem.targets else replace(problem, targets=chosen)
 
 
 @functools.lru_cache(maxsize=16)
@@ -354,19 +363,6 @@ def _load_cached(name: str, mapping: tuple, axes: tuple | None, n_held: int,
     return problem if notes == problem.notes else replace(problem, notes=notes)
 
 
-def check_dataset_name(name: str) -> None:
-    """ValueError for a replay dataset ``name`` that is neither registered (``REGISTERED``,
-    with or without ``dataset:``) nor a path with a suffix or that exists, with the closest
-    registered name."""
-    bare = name.removeprefix("dataset:")
-    if bare in REGISTERED or Path(name).suffix or Path(name).exists():
-        return
-    close = closest(bare, list(REGISTERED))
-    raise ValueError(f"unknown dataset {bare!r}" + (f" (did you mean {close!r}?)" if close
-                     else "") + f"; replays take {list(REGISTERED)} or a run-table file "
-                     "(.csv, .parquet, .jsonl, ...)")
-
-
 def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir: str | None,
            seed: int, duplicates: str = "error", diverged_above: float | None = None
            ) -> ReplayProblem:
@@ -386,6 +382,8 @@ def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir:
         if name in REGISTERED:
             return _build(name, mapping, axes, n_held, data_dir, seed, duplicates,
                           diverged_above)
+    from scalebo.bench.replay_datasets import check_dataset_name
+
     path = Path(name)
     check_dataset_name(name)
     table = load_runs(path, mapping=dict(mapping) or None, hyperparameters=axes,

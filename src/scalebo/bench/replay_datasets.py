@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from scalebo.bench.sweep_config import DatasetSpec, _thaw
-from scalebo.errors import with_hints
+from scalebo.errors import closest, with_hints
 
-__all__ = ["check_replay_datasets"]
+__all__ = ["check_dataset_name", "check_replay_datasets"]
 
 
 def _dataset_options() -> tuple[str, ...]:
@@ -69,9 +69,8 @@ def _check_rows(spec: DatasetSpec, opts: Mapping[str, Any]) -> None:
 
 
 def _check_source(source: str, data_dir: str | None) -> None:
-    """ValueError for an unknown dataset name (:func:`~scalebo.bench.problems.
-    check_dataset_name`) or a dataset of the public folder whose folder is not given."""
-    from scalebo.bench.problems import check_dataset_name
+    """ValueError for an unknown dataset name (:func:`check_dataset_name`) or a dataset of
+    the public folder whose folder is not given."""
     from scalebo.data.datasets import DATA_DIR_ENV, DATASETS
 
     check_dataset_name(source)
@@ -110,3 +109,27 @@ def _check_dataset_options(name: str, opts: Mapping[str, Any]) -> None:
         if key in opts and not ok(opts[key]):
             raise ValueError(f"dataset {name!r}: '{key}' must be {expected}, got "
                              f"{opts[key]!r}")
+    if "targets" in opts:
+        from scalebo.bench.targets import check_targets
+
+        try:
+            check_targets(opts["targets"])
+        except ValueError as exc:
+            raise ValueError(f"dataset {name!r}: {exc}") from None
+
+
+def check_dataset_name(name: str) -> None:
+    """ValueError for a replay dataset ``name`` that is neither registered
+    (:data:`~scalebo.bench.problems.REGISTERED`, with or without ``dataset:``) nor a path
+    with a suffix or that exists, with the closest registered name."""
+    from pathlib import Path
+
+    from scalebo.bench.problems import REGISTERED
+
+    bare = name.removeprefix("dataset:")
+    if bare in REGISTERED or Path(name).suffix or Path(name).exists():
+        return
+    close = closest(bare, list(REGISTERED))
+    raise ValueError(f"unknown dataset {bare!r}" + (f" (did you mean {close!r}?)" if close
+                     else "") + f"; replays take {list(REGISTERED)} or a run-table file "
+                     "(.csv, .parquet, .jsonl, ...)")

@@ -8,19 +8,22 @@ and the sample SD (``ddof=1``; 0 with one seed), and ``n`` the number of seeds.
 
 Tables (Markdown, :func:`write_report`):
 
-* relative extrapolation error ``|L̂(C) − L_ref(C)| / L_ref(C)`` in % at C = 1e25, 1e27 and
-  1e29 FLOPs, one table per C — rows dataset × variant, columns budget fractions (the
-  original study's Table 1 layout); at 1e25 also the floor oracles' rows
-  (:mod:`scalebo.bench.oracle`: the reference envelope's / the cells' best configurations
-  bought cheapest first) for every dataset that can be loaded;
-* calibration of the law posterior at 1e25 FLOPs (:mod:`scalebo.bench.calibration`):
-  coverage of the 80 % / 95 % intervals and their median width per dataset × method × law ×
-  budget, and pooled per method × law against the project's target;
+* relative extrapolation error ``|L̂(C) − L_ref(C)| / L_ref(C)`` in % at each target C the
+  records are scored at (default 1e25, 1e27 and 1e29 FLOPs; a dataset's ``targets``,
+  :mod:`scalebo.bench.targets`), one table per C — rows dataset × variant, columns budget
+  fractions (the original study's Table 1 layout); at a dataset's headline target (its
+  smallest; 1e25 by default) also the floor oracles' rows (:mod:`scalebo.bench.oracle`: the
+  reference envelope's / the cells' best configurations bought cheapest first) for every
+  dataset that can be loaded;
+* calibration of the law posterior at each dataset's headline target
+  (:mod:`scalebo.bench.calibration`): coverage of the 80 % / 95 % intervals and their median
+  width per dataset × method × law × budget, and pooled per method × law against the
+  project's target;
 * the fitted (incumbent) law's coefficients per budget — rows dataset × variant × parameter,
   columns budgets (Table 5 layout) — and how many fits converged (:mod:`.fit_rates`);
-* compute saved: the smallest budget fraction ``f`` at which the mean error at 1e25 FLOPs is
-  ≤ a threshold (default 1 %), the saving factor ``1/f``, and the compute actually spent there
-  as a fraction of ``C_total`` and as a multiple of the per-cell compute floor;
+* compute saved: the smallest budget fraction ``f`` at which the mean error at the headline
+  target is ≤ a threshold (default 1 %), the saving factor ``1/f``, and the compute actually
+  spent there as a fraction of ``C_total`` and as a multiple of the per-cell compute floor;
 * runs and recoveries (envelope %, cell %) per budget; the header names the records'
   numerical environments. Numbers below a display floor print as ``0.00`` (:func:`format_pm`).
 Figures (matplotlib, lazily, Agg; only for the methods in the records): per dataset a grid
@@ -38,13 +41,13 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from scalebo.bench.calibration import calibration_section
+from scalebo.bench.calibration import calibration_section, headline_keys, target_label
 from scalebo.bench.calibration_plot import calibration_figure
 from scalebo.bench.environment import describe_environments
 from scalebo.bench.fit_rates import CONVERGED_HEADING, converged_table
@@ -67,8 +70,15 @@ from scalebo.outputs import write_text_file
 __all__ = ["ERROR_FLOOR_PCT", "EXTRAPOLATION_KEYS", "coefficient_table", "comparison_groups",
            "extrapolation_table", "format_pm", "savings_table", "summarize", "write_report"]
 
-#: Metric-name suffixes of the extrapolation points (see ``bench.metrics.c_key``).
+#: Metric-name suffixes of the default extrapolation points (see ``bench.metrics.c_key``).
 EXTRAPOLATION_KEYS = ("1e+25", "1e+27", "1e+29")
+
+
+def target_keys(frame: pd.DataFrame) -> list[str]:
+    """The target keys the records are scored at, ascending in compute (the default
+    :data:`EXTRAPOLATION_KEYS` when they hold none)."""
+    found = frame["metric"].astype(str).str.extract(r"\.extrapolation_pct\.(.+)$")[0].dropna()
+    return sorted(set(found), key=float) or list(EXTRAPOLATION_KEYS)
 COMPARED = ("surrogate", "kernel", "acquisition", "incumbent", "schedule")
 
 
@@ -171,16 +181,21 @@ def coefficient_table(summary: pd.DataFrame, law: str = "compute") -> str:
     return "\n".join(lines) + "\n"
 
 
-def savings_table(summary: pd.DataFrame, threshold_pct: float = 1.0, C: str = "1e+25",
-                  law: str = "compute") -> str:
+def savings_table(summary: pd.DataFrame, threshold_pct: float = 1.0,
+                  C: str | Mapping[str, str] = "1e+25", law: str = "compute") -> str:
     """Smallest budget f from which the mean |error| at ``C`` stays ≤ ``threshold_pct`` at
-    every larger budget recorded (not one within it, then 4 % at the next), saving 1/f."""
-    metric = f"{law}.extrapolation_pct.{C}"
+    every larger budget recorded (not one within it, then 4 % at the next), saving 1/f.
+    ``C``: a target key, or one per dataset (``{dataset: key}``, its headline target)."""
+    keys = {ds: C for ds in summary["dataset"]} if isinstance(C, str) else dict(C)
+    variants = [v for key in dict.fromkeys(keys.values())
+                for v in _variants(summary, f"{law}.extrapolation_pct.{key}")
+                if keys.get(v[0]) == key]
     runs = summary[summary["kind"] == "run"]
     lines = [f"| dataset | method | smallest budget f from which mean error stays ≤ "
              f"{threshold_pct:g} % (≤: the smallest recorded) | saving 1/f | compute spent "
              "(% of C_total) | × per-cell floor |", "|---|---|---|---|---|---|"]
-    for ds, method, kind in _variants(summary, metric):
+    for ds, method, kind in variants:
+        metric = f"{law}.extrapolation_pct.{keys[ds]}"
         rows = summary[(summary["dataset"] == ds) & (summary["method"] == method) & (
             summary["kind"] == kind) & (summary["metric"] == metric)].sort_values("budget")
         out = ~(rows["mean"] <= threshold_pct).to_numpy()  # NaN (no fit) counts as out
@@ -237,10 +252,11 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
         figures: Draw the figures.
         law: Law whose metrics fill the tables: ``"compute"`` (L(C) on the envelope) or
             ``"chinchilla"`` (L(N, D) on per-cell bests, its compute-optimal path for C).
-        threshold_pct: Accuracy target of the compute-saved table, % at 1e25 FLOPs.
+        threshold_pct: Accuracy target of the compute-saved table, % at each dataset's
+            headline target (1e25 FLOPs by default).
         oracle: Add the floor oracles' rows (:mod:`scalebo.bench.oracle`) to the table at
-            1e25 FLOPs; needs each dataset loadable (a dataset that is not is named in the
-            report and left out).
+            each dataset's headline target; needs each dataset loadable (a dataset that is
+            not is named in the report and left out).
         data_dir: Public datasets folder for the oracles (default ``$SCALEBO_DATA_DIR``).
         all_records: Also report records of a dataset/method label written under older
             settings, version or data (by default left out, and said:
@@ -282,15 +298,17 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     orc, caption = None, ["Floor-oracle rows not computed (`--no-oracle`).", ""]
     if oracle:
         orc, caption = report_oracle(records_dir, frame, data_dir, law)
-    for C in EXTRAPOLATION_KEYS:
-        first = C == EXTRAPOLATION_KEYS[0]
-        rows = orc.summary if orc is not None and first else None
+    heads = headline_keys(frame)  # each dataset's smallest target: its oracle rows, calibration
+    keys = target_keys(frame)
+    first = next((k for k in keys if k in set(heads.values())), keys[0])  # caption's table
+    for C in keys:
+        rows = None if orc is None else orc.summary[orc.summary["dataset"].map(heads) == C]
         md += [f"## |Relative extrapolation error| (%) at {C.replace('e+', 'e')} FLOPs", "",
-               extrapolation_table(summary, C, law, rows), *(caption if first else [])]
-    calibration_md, iv = calibration_section(frame, EXTRAPOLATION_KEYS[0])
+               extrapolation_table(summary, C, law, rows), *(caption if C == first else [])]
+    calibration_md, iv = calibration_section(frame, heads)
     md += calibration_md
-    md += [f"## Compute saved to reach ≤ {threshold_pct:g} % error at 1e25 FLOPs", "",
-           savings_table(summary, threshold_pct, law=law),
+    md += [f"## Compute saved to reach ≤ {threshold_pct:g} % error at {target_label(heads)}", "",
+           savings_table(summary, threshold_pct, heads, law=law),
            "## Fitted law coefficients (mean ± SD)", "", coefficient_table(summary, law),
            CONVERGED_HEADING, "", converged_table(summary, law),
            "## Envelope recovery (% of reference envelope configs observed)", "",
@@ -308,15 +326,16 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
         md += ["## Figures", ""]
         for ds in dict.fromkeys(frame["dataset"]):
             methods = list(dict.fromkeys(frame.loc[frame["dataset"] == ds, "method"]))
-            p = recovery_figure(summary, ds, methods, fig_dir / f"recovery_{ds}.png", law)
+            p = recovery_figure(summary, ds, methods, fig_dir / f"recovery_{ds}.png", law,
+                                heads[ds])
             md += [f"![{ds} recovery]({p.relative_to(out).as_posix()})", "", FIGURE_NOTE, ""]
-        p = calibration_figure(iv, fig_dir / "calibration.png", EXTRAPOLATION_KEYS[0])
+        p = calibration_figure(iv, fig_dir / "calibration.png", heads)
         if p is not None:
             md += [f"![law posterior calibration]({p.relative_to(out).as_posix()})", ""]
         for param in COMPARED:
             for i, group in enumerate(comparison_groups(frame, param)):
                 p = comparison_figure(summary, group, param,
-                                      fig_dir / f"compare_{param}_{i}.png", law)
+                                      fig_dir / f"compare_{param}_{i}.png", law, heads)
                 md += [f"![{param} comparison]({p.relative_to(out).as_posix()})", "",
                        FIGURE_NOTE, ""]
     out.mkdir(parents=True, exist_ok=True)

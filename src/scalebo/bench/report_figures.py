@@ -9,7 +9,7 @@ on the Agg backend unless pyplot is already loaded (:func:`scalebo.bench.calibra
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +27,7 @@ ERROR_FLOOR_PCT = WIDTH_FLOOR_PCT
 #: Recovery panels: (metric, kind filter, y label, floor of the log axis in the metric's
 #: unit; None: a linear percentage axis).
 PANELS = (
-    ("{law}.extrapolation_pct.1e+25", "fit", "|extrapolation| at 1e25 FLOPs (%)",
+    ("{law}.extrapolation_pct.{C}", "fit", "|extrapolation| at {at} FLOPs (%)",
      ERROR_FLOOR_PCT),
     ("{law}.param_error.alpha", "fit", "|α − α_ref|", 1e-5),
     ("{law}.param_error.E", "fit", "|E − E_ref| (nats)", 1e-5),
@@ -95,30 +95,34 @@ def _finish(fig, plt, methods, colors, title: str, path: Path) -> Path:
 
 
 def recovery_figure(summary: pd.DataFrame, dataset: str, methods: Sequence[str], path: Path,
-                    law: str = "compute") -> Path:
-    """Recovery panels vs budget fraction for ``methods`` on ``dataset`` (mean ± 1 SD)."""
+                    law: str = "compute", C: str = "1e+25") -> Path:
+    """Recovery panels vs budget fraction for ``methods`` on ``dataset`` (mean ± 1 SD); the
+    error panel at target key ``C`` (the dataset's headline target)."""
     plt = cal._plt()
     fig, axes = plt.subplots(2, 3, figsize=(13, 7.5), constrained_layout=True)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, (metric, which, ylabel, floor) in zip(axes.flat, PANELS, strict=True):
         kinds = ("run",) if which == "run" else ("observed", "fantasized")
-        _panel(ax, summary, dataset, methods, metric.format(law=law), ylabel, floor, kinds,
-               colors)
+        at = C.replace("e+", "e")
+        _panel(ax, summary, dataset, methods, metric.format(law=law, C=C),
+               ylabel.format(at=at), floor, kinds, colors)
     return _finish(fig, plt, methods, colors, f"{dataset}: recovery vs budget ({law} law; "
                    "mean ± 1 SD over seeds, log panels: SD band in log space)", path)
 
 
 def comparison_figure(summary: pd.DataFrame, methods: Sequence[str], param: str, path: Path,
-                      law: str = "compute") -> Path:
-    """|Extrapolation| at 1e25 FLOPs vs budget per dataset for methods differing in ``param``."""
+                      law: str = "compute", C: Mapping[str, str] | None = None) -> Path:
+    """|Extrapolation| vs budget per dataset for methods differing in ``param``, at each
+    dataset's target key ``C[dataset]`` (default ``"1e+25"``, its headline target)."""
     plt = cal._plt()
     datasets = list(dict.fromkeys(summary["dataset"]))
     fig, axes = plt.subplots(1, len(datasets), figsize=(max(6, 5 * len(datasets)), 4.4),
                              squeeze=False, constrained_layout=True)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, ds in zip(axes[0], datasets, strict=True):
-        _panel(ax, summary, ds, methods, f"{law}.extrapolation_pct.1e+25",
-               "|extrapolation| at 1e25 FLOPs (%)", ERROR_FLOOR_PCT,
+        key = (C or {}).get(ds, "1e+25")
+        _panel(ax, summary, ds, methods, f"{law}.extrapolation_pct.{key}",
+               f"|extrapolation| at {key.replace('e+', 'e')} FLOPs (%)", ERROR_FLOOR_PCT,
                ("observed", "fantasized"), colors)
         ax.set_title(ds)
     return _finish(fig, plt, methods, colors,

@@ -26,7 +26,8 @@ Config file (YAML)::
       steplaw: {}
       my_grid: {source: /path/to/runs.csv, n_held_out_cells: 2, duplicates: mean,
                 mapping: {N: params, D: tokens, loss: val_loss}, axes: [lr, bs],
-                diverged_above: 9.0}   # losses at or above: diverged (failed when bought)
+                diverged_above: 9.0,   # losses at or above: diverged (failed when bought)
+                targets: [1e21, 1e22]}  # FLOPs the law is scored at (default 1e25, 1e27, 1e29)
     method_defaults: {surrogate: gp, kernel: matern52, acquisition: ei}
     methods:                       # label → bench.replay.MethodConfig fields
       full: {strategy: full, fantasize: false}

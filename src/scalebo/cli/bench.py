@@ -53,9 +53,10 @@ C_total, datasets, method_defaults, methods; see benchmarks/configs/), one JSON 
 cell in --out.
 """
 REPORT_DESCRIPTION = """\
-Write report.md (mean +- SD over seeds of the relative extrapolation error at 1e25, 1e27 and
-1e29 FLOPs in %, the law posterior's calibration, fitted coefficients, compute saved,
-recoveries) and figures/*.png from a directory of records.
+Write report.md (mean +- SD over seeds of the relative extrapolation error in % at each
+target compute, 1e25, 1e27 and 1e29 FLOPs unless a dataset gives its own targets; the law
+posterior's calibration, fitted coefficients, compute saved, recoveries) and figures/*.png
+from a directory of records.
 """
 EPILOG = """\
 examples:

@@ -10,6 +10,7 @@ import argparse
 import warnings
 from typing import Any
 
+from scalebo.cli.arg_types import flops
 from scalebo.cli.campaign_args import add_cost_model_arguments
 from scalebo.cli.common import (
     add_format_argument,
@@ -33,6 +34,7 @@ from scalebo.cli.common import (
 from scalebo.cli.replay_tables import (
     failure_rows,
     interval_rows,
+    metric_legend,
     metric_notes,
     untrusted_notes,
 )
@@ -45,8 +47,8 @@ oracle, the 2 largest-compute (N, D) cells are held out (--held-out-cells), and 
 refitted from what the search bought (and, with --fantasize, from observed +
 surrogate-predicted losses) are compared with the reference fit on the whole acquirable grid:
 compute spent, envelope and per-cell recovery, held-out MSE (nats^2) and the relative error
-at 1e25, 1e27 and 1e29 FLOPs (definitions: docs/records.md). Budget: a fraction of C_total,
-the summed compute of the acquirable grid (FLOPs).
+at each --target (default 1e25, 1e27 and 1e29 FLOPs; definitions: docs/records.md).
+Budget: a fraction of C_total, the summed compute of the acquirable grid (FLOPs).
 """
 EPILOG = """\
 datasets (--dataset):
@@ -113,6 +115,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="budget as a fraction of C_total, 0.05 or 5%% (default 0.05)")
     parser.add_argument("--record-budgets", type=fractions, default=[], metavar="F,...",
                         help="smaller budgets to record too, e.g. 0.01,0.05 or 1%%,5%%")
+    parser.add_argument("--target", type=flops, action="append", default=None, metavar="C",
+                        help="score the recovered law at this compute in FLOPs (repeatable; "
+                             "default 1e25, 1e27 and 1e29); the smallest is the headline: "
+                             "its intervals are printed. A grid of small models is better "
+                             "judged a few decades past its largest run")
     parser.add_argument("--seed", type=int_at_least(0), default=0,
                         help="seed of the initial design, the surrogate and the samples "
                              "(default 0)")
@@ -242,7 +249,8 @@ def run(args: argparse.Namespace) -> int:
         try:
             problem = load_problem(args.dataset, mapping=mapping, axes=axes,
                                    n_held_out_cells=args.held_out_cells, data_dir=args.data_dir,
-                                   duplicates=args.duplicates, diverged_above=args.diverged_above)
+                                   duplicates=args.duplicates, diverged_above=args.diverged_above,
+                                   targets=args.target)
         except Exception:  # no problem, so no notes: what loading said may be why it failed
             for text in dict.fromkeys(str(w.message) for w in caught):
                 note(text.replace(EXCLUDED_IN_PYTHON, ""))
@@ -272,12 +280,13 @@ def run(args: argparse.Namespace) -> int:
             params = ", ".join(f"{k}={v:.4g}" for k, v in ref["params"].items())
             log(f"reference {law} law (the whole acquirable grid): {params} ({ref['status']})")
     from scalebo.bench.reference_spread import reference_frontier_note, reference_spread
+    from scalebo.bench.targets import headline
 
-    spread = reference_spread(problem, 1e25)
+    spread = reference_spread(problem, headline(problem.targets))
     if spread is not None:
         note(spread.describe())
         summary = {**summary, "reference_spread": spread.to_dict()}
-    if text := reference_frontier_note(problem):
+    if text := reference_frontier_note(problem, headline(problem.targets)):
         note(text)
     records = list(args.record_budgets)
     log(f"replaying {method.label()} to {args.budget:g} of C_total, seed {args.seed} ...")
@@ -299,10 +308,10 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_json(data)
     elif args.format == "csv":  # one table: the metric rows, then the interval rows
-        rows = _csv_rows(rec)
+        rows = _csv_rows(rec, problem.targets)
         write_csv(rows, list(dict.fromkeys(k for r in rows for k in r)) or ["budget"])
     else:
-        print(_table(rec))
+        print(_table(rec, problem.targets))
     return 0
 
 
@@ -310,9 +319,9 @@ def run(args: argparse.Namespace) -> int:
 HELD_OUT_SHARE = 0.25
 
 
-def _metric_rows(rec: Any) -> list[dict]:
-    """One row per budget × source (observed, fantasized) × law."""
-    from scalebo.bench.metrics import EXTRAPOLATION_C, c_key
+def _metric_rows(rec: Any, targets: tuple[float, ...]) -> list[dict]:
+    """One row per budget × source (observed, fantasized) × law; ``|d|%`` at each target."""
+    from scalebo.bench.metrics import c_key
     from scalebo.fitting.identifiability import EXACT_FIT
 
     rows = []
@@ -325,23 +334,23 @@ def _metric_rows(rec: Any) -> list[dict]:
                        "runs": m.n_runs + m.n_failed, "spent": m.spent_fraction,
                        "x_floor": m.floor_multiple_cells, "env_%": m.envelope_recovery_pct,
                        "cell_%": m.cell_recovery_pct, "heldout_mse": lm.heldout_mse}
-                for c in EXTRAPOLATION_C:
+                for c in targets:
                     v = lm.abs_extrapolation(c)
                     row[f"|d|%@{c_key(c)}"] = v
                 rows.append(row)
     return rows
 
 
-def _csv_rows(rec: Any) -> list[dict]:
+def _csv_rows(rec: Any, targets: tuple[float, ...]) -> list[dict]:
     """The text output's three tables as one: metric rows with each fit's message (why there
-    is no estimate), then the law intervals at 1e25 FLOPs (``source`` posterior or
+    is no estimate), then the law intervals at the headline target (``source`` posterior or
     bootstrap) and the law posteriors not drawn (``source`` posterior, ``message``)."""
     messages = {(m.budget, source, name): lm.message
                 for m in rec.metrics
                 for source, laws in (("observed", m.observed), ("fantasized", m.fantasized))
                 for name, lm in (laws or {}).items()}
     rows = [{**r, "message": messages.get((r["budget"], r["source"], r["law"]), "")}
-            for r in _metric_rows(rec)]
+            for r in _metric_rows(rec, targets)]
     rows += interval_rows(rec)
     rows += [{"budget": r["budget"], "source": r["source"], "law": r["law"],
               "message": r["reason"]} for r in failure_rows(rec)
@@ -349,40 +358,12 @@ def _csv_rows(rec: Any) -> list[dict]:
     return rows
 
 
-_LEGEND = ("source: observed = the law fitted on the runs trained, fantasized = on them plus "
-           "the surrogate's predicted losses of the untried configurations in the window (the "
-           "default point estimate; where it lies outside the law posterior's 80 % interval "
-           "the posterior's median is, as a note says); "
-           "runs: configurations trained (diverged ones included); spent: fraction of "
-           "C_total; x_floor: spent / the "
-           "compute floor (the cost of every cell's best configuration); env_% / cell_%: "
-           "share of the reference envelope's configurations / of the (N, D) cells' best "
-           "configurations trained; heldout_mse: nats^2 on the held-out cells; |d|%@C: "
-           "|law - reference| / reference at C FLOPs, % (docs/records.md)")
-_EXACT = ("; status \"exact\": as many frontier points as the law has parameters, so it "
-          "passes through them and nothing tests it")
-
-
-_LOOSE = ("; status {}: the law's parameters are not pinned down by these points, so its "
-          "|d|% is a number, not a measure of the search")
-
-
-def _legend(rows: list[dict[str, Any]]) -> str:
-    """The table's legend; what status "exact", "unidentified" or "bound hit" mean only when
-    a row has it."""
-    said = {str(r.get("status", "")) for r in rows}
-    exact = any("exact" in s for s in said)
-    loose = [f'"{s}"' for s in ("unidentified", "bound hit") if any(x.startswith(s) for x in said)]
-    return _LEGEND + (_EXACT if exact else "") + (_LOOSE.format(" / ".join(loose)) if loose
-                                                   else "")
-
-
-def _table(rec: Any) -> str:
-    rows = _metric_rows(rec)
+def _table(rec: Any, targets: tuple[float, ...]) -> str:
+    rows = _metric_rows(rec, targets)
     cols = list(rows[0]) if rows else []
     head = (f"{rec.dataset}: {rec.method.label()}, seed {rec.seed}; "
             f"{rec.timings['total']:.1f} s\n")
-    out = head + format_table(rows, cols) + "\n" + _legend(rows)
+    out = head + format_table(rows, cols) + "\n" + metric_legend(rows)
     out += "".join("\n" + n for n in metric_notes(rec))
     why = failure_rows(rec)
     if why:
@@ -390,7 +371,8 @@ def _table(rec: Any) -> str:
                 + format_table(why, list(why[0])))
     intervals = interval_rows(rec)
     if intervals:
-        out += ("\n\nlaw intervals at 1e25 FLOPs (loss, nats; source: posterior = the law "
+        at = format(min(targets), ".3g").replace("e+", "e")
+        out += (f"\n\nlaw intervals at {at} FLOPs (loss, nats; source: posterior = the law "
                 "posterior, fits to draws of the untried configurations, bootstrap = fits to "
                 "resamples of the runs trained; covers: whether the full-grid "
                 "reference is inside the 80 % / 95 % interval; fits: sample fits that failed or "

@@ -1,5 +1,6 @@
-"""The tables ``scalebo replay`` prints below its metrics: why a budget has no estimate,
-the law intervals at 1e25 FLOPs (law posterior and observed-run bootstrap), and notes on
+"""The tables ``scalebo replay`` prints below its metrics: the metrics' legend, why a budget
+has no estimate, the law intervals at the headline target (the smallest compute the replay
+scores at, 1e25 FLOPs by default; law posterior and observed-run bootstrap), and notes on
 intervals made mostly by sample fits at a parameter bound. Losses in nats."""
 
 from __future__ import annotations
@@ -8,12 +9,15 @@ from typing import Any
 
 from scalebo.search.stopping import bound_note
 
-__all__ = ["failure_rows", "interval_rows", "metric_notes", "untrusted_notes"]
+__all__ = ["failure_rows", "interval_rows", "metric_legend", "metric_notes",
+           "untrusted_notes"]
 
 
-def _at_1e25(entry: dict, field: str) -> Any:
-    """A law-posterior summary's ``field`` at 1e25 FLOPs (None if absent)."""
-    return (entry.get(field) or {}).get("1e+25")
+def _at_headline(entry: dict, field: str) -> Any:
+    """A law-posterior summary's ``field`` at its headline target, the smallest compute of
+    its ``predicted_loss`` (None if absent)."""
+    keys = list(entry.get("predicted_loss") or {})
+    return (entry.get(field) or {}).get(min(keys, key=float)) if keys else None
 
 
 def failure_rows(rec: Any) -> list[dict]:
@@ -34,7 +38,7 @@ def failure_rows(rec: Any) -> list[dict]:
                              "reason": m.posterior_message})
             continue
         for name, entry in m.law_posterior.items():
-            q = _at_1e25(entry, "predicted_loss") or {}
+            q = _at_headline(entry, "predicted_loss") or {}
             if q.get("q10") is None:
                 rows.append({"budget": m.budget, "source": "posterior", "law": name,
                              "reason": entry.get("message") or "no successful sample"})
@@ -59,11 +63,11 @@ def interval_rows(rec: Any) -> list[dict]:
         for source, table in (("posterior", m.law_posterior),
                               ("bootstrap", m.observed_bootstrap)):
             for law, entry in (table or {}).items():
-                q = _at_1e25(entry, "predicted_loss")
+                q = _at_headline(entry, "predicted_loss")
                 if not q or q.get("q10") is None:
                     continue
-                cov = _at_1e25(entry, "covered") or {}
-                ref = _at_1e25(entry, "reference_loss")
+                cov = _at_headline(entry, "covered") or {}
+                ref = _at_headline(entry, "reference_loss")
                 rows.append({"budget": m.budget, "source": source, "law": law,
                              "q02.5": q["q02.5"], "q10": q["q10"], "q50": q["q50"],
                              "q90": q["q90"], "q97.5": q["q97.5"],
@@ -75,7 +79,7 @@ def interval_rows(rec: Any) -> list[dict]:
 
 def untrusted_notes(rec: Any) -> list[str]:
     """:func:`~scalebo.search.stopping.bound_note` of each budget × law posterior, and a note
-    for each law posterior whose 80 % interval at 1e25 FLOPs has zero width."""
+    for each law posterior whose 80 % interval at the headline target has zero width."""
     notes = [f"note at {m.budget:g}: {note}" for m in rec.metrics
              for law, entry in (m.law_posterior or {}).items()
              if (note := bound_note(entry, law))]
@@ -85,7 +89,7 @@ def untrusted_notes(rec: Any) -> list[str]:
               "scope could change (those the extrapolation guard left out, or beyond the "
               "window); read it as the point fit, not as certainty"
               for m in rec.metrics for law, entry in (m.law_posterior or {}).items()
-              if (q := _at_1e25(entry, "predicted_loss")) and q.get("q10") is not None
+              if (q := _at_headline(entry, "predicted_loss")) and q.get("q10") is not None
               and q["q90"] == q["q10"]
               and int(entry.get("samples") or 0) - int(entry.get("n_failed") or 0) > 1]
     return notes
@@ -108,3 +112,31 @@ def metric_notes(rec: Any) -> list[str]:
                              "FLOPs is the law posterior's median: the fill-in's fit lies "
                              "outside the posterior's 80 % interval there")
     return notes
+
+
+_LEGEND = ("source: observed = the law fitted on the runs trained, fantasized = on them plus "
+           "the surrogate's predicted losses of the untried configurations in the window (the "
+           "default point estimate; where it lies outside the law posterior's 80 % interval "
+           "the posterior's median is, as a note says); "
+           "runs: configurations trained (diverged ones included); spent: fraction of "
+           "C_total; x_floor: spent / the "
+           "compute floor (the cost of every cell's best configuration); env_% / cell_%: "
+           "share of the reference envelope's configurations / of the (N, D) cells' best "
+           "configurations trained; heldout_mse: nats^2 on the held-out cells; |d|%@C: "
+           "|law - reference| / reference at C FLOPs, % (docs/records.md)")
+_EXACT = ("; status \"exact\": as many frontier points as the law has parameters, so it "
+          "passes through them and nothing tests it")
+
+
+_LOOSE = ("; status {}: the law's parameters are not pinned down by these points, so its "
+          "|d|% is a number, not a measure of the search")
+
+
+def metric_legend(rows: list[dict[str, Any]]) -> str:
+    """The table's legend; what status "exact", "unidentified" or "bound hit" mean only when
+    a row has it."""
+    said = {str(r.get("status", "")) for r in rows}
+    exact = any("exact" in s for s in said)
+    loose = [f'"{s}"' for s in ("unidentified", "bound hit") if any(x.startswith(s) for x in said)]
+    return _LEGEND + (_EXACT if exact else "") + (_LOOSE.format(" / ".join(loose)) if loose
+                                                   else "")
