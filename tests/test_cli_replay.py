@@ -147,7 +147,8 @@ def test_an_exactly_determined_fit_is_marked_exact_in_the_table():
     from types import SimpleNamespace
 
     from scalebo.bench.metrics import BudgetMetrics, LawMetrics
-    from scalebo.cli.replay import _legend, _metric_rows
+    from scalebo.cli.replay import _metric_rows
+    from scalebo.cli.replay_tables import metric_legend as _legend
 
     keys = ("1e+25", "1e+27", "1e+29")
 
@@ -162,7 +163,7 @@ def test_an_exactly_determined_fit_is_marked_exact_in_the_table():
                       envelope_recovery_pct=0.0, cell_recovery_pct=0.0,
                       observed={"compute": exact, "chinchilla": tested},
                       fantasized={"compute": failed})
-    rows = _metric_rows(SimpleNamespace(metrics=[m]))
+    rows = _metric_rows(SimpleNamespace(metrics=[m]), (1e25, 1e27, 1e29))
     assert [r["status"] for r in rows] == ["converged, exact", "converged", "failed"]
     assert 'status "exact"' in _legend(rows)
     assert 'status "exact"' not in _legend(rows[1:])  # explained only when a row has it
