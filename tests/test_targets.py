@@ -12,20 +12,28 @@ import pytest
 from test_oracle import tiny_problem
 from test_records import budget_metrics
 
-from scalebo.bench.calibration import headline_keys, target_label
 from scalebo.bench.intervals import reference_losses
 from scalebo.bench.metrics import c_key, law_metrics, observed_table
 from scalebo.bench.problems import load_problem
 from scalebo.bench.records import load_records
 from scalebo.bench.replay_datasets import check_replay_datasets
-from scalebo.bench.report import target_keys, write_report
+from scalebo.bench.report import write_report
 from scalebo.bench.sweep import SweepConfig, run_sweep
 from scalebo.bench.synthetic import make_synthetic
-from scalebo.bench.targets import DEFAULT_TARGETS, check_targets, headline
+from scalebo.bench.targets import (
+    DEFAULT_KEYS,
+    DEFAULT_TARGETS,
+    check_targets,
+    headline,
+    headline_keys,
+    target_keys,
+    target_label,
+)
 
 
 def test_targets_are_ascending_distinct_flops_and_bad_ones_are_named():
     assert check_targets(None) == DEFAULT_TARGETS == (1e25, 1e27, 1e29)
+    assert DEFAULT_KEYS == tuple(map(c_key, DEFAULT_TARGETS))  # the records' keys
     assert check_targets([1e22, 1e21, 1e22]) == (1e21, 1e22)
     assert check_targets(3e21) == (3e21,)
     assert check_targets(["1e21", 1e23]) == (1e21, 1e23)  # YAML 1.1 reads 1e21 as text

@@ -36,11 +36,12 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
+from scalebo.bench.targets import target_label
 from scalebo.search.law_posterior import COVER_RTOL, covers  # COVER_RTOL, covers: public here
 
 __all__ = ["BOOTSTRAP_SOURCE", "COVER_RTOL", "LEVELS", "TARGETS", "bootstrap_calibration",
            "calibration_section", "calibration_summary", "calibration_table", "covers",
-           "headline_keys", "intervals", "pooled_table", "target_label", "wilson_interval"]
+           "intervals", "pooled_table", "wilson_interval"]
 
 #: Widths (%) below this are drawn at it in the figure (a log axis over 12 decades of
 #: rounding-level widths would hide the ones that matter) and print as 0.00 in the tables;
@@ -67,7 +68,8 @@ def intervals(frame: pd.DataFrame, C: str | Mapping[str, str] = "1e+25",
     Args:
         frame: Tidy records (:func:`~scalebo.bench.records.load_records`).
         C: Extrapolation key (``"1e+25"``, ``"1e+27"``, ``"1e+29"``), or one per dataset
-            (``{dataset: key}``, e.g. each one's headline target, :func:`headline_keys`;
+            (``{dataset: key}``, e.g. each one's headline target,
+            :func:`~scalebo.bench.targets.headline_keys`;
             datasets not in it are left out).
         rtol: Coverage tolerance (see :func:`covers`).
         source: Entry of ``result.metrics`` holding ``{law: {"predicted_loss": …,
@@ -245,28 +247,6 @@ def bootstrap_calibration(frame: pd.DataFrame, C: str | Mapping[str, str] = "1e+
     """
     iv = intervals(frame, C, rtol, source=BOOTSTRAP_SOURCE)
     return iv if len(iv) and bool(iv["ok"].any()) else None
-
-
-def headline_keys(frame: pd.DataFrame) -> dict[str, str]:
-    """Each dataset's headline target key in tidy records: the smallest compute it is scored
-    at (:mod:`scalebo.bench.targets`; ``"1e+25"`` for the default targets and for a dataset
-    with no extrapolation in its records)."""
-    metric = frame["metric"].astype(str)
-    keys = metric.str.extract(r"\.(?:extrapolation_pct|reference_loss)\.(.+)$")[0]
-    found = frame.assign(_key=keys).dropna(subset=["_key"])
-    smallest = {ds: min(g["_key"].unique(), key=float)
-                for ds, g in found.groupby("dataset", sort=False)}
-    return {ds: smallest.get(ds, "1e+25") for ds in dict.fromkeys(frame["dataset"])}
-
-
-def target_label(C: str | Mapping[str, str]) -> str:
-    """``"1e25 FLOPs"`` for one key (or every dataset at the same one), else "each
-    dataset's headline target (steplaw 1e25, mine 1e21 FLOPs)"."""
-    keys = [C] if isinstance(C, str) else list(C.items())
-    if isinstance(C, str) or len(set(C.values())) == 1:
-        return f"{(C if isinstance(C, str) else keys[0][1]).replace('e+', 'e')} FLOPs"
-    return ("each dataset's headline target, its smallest (" + ", ".join(
-        f"{ds} {k.replace('e+', 'e')}" for ds, k in keys) + " FLOPs)")
 
 
 def calibration_section(frame: pd.DataFrame, C: str | Mapping[str, str] = "1e+25",

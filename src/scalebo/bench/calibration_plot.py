@@ -16,8 +16,8 @@ from scalebo.bench.calibration import (
     TARGETS,
     WIDTH_FLOOR_PCT,
     calibration_summary,
-    target_label,
 )
+from scalebo.bench.targets import target_label
 from scalebo.outputs import save_figure
 
 __all__ = ["calibration_figure"]

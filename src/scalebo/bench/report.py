@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from scalebo.bench.calibration import calibration_section, headline_keys, target_label
+from scalebo.bench.calibration import calibration_section
 from scalebo.bench.calibration_plot import calibration_figure
 from scalebo.bench.environment import describe_environments
 from scalebo.bench.fit_rates import CONVERGED_HEADING, converged_table
@@ -65,20 +65,14 @@ from scalebo.bench.report_figures import (
     comparison_figure,
     recovery_figure,
 )
+from scalebo.bench.targets import DEFAULT_KEYS, headline_keys, target_keys, target_label
 from scalebo.outputs import write_text_file
 
 __all__ = ["ERROR_FLOOR_PCT", "EXTRAPOLATION_KEYS", "coefficient_table", "comparison_groups",
            "extrapolation_table", "format_pm", "savings_table", "summarize", "write_report"]
 
 #: Metric-name suffixes of the default extrapolation points (see ``bench.metrics.c_key``).
-EXTRAPOLATION_KEYS = ("1e+25", "1e+27", "1e+29")
-
-
-def target_keys(frame: pd.DataFrame) -> list[str]:
-    """The target keys the records are scored at, ascending in compute (the default
-    :data:`EXTRAPOLATION_KEYS` when they hold none)."""
-    found = frame["metric"].astype(str).str.extract(r"\.extrapolation_pct\.(.+)$")[0].dropna()
-    return sorted(set(found), key=float) or list(EXTRAPOLATION_KEYS)
+EXTRAPOLATION_KEYS = DEFAULT_KEYS
 COMPARED = ("surrogate", "kernel", "acquisition", "incumbent", "schedule")
 
 

@@ -16,12 +16,22 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
-__all__ = ["DEFAULT_TARGETS", "check_targets", "headline"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["DEFAULT_KEYS", "DEFAULT_TARGETS", "check_targets", "headline", "headline_keys",
+           "target_keys", "target_label"]
 
 #: Target compute values (FLOPs) of a replay unless it is given its own.
 DEFAULT_TARGETS: tuple[float, ...] = (1e25, 1e27, 1e29)
+#: Their keys in records (:func:`~scalebo.search.law_posterior.target_key`).
+DEFAULT_KEYS: tuple[str, ...] = ("1e+25", "1e+27", "1e+29")
+#: A target key at the end of a tidy record's metric name (``compute.extrapolation_pct.1e+25``,
+#: ``law_posterior.compute.reference_loss.1e+21``; a key may hold a dot, ``1.5e+21``).
+_KEY_AT_END = r"\.(?:extrapolation_pct|reference_loss)\.(.+)$"
 
 
 def check_targets(values: float | Iterable[float] | None) -> tuple[float, ...]:
@@ -52,3 +62,34 @@ def check_targets(values: float | Iterable[float] | None) -> tuple[float, ...]:
 def headline(targets: Iterable[float]) -> float:
     """The headline target of ``targets`` (FLOPs): the smallest."""
     return min(targets)
+
+
+def _keys(frame: pd.DataFrame) -> pd.Series:
+    """The target key of each tidy record row that holds one (others dropped), by row."""
+    return frame["metric"].astype(str).str.extract(_KEY_AT_END)[0].dropna()
+
+
+def target_keys(frame: pd.DataFrame) -> list[str]:
+    """The target keys tidy records (:func:`~scalebo.bench.records.load_records`) are scored
+    at, ascending in compute (:data:`DEFAULT_KEYS` when they hold none)."""
+    return sorted(set(_keys(frame)), key=float) or list(DEFAULT_KEYS)
+
+
+def headline_keys(frame: pd.DataFrame) -> dict[str, str]:
+    """Each dataset's headline target key in tidy records: the smallest compute it is scored
+    at (``"1e+25"`` for the default targets, and for a dataset with no fit in its records)."""
+    keys = _keys(frame)
+    found = frame.loc[keys.index].assign(_key=keys)
+    smallest = {ds: min(g["_key"].unique(), key=float)
+                for ds, g in found.groupby("dataset", sort=False)}
+    return {ds: smallest.get(ds, DEFAULT_KEYS[0]) for ds in dict.fromkeys(frame["dataset"])}
+
+
+def target_label(C: str | Mapping[str, str]) -> str:
+    """``"1e25 FLOPs"`` for one key (or every dataset at the same one), else "each dataset's
+    headline target, its smallest (steplaw 1e25, mine 1e21 FLOPs)"."""
+    pairs = [("", C)] if isinstance(C, str) else list(C.items())
+    if len({k for _, k in pairs}) == 1:
+        return f"{pairs[0][1].replace('e+', 'e')} FLOPs"
+    return ("each dataset's headline target, its smallest (" + ", ".join(
+        f"{ds} {k.replace('e+', 'e')}" for ds, k in pairs) + " FLOPs)")
