@@ -144,6 +144,7 @@ def test_a_budget_that_buys_nothing_and_failed_fits_say_why(tmp_path):
 
 
 def test_an_exactly_determined_fit_is_marked_exact_in_the_table():
+    from dataclasses import replace
     from types import SimpleNamespace
 
     from scalebo.bench.metrics import BudgetMetrics, LawMetrics
@@ -169,6 +170,18 @@ def test_an_exactly_determined_fit_is_marked_exact_in_the_table():
     assert 'status "exact"' not in _legend(rows[1:])  # explained only when a row has it
     # a trial read |d| % beside "unidentified" as a score: the legend says what it is
     assert "not pinned down" not in _legend(rows)
+    # a 3 N x 4 D Chinchilla fit: its N term passes through the three N levels
+    from scalebo.fitting.identifiability import exact_term_note
+    from scalebo.laws import CHINCHILLA
+
+    X = np.array([(n, d) for n in (1e8, 2e8, 4e8) for d in (1e9, 2e9, 4e9, 8e9)])
+    levels = LawMetrics("chinchilla", "converged", "converged; " + exact_term_note(CHINCHILLA, X),
+                        12, {"E": 1.0}, {}, None, dict.fromkeys(keys, 0.5))
+    m3 = replace(m, observed={"chinchilla": levels}, fantasized=None)
+    three = _metric_rows(SimpleNamespace(metrics=[m3]), (1e25, 1e27, 1e29))
+    assert [r["status"] for r in three] == ["converged, shape unchecked"]
+    assert 'status "shape unchecked": a term\'s variable (N or D) takes only 3' in _legend(three)
+    assert "shape unchecked" not in _legend(rows)
     loose = [{**rows[1], "status": "unidentified"}, {**rows[2], "status": "bound hit"}]
     assert ('status "unidentified" / "bound hit": the law\'s parameters are not pinned down by '
             "these points, so its |d|% is a number, not a measure of the search") in _legend(loose)

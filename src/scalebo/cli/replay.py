@@ -322,14 +322,15 @@ HELD_OUT_SHARE = 0.25
 def _metric_rows(rec: Any, targets: tuple[float, ...]) -> list[dict]:
     """One row per budget × source (observed, fantasized) × law; ``|d|%`` at each target."""
     from scalebo.bench.metrics import c_key
-    from scalebo.fitting.identifiability import EXACT_FIT
+    from scalebo.fitting.identifiability import EXACT_FIT, UNCHECKED_TERM
 
     rows = []
     for m in rec.metrics:
         for source, laws in (("observed", m.observed), ("fantasized", m.fantasized)):
             for name, lm in (laws or {}).items():
-                exact = lm.params is not None and EXACT_FIT in (lm.message or "")
-                status = f"{lm.status}, exact" if exact else lm.status
+                said = (lm.message or "") if lm.params is not None else ""
+                status = (f"{lm.status}, exact" if EXACT_FIT in said else
+                          f"{lm.status}, shape unchecked" if UNCHECKED_TERM in said else lm.status)
                 row = {"budget": m.budget, "source": source, "law": name, "status": status,
                        "runs": m.n_runs + m.n_failed, "spent": m.spent_fraction,
                        "x_floor": m.floor_multiple_cells, "env_%": m.envelope_recovery_pct,

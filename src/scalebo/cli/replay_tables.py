@@ -124,6 +124,9 @@ _LEGEND = ("source: observed = the law fitted on the runs trained, fantasized = 
            "share of the reference envelope's configurations / of the (N, D) cells' best "
            "configurations trained; heldout_mse: nats^2 on the held-out cells; |d|%@C: "
            "|law - reference| / reference at C FLOPs, % (docs/records.md)")
+_UNCHECKED = ("; status \"shape unchecked\": a term's variable (N or D) takes only 3 values in "
+              "the points, and the term and E pass through them, so its exponent is not "
+              "tested (the fit's message names it)")
 _EXACT = ("; status \"exact\": as many frontier points as the law has parameters, so it "
           "passes through them and nothing tests it")
 
@@ -137,6 +140,7 @@ def metric_legend(rows: list[dict[str, Any]]) -> str:
     a row has it."""
     said = {str(r.get("status", "")) for r in rows}
     exact = any("exact" in s for s in said)
+    unchecked = any("shape unchecked" in s for s in said)
     loose = [f'"{s}"' for s in ("unidentified", "bound hit") if any(x.startswith(s) for x in said)]
-    return _LEGEND + (_EXACT if exact else "") + (_LOOSE.format(" / ".join(loose)) if loose
-                                                   else "")
+    return (_LEGEND + (_EXACT if exact else "") + (_UNCHECKED if unchecked else "")
+            + (_LOOSE.format(" / ".join(loose)) if loose else ""))

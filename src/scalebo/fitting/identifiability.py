@@ -40,12 +40,15 @@ import numpy as np
 from scalebo.laws import Law, PowerLawSum, as_inputs
 
 __all__ = ["EXACT_FIT", "JACOBIAN_DRAWS", "JACOBIAN_ROWS", "JACOBIAN_TOL", "LOG_DEPENDENCE_TOL",
-           "MIN_SPAN", "MIN_VALUES_PER_TERM", "distinct_points", "exact_fit_note",
-           "exact_term_note", "identification_problem", "with_exact_fit_note"]
+           "MIN_SPAN", "MIN_VALUES_PER_TERM", "UNCHECKED_TERM", "distinct_points",
+           "exact_fit_note", "exact_term_note", "identification_problem", "with_exact_fit_note"]
 
 #: How :func:`exact_fit_note` begins (a fit's message holds it when the law is exactly
 #: determined; ``scalebo replay`` marks such fits "exact").
 EXACT_FIT = "exactly determined"
+#: The words a converged fit's message holds when a term's variable takes only
+#: :data:`MIN_VALUES_PER_TERM` values (:func:`exact_term_note`): its exponent is not tested.
+UNCHECKED_TERM = "unchecked;"
 
 #: Distinct values a power term's variable needs beside the constant E (see module docstring).
 MIN_VALUES_PER_TERM = 3
@@ -249,7 +252,7 @@ def exact_term_note(law: Law, X: np.ndarray) -> str:
                         for t in terms)
     exps = " and ".join(t.exponent for t in terms)
     return (f"{said}, so the runs do not test the shape in {'that' if len(terms) == 1 else 'each'}"
-            f" variable ({exps} unchecked; {MIN_VALUES_PER_TERM + 1} or more values would "
+            f" variable ({exps} {UNCHECKED_TERM} {MIN_VALUES_PER_TERM + 1} or more values would "
             "check it)")
 
 
