@@ -285,10 +285,14 @@ def test_a_batch_that_reaches_the_anchors_turn_says_it_dropped_it(grid, monkeypa
             assert res.anchor_dropped == (1e9, 1e11)
             assert res.held_back == 0.0 and res.anchor_cell is None
             assert not any(r.startswith("anchor") for r in reasons)
+            assert "anchor" not in {x.rule for x in res.suggestions}
             assert sum(res.prices) > res.remaining - 6 * 1e9 * 1e11  # it spent the reserve
         else:
             assert res.anchor_dropped is None and res.anchor_cell == (1e9, 1e11)
             assert reasons[-1].startswith("anchor")  # placed last, once nothing else fit
+            rules = [x.rule for x in res.suggestions]  # what code tests, not the reason text
+            assert rules[-1] == "anchor" and "anchor" not in rules[:-1]
+            assert set(rules[:-1]) <= {"initial", "acquisition", "polish"}
             before = len(reasons) - 1  # the runs that fit beside the reservation
     # a batch that ends just before the anchor's turn held the reserve back: not dropped
     monkeypatch.setattr(admission, "anchor_dominated", lambda *a, **k: True)

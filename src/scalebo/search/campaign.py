@@ -251,7 +251,7 @@ def suggest_runs(grid: Grid, runs: CampaignRuns, budget: float, *, batch: int = 
         held_back, anchor_cell = 0.0, None
     cells = grid.configs[["N", "D"]].to_numpy()
     if anchor_cell is not None and any(tuple(cells[s.index]) == anchor_cell
-                                       and not s.reason.startswith("anchor")
+                                       and s.rule != "anchor"
                                        for s in suggestions):
         held_back, anchor_cell = 0.0, None  # its cell placed by another rule (initial design)
     message = ""

@@ -13,26 +13,24 @@ One step of :meth:`SearchLoop.ask`:
    pending configuration) or a score is not finite, the search does not stop: the
    admissible configuration first in the seeded permutation below is returned instead, and
    the trace entry's ``fallback`` says why (the surrogate is not used again in that ask).
-   With ``acquisition="random"`` no surrogate is used: the admissible configuration that
-   comes first in a seeded permutation of the grid (drawn once, after the initial design)
-   is returned, so the order is uniformly random over the admissible set whatever the
-   incumbent, and does not depend on how many candidates there are (a run forked under a
+   With ``acquisition="random"`` the admissible configuration first in a seeded permutation
+   of the grid (drawn once, after the initial design) is returned: a uniformly random order
+   whatever the incumbent and however many candidates there are (a run forked under a
    smaller budget makes the same picks as a separate run).
 
 With ``anchor = f > 0`` one run of the costliest cell costing at most ``f × budget`` is held
-back until nothing else fits, then its lowest posterior mean is returned (dropped while
-observed runs dominate the cell; :mod:`scalebo.search.anchor`). ``polish``: the budget's end
-tries neighbours of the envelope's best runs, by compute² / runs (:mod:`scalebo.search.polish`).
+back until nothing else fits (:mod:`scalebo.search.anchor`). ``polish``: the budget's end tries
+neighbours of the envelope's best runs (:mod:`scalebo.search.polish`). Each pick's trace says
+which rule placed it (:attr:`~scalebo.search.trace.Suggestion.rule`) and why.
 
 With ``acquisition="target"`` the score is the expected reduction of the law's variance at
 ``target_compute`` per unit cost, from an ensemble over the current window (Full: the grid),
 rebuilt every ``target_every`` asks (:mod:`scalebo.search.target`); EI stands in, with the
 reason in the trace, when too few law fits succeed.
 
-For ``q > 1`` each pick is in turn treated as observed at its predicted mean (believed values
-count toward the incumbents) before the next one is chosen. Pending runs count as committed:
-a configuration is admissible only if its cost fits ``budget − spent − pending``. Every pick
-made with the surrogate records how its last hyperparameter fit went in the trace.
+For ``q > 1`` each pick is treated as observed at its predicted mean (believed values count
+toward the incumbents) before the next. Pending runs count as committed: a configuration is
+admissible only if its cost fits ``budget − spent − pending``.
 """
 
 from __future__ import annotations
@@ -63,8 +61,7 @@ from scalebo.search.window import WindowSchedule, initial_design, make_schedule
 
 
 def _not_finite(what: str, *arrays: np.ndarray) -> str:
-    """Why ``arrays`` (each ``(m,)``) cannot be used, e.g. ``"posterior mean/std not finite
-    at 3 of 40 candidates"``, or ``""`` when every entry is finite."""
+    """Why ``arrays`` cannot be used (``"… not finite at 3 of 40 candidates"``), or ``""``."""
     bad = ~np.all([np.isfinite(a) for a in arrays], axis=0)
     return f"{what} not finite at {int(bad.sum())} of {bad.size} candidates" if bad.any() else ""
 
@@ -176,7 +173,7 @@ class SearchLoop(Admission):
             self._target_rng = np.random.default_rng(self._rng.integers(2**63))
         self._X = grid.encode()
         self._trace: list[TraceEntry] = []
-        self._reasons: list[str] = []
+        self._reasons: list[tuple[str, str]] = []  # (rule, reason) of each trace entry
         self._n_fits = 0
         self._warm = not random_order and accepts_warm_start(surrogate)
         if refit_every < 1:
@@ -226,10 +223,10 @@ class SearchLoop(Admission):
         return self.surrogate, (y - mu) / sd, mu, sd
 
     def _record(self, picks: list[int], idx: int, cap: float, pred: tuple | None, reason: str,
-                *, fitted: bool = False, fallback: str | None = None) -> None:
+                *, rule: str, fitted: bool = False, fallback: str | None = None) -> None:
         """Mark ``idx`` pending, add it to ``picks`` (and to the target ensemble's pending)
-        and trace it; ``fitted``: the pick used the surrogate, whose last hyperparameter fit
-        (if it reports one) is recorded."""
+        and trace it with ``reason`` and ``rule`` (:attr:`Suggestion.rule`); ``fitted``: the
+        pick used the surrogate, whose last hyperparameter fit (if any) is recorded."""
         cost = float(self.marginal_cost()[idx])
         self._pending[idx] = True
         mean, std, acq = pred if pred is not None else (None, None, None)
@@ -240,7 +237,7 @@ class SearchLoop(Admission):
                            self.grid.config(idx), fallback=fallback,
                            surrogate_fit_status=status, surrogate_fit_message=message)
         self._trace.append(entry)
-        self._reasons.append(reason)
+        self._reasons.append((rule, reason))
         picks.append(int(idx))
         if self._ens is not None:
             self._ens = self._ens.observe([int(idx)])
@@ -273,7 +270,7 @@ class SearchLoop(Admission):
             if initial is not None:
                 self._initial.remove(initial)
                 self._record(picks, initial, np.inf, None, "initial design: random "
-                             "configuration from the cheapest compute level(s)")
+                             "configuration from the cheapest compute level(s)", rule="initial")
                 continue
             if self.polishing():
                 if model is None:
@@ -287,7 +284,7 @@ class SearchLoop(Admission):
                 self._record(picks, pick, cap, None, f"random order: first of {cand.size} "
                              f"admissible configurations under cap {cap:.3g} FLOPs in a seeded "
                              "permutation" if self._random_order else "random: no observation "
-                             "yet to fit a surrogate")
+                             "yet to fit a surrogate", rule="random")
                 continue
             if model is None:
                 model, y_std, mu, sd = self._posterior()
@@ -338,7 +335,8 @@ class SearchLoop(Admission):
             if inc is not None:
                 reason += f" ({self.incumbent} incumbent {inc[j] * sd + mu:.4g} nats)"
             pred = (float(mean[j] * sd + mu), float(std[j] * sd), float(s[j]))
-            self._record(picks, pick, cap, pred, reason, fitted=True, fallback=stand_in)
+            self._record(picks, pick, cap, pred, reason, rule="acquisition", fallback=stand_in,
+                         fitted=True)
         return picks
 
     def _fall_back(self, cand: np.ndarray, cap: float, why: str, picks: list[int]) -> None:
@@ -347,7 +345,7 @@ class SearchLoop(Admission):
         pick = self._first_ranked(cand)
         self._record(picks, pick, cap, None, f"fallback ({why}): first of {cand.size} "
                      f"admissible configurations under cap {cap:.3g} FLOPs in a seeded "
-                     "permutation", fitted=True, fallback=why)
+                     "permutation", rule="fallback", fitted=True, fallback=why)
 
     def _place_anchor(self, rows: np.ndarray, model: Any, mu: float, sd: float,
                       picks: list[int]) -> None:
@@ -363,7 +361,7 @@ class SearchLoop(Admission):
         self._record(picks, pick, np.inf, pred, f"anchor: lowest predicted loss of the "
                      f"{rows.size} configurations left in the cell N={cfg['N']:.3g}, "
                      f"D={cfg['D']:.3g}, the costliest that costs at most {self.anchor:g} of "
-                     "the budget", fitted=model is not None)
+                     "the budget", rule="anchor", fitted=model is not None)
 
     def _place_polish(self, admissible: np.ndarray, model: Any, mu: float, sd: float,
                       picks: list[int]) -> bool:
@@ -371,7 +369,8 @@ class SearchLoop(Admission):
         hit = polish_pick(self.grid, self.observed_indices, self.observed_losses, admissible,
                           nats_predictor(model, self._X, mu, sd), np.flatnonzero(self._pending))
         if hit is not None:
-            self._record(picks, hit[0], np.inf, (hit[1], hit[2], None), hit[3], fitted=True)
+            self._record(picks, hit[0], np.inf, (*hit[1:3], None), hit[3], rule="polish",
+                         fitted=True)
         return hit is not None
 
     def _first_ranked(self, cand: np.ndarray) -> int:
@@ -396,5 +395,6 @@ class SearchLoop(Admission):
         start = len(self._trace)
         self.ask(q)
         return [Suggestion(e.index, dict(e.config), e.predicted_mean, e.predicted_std, e.cost,
-                           e.cap, e.acquisition_value, reason)
-                for e, reason in zip(self._trace[start:], self._reasons[start:], strict=True)]
+                           e.cap, e.acquisition_value, reason, rule)
+                for e, (rule, reason) in zip(self._trace[start:], self._reasons[start:],
+                                             strict=True)]

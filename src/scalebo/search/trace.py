@@ -76,7 +76,9 @@ class Suggestion:
     """A configuration to train, with why it was chosen (for the CLI and reports).
 
     Attributes mirror :class:`TraceEntry`; ``config`` maps grid columns (N, D, C, axes) to
-    values and ``reason`` is a one-line human explanation.
+    values and ``reason`` is a one-line human explanation. ``rule``: which rule of the loop
+    placed it, ``"initial"`` (design), ``"random"``, ``"acquisition"``, ``"fallback"``,
+    ``"anchor"`` or ``"polish"`` (``""``: not said), for code to test rather than the reason.
     """
 
     index: int
@@ -87,3 +89,4 @@ class Suggestion:
     cap: float
     acquisition_value: float | None
     reason: str
+    rule: str = ""
