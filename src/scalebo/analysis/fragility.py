@@ -371,7 +371,7 @@ def fragility(
     summary = None
     if bootstrap > 0:
         summary = base_bootstrap(base_fit, variants[0], target, bootstrap, rng,
-                                 confidence_level)
+                                 confidence_level, getattr(table, "hyperparameters", ()))
     return FragilityReport(law=law.name, target=float(target),
                            results=(base_result, *results),
                            seconds=time.perf_counter() - start, bootstrap=summary)

@@ -24,14 +24,17 @@ __all__ = ["base_bootstrap"]
 
 
 def base_bootstrap(fit: FitResult, base: Variant, target: float, n_resamples: int,
-                   rng: int | None, confidence_level: float) -> dict:
+                   rng: int | None, confidence_level: float,
+                   hyperparameters: tuple[str, ...] = ()) -> dict:
     """Bootstrap of the base fit: percentile intervals at ``confidence_level`` (via
     :meth:`~scalebo.fitting.bootstrap.BootstrapResult.percentile`, over finite replicate
     values; NaN bounds when none is finite) of alpha, beta, E, N_opt (parameters) and the
-    loss at ``target`` FLOPs (nats)."""
+    loss at ``target`` FLOPs (nats). Warns, as ``scalebo fit`` does, when the points'
+    run labels cannot group the resamples, or when a column not named ``run`` (not one of
+    the ``hyperparameters``) looks like each point's training run."""
     from scalebo.analysis.fragility import chinchilla_param
     from scalebo.fitting.bootstrap import bootstrap_fit
-    from scalebo.fitting.run_clusters import run_cluster_note, run_clusters
+    from scalebo.fitting.run_clusters import run_cluster_note, run_clusters, run_label_note
 
     X = base.frame[["N", "D"]].to_numpy(dtype=np.float64)
     y = base.frame["loss"].to_numpy(dtype=np.float64)
@@ -39,7 +42,7 @@ def base_bootstrap(fit: FitResult, base: Variant, target: float, n_resamples: in
                          confidence_level=confidence_level, clusters=run_clusters(base.frame))
     if text := boot.failure_note():
         warnings.warn(text, NumericalWarning, stacklevel=3)
-    if text := run_cluster_note(base.frame):
+    if text := (run_cluster_note(base.frame) or run_label_note(base.frame, hyperparameters)):
         warnings.warn(text, UserWarning, stacklevel=3)
     natural = boot.natural_samples
     values = {k: chinchilla_param(natural, k) for k in ("alpha", "beta", "E")}

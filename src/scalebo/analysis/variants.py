@@ -147,19 +147,29 @@ def drops_possible(n_sizes: int, drop_count: int) -> bool:
     return n_sizes > drop_count + 2
 
 
-def skipped_variants(frame: pd.DataFrame, drop_count: int, every_k: Sequence[int]
-                     ) -> list[str]:
-    """Why the asked-for drop and every-k-th variants add nothing to these points (empty
-    when they all do), by the rules of :func:`build_variants`."""
+def skipped_variants(frame: pd.DataFrame, drop_count: int, every_k: Sequence[int], *,
+                     every_k_given: bool = True, skip: Sequence[str] = ()) -> list[str]:
+    """Why the drop and every-k-th variants add nothing to these points (empty when they all
+    do), by the rules of :func:`build_variants`. ``every_k_given``: whether the user asked for
+    ``every_k`` (False: the default spacings, named as such). Without a ``run`` column, a
+    column that looks like one (:func:`~scalebo.fitting.run_clusters.run_label_column`, not one
+    of the hyperparameters ``skip``) is named with the ``--run`` that would use it."""
+    from scalebo.fitting.run_clusters import run_label_column
+
     out = []
     n_sizes = frame["N"].nunique() if "N" in frame.columns else 0
     if drop_count and not drops_possible(n_sizes, drop_count):
         out.append(f"--drop-count {drop_count}: {n_sizes} model sizes; dropping the "
                    f"{drop_count} smallest or largest needs at least {drop_count + 3}, so no "
                    "drop variants")
+    spacing = f"--every-k {','.join(map(str, every_k))}"
+    if not every_k_given:
+        spacing = f"{spacing} (the default)"
     if every_k and "run" not in frame.columns:
-        out.append(f"--every-k {','.join(map(str, every_k))}: the points have no 'run' column "
-                   "(checkpoints of one run share it; --run COL names yours), so no "
+        column = run_label_column(frame, tuple(skip))
+        hint = (f"column {column!r} looks like each point's training run: --run {column}"
+                if column else "checkpoints of one run share it; --run COL names yours")
+        out.append(f"{spacing}: the points have no 'run' column ({hint}), so no "
                    "every-k-th checkpoint variant")
     elif 1 in every_k:
         out.append("--every-k 1: every checkpoint is the base itself, so no variant")

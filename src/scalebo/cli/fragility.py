@@ -24,6 +24,7 @@ from scalebo.cli.common import (
     log,
     note,
     positive_float,
+    warn,
     warn_few_resamples,
     write_csv,
     write_json,
@@ -64,6 +65,9 @@ examples:
   scalebo fragility hot.jsonl --map N=params_active_precise,D=tokens,loss=final_loss \\
       --variant-file "cooldown end=cool_end.jsonl" --format json
 """)
+
+#: ``--every-k`` when not given.
+DEFAULT_EVERY_K = (2, 5)
 
 COLUMNS = ("variant", "n_points", "alpha", "beta", "E", "N_opt", "D_opt",
            "tokens_per_param", "loss_at_target", "status")
@@ -180,13 +184,18 @@ def run(args: argparse.Namespace) -> int:
     extra = _extras(args)
     from scalebo.analysis.variants import skipped_variants
 
-    every_k = tuple(args.every_k) if args.every_k else ()  # the default (2, 5): no note
-    for why in skipped_variants(table.frame, args.drop_count or 0, every_k):  # as asked
-        note(why)
+    every_k = tuple(args.every_k) if args.every_k else DEFAULT_EVERY_K
+    for why in skipped_variants(table.frame, args.drop_count or 0, every_k,
+                                every_k_given=bool(args.every_k),
+                                skip=table.hyperparameters):
+        if "looks like each point's training run" in why:  # a variant lost to a misnamed column
+            warn(why)
+        else:
+            note(why)
     options = {
         "leave_one_out": not args.no_leave_one_out,
         "drop_count": 3 if args.drop_count is None else args.drop_count,
-        "every_k": tuple(args.every_k) if args.every_k else (2, 5),
+        "every_k": every_k,
         "huber_deltas": args.huber_deltas, "extra": extra,
     }
     cells = (f" (the best of each of {table.frame.groupby(['N', 'D']).ngroups} (N, D) cells "

@@ -14,7 +14,8 @@ import pandas as pd
 from scalebo.data.checkpoints import run_label_problem
 from scalebo.data.plausibility import is_run_label
 
-__all__ = ["MIN_RUNS", "run_cluster_note", "run_clusters", "run_label_note"]
+__all__ = ["MIN_RUNS", "run_cluster_note", "run_clusters", "run_label_column",
+           "run_label_note"]
 
 
 #: Fewest training runs a bootstrap resamples whole (:func:`run_clusters`); with fewer, the
@@ -63,15 +64,14 @@ def _run_clusters(points: pd.DataFrame) -> tuple[np.ndarray | None, str | None]:
     return points["run"].astype(str).to_numpy(), None
 
 
-def run_label_note(points: pd.DataFrame, skip: tuple[str, ...] = ()) -> str | None:
-    """A note when ``points`` have no ``run`` column but another, named as a run is
-    (:func:`~scalebo.data.plausibility.is_run_label`: ``job``, ``run_name``), groups them as
-    checkpoints of training runs would be (:func:`run_clusters`' rules: at least
-    :data:`MIN_RUNS` groups, some with several points, each group one model size ``N`` at
-    distinct token counts ``D``), so that a bootstrap resampling points one by one is not
-    taken for one over runs (a ``job`` column on checkpoints of 10 runs: 95 % intervals
-    covered a known law in about half of 20 replicates, against 18–20 of 20 with ``--run``).
-    ``skip``: columns that are not labels (the hyperparameters)."""
+def run_label_column(points: pd.DataFrame, skip: tuple[str, ...] = ()) -> str | None:
+    """The column of ``points`` that, though not named ``run``, looks like each point's
+    training run: named as a run is (:func:`~scalebo.data.plausibility.is_run_label`: ``job``,
+    ``run_name``), without blanks, and grouping the points as checkpoints of runs would be
+    (:func:`run_clusters`' rules: at least :data:`MIN_RUNS` groups, some with several points,
+    each group one model size ``N`` at distinct token counts ``D``). None when ``points`` have
+    a ``run`` column or no such column. ``skip``: columns that are not labels (the
+    hyperparameters)."""
     if "run" in points.columns or len(points) < 2:
         return None
     canonical = {"N", "D", "C", "loss", "n_repeats", *skip}
@@ -79,14 +79,24 @@ def run_label_note(points: pd.DataFrame, skip: tuple[str, ...] = ()) -> str | No
         if (column in canonical or not is_run_label(column, strict=True)
                 or points[column].isna().any()):  # a size label or an SVG coordinate
             continue  # groups points as one run per size would too (Epoch's 'y'): by name
-        labelled = points.assign(run=points[column].astype(str))
-        if _run_clusters(labelled)[0] is None:
-            continue
-        runs = labelled["run"].nunique()
-        return (f"column {column!r} looks like each point's training run ({runs} values, each "
-                f"one model size N at several token counts D): checkpoints of one run share "
-                f"its noise, and this bootstrap resamples the {len(points)} points one by one, "
-                f"so its intervals are too narrow if they are checkpoints; --run {column} "
-                "(scalebo.data.checkpoints.with_runs(table, "
-                f"{column!r}) in Python) resamples whole runs")
+        if _run_clusters(points.assign(run=points[column].astype(str)))[0] is not None:
+            return str(column)
     return None
+
+
+def run_label_note(points: pd.DataFrame, skip: tuple[str, ...] = ()) -> str | None:
+    """A note when ``points`` have no ``run`` column but another looks like one
+    (:func:`run_label_column`), so that a bootstrap resampling points one by one is not
+    taken for one over runs (a ``job`` column on checkpoints of 10 runs: 95 % intervals
+    covered a known law in about half of 20 replicates, against 18–20 of 20 with ``--run``).
+    ``skip``: columns that are not labels (the hyperparameters)."""
+    column = run_label_column(points, skip)
+    if column is None:
+        return None
+    runs = points[column].astype(str).nunique()
+    return (f"column {column!r} looks like each point's training run ({runs} values, each "
+            f"one model size N at several token counts D): checkpoints of one run share "
+            f"its noise, and this bootstrap resamples the {len(points)} points one by one, "
+            f"so its intervals are too narrow if they are checkpoints; --run {column} "
+            "(scalebo.data.checkpoints.with_runs(table, "
+            f"{column!r}) in Python) resamples whole runs")

@@ -1,0 +1,68 @@
+"""Defects a new-user trial of ``scalebo fragility`` found (each test names its trial)."""
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from scalebo.cli.main import main
+
+TRUE = {"E": 1.9, "A": 400.0, "alpha": 0.34, "B": 2000.0, "beta": 0.37}
+
+
+def _law(N, D):
+    return TRUE["E"] + TRUE["A"] * N ** -TRUE["alpha"] + TRUE["B"] * D ** -TRUE["beta"]
+
+
+def _checkpoints(noise: float = 0.01, seed: int = 3, run: str = "run") -> pd.DataFrame:
+    """6 models × 6 checkpoints (D = 1..6 × 2e9 tokens), loss from the known law."""
+    rng = np.random.default_rng(seed)
+    rows = [{run: f"m{i}", "N": N, "D": 2e9 * j, "loss": _law(N, 2e9 * j)}
+            for i, N in enumerate([5e7, 1e8, 2e8, 4e8, 8e8, 1.6e9]) for j in range(1, 7)]
+    frame = pd.DataFrame(rows)
+    frame["loss"] *= np.exp(noise * rng.standard_normal(len(frame)))
+    return frame
+
+
+FAST = ["--target", "1e22", "--no-leave-one-out", "--drop-count", "0", "--huber-deltas",
+        "1e-4", "--format", "json"]
+
+
+def test_a_run_column_under_another_name_is_named_as_fit_names_it(tmp_path, capsys):
+    """Trial: hot.jsonl's run column is 'run_name'; fragility's bootstrap resampled its 220
+    checkpoints one by one and dropped the default every-K variants, both without a word,
+    where ``scalebo fit`` warned 'column 'run_name' looks like each point's training run'."""
+    from scalebo.fitting.run_clusters import run_label_note
+
+    frame = _checkpoints(run="run_name")
+    path = tmp_path / "ckpt.csv"
+    frame.to_csv(path, index=False)
+    assert main(["fragility", str(path), *FAST, "--bootstrap", "20"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["bootstrap"]["n_clusters"] is None  # points one by one
+    # the bootstrap: fit's own warning, word for word
+    assert f"warning: {run_label_note(frame)}" in captured.err
+    assert "--run run_name" in run_label_note(frame)
+    # the default --every-k 2,5 dropped: said, with the column that would keep them
+    assert ("warning: --every-k 2,5 (the default): the points have no 'run' column (column "
+            "'run_name' looks like each point's training run: --run run_name), so no "
+            "every-k-th checkpoint variant") in captured.err
+    assert main(["fragility", str(path), *FAST, "--bootstrap", "20", "--run", "run_name",
+                 "-q"]) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert result["bootstrap"]["n_clusters"] == 6
+    assert {"every 2nd checkpoint", "every 5th checkpoint"} <= {
+        v["variant"] for v in result["variants"]}
+    assert "looks like" not in captured.err and "every-k" not in captured.err
+
+
+def test_default_every_k_without_any_run_column_is_a_note(tmp_path, capsys):
+    frame = _checkpoints().drop(columns="run")
+    path = tmp_path / "points.csv"
+    frame.to_csv(path, index=False)
+    assert main(["fragility", str(path), *FAST]) == 0
+    err = capsys.readouterr().err
+    assert ("note: --every-k 2,5 (the default): the points have no 'run' column (checkpoints "
+            "of one run share it; --run COL names yours)") in err
+    assert "warning" not in err
