@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from scalebo.cli.main import main
 
@@ -66,3 +67,42 @@ def test_default_every_k_without_any_run_column_is_a_note(tmp_path, capsys):
     assert ("note: --every-k 2,5 (the default): the points have no 'run' column (checkpoints "
             "of one run share it; --run COL names yours)") in err
     assert "warning" not in err
+
+
+def test_a_variant_at_a_parameter_bound_is_named_and_left_out_of_the_spread(tmp_path,
+                                                                             capsys):
+    """Trial: on dataset:gadre_overtraining, 'drop 3 largest' ended with E = 4.5e-5 at E's
+    lower bound (status 'bound hit') and alone made the N* spread 3560 %, without a word.
+    Here a table 0.3 nats below the law's floor E = 1.9 cannot be fitted with E > 0: E goes
+    to its bound, and the spread must be that of the other variants."""
+    from scalebo.analysis.fragility import Variant, build_variants, fragility
+
+    base = _checkpoints().drop(columns="run")
+    below = base.assign(loss=base["loss"] - 2.2)
+    variants = [*build_variants(base, leave_one_out=False, drop_count=0, every_k=(),
+                                huber_deltas=(1e-4,)), Variant("below the floor", "extra", below)]
+    report = fragility(base, target=1e22, variants=variants)
+    table = report.table.set_index("variant")
+    assert table.loc["below the floor", "status"] == "bound hit"
+    assert table.loc["below the floor", "E"] == pytest.approx(np.exp(-10))  # log E's bound
+    assert table["in_spread"].tolist() == [True, True, False]
+    kept = table.loc[["base", "huber δ=0.0001"]]
+    for quantity in ("E", "N_opt", "alpha"):
+        assert report.spread[quantity]["min"] == kept[quantity].min()
+        assert report.spread[quantity]["max"] == kept[quantity].max()
+
+    path, other = tmp_path / "base.csv", tmp_path / "below.csv"
+    base.to_csv(path, index=False)
+    below.to_csv(other, index=False)
+    args = ["fragility", str(path), "--target", "1e22", "--no-leave-one-out", "--drop-count",
+            "0", "--huber-deltas", "1e-4", "--every-k", "2", "--variant-file",
+            f"below the floor={other}", "-q"]
+    assert main(args) == 0
+    captured = capsys.readouterr()
+    assert ("warning: 1 variant fit(s) without a usable estimate (failed, unidentified by "
+            "their points, at a parameter bound or out of iterations), left out of the "
+            "spread: 'below the floor': bound hit (converged with E at a bound") in captured.err
+    assert "spread across variants (left out: below the floor (bound hit))" in captured.out
+    assert main([*args, "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["variants"]
+    assert [r["in_spread"] for r in rows] == [True, True, False]

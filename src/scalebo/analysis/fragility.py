@@ -13,7 +13,9 @@ and the figure is :func:`~scalebo.analysis.fragility_plot.plot_fragility`; both 
 :class:`~scalebo.analysis.variants.Variant`, :func:`~scalebo.analysis.variants.
 gemstones_extras`) are re-exported here. A variant whose points cannot identify the law
 (e.g. fewer than 3 model sizes left) gets status ``unidentified`` and, like a ``failed``
-one, is left out of the spread and the figure.
+one, one that ends at a parameter bound (``bound hit``) or whose starts all stopped at the
+iteration limit (``max iterations``), is left out of the spread and the figure
+(:data:`UNUSABLE_STATUSES`; a row's ``in_spread`` says which).
 
 Starts. The base fit uses the law's full grid (4,500 starts for Chinchilla). Each variant
 starts from (a) the base fit's distinct converged optima (up to ``n_optima``) and (b) the
@@ -85,8 +87,11 @@ def chinchilla_param(params: Mapping[str, Any], name: str) -> Any:
 
 #: Quantities whose spread across variants is summarized.
 SPREAD_COLUMNS = ("alpha", "beta", "E", "N_opt", "D_opt", "tokens_per_param", "loss_at_target")
-#: Row statuses without a usable estimate: left out of the spread and the figure.
-UNUSABLE_STATUSES = ("failed", str(FitStatus.UNIDENTIFIED))
+#: Row statuses without a usable estimate: left out of the spread and the figure. A fit at a
+#: parameter bound (Gadre's 'drop 3 largest': E = 4.5e-5 at E's bound made the N* spread
+#: 3560 % alone) or that no start finished is no estimate to compare either.
+UNUSABLE_STATUSES = ("failed", str(FitStatus.UNIDENTIFIED), str(FitStatus.BOUND_HIT),
+                     str(FitStatus.MAX_ITER))
 
 
 @dataclass(frozen=True)
@@ -131,7 +136,8 @@ class VariantResult:
     message: str
 
     def row(self) -> dict:
-        """Flat record: the table's columns."""
+        """Flat record: the table's columns; ``in_spread``: whether the status is usable
+        (not in :data:`UNUSABLE_STATUSES`), i.e. the row counts in the spread."""
         return {
             "variant": self.name, "kind": self.kind, "n_points": self.n_points,
             "n_models": self.n_models, "huber_delta": self.huber_delta,
@@ -139,6 +145,7 @@ class VariantResult:
             "N_opt": self.N_opt, "D_opt": self.D_opt,
             "tokens_per_param": self.tokens_per_param, "loss_at_target": self.loss_at_target,
             "objective": self.objective, "status": self.status, "message": self.message,
+            "in_spread": self.status not in UNUSABLE_STATUSES,
         }
 
 
@@ -170,7 +177,7 @@ class FragilityReport:
     def usable(self) -> np.ndarray:
         """Mask over :attr:`table` rows ``(n_variants,)``: variants with an estimate to compare
         (status not in :data:`UNUSABLE_STATUSES`)."""
-        return ~self.table["status"].isin(UNUSABLE_STATUSES).to_numpy()
+        return self.table["in_spread"].to_numpy(dtype=bool)
 
     @property
     def spread(self) -> dict[str, dict[str, float]]:

@@ -23,9 +23,9 @@ __all__ = ["plot_fragility"]
 def plot_fragility(report: FragilityReport, path: str | None = None) -> Figure:
     """Four panels across variants — exponents (α, β), N*(target), D*/N*, loss at target — with
     the median (solid) and base (dashed) lines and the min–max band; relative spread in the
-    panel titles; variants without a usable fit (failed, unidentified) are left out and named
-    in the title. Returns
-    the figure (saved to ``path`` if given)."""
+    panel titles; variants without a usable fit (failed, unidentified, bound hit, max
+    iterations) are left out and named in the title. Returns the figure (saved to ``path``
+    if given)."""
     import matplotlib
 
     if path is not None:

@@ -170,8 +170,9 @@ def _extras(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``scalebo fragility``; exit 0 when the base fit is usable (a variant that fails or
-    cannot be identified is warned about and left out of the spread), 1 otherwise."""
+    """Run ``scalebo fragility``; exit 0 when the base fit is usable (a variant that fails,
+    cannot be identified, hits a bound or runs out of iterations is warned about and left out
+    of the spread), 1 when the base fit failed or is unidentified."""
     from scalebo.analysis.fragility import StartPolicy, fragility, plot_fragility
 
     check_outputs(args)
@@ -218,13 +219,16 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         write_json(result)
     elif args.format == "csv":
-        write_csv(rows, [*COLUMNS, "A", "B", "objective", "huber_delta", "message"])
+        write_csv(rows, [*COLUMNS, "A", "B", "objective", "huber_delta", "in_spread",
+                         "message"])
     else:
         law = report.law if report.law == args.law else f"{args.law} ({report.law})"
         sys.stdout.write(f"law {law}, target C = {report.target:.3g} FLOPs\n")
         sys.stdout.write(format_table(rows, COLUMNS))
         spread_rows = [{"quantity": k, **v} for k, v in result["spread"].items()]
-        sys.stdout.write("spread across variants\n")
+        left = [f"{r['variant']} ({r['status']})" for r in rows if not r["in_spread"]]
+        sys.stdout.write("spread across variants"
+                         + (f" (left out: {', '.join(left)})" if left else "") + "\n")
         sys.stdout.write(format_table(spread_rows,
                                       ("quantity", "base", "median", "min", "max",
                                        "rel_spread", "min_variant", "max_variant")))
@@ -242,13 +246,14 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "csv" and result.get("bootstrap"):
         note("the bootstrap's intervals are in --format json (or --json PATH), not in the "
              "CSV of variants")
-    failed = [r for r in rows if r["status"] in ("failed", "unidentified")]
+    failed = [r for r in rows if not r["in_spread"]]
     if failed:  # each with why (a trial saw 'unidentified' with no reason)
         why = "; ".join(f"{r['variant']!r}: {r['status']}" + (f" ({r['message']})" if
                                                              r.get("message") else "")
                         for r in failed)
-        print(f"warning: {len(failed)} variant fit(s) failed or cannot be identified by their "
-              f"points, left out of the spread: {why}", file=sys.stderr)
+        warn(f"{len(failed)} variant fit(s) without a usable estimate (failed, unidentified by "
+             f"their points, at a parameter bound or out of iterations), left out of the "
+             f"spread: {why}")
     # a variant the data cannot identify is a finding of the analysis; without the base
     # fit there is nothing to compare against
     if rows and rows[0]["status"] in ("failed", "unidentified"):
