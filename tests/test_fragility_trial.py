@@ -106,3 +106,51 @@ def test_a_variant_at_a_parameter_bound_is_named_and_left_out_of_the_spread(tmp_
     assert main([*args, "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)["variants"]
     assert [r["in_spread"] for r in rows] == [True, True, False]
+
+
+def test_a_lone_reduced_start_optimum_is_refitted_on_the_full_grid():
+    """Trial: with the reduced starts, Gemstones cool_end's 'every 5th checkpoint' settled in
+    a worse optimum labelled 'converged' (objective 3.52496e-4, β 0.304; '1 of the 7 best
+    converged starts agree') where the full grid finds 3.52238e-4 (β 0.046). Here the reduced
+    starts are one start that converges to a worse local optimum of a known law's points."""
+    from scalebo.analysis.fragility_fit import StartPolicy, _reduced_fit, fit_variant
+    from scalebo.analysis.variants import Variant
+    from scalebo.fitting.robust import fit_law
+    from scalebo.laws import CHINCHILLA
+
+    frame = _checkpoints()
+    X, y = frame[["N", "D"]].to_numpy(dtype=float), frame["loss"].to_numpy()
+    full = fit_law(CHINCHILLA, X, y, huber_delta=1e-3)
+    trap = np.array([[-5.0, 3.0, 0.2, 3.0, 0.2]])  # log E, log A, alpha, log B, beta
+    policy = StartPolicy(n_grid=0)
+    alone = _reduced_fit(CHINCHILLA, X, y, 1e-3, trap, policy)
+    assert str(alone.status) == "converged" and alone.n_agree == 1
+    assert alone.fun > 1.05 * full.fun  # the trap is a worse optimum
+    variant = Variant("all", "extra", frame, 1e-3)
+    row, fit = fit_variant(CHINCHILLA, variant, 1e22, base_optima=trap, policy=policy)
+    assert row.objective == pytest.approx(full.fun, rel=1e-9)
+    assert row.params["beta"] == pytest.approx(full.params["beta"], rel=1e-4)
+    assert row.starts == "reduced, refit on the full grid"
+    assert f"(objective {alone.fun:.6e}, status converged, 1 of 1 compared" in row.message
+    assert "the full grid's optimum is kept" in row.message
+    # starts that agree on the optimum are not refitted
+    agreed, _ = fit_variant(CHINCHILLA, variant, 1e22, base_optima=full.x[None, :])
+    assert agreed.starts == "reduced"
+    assert agreed.objective == pytest.approx(full.fun, rel=1e-9)
+
+
+def test_gemstones_cool_end_every_5th_checkpoint_reaches_the_full_grid_optimum(data_dir,
+                                                                               capsys):
+    args = ["fragility", "dataset:gemstones", "--data-dir", str(data_dir), "--dataset-option",
+            "variant=cool_end", "--no-leave-one-out", "--no-dataset-variants", "--drop-count",
+            "0", "--huber-deltas", "", "--every-k", "5", "--format", "json", "-q"]
+    rows = {}
+    for starts in ("reduced", "full"):
+        assert main([*args, "--starts", starts]) == 0
+        rows[starts] = json.loads(capsys.readouterr().out)["variants"][1]
+    reduced, full = rows["reduced"], rows["full"]
+    assert reduced["variant"] == "every 5th checkpoint"
+    assert reduced["starts"] == "reduced, refit on the full grid" and full["starts"] == "full"
+    assert reduced["objective"] == pytest.approx(3.52238e-4, rel=1e-5)  # the trial's full grid
+    assert reduced["objective"] <= full["objective"] * (1 + 1e-12)
+    assert reduced["beta"] == pytest.approx(full["beta"], abs=1e-3)

@@ -21,8 +21,11 @@ Starts. The base fit uses the law's full grid (4,500 starts for Chinchilla). Eac
 starts from (a) the base fit's distinct converged optima (up to ``n_optima``) and (b) the
 ``n_grid`` starts of the full grid with the lowest *initial* objective on the variant's data
 (one vectorized evaluation of the grid), screened with at most ``max_iter`` iterations, the
-best ``n_polish`` polished. On Gemstones this reproduced the full-grid optimum to ≤ 1e-14
-relative objective on every variant measured (see docs/fragility.md) at ~1/15 of the cost.
+best ``n_polish`` polished; a variant whose best start no other start agrees with is refitted
+on the full grid and keeps the lower objective (:mod:`~scalebo.analysis.fragility_fit`; the
+row's ``starts`` says so). On Gemstones the reduced starts reproduced the full-grid optimum to
+≤ 1e-14 relative objective on most variants measured (see docs/fragility.md) at ~1/15 of the
+cost; ``cool_end``'s 'every 5th checkpoint' settled in a worse optimum, which the refit fixes.
 
 Fits are independent and run with joblib (``n_jobs``: None = 1, −1 = all cores). The
 optional bootstrap of the base fit reports percentile intervals at ``confidence_level``
@@ -34,119 +37,48 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from scalebo.analysis.fragility_bootstrap import base_bootstrap
+from scalebo.analysis.fragility_fit import (
+    CHINCHILLA_ALIASES,
+    UNUSABLE_STATUSES,
+    StartPolicy,
+    VariantResult,
+    _check_law,
+    _distinct,
+    chinchilla_param,
+    fit_variant,
+)
 from scalebo.analysis.fragility_plot import plot_fragility
 from scalebo.analysis.variants import Variant, build_variants, gemstones_extras
 from scalebo.data.runs import RunTable
 from scalebo.errors import FitError
-from scalebo.fitting.allocation import compute_optimal
 from scalebo.fitting.arguments import computes, resamples
-from scalebo.fitting.identifiability import identification_problem
-from scalebo.fitting.robust import (
-    DEFAULT_HUBER_DELTA,
-    FitResult,
-    FitStatus,
-    fit_law,
-    objective,
-    run_starts,
-    summarize_starts,
-)
-from scalebo.laws import Law, PowerLawSum, get_law
+from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
+from scalebo.laws import Law
 
 __all__ = [
+    "CHINCHILLA_ALIASES",
+    "UNUSABLE_STATUSES",
     "FragilityReport",
     "StartPolicy",
     "Variant",
     "VariantResult",
     "build_variants",
+    "chinchilla_param",
     "fit_variant",
     "fragility",
     "gemstones_extras",
     "plot_fragility",
 ]
 
-#: Chinchilla's parameter names and their names in ``powerlaw:N,D`` (the same law).
-CHINCHILLA_ALIASES = {"alpha": "alpha_N", "beta": "alpha_D", "A": "A_N", "B": "A_D"}
-
-
-def chinchilla_param(params: Mapping[str, Any], name: str) -> Any:
-    """``params[name]``, or its ``powerlaw:N,D`` alias (``alpha`` is ``alpha_N``, ``beta``
-    ``alpha_D``; both laws are ``E + A/N^α + B/D^β``); NaN when the law has neither (its
-    exponents were shown as missing)."""
-    if name in params:
-        return params[name]
-    return params.get(CHINCHILLA_ALIASES.get(name, name), math.nan)
-
-
 #: Quantities whose spread across variants is summarized.
 SPREAD_COLUMNS = ("alpha", "beta", "E", "N_opt", "D_opt", "tokens_per_param", "loss_at_target")
-#: Row statuses without a usable estimate: left out of the spread and the figure. A fit at a
-#: parameter bound (Gadre's 'drop 3 largest': E = 4.5e-5 at E's bound made the N* spread
-#: 3560 % alone) or that no start finished is no estimate to compare either.
-UNUSABLE_STATUSES = ("failed", str(FitStatus.UNIDENTIFIED), str(FitStatus.BOUND_HIT),
-                     str(FitStatus.MAX_ITER))
-
-
-@dataclass(frozen=True)
-class StartPolicy:
-    """Starts of a variant's fit (module docstring). ``full=True`` uses the whole grid."""
-
-    n_optima: int = 8
-    n_grid: int = 16
-    max_iter: int = 100
-    n_polish: int = 8
-    full: bool = False
-
-
-@dataclass(frozen=True)
-class VariantResult:
-    """Outcome of one variant's fit.
-
-    Attributes:
-        name, kind, huber_delta: From the :class:`Variant`.
-        n_points: Points fitted; n_models: distinct N among them.
-        params: Natural parameters (``E``, ``A``, ``alpha``, ``B``, ``beta``).
-        objective: Summed Huber loss at the optimum.
-        N_opt, D_opt: Compute-optimal parameters and tokens at ``target`` FLOPs (C = 6ND).
-        tokens_per_param: ``D_opt / N_opt``.
-        loss_at_target: Predicted loss (nats) at (N_opt, D_opt).
-        status: :class:`~scalebo.fitting.robust.FitStatus` value (``unidentified`` when the
-            points cannot determine the law), or ``failed``; message: details.
-    """
-
-    name: str
-    kind: str
-    huber_delta: float
-    n_points: int
-    n_models: int
-    params: dict[str, float]
-    objective: float
-    N_opt: float
-    D_opt: float
-    tokens_per_param: float
-    loss_at_target: float
-    status: str
-    message: str
-
-    def row(self) -> dict:
-        """Flat record: the table's columns; ``in_spread``: whether the status is usable
-        (not in :data:`UNUSABLE_STATUSES`), i.e. the row counts in the spread."""
-        return {
-            "variant": self.name, "kind": self.kind, "n_points": self.n_points,
-            "n_models": self.n_models, "huber_delta": self.huber_delta,
-            **{k: chinchilla_param(self.params, k) for k in ("alpha", "beta", "E", "A", "B")},
-            "N_opt": self.N_opt, "D_opt": self.D_opt,
-            "tokens_per_param": self.tokens_per_param, "loss_at_target": self.loss_at_target,
-            "objective": self.objective, "status": self.status, "message": self.message,
-            "in_spread": self.status not in UNUSABLE_STATUSES,
-        }
 
 
 @dataclass(frozen=True)
@@ -211,79 +143,6 @@ class FragilityReport:
 
 # --------------------------------------------------------------------------- fitting
 
-
-def _check_law(law: Law | str) -> PowerLawSum:
-    law = get_law(law) if isinstance(law, str) else law
-    if not isinstance(law, PowerLawSum) or law.variables != ("N", "D"):
-        raise ValueError(
-            f"fragility needs a law in (N, D) such as 'chinchilla' (for N*, D* at the "
-            f"target); got {law.name!r} in {law.variables}."
-        )
-    return law
-
-
-def _distinct(xs: np.ndarray, k: int) -> np.ndarray:
-    chosen: list[np.ndarray] = []
-    for x in xs:
-        if len(chosen) >= k:
-            break
-        if all(np.any(np.abs(x - c) > 1e-3 * (1 + np.abs(c))) for c in chosen):
-            chosen.append(x)
-    return np.array(chosen).reshape(len(chosen), -1)
-
-
-def fit_variant(
-    law: PowerLawSum,
-    variant: Variant,
-    target: float,
-    *,
-    base_optima: np.ndarray | None = None,
-    policy: StartPolicy = StartPolicy(),
-    starts: np.ndarray | None = None,
-) -> tuple[VariantResult, FitResult | None]:
-    """Fit one variant (pure: safe to run in a worker). A :class:`FitError` becomes a
-    ``failed`` row, never an exception.
-
-    With ``policy.full`` (or no ``base_optima``) the fit starts from ``starts`` (default: the
-    law's full grid); otherwise from the reduced policy of the module docstring."""
-    frame = variant.frame
-    X = frame[["N", "D"]].to_numpy(dtype=np.float64)
-    y = frame["loss"].to_numpy(dtype=np.float64)
-    n_models = int(np.unique(X[:, 0]).size) if len(frame) else 0
-    try:
-        if policy.full or base_optima is None:
-            fit = fit_law(law, X, y, huber_delta=variant.huber_delta, starts=starts)
-        else:
-            if y.size < law.n_params:
-                raise FitError(f"{y.size} points for {law.n_params} parameters")
-            starts = base_optima[: policy.n_optima]
-            if policy.n_grid > 0:
-                grid = law.start_grid(law.prepare(X))
-                j = objective(law, grid, X, y, huber_delta=variant.huber_delta)
-                order = np.argsort(np.where(np.isfinite(j), j, np.inf), kind="stable")
-                starts = np.vstack([starts, grid[order[: policy.n_grid]]])
-            res = run_starts(law, X, y, starts, huber_delta=variant.huber_delta,
-                             max_iter=policy.max_iter, n_polish=policy.n_polish)
-            fit = summarize_starts(law, res, huber_delta=variant.huber_delta, n_obs=y.size,
-                                   unidentified=identification_problem(law, X))
-        opt = compute_optimal(fit, target, warn=False)
-        result = VariantResult(
-            name=variant.name, kind=variant.kind, huber_delta=variant.huber_delta,
-            n_points=int(y.size), n_models=n_models, params=fit.params, objective=fit.fun,
-            N_opt=opt.N_opt, D_opt=opt.D_opt, tokens_per_param=opt.tokens_per_param,
-            loss_at_target=opt.loss, status=str(fit.status), message=fit.message,
-        )
-        return result, fit
-    except (FitError, ValueError) as exc:
-        nan = math.nan
-        return VariantResult(
-            name=variant.name, kind=variant.kind, huber_delta=variant.huber_delta,
-            n_points=int(y.size), n_models=n_models, params={}, objective=nan, N_opt=nan,
-            D_opt=nan, tokens_per_param=nan, loss_at_target=nan, status="failed",
-            message=str(exc),
-        ), None
-
-
 #: Variant kinds that fit a subset of the base points (the others change δ or the table).
 LEAVE_OUT_KINDS = ("leave_one_out", "drop_smallest", "drop_largest", "every_kth")
 
@@ -295,7 +154,7 @@ def fragility(
     target: float = 1e24,
     variants: Sequence[Variant] | None = None,
     huber_delta: float = DEFAULT_HUBER_DELTA,
-    policy: StartPolicy = StartPolicy(),
+    policy: StartPolicy | None = None,
     n_jobs: int | None = None,
     base_starts: np.ndarray | None = None,
     bootstrap: int = 0,
@@ -312,7 +171,8 @@ def fragility(
         variants: Explicit variants (default :func:`build_variants` with
             ``variant_options``); the first must be the base.
         huber_delta: δ of the base fit.
-        policy: Starts of the variant fits (the base always uses the full grid).
+        policy: Starts of the variant fits (default ``StartPolicy()``, the reduced starts of
+            :mod:`~scalebo.analysis.fragility_fit`; the base always uses the full grid).
         n_jobs: joblib workers for the variant fits (None = 1, −1 = all cores).
         base_starts: Starts of the base fit, ``(S, p)`` internal parameters (default: the
             law's full grid); with ``policy.full`` they are used for every variant too.
@@ -340,6 +200,7 @@ def fragility(
                       "taken as it is); scalebo.load_runs(frame) fits the best run of each "
                       "cell, as scalebo fragility does", UserWarning, stacklevel=2)
     start = time.perf_counter()
+    policy = StartPolicy() if policy is None else policy
     law = _check_law(law)
     if variants is None:
         variants = build_variants(table, huber_delta=huber_delta, **variant_options)

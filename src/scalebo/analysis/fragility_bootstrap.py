@@ -32,7 +32,7 @@ def base_bootstrap(fit: FitResult, base: Variant, target: float, n_resamples: in
     loss at ``target`` FLOPs (nats). Warns, as ``scalebo fit`` does, when the points'
     run labels cannot group the resamples, or when a column not named ``run`` (not one of
     the ``hyperparameters``) looks like each point's training run."""
-    from scalebo.analysis.fragility import chinchilla_param
+    from scalebo.analysis.fragility_fit import chinchilla_param
     from scalebo.fitting.bootstrap import bootstrap_fit
     from scalebo.fitting.run_clusters import run_cluster_note, run_clusters, run_label_note
 

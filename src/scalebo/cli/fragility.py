@@ -57,7 +57,9 @@ variants:
 
 starts: the base fit uses the law's full grid (4,500 starts for chinchilla); variants start
 from the base's distinct optima plus the 16 grid starts with the lowest initial objective
-(--starts full to use the whole grid for every variant: ~15x slower).
+(--starts full to use the whole grid for every variant: ~15x slower). A variant whose best
+reduced start no other start agrees with (or none converged) is refitted on the full grid and
+keeps the lower objective; its 'starts' (JSON, CSV) says 'reduced, refit on the full grid'.
 """
 EPILOG = input_epilog("""
 examples:
@@ -220,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         write_json(result)
     elif args.format == "csv":
         write_csv(rows, [*COLUMNS, "A", "B", "objective", "huber_delta", "in_spread",
-                         "message"])
+                         "starts", "message"])
     else:
         law = report.law if report.law == args.law else f"{args.law} ({report.law})"
         sys.stdout.write(f"law {law}, target C = {report.target:.3g} FLOPs\n")
