@@ -154,3 +154,50 @@ def test_gemstones_cool_end_every_5th_checkpoint_reaches_the_full_grid_optimum(d
     assert reduced["objective"] == pytest.approx(3.52238e-4, rel=1e-5)  # the trial's full grid
     assert reduced["objective"] <= full["objective"] * (1 + 1e-12)
     assert reduced["beta"] == pytest.approx(full["beta"], abs=1e-3)
+
+
+def test_a_target_far_below_the_runs_gets_fits_warnings(tmp_path, capsys):
+    """Trial: --target 1e10 on Gemstones printed N* = 65 parameters and a loss of 90.8 nats
+    without a word, where ``fit --predict 1e10`` warned that 1e10 is 2.9e+08x below the
+    smallest run's compute and that D*/N* lies outside the runs'. The same warnings, word for
+    word, from the same functions."""
+    from scalebo.fitting.allocation_notes import predicted_ratio_note
+    from scalebo.fitting.input_notes import tiny_compute_notes
+
+    frame = _checkpoints()
+    path = tmp_path / "ckpt.csv"
+    frame.to_csv(path, index=False)
+    C_min = float((6 * frame["N"] * frame["D"]).min())  # 6 × 5e7 × 2e9 = 6e17 FLOPs
+    assert C_min == 6e17
+    args = ["fragility", str(path), "--no-leave-one-out", "--drop-count", "0",
+            "--huber-deltas", "1e-4", "--every-k", "2", "--format", "json", "-q"]
+    assert main([*args, "--target", "1e10"]) == 0
+    captured = capsys.readouterr()
+    base = json.loads(captured.out)["variants"][0]
+    tiny = tiny_compute_notes([1e10], C_min)
+    assert tiny == ["the prediction at C = 1e+10 FLOPs is 6e+07x below the smallest run's "
+                    "compute (6e+17 FLOPs)"]
+    assert f"warning: {tiny[0]}" in captured.err
+    # this law's D*/N* moves as C^((alpha - beta)/(alpha + beta)) = C^-0.04: still inside
+    # the runs' 1.25 to 240 tokens per parameter at 1e10 FLOPs, so no D*/N* warning
+    assert 1.25 / 3 < base["tokens_per_param"] < 240 * 3
+    assert "tokens per parameter" not in captured.err
+    # alpha 0.2, beta 0.6: D*/N* = 0.069 at 1e10 FLOPs (hand-solved: N* = (alpha A /
+    # (beta B))^(1/(alpha+beta)) (C/6)^(beta/(alpha+beta)))
+    skewed = frame.assign(loss=1.9 + 50 * frame["N"] ** -0.2 + 400 * frame["D"] ** -0.6)
+    skewed.to_csv(path, index=False)
+    assert main([*args, "--target", "1e10"]) == 0
+    captured = capsys.readouterr()
+    base = json.loads(captured.out)["variants"][0]
+    assert base["tokens_per_param"] == pytest.approx(0.06912, rel=1e-3)
+    ratio = predicted_ratio_note(skewed, [{"C": 1e10,
+                                           "tokens_per_param": base["tokens_per_param"]}])
+    assert ratio and "while the fitted runs span 1.25 to 240 tokens per parameter" in ratio
+    assert f"warning: {ratio}" in captured.err
+    frame.to_csv(path, index=False)
+    # a target among the runs (D/N of the law's optimum there within the runs'): no warning
+    assert main([*args, "--target", "1e20"]) == 0
+    captured = capsys.readouterr()
+    ok = json.loads(captured.out)["variants"][0]["tokens_per_param"]
+    assert 1.25 / 3 < ok < 240 * 3
+    assert "warning" not in captured.err

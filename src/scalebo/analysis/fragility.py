@@ -211,14 +211,21 @@ def fragility(
                                         policy=StartPolicy(full=True), starts=base_starts)
     if base_fit is None:
         raise FitError(f"the base fit failed: {base_result.message}")
-    if base_fit.success:  # a base that contradicts its runs, said as fit says it
+    if base_fit.success:  # a base that contradicts its runs, or a target far from them,
+        # said as fit --predict says it
+        from scalebo.fitting.allocation_notes import predicted_ratio_note
+        from scalebo.fitting.input_notes import tiny_compute_notes
         from scalebo.fitting.misfit import misfit_notes
 
         pts = variants[0].frame
         C = (pts["C"] if "C" in pts.columns else 6.0 * pts["N"] * pts["D"]).to_numpy()
-        for text in misfit_notes(law.name, base_fit.params, C, pts["loss"].to_numpy(),
-                                 [{"C": float(target), "loss": base_result.loss_at_target}]):
-            warnings.warn(text, UserWarning, stacklevel=2)
+        at = {"C": float(target), "loss": base_result.loss_at_target,
+              "tokens_per_param": base_result.tokens_per_param}
+        for text in (*tiny_compute_notes([float(target)], float(C.min())),
+                     predicted_ratio_note(pts, [at]),
+                     *misfit_notes(law.name, base_fit.params, C, pts["loss"].to_numpy(), [at])):
+            if text:
+                warnings.warn(text, UserWarning, stacklevel=2)
     optima = _distinct(np.vstack([base_fit.x[None, :], base_fit.converged_x]), policy.n_optima)
     rest = variants[1:]
     if n_jobs in (None, 1) or len(rest) < 2:
