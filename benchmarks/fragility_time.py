@@ -19,9 +19,9 @@ import numpy as np
 
 from scalebo.analysis.fragility import (
     StartPolicy,
-    _check_law,
     _distinct,
     build_variants,
+    check_law,
     fit_variant,
     fragility,
     gemstones_extras,
@@ -43,7 +43,7 @@ def main() -> None:
           f"(with loading {total:.1f} s, n_jobs={args.n_jobs})")
     if not args.check_full:
         return
-    law = _check_law("chinchilla")
+    law = check_law("chinchilla")
     variants = build_variants(hot, extra=extra)
     base = fit_variant(law, variants[0], 1e24, policy=StartPolicy(full=True))[1]
     optima = _distinct(np.vstack([base.x[None, :], base.converged_x]), 8)

@@ -157,7 +157,7 @@ def test_bootstrap_summary_brackets_the_base():
 
 
 def test_fragility_rejects_laws_without_n_and_d():
-    with pytest.raises(ValueError, match="law in \\(N, D\\)"):
+    with pytest.raises(ValueError, match="needs a law of parameters N and tokens D"):
         fragility(_checkpoints(), law="compute")
 
 

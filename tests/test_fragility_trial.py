@@ -201,3 +201,61 @@ def test_a_target_far_below_the_runs_gets_fits_warnings(tmp_path, capsys):
     ok = json.loads(captured.out)["variants"][0]["tokens_per_param"]
     assert 1.25 / 3 < ok < 240 * 3
     assert "warning" not in captured.err
+
+
+def test_small_trial_defects(tmp_path, capsys):
+    """Trial: --n-jobs 0 gave joblib's raw 'n_jobs == 0 in Parallel has no meaning' after the
+    base fit; --law powerlaw:C said "got 'C' in ('C',)"; a negative loss under --map named
+    column 'loss' (nats) but not the file's column, as other row errors do."""
+    from scalebo.analysis.fragility import fragility
+
+    missing = str(tmp_path / "absent.csv")  # the options are judged before the data are read
+    assert main(["fragility", missing, "--n-jobs", "0"]) == 2
+    assert ("argument --n-jobs: expected a number of parallel workers >= 1, or -1 for all "
+            "cores (-2 all but one), got '0'") in capsys.readouterr().err
+    with pytest.raises(ValueError, match="n_jobs: a number of joblib workers >= 1"):
+        fragility(_checkpoints(), n_jobs=0)
+    assert main(["fragility", missing, "--law", "powerlaw:C"]) == 2
+    err = capsys.readouterr().err
+    assert ("fragility needs a law of parameters N and tokens D, to find N* and D* at the "
+            "target compute: 'chinchilla' (E + A/N^alpha + B/D^beta) or 'powerlaw:N,D' (the "
+            "same law); got 'powerlaw:C', a law of C.") in err
+    assert "absent.csv" not in err
+
+    frame = _checkpoints().rename(columns={"N": "params", "D": "toks", "loss": "val_loss"})
+    frame.loc[4, "val_loss"] = -2.5  # the file's 5th data row
+    path = tmp_path / "neg.csv"
+    frame.to_csv(path, index=False)
+    assert main(["fragility", str(path), "--map", "N=params,D=toks,loss=val_loss"]) == 2
+    assert (f"{path}: column 'loss' (nats; file column 'val_loss'), data row 5: expected a "
+            "loss > 0, got -2.5") in capsys.readouterr().err
+    frame.rename(columns={"params": "N", "toks": "D", "val_loss": "loss"}).to_csv(path,
+                                                                                  index=False)
+    assert main(["fragility", str(path)]) == 2  # no mapping: no file column to name
+    assert "column 'loss' (nats), data row 5: expected a loss > 0" in capsys.readouterr().err
+
+
+def test_docs_spread_table_is_the_commands_output(data_dir, capsys):
+    """Trial: docs/fragility.md quoted D*/N*'s spread as 337 % where the command printed
+    3.3334 (a ratio); the docs table now gives the printed ratio: it must match the output."""
+    import re
+    from pathlib import Path
+
+    assert main(["fragility", "dataset:gemstones", "--data-dir", str(data_dir), "--format",
+                 "json", "-q"]) == 0
+    spread = json.loads(capsys.readouterr().out)["spread"]
+    text = (Path(__file__).parents[1] / "docs" / "fragility.md").read_text()
+    rows = {"α": "alpha", "β": "beta", "E (nats)": "E", "N\\*(1e24) (parameters)": "N_opt",
+            "D\\*(1e24) (tokens)": "D_opt", "D\\*/N\\* (tokens per parameter)":
+            "tokens_per_param", "loss at 1e24 (nats)": "loss_at_target"}
+    for label, key in rows.items():
+        line = next(x for x in text.splitlines() if x.startswith(f"| {label} |"))
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        ratio, percent = re.fullmatch(r"([\d.]+) \((\d+) %\)", cells[5]).groups()
+        assert float(ratio) == pytest.approx(spread[key]["rel_spread"], abs=6e-4), label
+        assert int(percent) == round(100 * spread[key]["rel_spread"]), label
+        for cell, stat in zip(cells[1:5], ("base", "median", "min", "max"), strict=True):
+            value = cell.split(" (")[0]
+            digits = len(value.replace(".", "").split("e")[0].lstrip("0"))
+            assert float(value) == pytest.approx(spread[key][stat],
+                                                 rel=10 ** (1 - digits)), (label, stat)

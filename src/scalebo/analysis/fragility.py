@@ -49,8 +49,8 @@ from scalebo.analysis.fragility_fit import (
     UNUSABLE_STATUSES,
     StartPolicy,
     VariantResult,
-    _check_law,
     _distinct,
+    check_law,
     chinchilla_param,
     fit_variant,
 )
@@ -184,10 +184,13 @@ def fragility(
             0.95: the 2.5th and 97.5th percentiles), as ``scalebo fit --confidence``.
 
     Raises:
-        ValueError: a ``confidence_level`` outside (0, 1), a ``target`` that is not one
-            compute > 0, a ``bootstrap`` that is not a whole number >= 0, a law not in
+        ValueError: ``n_jobs`` 0, a ``confidence_level`` outside (0, 1), a ``target`` that
+            is not one compute > 0, a ``bootstrap`` that is not a whole number >= 0, a law not in
             (N, D), or variants whose first is not the base.
     """
+    if n_jobs == 0:  # joblib's own error ("has no meaning") came after the base fit
+        raise ValueError("n_jobs: a number of joblib workers >= 1, -1 for all cores or None "
+                         "(1), got 0")
     if not 0 < confidence_level < 1:
         raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
     targets, bootstrap = computes(target, "target"), resamples(bootstrap)
@@ -201,7 +204,7 @@ def fragility(
                       "cell, as scalebo fragility does", UserWarning, stacklevel=2)
     start = time.perf_counter()
     policy = StartPolicy() if policy is None else policy
-    law = _check_law(law)
+    law = check_law(law)
     if variants is None:
         variants = build_variants(table, huber_delta=huber_delta, **variant_options)
     variants = list(variants)

@@ -39,7 +39,7 @@ from scalebo.fitting.robust import (
 from scalebo.laws import Law, PowerLawSum, get_law
 
 __all__ = ["CHINCHILLA_ALIASES", "UNUSABLE_STATUSES", "StartPolicy", "VariantResult",
-           "chinchilla_param", "fit_variant"]
+           "check_law", "chinchilla_param", "fit_variant"]
 
 #: Chinchilla's parameter names and their names in ``powerlaw:N,D`` (the same law).
 CHINCHILLA_ALIASES = {"alpha": "alpha_N", "beta": "alpha_D", "A": "A_N", "B": "A_D"}
@@ -117,12 +117,17 @@ class VariantResult:
         }
 
 
-def _check_law(law: Law | str) -> PowerLawSum:
+def check_law(law: Law | str) -> PowerLawSum:
+    """``law`` (a name or a law) as a power-law sum in (N, D), the only kind whose N*, D* at
+    a target compute fragility reports. Raises ValueError naming what is expected."""
+    name = law if isinstance(law, str) else law.name
     law = get_law(law) if isinstance(law, str) else law
     if not isinstance(law, PowerLawSum) or law.variables != ("N", "D"):
+        of = " and ".join(law.variables)
         raise ValueError(
-            f"fragility needs a law in (N, D) such as 'chinchilla' (for N*, D* at the "
-            f"target); got {law.name!r} in {law.variables}."
+            f"fragility needs a law of parameters N and tokens D, to find N* and D* at the "
+            f"target compute: 'chinchilla' (E + A/N^alpha + B/D^beta) or 'powerlaw:N,D' (the "
+            f"same law); got {name!r}, a law of {of}."
         )
     return law
 

@@ -9,7 +9,8 @@ import math
 from collections.abc import Callable
 
 __all__ = ["MIN_RESAMPLES", "TOLERANCE_WARN", "flops", "fraction", "fractions", "int_at_least",
-           "level", "non_negative_float", "positive_float", "tolerance", "warn_few_resamples"]
+           "level", "n_jobs", "non_negative_float", "positive_float", "tolerance",
+           "warn_few_resamples"]
 
 
 #: Fewer bootstrap resamples than this get a warning: 95 % percentile ends need tails.
@@ -133,6 +134,21 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
 
     parse.__name__ = f"integer >= {minimum}"
     return parse
+
+
+def n_jobs(text: str) -> int:
+    """argparse type of ``--n-jobs``: joblib's worker count, an integer >= 1, or negative for
+    all cores but ``-1 - n`` (-1 all, -2 all but one); 0 has no meaning to joblib (its raw
+    "n_jobs == 0 in Parallel has no meaning" surfaced after the base fit)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer (workers >= 1, or -1 for all "
+                                         f"cores), got {text!r}") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a number of parallel workers >= 1, or -1 "
+                                         "for all cores (-2 all but one), got '0'")
+    return value
 
 
 #: A ``--tolerance`` at or above this is probably a percentage written as a fraction.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from scalebo.cli.arg_types import n_jobs
 from scalebo.cli.common import (
     DATASET_PREFIX,
     add_format_argument,
@@ -103,8 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help=f"Huber delta of the base fit (default {DEFAULT_HUBER_DELTA:g})")
     group.add_argument("--starts", choices=("reduced", "full"), default="reduced",
                        help="start grid of the variant fits (see above; default reduced)")
-    group.add_argument("--n-jobs", type=int, default=1,
-                       help="parallel variant fits (joblib; -1 = all cores; default 1: the "
+    group.add_argument("--n-jobs", type=n_jobs, default=1,
+                       help="parallel variant fits (joblib: >= 1 workers, -1 = all cores, -2 "
+                            "all but one; default 1: the "
                             "whole Gemstones analysis is ~21 CPU-seconds, so worker start-up "
                             "and a busy machine cost more than they save)")
     group.add_argument("--bootstrap", metavar="B", type=int_at_least(0), default=0,
@@ -175,8 +177,9 @@ def run(args: argparse.Namespace) -> int:
     """Run ``scalebo fragility``; exit 0 when the base fit is usable (a variant that fails,
     cannot be identified, hits a bound or runs out of iterations is warned about and left out
     of the spread), 1 when the base fit failed or is unidentified."""
-    from scalebo.analysis.fragility import StartPolicy, fragility, plot_fragility
+    from scalebo.analysis.fragility import StartPolicy, check_law, fragility, plot_fragility
 
+    check_law(args.law)  # before the data are read and the base fitted
     check_outputs(args)
     warn_few_resamples(args.bootstrap, confidence=args.confidence)
     table = load_input(args, (args.run,) if args.run else ())

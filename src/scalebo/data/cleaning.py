@@ -303,11 +303,13 @@ def _resolve_hyperparameters(
 
 def _exclude(
     frame: pd.DataFrame, diverged_above: float | None, name: str,
-    unfinished: tuple[np.ndarray, list[str]],
+    unfinished: tuple[np.ndarray, list[str]], shown: str | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``(kept, excluded)``: the rows without a finite, positive, not diverged loss, and those
     ``unfinished`` says failed or running (:func:`~scalebo.data.columns.unfinished_runs`'s
-    ``(mask, unknown values)``), go to ``excluded`` with their reason and one warning."""
+    ``(mask, unknown values)``), go to ``excluded`` with their reason and one warning.
+    ``shown``: the loss column as an error names it (:func:`shown_column`: with the file's
+    own name under a mapping; default ``'loss' (nats)``)."""
     loss = frame["loss"].to_numpy(dtype=np.float64)
     unfinished, unknown = unfinished
     if unknown:
@@ -319,7 +321,8 @@ def _exclude(
     nonpositive = np.flatnonzero(finite & (loss <= 0) & ~unfinished)
     if nonpositive.size:
         raise RunTableError(
-            f"{name}: column 'loss' (nats), {_rows(nonpositive)}: expected a loss > 0, got "
+            f"{name}: column {shown or shown_column('loss', None, 'nats')}, "
+            f"{_rows(nonpositive)}: expected a loss > 0, got "
             f"{loss[nonpositive[0]].item()!r}"
             + (f" (first at data row {nonpositive[0] + 1})" if nonpositive.size > 1 else "")
             + "; laws are fitted in log space."

@@ -284,7 +284,8 @@ def load_runs(
         frame[column] = _to_float(frame[column], column, name)
         _check_no_missing(frame.loc[valid, column], column, name)
 
-    frame, excluded = _exclude(frame, diverged_above, name, unfinished)
+    frame, excluded = _exclude(frame, diverged_above, name, unfinished,
+                               shown_column("loss", merged, "nats"))
     frame = handle_duplicates(frame, ["N", "D", *hps, *config_columns], duplicates, name)
     frame = _order_columns(frame, hps)
     excluded = excluded.reindex(columns=[*frame.columns.drop("n_repeats", errors="ignore"),
