@@ -259,3 +259,32 @@ def test_docs_spread_table_is_the_commands_output(data_dir, capsys):
             digits = len(value.replace(".", "").split("e")[0].lstrip("0"))
             assert float(value) == pytest.approx(spread[key][stat],
                                                  rel=10 ** (1 - digits)), (label, stat)
+
+
+def test_a_run_label_shared_by_two_learning_rates_is_warned_about():
+    """Trial: one run label over two learning rates' runs (hyperparameter lr): every-K
+    thinned each label's mixed checkpoints before taking each cell's best, so 'every 2nd
+    checkpoint' kept twice the points of a table with a label per run."""
+    import warnings
+
+    from scalebo.analysis.variants import build_variants
+    from scalebo.data.runs import load_runs
+
+    grid = _checkpoints(noise=0.0)
+    tuned = grid.assign(lr=1e-3)
+    off = grid.assign(lr=1e-2, loss=grid["loss"] * 1.08)
+    shared = load_runs(pd.concat([tuned, off], ignore_index=True), hyperparameters=("lr",))
+    with pytest.warns(UserWarning, match=r"every-k-th checkpoint variants: run 'm0' \(data "
+                      r"rows 1, 2, 3, 4, 5 \(and 7 more\)\) repeats a token count "
+                      r"D .* give each run a label of its own"):
+        variants = {v.name: v.frame for v in build_variants(shared, leave_one_out=False,
+                                                            drop_count=0, every_k=(2,))}
+    assert len(variants["every 2nd checkpoint"]) == 36  # the defect, now warned about: 2 × 18
+    own = load_runs(pd.concat([tuned.assign(run=tuned["run"] + "a"),
+                               off.assign(run=off["run"] + "b")], ignore_index=True),
+                    hyperparameters=("lr",))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        variants = {v.name: v.frame for v in build_variants(own, leave_one_out=False,
+                                                            drop_count=0, every_k=(2,))}
+    assert len(variants["every 2nd checkpoint"]) == 18  # 6 models × checkpoints 2, 4, 6

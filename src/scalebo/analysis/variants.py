@@ -8,7 +8,8 @@ A :class:`Variant` is one refit: the points ``(N, D, loss)`` it fits and its Hub
 * ``leave out N=<N>`` — one per distinct model size (every checkpoint of that model removed);
 * ``drop <k> smallest`` / ``drop <k> largest`` — the k smallest / largest model sizes removed;
 * ``every <k>th checkpoint`` — :func:`scalebo.data.checkpoints.every_kth` (needs a ``run``
-  column);
+  column; a label that repeats a token count D, e.g. one shared by several learning rates'
+  runs, gets a warning);
 * ``huber δ=<δ>`` — the base points with another Huber δ;
 * any *extra* table by name (``extra={"half lr": table}``, CLI ``--variant-file NAME=PATH``):
   for Gemstones (:func:`gemstones_extras`) ``cooldown end``, ``cooldown start``, ``half lr``,
@@ -119,6 +120,12 @@ def build_variants(
         warnings.warn(f"no every-k-th checkpoint variant: {mislabelled}", UserWarning,
                       stacklevel=2)
     elif "run" in base.columns:
+        if any(k > 1 for k in every_k) and (shared := _shared_run_label(frame)):
+            warnings.warn(f"every-k-th checkpoint variants: {shared}; each run's checkpoints "
+                          "are thinned by their rank in D, so a label shared by several runs "
+                          "(e.g. one per learning rate) keeps the mixed checkpoints of all of "
+                          "them (every 2nd keeps about twice the points): give each run a "
+                          "label of its own", UserWarning, stacklevel=2)
         for k in every_k:
             if k > 1:  # every 1st checkpoint is the base
                 # thinned per run among all its checkpoints, then (with hyperparameters)
@@ -135,6 +142,16 @@ def build_variants(
                              "table otherwise")
         variants.append(Variant(name, "extra", _points(other), huber_delta))
     return variants
+
+
+def _shared_run_label(frame: pd.DataFrame) -> str | None:
+    """:func:`~scalebo.data.checkpoints.run_label_problem`'s repeated-D finding when one run
+    label repeats a token count D (checkpoints of one run are at distinct D; with a ``phase``
+    column, within each phase), naming the data rows; None otherwise."""
+    if "phase" in frame.columns:
+        frame = frame.assign(run=frame["run"].astype(str) + " (" + frame["phase"].astype(str)
+                             + ")")
+    return run_label_problem(frame, tokens=True)
 
 
 #: More distinct model sizes than this, and than half the points, get a warning from

@@ -40,15 +40,18 @@ Refit a law in (N, D) (default chinchilla: L = E + A/N^alpha + B/D^beta) on ever
 RUNS (each run or checkpoint; with hyperparameters, the best run of each (N, D) cell;
 C = 6*N*D FLOPs) and under named variants, and report alpha,
 beta, E, the compute-optimal N* (parameters) and D* (tokens) at --target FLOPs, D*/N*, and
-the predicted loss there (nats), with the spread across variants (min, max, median,
-(max - min)/median).
+the predicted loss there (nats), with the spread across variants (min, max, median and
+rel_spread = (max - min)/median, a ratio: 0.35 is 35 %). Variants that fail, cannot be
+identified, end at a parameter bound or run out of iterations are left out of the spread
+(named in a warning and in the spread's header; 'in_spread' in JSON and CSV).
 
 variants:
   base                      all points, --huber-delta
   leave out N=<N>           one per model size (--no-leave-one-out to skip)
   drop K smallest/largest   the K smallest / largest model sizes removed (--drop-count K)
   every Kth checkpoint      per run, every K-th checkpoint and the last (--every-k K,
-                            repeatable; needs a 'run' column, e.g. dataset:gemstones)
+                            repeatable; needs a 'run' column, e.g. dataset:gemstones, or
+                            --run COL; one label per run: a label repeating a D is warned)
   huber δ=<δ>               base points, another Huber delta (--huber-deltas 1e-4,1e-2)
   NAME                      any other table, --variant-file NAME=PATH (repeatable; its
                             columns mapped with --variant-map, default --map)
