@@ -84,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--budgets", default=DEFAULT_BUDGETS, metavar="B,...",
       help="replay: checkpoint budgets as fractions of the pool's total cost, 0.05 or 5%% "
            f"(default {DEFAULT_BUDGETS}); the checkpoints lie on one run up to the largest, "
-           "so a smaller budget's checkpoint holds the rows bought before the spend reached "
+           "so a smaller budget's checkpoint holds the rows bought before the spend went past "
            "it and depends on the largest budget listed (ScaleBench's protocol)")
     a("--seed", type=int_at_least(0), default=0,
       help="seed of fit starts and baseline draws (default 0)")

@@ -48,6 +48,7 @@ import pandas as pd
 from scalebo.design.acquisition import DEFAULT_GAMMA, baseline_pick, variance_scores
 from scalebo.design.pool import Pool, TargetRegion
 from scalebo.design.replay import (
+    BUDGET_RTOL,
     DESIGN_STARTS,
     FULL_GROWTH,
     METHODS,
@@ -128,7 +129,7 @@ class GroupedCheckpoint:
 
     Attributes:
         budget: the budget fraction ``b`` of the whole pool's total cost.
-        spent_fraction: cost of the observed rows (all groups) / C (< ``b``).
+        spent_fraction: cost of the observed rows (all groups) / C (≤ ``b``).
         n_observed: rows observed, all groups.
         r2: pooled target-region R² (each target row predicted by its group's fit), clipped
             to [−1, 1], −1 when a fit of a group with target rows failed; ``None`` without
@@ -288,7 +289,7 @@ def grouped_design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
         newest[int(group_of[r])] = r
     stale, step = set(live), 0
     while True:
-        cand = np.flatnonzero(buyable & ~observed & (spent + pool.cost <= cap * (1 + 1e-12)))
+        cand = np.flatnonzero(buyable & ~observed & (spent + pool.cost <= cap * (1 + BUDGET_RTOL)))
         if cand.size == 0:
             break
         if method != "variance":

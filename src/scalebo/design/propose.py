@@ -23,7 +23,7 @@ import numpy as np
 from scalebo.design.acquisition import DEFAULT_GAMMA, condition_on_mean, variance_scores
 from scalebo.design.pool import Pool, TargetRegion
 from scalebo.design.posterior import Posterior, build_posterior
-from scalebo.design.replay import fit_rows, observation_bands, pilot_rows
+from scalebo.design.replay import BUDGET_RTOL, fit_rows, observation_bands, pilot_rows
 from scalebo.errors import BudgetExhausted, FitError, SearchError
 from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
@@ -148,7 +148,7 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
     free = ~done_rows(pool, X_done)
     out: list[Proposal] = []
     while len(out) < k:
-        cand = np.flatnonzero(free & (pool.cost <= left * (1 + 1e-12)))
+        cand = np.flatnonzero(free & (pool.cost <= left + BUDGET_RTOL * C))
         if cand.size == 0:
             break
         s = variance_scores(post, pool.X[cand], pool.cost[cand], target.X, C, gamma)
@@ -168,13 +168,14 @@ def _pilot(pool: Pool, law: FormulaLaw, X_done: np.ndarray, left: float, k: int
     as the runs done and these are no more rows than a replay's pilot design holds (see
     :func:`propose_batch`): the proposals of a campaign too young to fit."""
     C, p = pool.total_cost, law.n_params
+    slack = BUDGET_RTOL * C  # a row that fits the budget exactly, to rounding, fits it
     size = max(len(pilot_rows(pool.cost, p, C)), p)
     free = ~done_rows(pool, X_done)
     out: list[Proposal] = []
     for i in np.argsort(pool.cost, kind="stable").tolist():
         if len(out) >= min(k, max(size - len(X_done), 1)):
             break
-        if free[i] and pool.cost[i] <= left * (1 + 1e-12):
+        if free[i] and pool.cost[i] <= left + slack:
             out.append(_proposal(None, pool, i, None, C))
             left -= float(pool.cost[i])
     if not out:
@@ -305,7 +306,7 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
     while len(out) < k and left > 0:
         best = None
         for j, (_g, sub, region, _m, _s) in enumerate(parts):
-            cand = np.flatnonzero(free[j] & (sub.cost <= left * (1 + 1e-12)))
+            cand = np.flatnonzero(free[j] & (sub.cost <= left + BUDGET_RTOL * C))
             if cand.size:
                 sc = variance_scores(posts[j], sub.X[cand], sub.cost[cand], region.X, C, gamma)
                 if best is None or sc.max() > best[0]:

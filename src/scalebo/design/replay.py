@@ -9,8 +9,10 @@ Protocol (Li et al. 2026, "Spend Less, Fit Better"; ``$SCALEBO_DATA_DIR/scaleben
 * then one row at a time, the best-scoring (or baseline-drawn) row among those that still
   fit the final budget, until none fits;
 * at checkpoint ``b`` the reported fit is on the rows observed before the spend first
-  reached ``b·C`` (so the spent fraction is < b): natural-space least squares inside the
-  bounds, 64 seeded random starts, the best of them;
+  went past ``b·C`` (so the spent fraction is ≤ b; a row that brings it to exactly ``b·C``,
+  to rounding, is inside, as the design buys a row that fits the budget exactly, and at
+  ``b = 1`` the whole pool is): natural-space least squares inside the bounds, 64 seeded
+  random starts, the best of them;
 * score: R² on the target region, clipped to [−1, 1]; −1 for a failed or non-finite fit.
 
 Refits during the design (the expensive part): the law is refitted whenever the observed
@@ -56,10 +58,10 @@ from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
 from scalebo.search.budget import as_fractions
 
-__all__ = ["DESIGN_STARTS", "FULL_GROWTH", "METHODS", "REFIT_GROWTH", "Checkpoint",
-           "DesignReplay", "RefitState", "checkpoint_rows", "clipped_r2", "design_replay",
-           "fit_rows", "fit_summary", "observation_bands", "pilot_rows", "refit_step",
-           "target_interval", "target_r2"]
+__all__ = ["BUDGET_RTOL", "DESIGN_STARTS", "FULL_GROWTH", "METHODS", "REFIT_GROWTH",
+           "Checkpoint", "DesignReplay", "RefitState", "checkpoint_rows", "clipped_r2",
+           "design_replay", "fit_rows", "fit_summary", "observation_bands", "pilot_rows",
+           "refit_step", "target_interval", "target_r2"]
 
 METHODS = ("variance", *BASELINES)
 #: Defaults of the design's refits (module docstring): fresh random starts of a full refit,
@@ -67,6 +69,10 @@ METHODS = ("variance", *BASELINES)
 DESIGN_STARTS = 16
 REFIT_GROWTH = 0.1
 FULL_GROWTH = 1.5
+#: Relative slack of a budget comparison: a spend within ``1 + BUDGET_RTOL`` of ``b·C`` fits
+#: ``b`` (a cumulative sum of costs rounds differently from ``C``, so ``b = 1`` would
+#: otherwise leave out the last row of the whole pool).
+BUDGET_RTOL = 1e-12
 #: Iteration limit of the design's full refits (300: no LM continuation of slow starts, which
 #: only the scored checkpoint fits need; :mod:`scalebo.fitting.formula_fit`).
 FULL_MAX_ITER = 300
@@ -81,7 +87,7 @@ class Checkpoint:
 
     Attributes:
         budget: the budget fraction ``b`` of the pool's total cost.
-        spent_fraction: cost of the observed rows / C (< ``b``).
+        spent_fraction: cost of the observed rows / C (≤ ``b``).
         n_observed: rows observed.
         r2: target-region R², clipped to [−1, 1] (−1: failed fit); ``None`` without responses.
         params: natural parameters of the fit (empty when it failed).
@@ -191,8 +197,10 @@ def fit_summary(law: FormulaLaw, fit: FitResult | None,
 
 def checkpoint_rows(cum: np.ndarray, budget: float) -> int:
     """How many rows of an acquisition order (cumulative spent fractions ``cum``) come before
-    the spend first reaches ``budget``: the rows a checkpoint at ``budget`` is fitted on."""
-    return int(np.searchsorted(cum, budget * (1 - 1e-12), side="left"))
+    the spend first goes past ``budget``: the rows a checkpoint at ``budget`` is fitted on.
+    A spend equal to ``budget`` to a relative ``1e-12`` (the rounding of a cumulative sum)
+    is within it, as the design's purchases are, so ``budget = 1`` holds the whole pool."""
+    return int(np.searchsorted(cum, budget * (1 + BUDGET_RTOL), side="right"))
 
 
 def observation_bands(law: FormulaLaw, fit: FitResult | None, X: np.ndarray, y: np.ndarray,
@@ -338,7 +346,7 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
     if method == "variance":
         jac_pool, jac_target = JacobianCache(law, pool.X), JacobianCache(law, target.X)
     while True:
-        cand = np.flatnonzero(~observed & (spent + pool.cost <= cap * (1 + 1e-12)))
+        cand = np.flatnonzero(~observed & (spent + pool.cost <= cap * (1 + BUDGET_RTOL)))
         if cand.size == 0:
             break
         if method != "variance":
@@ -360,7 +368,7 @@ def design_replay(pool: Pool, target: TargetRegion, law: FormulaLaw,
                 pick = int(cand[np.argmax(s)])
         for b in budgets:  # the design's running fit when the checkpoint's rows are all
             # observed (refitted on them or on fewer, then updated): warm starts for it
-            if spent < b * C * (1 - 1e-12) <= spent + float(pool.cost[pick]):
+            if spent <= b * C * (1 + BUDGET_RTOL) < spent + float(pool.cost[pick]):
                 warm[b] = _warm_starts(state, law, n_warm)
         order.append(pick)
         observed[pick] = True
