@@ -34,13 +34,19 @@ group's fit fails. Proposals with --group: per-group, --batch rows for every gro
 target rows under --budget of that group's pool cost (cost_fraction is then of the group's
 cost); shared, --batch rows in all under --budget of the whole pool's cost.
 Names of the formula that are columns (or mapped with --map) are inputs; every other name is
-a parameter and needs --bounds. Fits are least squares in natural units (any sign).
+a parameter and needs --bounds. Fits are least squares in natural units (any sign). A pool
+column the formula does not read that differs among rows of equal inputs (a learning rate,
+a dataset without --group) is fitted through: a warning names it (keep each cell's best
+row, filter the pool, or --group COL).
 
 Intervals (multi-mode Laplace posterior of the fit, residual noise SSE/(n - p), normal):
   replay    cover80 = fraction of target rows whose response lies in its 80 % interval for
             a new observation (pooled over groups), width80 = median width of those
             intervals (with groups, the widest group's); the JSON's interval has 95 % too;
-  propose   the table's data_row = the proposed row of --pool (1-based, as errors count);
+  propose   the table's data_row = the proposed row of --pool (1-based, as errors count),
+            then every column of that row but the response, under the pool's own names
+            (the JSON's "columns"); a run done counts only for the pool rows it matches in
+            its inputs and every other column --runs shares with the pool;
             lo80/hi80 = 80 % interval of the law's mean at the proposed row
             (the design's posterior, shrunk by the rows proposed before it); the JSON's
             target_prediction = every target row's prediction with 80 % / 95 % intervals
@@ -208,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
         target_predictions,
     )
     from scalebo.design.pool import shared_rows_note
+    from scalebo.design.runs_done import column_matches, done_rows, row_values, settings_note
     from scalebo.fitting.formula_checks import check_bound_names
     from scalebo.laws.formula import formula_law, formula_names, parse_bounds, parse_variable_map
     from scalebo.outputs import check_output_path, write_json_file
@@ -228,6 +235,9 @@ def run(args: argparse.Namespace) -> int:
                          f"columns of {args.pool} (columns: {list(pool_frame.columns)}); map "
                          "formula names to columns with --map NAME=COL,...")
     law = formula_law(args.formula, variables, bounds)
+    law_columns = [vmap.get(v, v) for v in law.variables]
+    if said := settings_note(pool_frame, law_columns, args.response, args.pool, args.group):
+        warnings.warn(said, UserWarning, stacklevel=2)
     target = make_target(target_frame, law, response=args.response, variable_map=vmap,
                          source=args.target_region)
     law_info = {"formula": args.formula, "variables": {v: vmap.get(v, v) for v in law.variables},
@@ -269,48 +279,53 @@ def run(args: argparse.Namespace) -> int:
         if args.budget is None:
             raise ValueError("--runs (propose mode) needs --budget, a fraction of the pool cost")
         pool = make_pool(pool_frame, law, args.cost, variable_map=vmap, source=args.pool)
-        done = make_pool(read_table(args.runs), law, args.cost, response=args.response,
+        runs_frame = read_table(args.runs)
+        done = make_pool(runs_frame, law, args.cost, response=args.response,
                          variable_map=vmap, require_response=True, source=args.runs,
                          allow_empty=True)  # a header alone: a campaign's start
+        matches, _ = column_matches(pool, pool_frame, done.X, runs_frame,
+                                    skip=[*law_columns, args.response])
         if grouped is None:
             log(f"fitting {len(done.cost)} runs done, proposing {args.batch} of {pool.n} rows")
             props = propose_batch(pool, target, law, done.X, done.y, done.cost, args.budget,
-                                  args.batch, seed=args.seed, n_starts=args.starts)
+                                  args.batch, seed=args.seed, n_starts=args.starts,
+                                  matches=matches)
         else:
-            runs_g = _group_labels(read_table(args.runs), args.group, args.runs)
+            runs_g = _group_labels(runs_frame, args.group, args.runs)
             each = "per group" if args.group_budget == "per-group" else "in all"
             log(f"fitting {len(done.cost)} runs done, each group of {args.group!r} on its own; "
                 f"proposing {args.batch} rows {each} ({args.group_budget} budget) ...")
             props = propose_groups(pool, target, law, *grouped, done.X, done.y, done.cost,
                                    runs_g, args.budget, args.batch,
                                    group_budget=args.group_budget, seed=args.seed,
-                                   n_starts=args.starts)
+                                   n_starts=args.starts, matches=matches)
         predicted = target_predictions(law, done.X, done.y, target, seed=args.seed,
                                        n_starts=args.starts,
                                        target_groups=grouped[1] if grouped else None,
                                        done_groups=runs_g if grouped else None)
+        shown = [c for c in map(str, pool_frame.columns) if c not in (args.response, args.group)]
+        proposals = [{**p.to_dict(), "columns": row_values(pool_frame, p.row, [args.response])}
+                     for p in props]
         result = {"mode": "propose", "law": law_info, "budget": args.budget,
                   "spent_fraction": float(done.cost.sum() / pool.total_cost),
-                  "proposals": [p.to_dict() for p in props], "target_prediction": predicted}
+                  "proposals": proposals, "target_prediction": predicted}
         if grouped is not None:
             result.update(group=args.group, group_budget=args.group_budget)
         _log_target(result["target_prediction"])
         pilot = all(p.mean is None for p in props)  # too young to fit: the pilot says why
         if len(props) < args.batch and not pilot and (grouped is None
                                                       or args.group_budget == "shared"):
-            from scalebo.design.propose import done_rows
-
-            untried = ~(done_rows(pool, done.X) if grouped is None
-                        else done_rows(pool, done.X, grouped[0], runs_g))
+            untried = ~(done_rows(pool, done.X, matches=matches) if grouped is None
+                        else done_rows(pool, done.X, grouped[0], runs_g, matches))
             untried[[p.row for p in props]] = False
             warnings.warn(f"{len(props)} of the {args.batch} rows asked for (--batch) " + (
                 f"fit what is left of --budget {args.budget:g}; raise it for more"
                 if untried.any() else "are proposed: every other pool row is done"),
                 stacklevel=2)
-        rows = [{"data_row": p.row + 1, **({"group": p.group} if grouped else {}), **p.inputs,
-                 "cost_fraction": p.cost_fraction, "mean": p.mean, "lo80": p.lo80,
-                 "hi80": p.hi80} for p in props]
-        columns = ["data_row", *(["group"] if grouped else []), *law.variables, "cost_fraction",
+        rows = [{"data_row": p["data_row"], **({"group": p["group"]} if grouped else {}),
+                 **{c: p["columns"][c] for c in shown}, "cost_fraction": p["cost_fraction"],
+                 "mean": p["mean"], "lo80": p["lo80"], "hi80": p["hi80"]} for p in proposals]
+        columns = ["data_row", *(["group"] if grouped else []), *shown, "cost_fraction",
                    "mean", "lo80", "hi80"]
     if args.json:
         write_json_file(result, args.json)

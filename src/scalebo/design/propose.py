@@ -24,6 +24,7 @@ from scalebo.design.acquisition import DEFAULT_GAMMA, condition_on_mean, varianc
 from scalebo.design.pool import Pool, TargetRegion
 from scalebo.design.posterior import Posterior, build_posterior
 from scalebo.design.replay import BUDGET_RTOL, fit_rows, observation_bands, pilot_rows
+from scalebo.design.runs_done import done_rows, input_matches, warn_unmatched
 from scalebo.errors import BudgetExhausted, FitError, SearchError
 from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
@@ -66,38 +67,6 @@ class Proposal:
         return {**self.__dict__, "data_row": self.row + 1}
 
 
-def _matches(pool: Pool, X_done: np.ndarray) -> np.ndarray:
-    """``(n_done, n)``: whether run ``i``'s inputs equal (rtol 1e-9) those of pool row ``j``."""
-    X_done = np.atleast_2d(X_done)
-    return np.array([np.all(np.isclose(pool.X, x[None, :], rtol=1e-9, atol=0), axis=1)
-                     for x in X_done]).reshape(X_done.shape[0], pool.n)
-
-
-def done_rows(pool: Pool, X_done: np.ndarray, pool_groups: Any = None,
-              done_groups: Any = None) -> np.ndarray:
-    """Mask ``(n,)`` of pool rows whose inputs equal (rtol 1e-9) a row of ``X_done``; with
-    group labels (``pool_groups`` ``(n,)``, ``done_groups`` one per run), a run of its own
-    group only."""
-    if pool_groups is None:
-        return _matches(pool, X_done).any(axis=0)
-    pool_g, done_g = np.asarray(pool_groups), np.asarray(done_groups)
-    done = np.zeros(pool.n, dtype=bool)
-    for g in set(done_g.tolist()):
-        done |= done_rows(pool, X_done[done_g == g]) & (pool_g == g)
-    return done
-
-
-def warn_unmatched(pool: Pool, X_done: np.ndarray, where: str = "") -> None:
-    """Warn when runs done match no pool row (inputs compared as :func:`done_rows`): they are
-    fitted all the same, but a typo in an input would go unseen otherwise."""
-    X_done = np.atleast_2d(X_done)
-    lone = np.flatnonzero(~_matches(pool, X_done).any(axis=1))
-    if lone.size:
-        first = dict(zip(pool.variables, map(float, X_done[lone[0]]), strict=True))
-        warnings.warn(f"{len(lone)} of the {len(X_done)} runs done{where} match no pool row "
-                      f"(the first: {first}); they are fitted all the same", stacklevel=3)
-
-
 def _check_done(X_done: np.ndarray, y_done: np.ndarray, cost_done: np.ndarray) -> None:
     """ValueError unless the runs done have one input row, response and cost each."""
     n = {"X_done": np.shape(X_done)[0] if np.ndim(X_done) else 1, "y_done": np.size(y_done),
@@ -109,18 +78,23 @@ def _check_done(X_done: np.ndarray, y_done: np.ndarray, cost_done: np.ndarray) -
 
 def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.ndarray,
                   y_done: np.ndarray, cost_done: np.ndarray, budget: float, k: int = 1, *,
-                  seed: int = 0, n_starts: int = 64,
-                  gamma: float = DEFAULT_GAMMA) -> tuple[Proposal, ...]:
+                  seed: int = 0, n_starts: int = 64, gamma: float = DEFAULT_GAMMA,
+                  matches: np.ndarray | None = None,
+                  run_rows: np.ndarray | None = None) -> tuple[Proposal, ...]:
     """Propose up to ``k`` pool rows (fewer when the budget runs out).
 
     Args:
         pool: candidate rows (responses unused); C = its total cost.
         target: target region inputs.
         X_done, y_done, cost_done: runs done so far (inputs, responses, costs in pool units);
-            pool rows with the same inputs are not proposed again.
+            the pool rows they are (``matches``) are not proposed again.
         budget: campaign budget as a fraction of C (``0.05`` or ``"5%"``); proposals fit
             what is left of it.
         k: batch size.
+        matches: ``(n_done, n)``, which pool rows each run done is
+            (:func:`~scalebo.design.runs_done.column_matches`: equal inputs and equal values
+            in the other columns the runs share with the pool); default: equal inputs.
+        run_rows: each run's 0-based row in its file, for warnings (default its position).
 
     With fewer runs done than the law has parameters (none at all, at a campaign's start)
     there is no fit to score rows by: the proposals are then the cheapest pool rows not done,
@@ -141,11 +115,11 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
     if left <= 0:
         raise BudgetExhausted(f"the runs done already spent {np.sum(cost_done) / C:.4f} of the "
                           f"pool's total cost, at or over the budget {budget}")
-    warn_unmatched(pool, X_done)
+    warn_unmatched(pool, X_done, matches=matches, rows=run_rows)
     if len(y_done) < law.n_params:
-        return _pilot(pool, law, X_done, left, k)
+        return _pilot(pool, law, X_done, left, k, matches)
     post = _posterior(law, X_done, y_done, target.X, seed, n_starts)
-    free = ~done_rows(pool, X_done)
+    free = ~done_rows(pool, X_done, matches=matches)
     out: list[Proposal] = []
     while len(out) < k:
         cand = np.flatnonzero(free & (pool.cost <= left + BUDGET_RTOL * C))
@@ -162,15 +136,15 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
     return tuple(out)
 
 
-def _pilot(pool: Pool, law: FormulaLaw, X_done: np.ndarray, left: float, k: int
-           ) -> tuple[Proposal, ...]:
+def _pilot(pool: Pool, law: FormulaLaw, X_done: np.ndarray, left: float, k: int,
+           matches: np.ndarray | None = None) -> tuple[Proposal, ...]:
     """Up to ``k`` of the cheapest pool rows not done that fit ``left`` (pool units), as long
     as the runs done and these are no more rows than a replay's pilot design holds (see
     :func:`propose_batch`): the proposals of a campaign too young to fit."""
     C, p = pool.total_cost, law.n_params
     slack = BUDGET_RTOL * C  # a row that fits the budget exactly, to rounding, fits it
     size = max(len(pilot_rows(pool.cost, p, C)), p)
-    free = ~done_rows(pool, X_done)
+    free = ~done_rows(pool, X_done, matches=matches)
     out: list[Proposal] = []
     for i in np.argsort(pool.cost, kind="stable").tolist():
         if len(out) >= min(k, max(size - len(X_done), 1)):
@@ -225,7 +199,8 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
                    target_groups: Any, X_done: np.ndarray, y_done: np.ndarray,
                    cost_done: np.ndarray, done_groups: Any, budget: float, k: int = 1, *,
                    group_budget: str = "per-group", seed: int = 0, n_starts: int = 64,
-                   gamma: float = DEFAULT_GAMMA) -> tuple[Proposal, ...]:
+                   gamma: float = DEFAULT_GAMMA,
+                   matches: np.ndarray | None = None) -> tuple[Proposal, ...]:
     """Proposals for a pool of several groups (module docstring), each with its ``group``.
 
     Args:
@@ -234,6 +209,7 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
         budget: fraction of each group's pool cost (``per-group``) or of the whole pool's
             cost (``shared``); cost in pool units.
         k: batch size per group (``per-group``) or in all (``shared``).
+        matches: ``(n_done, n)`` over the whole pool, as :func:`propose_batch`'s.
         Other arguments as :func:`propose_batch`.
 
     Raises:
@@ -251,6 +227,8 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
     dg = np.asarray(done_groups, dtype=object).astype(str)
     if dg.shape[0] != len(y_done):
         raise ValueError(f"{dg.shape[0]} group labels for {len(y_done)} runs done")
+    if matches is None:
+        matches = input_matches(pool, X_done)
     parts = []
     for gi, g in enumerate(groups):
         sub = replace(pool, X=pool.X[g.pool], cost=pool.cost[g.pool], y=None,
@@ -264,7 +242,9 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
             try:
                 out += _for_group(g, pool, propose_batch, sub, region, law, X_done[mine],
                                   y_done[mine], cost_done[mine], budget, k, seed=s,
-                                  n_starts=n_starts, gamma=gamma)
+                                  n_starts=n_starts, gamma=gamma,
+                                  matches=matches[mine][:, g.pool],
+                                  run_rows=np.flatnonzero(mine))
             except (SearchError, FitError) as exc:  # its budget is spent, or too few runs
                 skipped[g.name] = exc
         why = "; ".join(f"group {name!r}: {exc}" for name, exc in skipped.items())
@@ -286,7 +266,8 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
             if len(out) >= k:
                 break
             try:
-                rows = _for_group(g, pool, _pilot, sub, law, X_done[mine], left, k - len(out))
+                rows = _for_group(g, pool, _pilot, sub, law, X_done[mine], left, k - len(out),
+                                  matches[mine][:, g.pool])
             except BudgetExhausted:
                 continue
             out += rows
@@ -301,8 +282,9 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
             posts.append(_posterior(law, X_done[mine], y_done[mine], region.X, s, n_starts))
         except FitError as exc:
             raise FitError(f"group {g.name!r}: {exc}") from exc
-        warn_unmatched(sub, X_done[mine], f" of group {g.name!r}")
-        free.append(~done_rows(sub, X_done[mine]) if mine.any() else np.ones(sub.n, bool))
+        mg = matches[mine][:, g.pool]
+        warn_unmatched(sub, X_done[mine], f" of group {g.name!r}", mg, np.flatnonzero(mine))
+        free.append(~done_rows(sub, X_done[mine], matches=mg))
     while len(out) < k and left > 0:
         best = None
         for j, (_g, sub, region, _m, _s) in enumerate(parts):

@@ -140,27 +140,35 @@ def repeated_rows_note(frame: pd.DataFrame, source: str, counts_as: str) -> str:
 
 
 def pooled_settings_note(frame: pd.DataFrame, inputs: Sequence[str], response: str,
-                         source: str) -> str:
+                         source: str, *, excluded: Sequence[str] = (),
+                         numeric_only: bool = True, remedy: str | None = None) -> str:
     """A note naming the settings that differ among rows of equal ``inputs`` (the table's
     columns the formula reads) and that the formula does not use (chosen as a run table's
     hyperparameters are, :func:`~scalebo.data.columns.default_hyperparameters`, with the
-    inputs as the cell), or ``""``: a formula fits every row, so a law in N and D over a
-    table of 4 N × 4 D × 3 learning rates describes the average learning rate, not the best
-    (a trial; built-in laws take each cell's best run, and ``powerlaw:`` says so)."""
+    inputs as the cell), and how many combinations of the inputs hold several rows, or
+    ``""``: a formula fits every row, so a law in N and D over a table of 4 N × 4 D × 3
+    learning rates describes the average learning rate, not the best (a trial; built-in
+    laws take each cell's best run, and ``powerlaw:`` says so). ``excluded``: further
+    columns that are no setting (a group column fitted apart); ``numeric_only=False`` counts
+    a text column (a dataset name) too; ``remedy``: what to do, in place of the default
+    (keep each cell's best row, or fit a built-in law)."""
     from scalebo.data.columns import default_hyperparameters
 
     keys = [c for c in inputs if c in frame.columns]
     if not keys or len(frame) < 2:
         return ""
-    settings = [c for c in default_hyperparameters(frame, excluded=[response], keys=keys)
+    settings = [c for c in default_hyperparameters(frame, excluded=[response, *excluded],
+                                                   keys=keys, numeric_only=numeric_only)
                 if frame[c].nunique() <= len(frame) / 2]  # a measured column: one per row
     groups = frame.groupby(keys, sort=False)
     settings += [c for c in ("N", "D") if c in frame.columns and c not in keys  # a law in C
                  and (groups[c].nunique() > 1).any()]
     if not settings:
         return ""
+    sizes = groups.size()
     return (f"{source}: rows with the same {', '.join(keys)} differ in {', '.join(settings)}, "
-            "which the formula does not use: every row is fitted, off-optimal settings "
-            "included, so the law describes the average setting, not the best (keep each "
-            "cell's best row, or fit a built-in law: --law, or fit_summary(table, law), for "
-            "the tuned frontier)")
+            f"which the formula does not use ({int((sizes > 1).sum())} of {len(sizes)} "
+            f"combinations of {', '.join(keys)} hold several rows): every row is fitted, "
+            "off-optimal settings included, so the law describes the average setting, not "
+            "the best (" + (remedy or "keep each cell's best row, or fit a built-in law: "
+                            "--law, or fit_summary(table, law), for the tuned frontier") + ")")

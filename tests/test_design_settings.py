@@ -1,0 +1,106 @@
+"""Pool columns the law does not read (a new-user trial: a pool of 5 N × 5 D × 4 learning
+rates was fitted through every learning rate without a word, proposals left the learning
+rate out, and running one learning rate of a cell marked the cell's other three done): a
+warning names the column, proposals show every pool column under the user's names, and a
+run done counts only for the pool rows it matches in every column it shares with the pool."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+from scalebo.cli.main import main
+from scalebo.design import make_pool
+from scalebo.design.runs_done import column_matches, done_rows
+from scalebo.laws.formula import formula_law
+
+FORMULA = "E + A*N**(-a) + B*D**(-b)"
+BOUNDS = "E=0:5,A=1:1e5,a=0.05:1,B=1:1e5,b=0.05:1"
+
+
+def _truth(N, D):
+    return 1.7 + 406.4 * N**-0.34 + 410.7 * D**-0.28
+
+
+def _pool() -> pd.DataFrame:
+    """3 params × 3 tokens × lr {1e-3, 3e-3}, in that order (lr fastest); noise-free, the
+    law at lr 1e-3 and 0.06 above it at 3e-3."""
+    N, D, lr = (a.ravel() for a in np.meshgrid([1e7, 4e7, 1.6e8], [2e8, 1e9, 5e9],
+                                                [1e-3, 3e-3], indexing="ij"))
+    loss = _truth(N, D) + 0.05 * np.log(lr / 1e-3) ** 2
+    return pd.DataFrame({"params": N, "tokens": D, "lr": lr, "loss": loss})
+
+
+def _args(tmp_path, pool: pd.DataFrame) -> list[str]:
+    pool.to_csv(tmp_path / "pool.csv", index=False)
+    pd.DataFrame({"params": [1e9, 3e9], "tokens": [2e10, 6e10]}).to_csv(tmp_path / "t.csv",
+                                                                        index=False)
+    return ["design", "--pool", str(tmp_path / "pool.csv"), "--target-region",
+            str(tmp_path / "t.csv"), "--formula", FORMULA, "--bounds", BOUNDS, "--cost",
+            "6*N*D", "--map", "N=params,D=tokens", "--starts", "4"]
+
+
+def test_a_setting_the_law_does_not_read_is_named_with_the_cells_it_repeats(tmp_path, capsys):
+    pool = _pool()
+    assert main([*_args(tmp_path, pool), "--budgets", "0.5", "--method", "cheapest"]) == 0
+    err = capsys.readouterr().err
+    assert (f"{tmp_path / 'pool.csv'}: rows with the same params, tokens differ in lr, which "
+            "the formula does not use (9 of 9 combinations of params, tokens hold several "
+            "rows)") in err, err
+    assert "--group COL" in err and "keep each cell's best row" in err
+    # a dataset name (text) repeating a cell is a setting too; one value per cell is not
+    text = pool.assign(data=np.where(pool.lr == 1e-3, "web", "code"), lr=1e-3)
+    text.loc[text.params == 1e7, "data"] = "web"  # 3 of 9 cells hold one dataset twice
+    assert main([*_args(tmp_path, text), "--budgets", "0.5", "--method", "cheapest"]) == 0
+    assert "differ in data, which the formula does not use (9 of 9" in capsys.readouterr().err
+    one = pool[pool.lr == 1e-3].assign(flops=lambda f: 6 * f.params * f.tokens)
+    assert main([*_args(tmp_path, one), "--budgets", "0.5", "--method", "cheapest"]) == 0
+    assert "does not use" not in capsys.readouterr().err
+
+
+def test_a_run_done_marks_only_the_pool_row_it_matches(tmp_path, capsys):
+    """Six runs at lr 1e-3: with --budget 100% and a batch as large as the pool, the
+    proposals are exactly the 12 other rows, the lr 3e-3 rows of the same cells included
+    (before: 6, every row of a cell with a run done counted as done); the table and the
+    JSON show lr, and the user's names, not the formula's."""
+    pool = _pool()
+    args = _args(tmp_path, pool.drop(columns="loss"))
+    done = [0, 2, 4, 6, 8, 10]  # lr 1e-3 in 6 of the 9 cells
+    pool.iloc[done].to_csv(tmp_path / "done.csv", index=False)
+    out = tmp_path / "p.json"
+    assert main([*args, "--runs", str(tmp_path / "done.csv"), "--budget", "100%", "--batch",
+                 "18", "--json", str(out)]) == 0
+    printed, err = capsys.readouterr()
+    props = json.loads(out.read_text())["proposals"]
+    assert sorted(p["row"] for p in props) == sorted(set(range(18)) - set(done))
+    for p in props:
+        assert p["columns"] == {"params": pool.params[p["row"]],
+                                "tokens": pool.tokens[p["row"]], "lr": pool.lr[p["row"]]}
+    header = printed.splitlines()[0].split()
+    assert header[:4] == ["data_row", "params", "tokens", "lr"], header
+    assert "12 of the 18 rows asked for (--batch) are proposed" in err
+    # a runs file without the lr column shares only the inputs: a run is its whole cell
+    pool.iloc[done].drop(columns="lr").to_csv(tmp_path / "done.csv", index=False)
+    assert main([*args, "--runs", str(tmp_path / "done.csv"), "--budget", "100%", "--batch",
+                 "18", "--json", str(out)]) == 0
+    props = json.loads(out.read_text())["proposals"]
+    assert sorted(p["row"] for p in props) == [12, 13, 14, 15, 16, 17]
+
+
+def test_column_matches_compares_numbers_text_and_blanks():
+    law = formula_law("E + A*N**(-a)", ("N",), {"E": (0, 5), "A": (1, 1e3), "a": (0.1, 1)})
+    pool_f = pd.DataFrame({"N": [1e6, 1e6, 1e6, 2e6], "lr": [1e-3, 3e-3, 1e-3, 1e-3],
+                           "data": ["web", "web", "code", None]})
+    runs_f = pd.DataFrame({"N": [1e6, 2e6, 1e6], "lr": ["0.001", "1e-3", "3e-3"],
+                           "data": [" web", "", "code"], "loss": [3.0, 2.9, 3.1]})
+    pool = make_pool(pool_f, law, "N")
+    X = runs_f[["N"]].to_numpy(float)
+    m, shared = column_matches(pool, pool_f, X, runs_f, skip=["N", "loss"])
+    assert shared == ("lr", "data")
+    assert m.tolist() == [[True, False, False, False],   # 1e-3 read from text, " web" stripped
+                          [False, False, False, True],   # a blank matches a blank
+                          [False, False, False, False]]  # 3e-3 is web's, not code's
+    assert done_rows(pool, X, matches=m).tolist() == [True, False, False, True]
+    assert done_rows(pool, X).tolist() == [True, True, True, True]  # inputs alone
