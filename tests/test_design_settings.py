@@ -7,12 +7,14 @@ run done counts only for the pool rows it matches in every column it shares with
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from scalebo.cli.main import main
-from scalebo.design import make_pool
+from scalebo.design import make_pool, make_target
 from scalebo.design.runs_done import column_matches, done_rows
 from scalebo.laws.formula import formula_law
 
@@ -104,3 +106,26 @@ def test_column_matches_compares_numbers_text_and_blanks():
                           [False, False, False, False]]  # 3e-3 is web's, not code's
     assert done_rows(pool, X, matches=m).tolist() == [True, False, False, True]
     assert done_rows(pool, X).tolist() == [True, True, True, True]  # inputs alone
+
+
+def test_target_rows_with_one_input_and_two_responses_are_named(tmp_path, capsys):
+    """A trial: a target row repeated with another response got no warning (only copies in
+    every column did), though the README promises one for rows that repeat one another."""
+    law = formula_law(FORMULA, ("N", "D"), {"E": (0, 5), "A": (1, 1e5), "a": (0.05, 1),
+                                             "B": (1, 1e5), "b": (0.05, 1)})
+    t = pd.DataFrame({"N": [3e9, 3e9, 1e10, 1e10, 3e9], "D": [6e10, 2e11, 6e10, 2e11, 6e10]})
+    t["loss"] = _truth(t.N, t.D)
+    t.loc[4, "loss"] += 0.1
+    with pytest.warns(UserWarning) as said:
+        make_target(t, law, response="loss", source="t.csv")
+    (text,) = [str(w.message) for w in said]
+    assert text.startswith("t.csv: data rows 1, 5 repeat another target row's N, D but "
+                           "differ in loss (2 rows)"), text
+    with warnings.catch_warnings():  # one input in two groups: a row of each group
+        warnings.simplefilter("error")
+        make_target(t.assign(g=["a"] * 4 + ["b"]), law, response="loss", group="g")
+    copies = pd.concat([t.iloc[:4], t.iloc[[3]]], ignore_index=True)
+    with pytest.warns(UserWarning) as said:
+        make_target(copies, law, response="loss", source="t.csv")
+    assert [str(w.message)[:60] for w in said] == [
+        "t.csv: data rows 4, 5 repeat another row in every column (2 "]

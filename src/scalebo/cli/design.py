@@ -239,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
     if said := settings_note(pool_frame, law_columns, args.response, args.pool, args.group):
         warnings.warn(said, UserWarning, stacklevel=2)
     target = make_target(target_frame, law, response=args.response, variable_map=vmap,
-                         source=args.target_region)
+                         source=args.target_region, group=args.group)
     law_info = {"formula": args.formula, "variables": {v: vmap.get(v, v) for v in law.variables},
                 "parameters": list(law.natural_names), "cost": args.cost}
     if args.runs is None:

@@ -28,7 +28,8 @@ from scalebo.fitting.formula_checks import repeated_rows_note, undefined_rows
 from scalebo.fitting.formula_fit import table_inputs
 from scalebo.laws.formula import FormulaLaw
 
-__all__ = ["Pool", "TargetRegion", "cost_names", "evaluate_cost", "make_pool", "make_target"]
+__all__ = ["Pool", "TargetRegion", "cost_names", "evaluate_cost", "make_pool", "make_target",
+           "repeated_inputs_note"]
 
 _FUNCS = {"log": np.log, "exp": np.exp, "sqrt": np.sqrt}
 _OPS = {ast.Add: np.add, ast.Sub: np.subtract, ast.Mult: np.multiply, ast.Div: np.divide,
@@ -218,15 +219,51 @@ def make_pool(frame: pd.DataFrame, law: FormulaLaw, cost: str, *,
 
 def make_target(frame: pd.DataFrame, law: FormulaLaw, *, response: str | None = None,
                 variable_map: Mapping[str, str] | None = None,
-                source: str = "target region") -> TargetRegion:
-    """A :class:`TargetRegion` from a table (responses read when the column is present)."""
+                source: str = "target region", group: str | None = None) -> TargetRegion:
+    """A :class:`TargetRegion` from a table (responses read when the column is present).
+
+    Warns when target rows repeat one another: in every column, or in their inputs (and
+    ``group`` column, when the law is fitted per group) with other values elsewhere, e.g.
+    two responses for one input (:func:`repeated_inputs_note`)."""
     if len(frame) == 0:
         raise RunTableError(f"{source}: the table has no rows")
     vmap = dict(variable_map or {})
     if said := repeated_rows_note(frame, source, "is scored as a row of its own"):
         warnings.warn(said, UserWarning, stacklevel=2)
-    return TargetRegion(X=_check_defined(law, _inputs(law, frame, vmap, source), vmap, source),
-                        y=_response(frame, response, source, required=False))
+    X = _check_defined(law, _inputs(law, frame, vmap, source), vmap, source)
+    if said := repeated_inputs_note(frame, X, [vmap.get(v, v) for v in law.variables],
+                                    source, group):
+        warnings.warn(said, UserWarning, stacklevel=2)
+    return TargetRegion(X=X, y=_response(frame, response, source, required=False))
+
+
+def repeated_inputs_note(frame: pd.DataFrame, X: np.ndarray, columns: list[str], source: str,
+                         group: str | None = None) -> str:
+    """A note naming the target rows (1-based data rows) whose inputs ``X`` (read from
+    ``columns``; and ``group`` value, when given) equal another row's while another column
+    differs (two responses for one input: each is scored as a row of its own), or ``""``.
+    Rows that are copies in every column are :func:`repeated_rows_note`'s."""
+    keys = pd.DataFrame(X, columns=[f"_x{i}" for i in range(X.shape[1])], index=frame.index)
+    if group is not None and group in frame.columns:
+        keys["_g"] = frame[group].astype(str).to_numpy()
+    cell = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
+    others = [c for c in frame.columns if c not in set(columns) and c != group]
+    rows: list[int] = []
+    differ: list[str] = []
+    for g in np.flatnonzero(np.bincount(cell) > 1):
+        at = np.flatnonzero(cell == g)
+        part = frame.iloc[at][others]
+        varied = [str(c) for c in others if part[c].astype(str).nunique() > 1]
+        if varied:
+            rows += at.tolist()
+            differ += [c for c in varied if c not in differ]
+    if not rows:
+        return ""
+    names = ", ".join(columns) + (f" and {group}" if group is not None else "")
+    return (f"{source}: {data_rows(sorted(rows))} repeat another target row's {names} but "
+            f"differ in {', '.join(differ)} ({len(rows)} rows): each is scored as a row of "
+            "its own, and one input cannot be predicted to two values (average them, or "
+            "keep one row per input)")
 
 
 def shared_rows_note(pool: Pool, target: TargetRegion, source: str) -> str | None:
