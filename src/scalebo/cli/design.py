@@ -9,6 +9,7 @@ import sys
 import warnings
 
 from scalebo.cli.common import format_table, int_at_least, log
+from scalebo.cli.design_propose import group_labels, propose
 
 NAME = "design"
 DEFAULT_BUDGETS = "0.01,0.05,0.1"
@@ -50,7 +51,10 @@ Intervals (multi-mode Laplace posterior of the fit, residual noise SSE/(n - p), 
             lo80/hi80 = 80 % interval of the law's mean at the proposed row
             (the design's posterior, shrunk by the rows proposed before it); the JSON's
             target_prediction = every target row's prediction with 80 % / 95 % intervals
-            for a new observation (none when the runs done are no more than parameters).
+            for a new observation (none when the runs done are no more than parameters);
+            the JSON's fit = the fit they come from (params, status, message, identified;
+            {group: ...} with groups), also printed, with a warning when the runs done do
+            not identify the law (e.g. all at one N).
 """
 EPILOG = """\
 examples:
@@ -120,28 +124,15 @@ def _budgets(text: str) -> tuple[float, ...]:
     return out
 
 
-def _group_labels(frame, column: str, source: str, pool_note: str = "") -> list[str]:
-    """The group label (as text) of every row of ``frame``, or a ValueError naming the file,
-    the column and the data row."""
-    if column not in frame.columns:
-        raise ValueError(f"{source}: no group column {column!r}{pool_note}; columns: "
-                         f"{list(frame.columns)}")
-    missing = frame[column].isna().to_numpy().nonzero()[0]
-    if missing.size:
-        raise ValueError(f"{source}: data row {missing[0] + 1}, column {column!r}: no group "
-                         "value")
-    return frame[column].astype(str).tolist()
-
-
 def _groups(pool_frame, target_frame, args: argparse.Namespace) -> tuple | None:
     """``None`` for a single-group design (today's path), else the pool's and the target
     region's group labels; the target's groups must all have pool rows."""
     if args.group is None:
         return None
-    pool_g = _group_labels(pool_frame, args.group, args.pool)
+    pool_g = group_labels(pool_frame, args.group, args.pool)
     names = list(dict.fromkeys(pool_g))
     note = f" (the pool {args.pool} holds {len(names)} groups {names[:5]})"
-    target_g = _group_labels(target_frame, args.group, args.target_region, note)
+    target_g = group_labels(target_frame, args.group, args.target_region, note)
     orphans = [g for g in dict.fromkeys(target_g) if g not in set(names)]
     if orphans:
         raise ValueError(f"{args.target_region}: group(s) {orphans[:5]} of column "
@@ -189,17 +180,6 @@ def _pooled_interval(interval: dict) -> dict[str, float | None]:
     return {"cover80": cover, "width80": max(p["width80"] for p in parts)}
 
 
-def _log_target(preds: list[dict]) -> None:
-    """One line on the target region: predicted range and the median 80 % width."""
-    widths = [p["hi80"] - p["lo80"] for p in preds if p["lo80"] is not None]
-    means = [p["mean"] for p in preds if p["mean"] is not None]
-    if means:
-        width = (f", median 80 % interval width {sorted(widths)[len(widths) // 2]:.4g}"
-                 if widths else ", no interval (no more runs than parameters)")
-        log(f"target region ({len(means)} rows): predicted {min(means):.4g} to "
-            f"{max(means):.4g}{width} (JSON: target_prediction)")
-
-
 def run(args: argparse.Namespace) -> int:
     """Replay or propose (see DESCRIPTION)."""
     from scalebo.data.files import read_table
@@ -208,13 +188,10 @@ def run(args: argparse.Namespace) -> int:
         grouped_design_replay,
         make_pool,
         make_target,
-        propose_batch,
-        propose_groups,
         separate_group_replays,
-        target_predictions,
     )
     from scalebo.design.pool import shared_rows_note
-    from scalebo.design.runs_done import column_matches, done_rows, row_values, settings_note
+    from scalebo.design.runs_done import settings_note
     from scalebo.fitting.formula_checks import check_bound_names
     from scalebo.laws.formula import formula_law, formula_names, parse_bounds, parse_variable_map
     from scalebo.outputs import check_output_path, write_json_file
@@ -278,55 +255,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.budget is None:
             raise ValueError("--runs (propose mode) needs --budget, a fraction of the pool cost")
-        pool = make_pool(pool_frame, law, args.cost, variable_map=vmap, source=args.pool)
-        runs_frame = read_table(args.runs)
-        done = make_pool(runs_frame, law, args.cost, response=args.response,
-                         variable_map=vmap, require_response=True, source=args.runs,
-                         allow_empty=True)  # a header alone: a campaign's start
-        matches, _ = column_matches(pool, pool_frame, done.X, runs_frame,
-                                    skip=[*law_columns, args.response])
-        if grouped is None:
-            log(f"fitting {len(done.cost)} runs done, proposing {args.batch} of {pool.n} rows")
-            props = propose_batch(pool, target, law, done.X, done.y, done.cost, args.budget,
-                                  args.batch, seed=args.seed, n_starts=args.starts,
-                                  matches=matches)
-        else:
-            runs_g = _group_labels(runs_frame, args.group, args.runs)
-            each = "per group" if args.group_budget == "per-group" else "in all"
-            log(f"fitting {len(done.cost)} runs done, each group of {args.group!r} on its own; "
-                f"proposing {args.batch} rows {each} ({args.group_budget} budget) ...")
-            props = propose_groups(pool, target, law, *grouped, done.X, done.y, done.cost,
-                                   runs_g, args.budget, args.batch,
-                                   group_budget=args.group_budget, seed=args.seed,
-                                   n_starts=args.starts, matches=matches)
-        predicted = target_predictions(law, done.X, done.y, target, seed=args.seed,
-                                       n_starts=args.starts,
-                                       target_groups=grouped[1] if grouped else None,
-                                       done_groups=runs_g if grouped else None)
-        shown = [c for c in map(str, pool_frame.columns) if c not in (args.response, args.group)]
-        proposals = [{**p.to_dict(), "columns": row_values(pool_frame, p.row, [args.response])}
-                     for p in props]
-        result = {"mode": "propose", "law": law_info, "budget": args.budget,
-                  "spent_fraction": float(done.cost.sum() / pool.total_cost),
-                  "proposals": proposals, "target_prediction": predicted}
-        if grouped is not None:
-            result.update(group=args.group, group_budget=args.group_budget)
-        _log_target(result["target_prediction"])
-        pilot = all(p.mean is None for p in props)  # too young to fit: the pilot says why
-        if len(props) < args.batch and not pilot and (grouped is None
-                                                      or args.group_budget == "shared"):
-            untried = ~(done_rows(pool, done.X, matches=matches) if grouped is None
-                        else done_rows(pool, done.X, grouped[0], runs_g, matches))
-            untried[[p.row for p in props]] = False
-            warnings.warn(f"{len(props)} of the {args.batch} rows asked for (--batch) " + (
-                f"fit what is left of --budget {args.budget:g}; raise it for more"
-                if untried.any() else "are proposed: every other pool row is done"),
-                stacklevel=2)
-        rows = [{"data_row": p["data_row"], **({"group": p["group"]} if grouped else {}),
-                 **{c: p["columns"][c] for c in shown}, "cost_fraction": p["cost_fraction"],
-                 "mean": p["mean"], "lo80": p["lo80"], "hi80": p["hi80"]} for p in proposals]
-        columns = ["data_row", *(["group"] if grouped else []), *shown, "cost_fraction",
-                   "mean", "lo80", "hi80"]
+        result, rows, columns = propose(args, law, pool_frame, target, grouped, law_info,
+                                        vmap)
     if args.json:
         write_json_file(result, args.json)
         log(f"JSON written to {args.json}")

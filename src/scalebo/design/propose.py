@@ -23,10 +23,11 @@ import numpy as np
 from scalebo.design.acquisition import DEFAULT_GAMMA, condition_on_mean, variance_scores
 from scalebo.design.pool import Pool, TargetRegion
 from scalebo.design.posterior import Posterior, build_posterior
-from scalebo.design.replay import BUDGET_RTOL, fit_rows, observation_bands, pilot_rows
+from scalebo.design.predictions import fit_done as _fit_done
+from scalebo.design.predictions import target_predictions
+from scalebo.design.replay import BUDGET_RTOL, pilot_rows
 from scalebo.design.runs_done import done_rows, input_matches, warn_unmatched
 from scalebo.errors import BudgetExhausted, FitError, SearchError
-from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
 from scalebo.search.budget import as_fractions
 
@@ -167,18 +168,6 @@ def _posterior(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray, X_target
     return build_posterior(law, fit, X_done, y_done, X_target=X_target)
 
 
-def _fit_done(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray, seed: int,
-              n_starts: int) -> FitResult:
-    """The fit of the runs done, or a FitError saying how many runs the law needs."""
-    fit = fit_rows(law, X_done, y_done, n_starts=n_starts, seed=seed)
-    if fit is None:
-        n = len(y_done)
-        raise FitError(f"cannot fit {law.name!r} ({law.n_params} parameters) to the {n} runs "
-                       "done" + (f": it needs at least {law.n_params}" if n < law.n_params
-                                 else ""))
-    return fit
-
-
 def _proposal(post: Posterior | None, pool: Pool, i: int, score: float | None, C: float,
               group: str | None = None, row: int | None = None) -> Proposal:
     """Row ``i`` of ``pool`` as a :class:`Proposal` (``row``: its position in the whole pool
@@ -317,65 +306,3 @@ def _for_group(g: Any, pool: Pool, make: Any, *args: Any, **kwargs: Any) -> list
         warnings.warn(f"group {g.name!r}: {w.message}", w.category, stacklevel=3)
     return [replace(p, row=int(g.pool[p.row]), group=g.name,
                     row_id=p.row_id if pool.row_ids else int(g.pool[p.row])) for p in props]
-
-
-def target_predictions(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,
-                       target: TargetRegion, *, seed: int = 0, n_starts: int = 64,
-                       target_groups: Any = None,
-                       done_groups: Any = None) -> list[dict[str, Any]]:
-    """The law's prediction at every target row from the runs done, with the normal 80 % and
-    95 % intervals for a new observation there (multi-mode Laplace posterior, residual noise
-    ``SSE/(n − p)``, as a replay checkpoint's :func:`~scalebo.design.replay.target_interval`;
-    its calibration is measured in docs/scalebench.md). With ``target_groups`` and
-    ``done_groups`` (labels, compared as text) each group is fitted on its own runs.
-
-    Returns one dict per target row, in order: ``target_row`` (0-based), ``group`` (with
-    groups), the inputs by variable name, ``mean`` (the best fit's prediction) and ``lo80``,
-    ``hi80``, ``lo95``, ``hi95`` (the posterior mixture's intervals, centred on its mean, the
-    fit's when one mode is kept; ``None`` when there are no more runs than parameters);
-    response units. A group whose runs cannot be fitted, and runs fewer than the law's
-    parameters (a campaign's start), get ``None`` and a ``note``.
-
-    Raises:
-        FitError: the runs done cannot be fitted (with groups: no group's can, named).
-    """
-    n_target = target.X.shape[0]
-    if np.shape(X_done)[0] != np.size(y_done):
-        raise ValueError(f"the runs done need one input row per response, got "
-                         f"{np.shape(X_done)[0]} rows and {np.size(y_done)} responses")
-    if target_groups is None:
-        parts = [(None, np.arange(n_target), np.ones(len(y_done), bool))]
-    else:
-        tg = np.asarray(target_groups, dtype=object).astype(str)
-        dg = np.asarray(done_groups, dtype=object).astype(str)
-        parts = [(g, np.flatnonzero(tg == g), dg == g) for g in dict.fromkeys(tg.tolist())]
-    out: list[dict[str, Any]] = []
-    failed: list[str] = []
-    for g, rows, mine in parts:
-        Xt = target.X[rows]
-        young = int(mine.sum()) < law.n_params  # a campaign's start: its pilot, no fit yet
-        try:
-            fit = _fit_done(law, X_done[mine], y_done[mine], seed, n_starts)
-        except FitError as exc:
-            if g is None and not young:
-                raise
-            why = ("" if g is None else f"group {g!r}: ") + str(exc)
-            failed += [] if young else [why]  # too young to fit is no failure: a pilot
-            out += [{"target_row": int(i), **({"group": g} if g is not None else {}),
-                     **dict(zip(law.variables, map(float, Xt[j]), strict=True)), "mean": None,
-                     **dict.fromkeys(("lo80", "hi80", "lo95", "hi95")), "note": why}
-                    for j, i in enumerate(rows)]
-            continue
-        mean = law.predict(fit.x, Xt)
-        bands: dict[str, Any] = dict.fromkeys(("lo80", "hi80", "lo95", "hi95"))
-        for tag, (lo, hi) in (observation_bands(law, fit, X_done[mine], y_done[mine], Xt)
-                              or {}).items():
-            bands["lo" + tag], bands["hi" + tag] = lo, hi
-        for j, i in enumerate(rows):
-            out.append({"target_row": int(i), **({"group": g} if g is not None else {}),
-                        **dict(zip(law.variables, map(float, Xt[j]), strict=True)),
-                        "mean": float(mean[j]),
-                        **{k: None if v is None else float(v[j]) for k, v in bands.items()}})
-    if failed and len(failed) == len(parts):
-        raise FitError("; ".join(failed))
-    return sorted(out, key=lambda r: r["target_row"])

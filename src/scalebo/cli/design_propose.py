@@ -1,0 +1,128 @@
+"""Propose mode of ``scalebo design`` (``--runs``, ``--budget``): fit the runs done, pick
+the next pool rows, report the fit and the target region's prediction. The options and the
+replay mode are in :mod:`scalebo.cli.design`."""
+
+from __future__ import annotations
+
+import argparse
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from scalebo.cli.common import log
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from scalebo.design import DoneFit, TargetRegion
+    from scalebo.laws.formula import FormulaLaw
+
+__all__ = ["group_labels", "propose"]
+
+
+def group_labels(frame: pd.DataFrame, column: str, source: str,
+                 pool_note: str = "") -> list[str]:
+    """The group label (as text) of every row of ``frame``, or a ValueError naming the file,
+    the column and the data row."""
+    if column not in frame.columns:
+        raise ValueError(f"{source}: no group column {column!r}{pool_note}; columns: "
+                         f"{list(frame.columns)}")
+    missing = frame[column].isna().to_numpy().nonzero()[0]
+    if missing.size:
+        raise ValueError(f"{source}: data row {missing[0] + 1}, column {column!r}: no group "
+                         "value")
+    return frame[column].astype(str).tolist()
+
+
+def _log_target(preds: list[dict]) -> None:
+    """One line on the target region: predicted range and the median 80 % width."""
+    widths = [p["hi80"] - p["lo80"] for p in preds if p["lo80"] is not None]
+    means = [p["mean"] for p in preds if p["mean"] is not None]
+    if means:
+        width = (f", median 80 % interval width {sorted(widths)[len(widths) // 2]:.4g}"
+                 if widths else ", no interval (no more runs than parameters)")
+        log(f"target region ({len(means)} rows): predicted {min(means):.4g} to "
+            f"{max(means):.4g}{width} (JSON: target_prediction)")
+
+
+def _report_fits(fits: tuple[DoneFit, ...]) -> None:
+    """One line per fit of the runs done (status, message, parameters), as a replay reports
+    its checkpoints' fits; a warning for a fit the runs done do not identify."""
+    for f in fits:
+        of = "" if f.group is None else f" of group {f.group!r}"
+        runs = f"{f.n_runs} run{'' if f.n_runs == 1 else 's'} done{of}"
+        if not f.params:
+            log(f"fit of the {runs}: {f.status} ({f.message})")
+            continue
+        shown = ", ".join(f"{k}={v:.6g}" for k, v in f.params.items())
+        log(f"fit of the {runs}: {f.status} ({f.message}): {shown} (JSON: fit)")
+        if not f.identified:
+            warnings.warn(f"the runs done{of} do not identify the law: {f.message}; the "
+                          "proposals and target predictions rest on parameters these runs "
+                          "cannot tell apart (run rows that vary what it names)",
+                          UserWarning, stacklevel=3)
+
+
+def propose(args: argparse.Namespace, law: FormulaLaw, pool_frame: pd.DataFrame,
+            target: TargetRegion, grouped: tuple | None, law_info: dict[str, Any],
+            vmap: dict[str, str]
+            ) -> tuple[dict[str, Any], list[dict], list[str]]:
+    """``(result, rows, columns)``: the JSON result and the table's rows and columns."""
+    from scalebo.data.files import read_table
+    from scalebo.design import make_pool, propose_batch, propose_groups
+    from scalebo.design.predictions import fit_and_predict
+    from scalebo.design.runs_done import column_matches, done_rows, row_values
+
+    pool = make_pool(pool_frame, law, args.cost, variable_map=vmap, source=args.pool)
+    runs_frame = read_table(args.runs)
+    done = make_pool(runs_frame, law, args.cost, response=args.response,
+                     variable_map=vmap, require_response=True, source=args.runs,
+                     allow_empty=True)  # a header alone: a campaign's start
+    law_columns = [vmap.get(v, v) for v in law.variables]
+    matches, _ = column_matches(pool, pool_frame, done.X, runs_frame,
+                                skip=[*law_columns, args.response])
+    runs_g = None if grouped is None else group_labels(runs_frame, args.group, args.runs)
+    if grouped is None:
+        log(f"fitting {len(done.cost)} runs done, proposing {args.batch} of {pool.n} rows")
+        props = propose_batch(pool, target, law, done.X, done.y, done.cost, args.budget,
+                              args.batch, seed=args.seed, n_starts=args.starts,
+                              matches=matches)
+    else:
+        each = "per group" if args.group_budget == "per-group" else "in all"
+        log(f"fitting {len(done.cost)} runs done, each group of {args.group!r} on its own; "
+            f"proposing {args.batch} rows {each} ({args.group_budget} budget) ...")
+        props = propose_groups(pool, target, law, *grouped, done.X, done.y, done.cost,
+                               runs_g, args.budget, args.batch,
+                               group_budget=args.group_budget, seed=args.seed,
+                               n_starts=args.starts, matches=matches)
+    fits, predicted = fit_and_predict(law, done.X, done.y, target, seed=args.seed,
+                                      n_starts=args.starts,
+                                      target_groups=grouped[1] if grouped else None,
+                                      done_groups=runs_g)
+    _report_fits(fits)
+    shown = [c for c in map(str, pool_frame.columns) if c not in (args.response, args.group)]
+    proposals = [{**p.to_dict(), "columns": row_values(pool_frame, p.row, [args.response])}
+                 for p in props]
+    result = {"mode": "propose", "law": law_info, "budget": args.budget,
+              "spent_fraction": float(done.cost.sum() / pool.total_cost),
+              "fit": (fits[0].to_dict() if grouped is None and fits
+                      else {f.group: f.to_dict() for f in fits}),
+              "proposals": proposals, "target_prediction": predicted}
+    if grouped is not None:
+        result.update(group=args.group, group_budget=args.group_budget)
+    _log_target(result["target_prediction"])
+    pilot = all(p.mean is None for p in props)  # too young to fit: the pilot says why
+    if len(props) < args.batch and not pilot and (grouped is None
+                                                  or args.group_budget == "shared"):
+        untried = ~(done_rows(pool, done.X, matches=matches) if grouped is None
+                    else done_rows(pool, done.X, grouped[0], runs_g, matches))
+        untried[[p.row for p in props]] = False
+        warnings.warn(f"{len(props)} of the {args.batch} rows asked for (--batch) " + (
+            f"fit what is left of --budget {args.budget:g}; raise it for more"
+            if untried.any() else "are proposed: every other pool row is done"),
+            stacklevel=3)
+    rows = [{"data_row": p["data_row"], **({"group": p["group"]} if grouped else {}),
+             **{c: p["columns"][c] for c in shown}, "cost_fraction": p["cost_fraction"],
+             "mean": p["mean"], "lo80": p["lo80"], "hi80": p["hi80"]} for p in proposals]
+    columns = ["data_row", *(["group"] if grouped else []), *shown, "cost_fraction",
+               "mean", "lo80", "hi80"]
+    return result, rows, columns
