@@ -60,3 +60,18 @@ def test_the_fit_of_the_runs_done_is_reported_and_an_unidentified_one_warned(tmp
     err = capsys.readouterr().err
     assert "warning: the runs done do not identify the law: cannot be identified" in err, err
 
+
+def test_a_spent_budget_exits_3_with_the_fit_and_the_target_prediction(tmp_path, capsys):
+    pool = _pool()
+    done = pool.iloc[[0, 6, 12, 18, 24, 4, 20, 2, 10, 14]]
+    spent = float((done.N * done.D).sum() / (pool.N * pool.D).sum())
+    code, result = _run(tmp_path, done, f"{spent / 2:.6g}")
+    assert code == 3
+    assert result["stop"] is True and result["proposals"] == []
+    assert "already spent" in result["message"]
+    assert result["fit"]["status"] == "converged"
+    preds = result["target_prediction"]
+    truth = _truth(np.array([3e9, 1e10]), np.array([6e10, 2e11]))
+    assert [p["mean"] for p in preds] == pytest.approx(truth, rel=1e-3)
+    err = capsys.readouterr().err
+    assert "target region (2 rows): predicted" in err and "stop: the runs done" in err, err

@@ -65,7 +65,8 @@ examples:
   scalebo design --pool grid.csv --target-region big.csv --formula ... --bounds ... \\
       --cost "6*N*D" --runs done.csv --budget 0.05 --batch 4
 exit codes: 0 ok, 1 the runs done cannot be fitted, 2 bad input or usage, 3 the budget
-is spent or no pool row fits what is left of it.
+is spent or no pool row fits what is left of it (the fit of the runs done and the target
+prediction are still reported, and --json written with no proposals and "stop": true).
 """
 
 
@@ -219,6 +220,7 @@ def run(args: argparse.Namespace) -> int:
                          source=args.target_region, group=args.group)
     law_info = {"formula": args.formula, "variables": {v: vmap.get(v, v) for v in law.variables},
                 "parameters": list(law.natural_names), "cost": args.cost}
+    stop = None
     if args.runs is None:
         if args.budget is not None:
             raise ValueError("--budget needs --runs (propose mode); a replay uses --budgets")
@@ -255,10 +257,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.budget is None:
             raise ValueError("--runs (propose mode) needs --budget, a fraction of the pool cost")
-        result, rows, columns = propose(args, law, pool_frame, target, grouped, law_info,
-                                        vmap)
+        result, rows, columns, stop = propose(args, law, pool_frame, target, grouped,
+                                              law_info, vmap)
     if args.json:
         write_json_file(result, args.json)
         log(f"JSON written to {args.json}")
+    if stop is not None:  # exit 3, after the fit and the target prediction are reported
+        raise stop
     sys.stdout.write(format_table(rows, columns))
     return 0

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from scalebo.design import DoneFit, TargetRegion
+    from scalebo.errors import BudgetExhausted
     from scalebo.laws.formula import FormulaLaw
 
 __all__ = ["group_labels", "propose"]
@@ -65,12 +66,16 @@ def _report_fits(fits: tuple[DoneFit, ...]) -> None:
 def propose(args: argparse.Namespace, law: FormulaLaw, pool_frame: pd.DataFrame,
             target: TargetRegion, grouped: tuple | None, law_info: dict[str, Any],
             vmap: dict[str, str]
-            ) -> tuple[dict[str, Any], list[dict], list[str]]:
-    """``(result, rows, columns)``: the JSON result and the table's rows and columns."""
+            ) -> tuple[dict[str, Any], list[dict], list[str], BudgetExhausted | None]:
+    """``(result, rows, columns, stop)``: the JSON result, the table's rows and columns,
+    and the BudgetExhausted to exit 3 with (after the JSON is written) when nothing is left
+    of the budget or no pool row fits it; the fit and the target prediction are reported
+    either way."""
     from scalebo.data.files import read_table
     from scalebo.design import make_pool, propose_batch, propose_groups
     from scalebo.design.predictions import fit_and_predict
     from scalebo.design.runs_done import column_matches, done_rows, row_values
+    from scalebo.errors import BudgetExhausted, FitError
 
     pool = make_pool(pool_frame, law, args.cost, variable_map=vmap, source=args.pool)
     runs_frame = read_table(args.runs)
@@ -81,23 +86,32 @@ def propose(args: argparse.Namespace, law: FormulaLaw, pool_frame: pd.DataFrame,
     matches, _ = column_matches(pool, pool_frame, done.X, runs_frame,
                                 skip=[*law_columns, args.response])
     runs_g = None if grouped is None else group_labels(runs_frame, args.group, args.runs)
-    if grouped is None:
-        log(f"fitting {len(done.cost)} runs done, proposing {args.batch} of {pool.n} rows")
-        props = propose_batch(pool, target, law, done.X, done.y, done.cost, args.budget,
-                              args.batch, seed=args.seed, n_starts=args.starts,
-                              matches=matches)
-    else:
-        each = "per group" if args.group_budget == "per-group" else "in all"
-        log(f"fitting {len(done.cost)} runs done, each group of {args.group!r} on its own; "
-            f"proposing {args.batch} rows {each} ({args.group_budget} budget) ...")
-        props = propose_groups(pool, target, law, *grouped, done.X, done.y, done.cost,
-                               runs_g, args.budget, args.batch,
-                               group_budget=args.group_budget, seed=args.seed,
-                               n_starts=args.starts, matches=matches)
-    fits, predicted = fit_and_predict(law, done.X, done.y, target, seed=args.seed,
-                                      n_starts=args.starts,
-                                      target_groups=grouped[1] if grouped else None,
-                                      done_groups=runs_g)
+    stop: BudgetExhausted | None = None
+    try:
+        if grouped is None:
+            log(f"fitting {len(done.cost)} runs done, proposing {args.batch} of {pool.n} rows")
+            props = propose_batch(pool, target, law, done.X, done.y, done.cost, args.budget,
+                                  args.batch, seed=args.seed, n_starts=args.starts,
+                                  matches=matches)
+        else:
+            each = "per group" if args.group_budget == "per-group" else "in all"
+            log(f"fitting {len(done.cost)} runs done, each group of {args.group!r} on its own; "
+                f"proposing {args.batch} rows {each} ({args.group_budget} budget) ...")
+            props = propose_groups(pool, target, law, *grouped, done.X, done.y, done.cost,
+                                   runs_g, args.budget, args.batch,
+                                   group_budget=args.group_budget, seed=args.seed,
+                                   n_starts=args.starts, matches=matches)
+    except BudgetExhausted as exc:  # exit 3, but the fit and the prediction still matter
+        props, stop = (), exc
+    try:
+        fits, predicted = fit_and_predict(law, done.X, done.y, target, seed=args.seed,
+                                          n_starts=args.starts,
+                                          target_groups=grouped[1] if grouped else None,
+                                          done_groups=runs_g)
+    except FitError:
+        if stop is None:
+            raise
+        fits, predicted = (), []  # a spent budget is the news; the JSON says no fit
     _report_fits(fits)
     shown = [c for c in map(str, pool_frame.columns) if c not in (args.response, args.group)]
     proposals = [{**p.to_dict(), "columns": row_values(pool_frame, p.row, [args.response])}
@@ -109,6 +123,8 @@ def propose(args: argparse.Namespace, law: FormulaLaw, pool_frame: pd.DataFrame,
               "proposals": proposals, "target_prediction": predicted}
     if grouped is not None:
         result.update(group=args.group, group_budget=args.group_budget)
+    if stop is not None:
+        result.update(stop=True, message=str(stop))
     _log_target(result["target_prediction"])
     pilot = all(p.mean is None for p in props)  # too young to fit: the pilot says why
     if len(props) < args.batch and not pilot and (grouped is None
@@ -125,4 +141,4 @@ def propose(args: argparse.Namespace, law: FormulaLaw, pool_frame: pd.DataFrame,
              "mean": p["mean"], "lo80": p["lo80"], "hi80": p["hi80"]} for p in proposals]
     columns = ["data_row", *(["group"] if grouped else []), *shown, "cost_fraction",
                "mean", "lo80", "hi80"]
-    return result, rows, columns
+    return result, rows, columns, stop
