@@ -75,3 +75,56 @@ def test_a_spent_budget_exits_3_with_the_fit_and_the_target_prediction(tmp_path,
     assert [p["mean"] for p in preds] == pytest.approx(truth, rel=1e-3)
     err = capsys.readouterr().err
     assert "target region (2 rows): predicted" in err and "stop: the runs done" in err, err
+
+
+def test_the_proposal_band_is_the_design_posterior_and_says_by_how_much(tmp_path, capsys):
+    """A trial: a proposal's lo80/hi80 were 20–40× a Laplace interval of the same fit. They
+    are the design posterior's band (ScaleBench's noise, shrunk toward the response's
+    spread), so they are labelled with its noise factor; checked against an independent
+    fit (scipy's curve_fit) on a pool with a known truth and noise sd 0.01: the factor is
+    sqrt(σ²_design / σ²_residual) from that fit's SSE, the band of the first proposal is
+    within [0.6, 1.02]× factor × curve_fit's delta-method band (the weak prior narrows it a
+    little), and the residual-noise posterior's band is curve_fit's."""
+    from scipy.optimize import curve_fit
+    from scipy.stats import norm
+
+    from scalebo.design import build_posterior, make_pool, make_target, propose_batch
+    from scalebo.design.replay import fit_rows
+    from scalebo.laws.formula import formula_law, parse_bounds
+
+    rng = np.random.default_rng(7)
+    pool_f = _pool()
+    pool_f["loss"] += 0.01 * rng.standard_normal(len(pool_f))
+    done = pool_f.iloc[[0, 6, 12, 18, 24, 4, 20, 2, 10, 14, 1, 5, 8, 16, 22]]
+    X, y = done[["N", "D"]].to_numpy(float), done.loss.to_numpy()
+    law = formula_law(FORMULA, ("N", "D"), parse_bounds(BOUNDS))
+    pool = make_pool(pool_f.drop(columns="loss"), law, "6*N*D")
+    target = make_target(pd.DataFrame({"N": [3e9, 1e10], "D": [6e10, 2e11]}), law)
+    (prop,) = propose_batch(pool, target, law, X, y, 6 * X[:, 0] * X[:, 1], 1.0, 1,
+                            n_starts=16)
+
+    def f(v, E, A, a, B, b):
+        return E + A * v[0] ** -a + B * v[1] ** -b
+
+    theta, cov = curve_fit(f, X.T, y, p0=list(TRUTH.values()), maxfev=20_000)
+    n, p = len(y), 5
+    sse = float(np.sum((f(X.T, *theta) - y) ** 2))
+    design = (2 * np.var(y) + sse / 2) / (n / 2 + 1)
+    assert prop.noise_factor == pytest.approx(np.sqrt(design / (sse / (n - p))), rel=1e-3)
+    at = np.array([[prop.inputs["N"]], [prop.inputs["D"]]])
+    grad = np.array([(f(at, *(theta + h)) - f(at, *theta))[0] / h[i]
+                     for i, h in enumerate(np.diag(1e-6 * np.abs(theta)))])
+    half = norm.ppf(0.9) * np.sqrt(grad @ cov @ grad)  # curve_fit: s² = SSE/(n − p)
+    ratio = (prop.hi80 - prop.lo80) / 2 / half
+    assert 0.6 * prop.noise_factor < ratio < 1.02 * prop.noise_factor, (ratio, prop)
+    fit = fit_rows(law, X, y, n_starts=16, seed=0)
+    lo, hi = build_posterior(law, fit, X, y, noise="residual").interval(at.T, 0.8)
+    assert (hi[0] - lo[0]) / 2 == pytest.approx(half, rel=0.02)
+    # the command labels the band and prints the factor
+    code, result = _run(tmp_path, done, "1")
+    assert code == 0
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0].split()[-2:] == ["design_lo80", "design_hi80"]
+    factor = result["proposals"][0]["noise_factor"]
+    assert f"noise sd is {factor:.3g} x the fit's residual sd" in err, err
+    assert "not a calibrated interval" in err

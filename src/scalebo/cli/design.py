@@ -48,8 +48,11 @@ Intervals (multi-mode Laplace posterior of the fit, residual noise SSE/(n - p), 
             then every column of that row but the response, under the pool's own names
             (the JSON's "columns"); a run done counts only for the pool rows it matches in
             its inputs and every other column --runs shares with the pool;
-            lo80/hi80 = 80 % interval of the law's mean at the proposed row
-            (the design's posterior, shrunk by the rows proposed before it); the JSON's
+            design_lo80/design_hi80 (JSON lo80/hi80) = 80 % band of the law's mean at
+            the proposed row under the design's posterior, NOT a calibrated interval: its
+            noise is ScaleBench's (shrunk toward the response's spread; sd noise_factor x
+            the fit's residual sd, printed, 10-30x on a well-fitted pool) and it is
+            conditioned on the rows proposed before it; the JSON's
             target_prediction = every target row's prediction with 80 % / 95 % intervals
             for a new observation (none when the runs done are no more than parameters);
             the JSON's fit = the fit they come from (params, status, message, identified;

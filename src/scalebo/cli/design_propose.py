@@ -63,6 +63,21 @@ def _report_fits(fits: tuple[DoneFit, ...]) -> None:
                           UserWarning, stacklevel=3)
 
 
+def _log_band_legend(props: tuple) -> None:
+    """What the table's ``design_lo80``/``design_hi80`` are, with the noise factor of the
+    design's posterior (a trial read them as a Laplace interval 20–40× too wide)."""
+    factors = sorted({round(p.noise_factor, 3) for p in props if p.noise_factor is not None})
+    if not factors:
+        return
+    f = (f"{factors[0]:.3g}" if len(factors) == 1
+         else f"{factors[0]:.3g} to {factors[-1]:.3g} (by group)")
+    log(f"design_lo80/design_hi80 (JSON lo80/hi80): 80 % band of the law's mean under the "
+        f"design's posterior, whose noise sd is {f} x the fit's residual sd (ScaleBench's "
+        "estimate, cautious on purpose when choosing rows; JSON noise_factor) and which is "
+        "conditioned on the rows proposed before it: not a calibrated interval "
+        "(target_prediction's are)")
+
+
 def propose(args: argparse.Namespace, law: FormulaLaw, pool_frame: pd.DataFrame,
             target: TargetRegion, grouped: tuple | None, law_info: dict[str, Any],
             vmap: dict[str, str]
@@ -138,7 +153,9 @@ def propose(args: argparse.Namespace, law: FormulaLaw, pool_frame: pd.DataFrame,
             stacklevel=3)
     rows = [{"data_row": p["data_row"], **({"group": p["group"]} if grouped else {}),
              **{c: p["columns"][c] for c in shown}, "cost_fraction": p["cost_fraction"],
-             "mean": p["mean"], "lo80": p["lo80"], "hi80": p["hi80"]} for p in proposals]
+             "mean": p["mean"], "design_lo80": p["lo80"], "design_hi80": p["hi80"]}
+            for p in proposals]
     columns = ["data_row", *(["group"] if grouped else []), *shown, "cost_fraction",
-               "mean", "lo80", "hi80"]
+               "mean", "design_lo80", "design_hi80"]
+    _log_band_legend(props)
     return result, rows, columns, stop

@@ -79,12 +79,27 @@ class Posterior:
         modes: the kept modes, best objective first.
         sigma2: observation noise variance (response units squared).
         n_obs: observations it is conditioned on.
+        residual_sigma2: the fit's residual variance ``SSE_min/(n − p)`` (response units
+            squared; kept through :func:`~scalebo.design.acquisition.condition_on_mean`),
+            ``None`` when ``n ≤ p``; with ``noise="design"``, :attr:`noise_factor` compares
+            ``sigma2`` to it.
     """
 
     law: FormulaLaw
     modes: tuple[Mode, ...]
     sigma2: float
     n_obs: int
+    residual_sigma2: float | None = None
+
+    @property
+    def noise_factor(self) -> float | None:
+        """``sqrt(sigma2 / residual_sigma2)``: how many times the posterior's noise sd is
+        the fit's residual sd (1 for ``noise="residual"``; ScaleBench's ``"design"``
+        estimate is shrunk toward the response's spread, 10–30× on a well-fitted pool),
+        ``None`` without a residual (``n ≤ p``) or when it is 0."""
+        if not self.residual_sigma2:
+            return None
+        return float(np.sqrt(self.sigma2 / self.residual_sigma2))
 
     @property
     def best(self) -> Mode:
@@ -197,4 +212,5 @@ def build_posterior(law: FormulaLaw, fit: FitResult, X: np.ndarray, y: np.ndarra
     w /= w.sum()
     out = tuple(Mode(theta=t, cov=c, sse=s, bic=float(bb), weight=float(ww))
                 for (t, c, s), bb, ww in zip(modes, b, w, strict=True))
-    return Posterior(law=law, modes=out, sigma2=float(sigma2), n_obs=n)
+    return Posterior(law=law, modes=out, sigma2=float(sigma2), n_obs=n,
+                     residual_sigma2=float(best / (n - p)) if n > p else None)

@@ -45,11 +45,20 @@ class Proposal:
         inputs: ``{variable: value}`` in natural units.
         cost: cost of the row (pool units); ``cost_fraction``: cost / C.
         score: variance reduction per ``(cost/C)^γ`` when picked (response units squared).
-        mean, lo80, hi80: predicted response and 80 % interval of the law's mean there.
-            ``score``, ``mean``, ``lo80`` and ``hi80`` are None for a pilot row, proposed
+        mean, lo80, hi80: predicted response and the 80 % band of the law's mean there
+            under the *design's* posterior (response units): the one that chooses rows,
+            with ScaleBench's noise estimate (shrunk toward the response's spread, so
+            ``noise_factor`` times the fit's residual sd) and conditioned on the rows
+            proposed before it, so wide on purpose (10–30× a Laplace interval of the fit
+            on a well-fitted pool) and not a calibrated interval; the calibrated ones are
+            :func:`~scalebo.design.predictions.target_predictions`'. ``score``, ``mean``,
+            ``lo80``, ``hi80`` and ``noise_factor`` are None for a pilot row, proposed
             before the runs done can be fitted (:func:`propose_batch`).
         group: the row's group label with several groups (:func:`propose_groups`), else
             ``None``.
+        noise_factor: the design posterior's noise sd over the fit's residual sd
+            ``sqrt(SSE/(n − p))`` (:attr:`~scalebo.design.posterior.Posterior.
+            noise_factor`); None without a residual (no more runs than parameters).
     """
 
     row: int
@@ -62,6 +71,7 @@ class Proposal:
     lo80: float | None
     hi80: float | None
     group: str | None = None
+    noise_factor: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form."""
@@ -181,7 +191,8 @@ def _proposal(post: Posterior | None, pool: Pool, i: int, score: float | None, C
                     (i if row is None else row),
                     inputs=dict(zip(pool.variables, map(float, pool.X[i]), strict=True)),
                     cost=float(pool.cost[i]), cost_fraction=float(pool.cost[i] / C),
-                    score=score, mean=band[0], lo80=band[1], hi80=band[2], group=group)
+                    score=score, mean=band[0], lo80=band[1], hi80=band[2], group=group,
+                    noise_factor=None if post is None else post.noise_factor)
 
 
 def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_groups: Any,
