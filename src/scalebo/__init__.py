@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.4.19"
+__version__ = "0.4.20"
 
 #: Public name → module that defines it.
 _PUBLIC: dict[str, str] = {
