@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import yaml
 from test_oracle import tiny_problem
 from test_records import budget_metrics
 
@@ -28,6 +29,7 @@ from scalebo.bench.targets import (
     headline_keys,
     target_keys,
     target_label,
+    with_targets,
 )
 
 
@@ -79,6 +81,28 @@ def test_load_problem_takes_targets_and_keeps_one_cached_reference(tmp_path):
     assert mine.summary()["targets_flops"] == [1e20, 1e21]
     with pytest.raises(ValueError, match="finite and > 0"):
         load_problem(str(path), targets=[-1.0])
+
+
+def test_a_target_within_the_grids_compute_is_said(small):
+    """The tiny grid's costliest acquirable run, N = 4e8 at 8e9 tokens (the two costliest
+    cells held out), costs 1.92e19 FLOPs: a target of 1e19 is interpolation."""
+    assert float(small.grid.config_cell_cost[~small.grid.held_out].max()) == 6 * 4e8 * 8e9
+    with pytest.warns(UserWarning, match=r"target\(s\) 1e\+19 FLOPs lie within the grid's "
+                      r"compute \(its costliest acquirable run costs 1.92e\+19"):
+        inside = with_targets(small, [1e19, 1e21])
+    assert inside.targets == (1e19, 1e21) and "interpolation" in inside.notes[-1]
+    assert with_targets(small, [1e21]).notes == small.notes  # beyond it: nothing to say
+
+
+def test_one_target_spelling_is_one_cell_identity():
+    """PyYAML reads 1e21 as text and 1.0e+21 as a number: both are one cell, not two."""
+    keys = set()
+    for spelling in ("[1e21]", "[1.0e+21]", "1e21", '["1e21", 1e21]'):
+        config = SweepConfig.from_dict(
+            {"name": "t", "seeds": 1, "budgets": [0.1], "methods": {"w": {}},
+             "datasets": {"toy": {"targets": yaml.safe_load(spelling)}}})
+        keys |= {cell.key for cell in config.cells()}
+    assert len(keys) == 1
 
 
 def test_a_sweep_dataset_refuses_bad_targets_before_any_cell_runs(tmp_path):
@@ -139,6 +163,12 @@ def test_replay_cli_scores_and_prints_at_the_given_targets(tmp_path):
     assert rec["problem"]["targets_flops"] == [1e20, 1e21]
     post = rec["metrics"][0]["law_posterior"]["compute"]
     assert set(post["predicted_loss"]) == set(post["reference_loss"]) == {"1e+20", "1e+21"}
+    # --acq target sharpens the headline target unless --target-compute says otherwise
+    acq = subprocess.run([*args[:7], "0.02", "--target", "1e21", "--acq", "target",
+                          "--posterior-samples", "0", "--target-samples", "8", "--format",
+                          "json"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert acq.returncode == 0, acq.stderr
+    assert json.loads(acq.stdout)["method"]["target_compute"] == 1e21
     bad = subprocess.run([*args[:-2], "--target", "0"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=300)
     assert bad.returncode == 2 and "--target" in bad.stderr

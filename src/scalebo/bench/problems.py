@@ -39,7 +39,7 @@ from scalebo.bench.diverged import (
 )
 from scalebo.bench.grid_shape import grid_shape_notes
 from scalebo.bench.held_out import held_out_tie
-from scalebo.bench.targets import DEFAULT_TARGETS, check_targets
+from scalebo.bench.targets import DEFAULT_TARGETS, with_targets
 from scalebo.data.columns import default_hyperparameters
 from scalebo.data.runs import RunTable, load_runs
 from scalebo.errors import EXCLUDED_IN_PYTHON, FitError
@@ -331,9 +331,7 @@ def load_problem(
            None if data_dir is None else str(data_dir), int(seed), str(duplicates),
            None if diverged_above is None else float(diverged_above),
            None if st is None else (st.st_mtime_ns, st.st_size))
-    chosen = check_targets(targets)
-    problem = _load_cached(*key)
-    return problem if chosen == problem.targets else replace(problem, targets=chosen)
+    return with_targets(_load_cached(*key), targets)
 
 
 @functools.lru_cache(maxsize=16)

@@ -1,21 +1,18 @@
-"""The sweep config and the identity of its cells: a YAML file or mapping →
-:class:`SweepConfig` (datasets, methods, seeds and budgets, validated) → cells (:class:`Cell`),
-which :func:`scalebo.bench.sweep.run_sweep` runs and :mod:`scalebo.bench.records` stores.
+"""The sweep config and the identity of its cells: a YAML file or mapping → :class:`SweepConfig`
+(validated) → cells (:class:`Cell`), which :func:`scalebo.bench.sweep.run_sweep` runs.
 
 A cell's identity (:meth:`Cell.identity`, hashed into :attr:`Cell.key`) holds everything its
 result depends on: the dataset label, source and options; the method label, its parameters
-as written and its **resolved settings**; the seed; the budget fraction; the package version
-(``scalebo.__version__``) and :data:`RECORD_SCHEMA_VERSION`. The settings come from a
-**resolver** (``params → every setting after defaults``) given to :meth:`SweepConfig.from_dict`;
-the default, :func:`replay_method_settings`, is the replay task's ``MethodConfig`` (and
-rejects an unknown field or value when the config is read). So resuming a sweep after a code
-change or a changed default recomputes the cells instead of reusing stale records.
+as written and its **resolved settings** (from a **resolver**, ``params → every setting after
+defaults``, given to :meth:`SweepConfig.from_dict`; by default :func:`replay_method_settings`,
+the replay's ``MethodConfig``, which rejects an unknown field or value); the seed; the budget
+fraction; ``scalebo.__version__`` and :data:`RECORD_SCHEMA_VERSION`. So resuming a sweep after
+a code or default change recomputes the cells instead of reusing stale records.
 
-Budgets are fractions of C_total in (0, 1] (``"5%"`` also accepted; one may be written
-alone, ``budgets: 5%``), kept sorted ascending; seeds are a count ``n`` (seeds ``0..n-1``)
-or a list of ints; each dataset's options are a mapping (``{}`` for none). An unknown or
-missing key raises ``ValueError`` naming it, and so does a file that is not valid YAML
-(with its line and column).
+Budgets are fractions of C_total in (0, 1] (``"5%"`` also; one may be alone, ``budgets: 5%``),
+sorted; seeds are a count ``n`` (``0..n-1``) or a list of ints; each dataset's options are a
+mapping (``{}`` for none). An unknown or missing key, or a file that is not valid YAML (with
+its line and column), raises ``ValueError`` naming it.
 
 Config file (YAML)::
 
@@ -47,6 +44,7 @@ from typing import Any
 
 import yaml
 
+from scalebo.bench.targets import canonical_targets
 from scalebo.errors import with_hints, yaml_problem
 from scalebo.search.budget import parse_fraction
 
@@ -329,6 +327,8 @@ class SweepConfig:
             source = str(opts.pop("source", name))
             if isinstance(cut := opts.get("diverged_above"), int) and not isinstance(cut, bool):
                 opts["diverged_above"] = float(cut)  # 9 and 9.0: one cell, not two
+            if "targets" in opts:  # 1e21, "1e21", [1.0e+21, 1e21]: one cell identity
+                opts["targets"] = canonical_targets(opts["targets"])
             digest = _file_digest(source)
             datasets.append(DatasetSpec(str(name), source, _freeze(opts), digest,
                                         str(Path(source).resolve()) if digest else None))

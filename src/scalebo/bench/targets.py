@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DEFAULT_KEYS", "DEFAULT_TARGETS", "check_targets", "headline", "headline_keys",
-           "target_keys", "target_label"]
+__all__ = ["DEFAULT_KEYS", "DEFAULT_TARGETS", "canonical_targets", "check_targets", "headline",
+           "headline_keys", "target_keys", "target_label", "with_targets"]
 
 #: Target compute values (FLOPs) of a replay unless it is given its own.
 DEFAULT_TARGETS: tuple[float, ...] = (1e25, 1e27, 1e29)
@@ -57,6 +59,35 @@ def check_targets(values: float | Iterable[float] | None) -> tuple[float, ...]:
     if not out:
         raise ValueError("targets must hold at least one compute value in FLOPs, got none")
     return tuple(sorted(set(out)))
+
+
+def canonical_targets(value: Any) -> Any:
+    """A sweep dataset's ``targets`` as ascending distinct floats (one spelling, one cell
+    identity: ``1e21``, ``"1e21"`` and ``[1.0e+21, 1e21]`` alike), or as written when they are
+    not valid (the dataset check names them)."""
+    try:
+        return list(check_targets(value))
+    except (ValueError, TypeError):
+        return value
+
+
+def with_targets(problem: Any, targets: float | Iterable[float] | None) -> Any:
+    """``problem`` (a :class:`~scalebo.bench.problems.ReplayProblem`) scored at ``targets``
+    (:func:`check_targets`), with a note (also warned) naming the targets that do not lie
+    beyond its costliest acquirable run: there the law is scored by interpolation."""
+    chosen = check_targets(targets)
+    if chosen == problem.targets:
+        return problem
+    grid = problem.grid
+    largest = float(grid.config_cell_cost[~grid.held_out].max())
+    inside = [c for c in chosen if c <= largest]
+    if not inside:
+        return replace(problem, targets=chosen)
+    text = (f"{problem.name}: target(s) {', '.join(f'{c:.3g}' for c in inside)} FLOPs lie within "
+            f"the grid's compute (its costliest acquirable run costs {largest:.3g} FLOPs): "
+            "the law is scored there by interpolation, not extrapolation")
+    warnings.warn(text, stacklevel=3)
+    return replace(problem, targets=chosen, notes=(*problem.notes, text))
 
 
 def headline(targets: Iterable[float]) -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import warnings
+from dataclasses import replace
 from typing import Any
 
 from scalebo.cli.arg_types import flops
@@ -197,7 +198,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_cost_model_arguments(group)
     target = parser.add_argument_group("target acquisition (--acq target)")
     target.add_argument("--target-compute", type=float, metavar="FLOPS",
-                        help="compute whose law prediction is sharpened (default 1e25)")
+                        help="compute whose law prediction is sharpened (default the "
+                             "smallest --target, else 1e25)")
     target.add_argument("--target-law", choices=("compute", "chinchilla"),
                         help="law of the target prediction (default compute: L(C) on the "
                              "envelope)")
@@ -240,6 +242,8 @@ def run(args: argparse.Namespace) -> int:
     method = MethodConfig(**{field: getattr(args, option)
                              for option, field in _METHOD_OPTIONS.items()
                              if getattr(args, option) is not None})
+    if args.target and args.target_compute is None and method.acquisition == "target":
+        method = replace(method, target_compute=min(args.target))
     if method.surrogate == "trees":  # before the dataset and its reference fit load
         require_extra("trees", "--surrogate trees")
     check_outputs(args)

@@ -51,6 +51,8 @@ DOMINANCE_SD = 1.0
 
 def anchor_rows(grid: Grid, budget: float, fraction: float) -> np.ndarray:
     """Grid rows of the anchor cell, increasing (empty when ``fraction`` is 0 or nothing fits).
+    Of equally costly configurations (to :data:`~scalebo.search.window.COST_RTOL`) the one with
+    the larger N, then D, sets the cell, as for held-out cells, whatever the rows' order.
 
     Args:
         grid: The grid (held-out cells are never anchors).
@@ -63,8 +65,10 @@ def anchor_rows(grid: Grid, budget: float, fraction: float) -> np.ndarray:
     fits = ~grid.held_out & (cost <= fraction * budget * (1 + COST_RTOL))
     if not fits.any():
         return np.zeros(0, dtype=np.int64)
-    top = int(np.argmax(np.where(fits, cost, -np.inf)))
+    dearest = float(cost[fits].max())
     N, D = grid.configs["N"].to_numpy(), grid.configs["D"].to_numpy()
+    tied = np.flatnonzero(fits & (cost >= dearest * (1 - COST_RTOL)))  # 1e8 x 8e9, 2e8 x 4e9
+    top = int(tied[np.lexsort((D[tied], N[tied]))[-1]])  # the larger N, then D, as held out
     return np.flatnonzero(fits & (N == N[top]) & (D == D[top]))
 
 
