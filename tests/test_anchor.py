@@ -53,18 +53,22 @@ def test_the_anchor_cell_is_the_costliest_that_fits_the_share(grid):
     assert anchor_reserve(rows, tried, tried, cost) == 0.0
 
 
-def test_of_equally_costly_cells_the_anchor_is_the_larger_n_whatever_the_row_order():
-    """(1e8, 8e9) and (2e8, 4e9) cost the same; a trial's reversed file anchored the other."""
+def test_of_equally_costly_cells_the_anchor_is_nearest_20_tokens_per_parameter():
+    """(1e8, 8e9), (2e8, 4e9) and (4e8, 2e9) cost the same; a trial's reversed file anchored
+    another cell. The one nearest 20 tokens per parameter wins (then the larger N), in either
+    row order."""
     from scalebo.search.grid import Grid
 
-    cells = [(1e8, 1e9), (1e8, 8e9), (2e8, 4e9), (2e8, 2e9)]
-    frame = pd.DataFrame([(n, d, lr) for n, d in cells for lr in (1e-3, 2e-3)],
-                         columns=["N", "D", "lr"])
-    for order in (frame, frame.iloc[::-1]):
-        g = Grid.from_frame(order.reset_index(drop=True), axes=["lr"], n_held_out_cells=0)
-        rows = anchor_rows(g, g.budget_total, 0.7)
-        assert {(r.N, r.D) for r in g.configs.iloc[rows].itertuples()} == {(2e8, 4e9)}
-        assert len(rows) == 2
+    for cells, want in (([(1e8, 1e9), (1e8, 8e9), (2e8, 4e9), (4e8, 2e9)], (2e8, 4e9)),
+                        ([(1e8, 1e9), (1e8, 4e9), (2e8, 2e9)], (2e8, 2e9)),  # 40, 10: larger N
+                        ([(1e8, 1e9), (1e8, 3e9), (2e8, 1.5e9)], (1e8, 3e9))):  # 30 vs 7.5
+        frame = pd.DataFrame([(n, d, lr) for n, d in cells for lr in (1e-3, 2e-3)],
+                             columns=["N", "D", "lr"])
+        for order in (frame, frame.iloc[::-1]):
+            g = Grid.from_frame(order.reset_index(drop=True), axes=["lr"], n_held_out_cells=0)
+            rows = anchor_rows(g, g.budget_total, 0.7)
+            assert {(r.N, r.D) for r in g.configs.iloc[rows].itertuples()} == {want}, cells
+            assert len(rows) == 2
 
 
 def test_a_search_trains_the_anchor_last_at_its_lowest_predicted_loss(grid):

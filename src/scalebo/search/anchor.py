@@ -41,9 +41,14 @@ import numpy as np
 from scalebo.search.grid import Grid
 from scalebo.search.window import COST_RTOL
 
-__all__ = ["DOMINANCE_SD", "anchor_candidates", "anchor_dominated", "anchor_reserve",
-           "anchor_rows"]
+__all__ = ["DOMINANCE_SD", "TIE_TOKENS_PER_PARAMETER", "anchor_candidates", "anchor_dominated",
+           "anchor_reserve", "anchor_rows"]
 
+#: Tokens per parameter that break a tie between equally costly anchor cells (the one nearest
+#: in log wins): Hoffmann et al.'s (2022) compute-optimal ratio, so that of (1e8, 8e9) and
+#: (2e8, 4e9) the anchor is the cell likelier to lie on the envelope. Before 0.4.20 the file's
+#: row order decided (a trial's reversed file anchored the other cell; 0.77 → 0.05 % error).
+TIE_TOKENS_PER_PARAMETER = 20.0
 #: Posterior standard deviations below the anchor cell's lowest posterior mean that an
 #: observed, no dearer run must reach to drop the anchor (:func:`anchor_dominated`).
 DOMINANCE_SD = 1.0
@@ -51,8 +56,9 @@ DOMINANCE_SD = 1.0
 
 def anchor_rows(grid: Grid, budget: float, fraction: float) -> np.ndarray:
     """Grid rows of the anchor cell, increasing (empty when ``fraction`` is 0 or nothing fits).
-    Of equally costly configurations (to :data:`~scalebo.search.window.COST_RTOL`) the one with
-    the larger N, then D, sets the cell, as for held-out cells, whatever the rows' order.
+    Of equally costly configurations (to :data:`~scalebo.search.window.COST_RTOL`) the one
+    whose tokens per parameter D/N are closest in log to :data:`TIE_TOKENS_PER_PARAMETER`,
+    then the larger N, sets the cell, whatever the rows' order.
 
     Args:
         grid: The grid (held-out cells are never anchors).
@@ -68,7 +74,8 @@ def anchor_rows(grid: Grid, budget: float, fraction: float) -> np.ndarray:
     dearest = float(cost[fits].max())
     N, D = grid.configs["N"].to_numpy(), grid.configs["D"].to_numpy()
     tied = np.flatnonzero(fits & (cost >= dearest * (1 - COST_RTOL)))  # 1e8 x 8e9, 2e8 x 4e9
-    top = int(tied[np.lexsort((D[tied], N[tied]))[-1]])  # the larger N, then D, as held out
+    off = np.abs(np.log(D[tied] / N[tied] / TIE_TOKENS_PER_PARAMETER))
+    top = int(tied[np.lexsort((-N[tied], np.round(off, 9)))[0]])
     return np.flatnonzero(fits & (N == N[top]) & (D == D[top]))
 
 
