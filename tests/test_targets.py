@@ -16,7 +16,7 @@ from test_records import budget_metrics
 from scalebo.bench.intervals import reference_losses
 from scalebo.bench.metrics import c_key, law_metrics, observed_table
 from scalebo.bench.problems import load_problem
-from scalebo.bench.records import load_records
+from scalebo.bench.records import RecordWarning, load_records
 from scalebo.bench.replay_datasets import check_replay_datasets
 from scalebo.bench.report import write_report
 from scalebo.bench.sweep import SweepConfig, run_sweep
@@ -45,6 +45,10 @@ def test_targets_are_ascending_distinct_flops_and_bad_ones_are_named():
             check_targets([1e21, bad])
     with pytest.raises(ValueError, match="at least one"):
         check_targets([])
+    # two values whose record key is one ("1e+21" to 6 digits) would overwrite each other
+    with pytest.raises(ValueError, match=r"1e\+21 and 1.0000001e\+21 FLOPs agree to 6"):
+        check_targets([1e21, 1.0000001e21])
+    assert [c_key(c) for c in check_targets([1.5e21, 1.25e21])] == ["1.25e+21", "1.5e+21"]
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +91,7 @@ def test_a_target_within_the_grids_compute_is_said(small):
     """The tiny grid's costliest acquirable run, N = 4e8 at 8e9 tokens (the two costliest
     cells held out), costs 1.92e19 FLOPs: a target of 1e19 is interpolation."""
     assert float(small.grid.config_cell_cost[~small.grid.held_out].max()) == 6 * 4e8 * 8e9
-    with pytest.warns(UserWarning, match=r"target\(s\) 1e\+19 FLOPs lie within the grid's "
+    with pytest.warns(UserWarning, match=r"target\(s\) 1e19 FLOPs lie within the grid's "
                       r"compute \(its costliest acquirable run costs 1.92e\+19"):
         inside = with_targets(small, [1e19, 1e21])
     assert inside.targets == (1e19, 1e21) and "interpolation" in inside.notes[-1]
@@ -146,6 +150,29 @@ def test_report_tables_each_target_and_judges_each_dataset_at_its_headline(tmp_p
     assert "toy 1e25" in saved.splitlines()[0] and "small 1e20" in saved.splitlines()[0]
 
 
+def test_methods_of_one_dataset_under_other_targets_are_named_not_dropped(tmp_path):
+    """Two sweeps into one folder: method w at the default targets, v at 1e20 and 1e21 on
+    the same dataset label. The headline (1e20) leaves w out of calibration and savings: the
+    report says so instead of dropping it without a word."""
+    def cell(c):
+        metrics = budget_metrics(c.budget, -0.02 / c.budget)
+        if c.method.name == "v":
+            for kind in ("observed", "fantasized"):
+                metrics[kind]["compute"]["extrapolation_pct"] = {"1e+20": -0.5, "1e+21": -1.0}
+        return {"metrics": metrics}
+
+    for label, options in (("w", {}), ("v", {"targets": [1e20, 1e21]})):
+        config = {"name": label, "seeds": 1, "budgets": [0.05], "methods": {label: {}},
+                  "datasets": {"toy": options}}
+        run_sweep(SweepConfig.from_dict(config), tmp_path / "rec", cell_fn=cell, progress=False)
+    with pytest.warns(RecordWarning, match=r"toy: method\(s\) w are not scored at its headline "
+                      r"target 1e20 FLOPs"):
+        md = write_report(tmp_path / "rec", tmp_path / "out", figures=False,
+                          oracle=False).read_text()
+    assert "Not at the headline target: toy: method(s) w" in md
+    assert "| toy | w | 0.40 | 1 |" in md.split("at 1e25 FLOPs")[1].split("##")[0]
+
+
 def test_replay_cli_scores_and_prints_at_the_given_targets(tmp_path):
     frame = make_synthetic(N=5e7 * 2.0 ** np.arange(4), D=1e9 * 2.0 ** np.arange(4),
                            lr=[5e-4, 1e-3, 2e-3], bs=[128], seed=2)
@@ -158,17 +185,18 @@ def test_replay_cli_scores_and_prints_at_the_given_targets(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "|d|%@1e+20" in out.stdout and "|d|%@1e+21" in out.stdout
     assert "|d|%@1e+25" not in out.stdout and "law intervals at 1e20 FLOPs" in out.stdout
-    assert "predicts" in out.stderr and "at 1e+20 FLOPs" in out.stderr  # reference spread
+    assert "predicts" in out.stderr and "at 1e20 FLOPs" in out.stderr  # reference spread
     rec = json.loads((tmp_path / "rec.json").read_text())
     assert rec["problem"]["targets_flops"] == [1e20, 1e21]
     post = rec["metrics"][0]["law_posterior"]["compute"]
     assert set(post["predicted_loss"]) == set(post["reference_loss"]) == {"1e+20", "1e+21"}
-    # --acq target sharpens the headline target unless --target-compute says otherwise
+    # --acq target sharpens --target-compute (1e25), as a sweep's cell would: a note says so
     acq = subprocess.run([*args[:7], "0.02", "--target", "1e21", "--acq", "target",
                           "--posterior-samples", "0", "--target-samples", "8", "--format",
                           "json"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert acq.returncode == 0, acq.stderr
-    assert json.loads(acq.stdout)["method"]["target_compute"] == 1e21
+    assert json.loads(acq.stdout)["method"]["target_compute"] == 1e25
+    assert "give --target-compute 1e+21 to aim it at the headline target" in acq.stderr
     bad = subprocess.run([*args[:-2], "--target", "0"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=300)
     assert bad.returncode == 2 and "--target" in bad.stderr

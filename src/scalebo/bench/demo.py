@@ -39,11 +39,12 @@ from typing import Any
 
 import numpy as np
 
+from scalebo.bench.targets import DEFAULT_TARGETS
 from scalebo.outputs import save_figure
 
 __all__ = ["DemoResult", "LawRow", "WarningCount", "plot_demo", "run_demo", "true_compute_law"]
 
-EXTRAPOLATION_C = (1e25, 1e27, 1e29)
+EXTRAPOLATION_C = DEFAULT_TARGETS  # the compute values a replay is scored at by default
 #: Relative tolerance under which two fitted laws count as identical: far above the fitter's
 #: own (~1e-8 on the same points), far below what the table prints (5 digits).
 SAME_FIT_RTOL = 1e-6

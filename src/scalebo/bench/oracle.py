@@ -43,6 +43,7 @@ import pandas as pd
 
 from scalebo.bench.metrics import LAWS, BudgetMetrics, c_key, evaluate
 from scalebo.bench.problems import ReplayProblem
+from scalebo.bench.targets import shown_key
 from scalebo.errors import DataDirError, ScaleboError
 from scalebo.search.window import COST_RTOL
 
@@ -238,7 +239,7 @@ def report_oracle(records_dir: str | os.PathLike[str], frame: pd.DataFrame,
         text += (" The reference compute law a replay is scored against is itself uncertain: its "
                  "80 % bootstrap interval over its envelope runs at the headline target is ±"
                  + "; ±".join(f"{s.half_width_pct:.1f} % ({d}, {s.n_points} runs, at "
-                              f"{s.C:.3g} FLOPs)" for d, s in known)
+                              f"{shown_key(c_key(s.C))} FLOPs)" for d, s in known)
                  + " of its prediction, so an error below that is agreement with the whole "
                  "grid's law, not accuracy against the truth.")
         if law != "compute":

@@ -17,7 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from scalebo.bench.targets import shown_key
 from scalebo.errors import ScaleboError
+from scalebo.search.law_posterior import target_key
 
 __all__ = ["ReferenceSpread", "reference_frontier_note", "reference_spread"]
 
@@ -49,7 +51,8 @@ class ReferenceSpread:
     def describe(self) -> str:
         """One sentence for a replay's notes or a report."""
         return (f"the reference compute law, which a replay is scored against, predicts "
-                f"{self.point:.4g} nats at {self.C:.3g} FLOPs; its {100 * self.level:.0f} % "
+                f"{self.point:.4g} nats at {shown_key(target_key(self.C))} FLOPs; its "
+                f"{100 * self.level:.0f} % "
                 f"bootstrap interval over its {self.n_points} envelope runs is "
                 f"[{self.low:.4g}, {self.high:.4g}] (±{self.half_width_pct:.1f} %"
                 + (f"; {self.n_failed} of {self.n_resamples} resamples failed"

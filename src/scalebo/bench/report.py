@@ -41,6 +41,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -57,6 +58,7 @@ from scalebo.bench.records import (
     IGNORED_ATTR,
     NOTES_ATTR,
     STALE_ATTR,
+    RecordWarning,
     reportable_records,
 )
 from scalebo.bench.report_figures import (
@@ -65,7 +67,14 @@ from scalebo.bench.report_figures import (
     comparison_figure,
     recovery_figure,
 )
-from scalebo.bench.targets import DEFAULT_KEYS, headline_keys, target_keys, target_label
+from scalebo.bench.targets import (
+    DEFAULT_KEYS,
+    headline_gaps,
+    headline_keys,
+    shown_key,
+    target_keys,
+    target_label,
+)
 from scalebo.outputs import write_text_file
 
 __all__ = ["ERROR_FLOOR_PCT", "EXTRAPOLATION_KEYS", "coefficient_table", "comparison_groups",
@@ -293,11 +302,14 @@ def write_report(records_dir: str | os.PathLike[str], out_dir: str | os.PathLike
     if oracle:
         orc, caption = report_oracle(records_dir, frame, data_dir, law)
     heads = headline_keys(frame)  # each dataset's smallest target: its oracle rows, calibration
+    if gaps := headline_gaps(frame, heads):  # one label's records under other targets
+        warnings.warn("; ".join(gaps), RecordWarning, stacklevel=2)
+        md += [f"Not at the headline target: {'; '.join(gaps)}.", ""]
     keys = target_keys(frame)
     first = next((k for k in keys if k in set(heads.values())), keys[0])  # caption's table
     for C in keys:
         rows = None if orc is None else orc.summary[orc.summary["dataset"].map(heads) == C]
-        md += [f"## |Relative extrapolation error| (%) at {C.replace('e+', 'e')} FLOPs", "",
+        md += [f"## |Relative extrapolation error| (%) at {shown_key(C)} FLOPs", "",
                extrapolation_table(summary, C, law, rows), *(caption if C == first else [])]
     calibration_md, iv = calibration_section(frame, heads)
     md += calibration_md

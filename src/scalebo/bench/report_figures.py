@@ -17,6 +17,7 @@ import pandas as pd
 
 from scalebo.bench import calibration_plot as cal
 from scalebo.bench.calibration import WIDTH_FLOOR_PCT
+from scalebo.bench.targets import shown_key
 from scalebo.outputs import save_figure
 
 __all__ = ["ERROR_FLOOR_PCT", "FIGURE_NOTE", "PANELS", "STYLES", "comparison_figure",
@@ -103,7 +104,7 @@ def recovery_figure(summary: pd.DataFrame, dataset: str, methods: Sequence[str],
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, (metric, which, ylabel, floor) in zip(axes.flat, PANELS, strict=True):
         kinds = ("run",) if which == "run" else ("observed", "fantasized")
-        at = C.replace("e+", "e")
+        at = shown_key(C)
         _panel(ax, summary, dataset, methods, metric.format(law=law, C=C),
                ylabel.format(at=at), floor, kinds, colors)
     return _finish(fig, plt, methods, colors, f"{dataset}: recovery vs budget ({law} law; "
@@ -111,18 +112,18 @@ def recovery_figure(summary: pd.DataFrame, dataset: str, methods: Sequence[str],
 
 
 def comparison_figure(summary: pd.DataFrame, methods: Sequence[str], param: str, path: Path,
-                      law: str = "compute", C: Mapping[str, str] | None = None) -> Path:
+                      law: str = "compute", keys: Mapping[str, str] | None = None) -> Path:
     """|Extrapolation| vs budget per dataset for methods differing in ``param``, at each
-    dataset's target key ``C[dataset]`` (default ``"1e+25"``, its headline target)."""
+    dataset's target key ``keys[dataset]`` (default ``"1e+25"``, its headline target)."""
     plt = cal._plt()
     datasets = list(dict.fromkeys(summary["dataset"]))
     fig, axes = plt.subplots(1, len(datasets), figsize=(max(6, 5 * len(datasets)), 4.4),
                              squeeze=False, constrained_layout=True)
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, ds in zip(axes[0], datasets, strict=True):
-        key = (C or {}).get(ds, "1e+25")
+        key = (keys or {}).get(ds, "1e+25")
         _panel(ax, summary, ds, methods, f"{law}.extrapolation_pct.{key}",
-               f"|extrapolation| at {key.replace('e+', 'e')} FLOPs (%)", ERROR_FLOOR_PCT,
+               f"|extrapolation| at {shown_key(key)} FLOPs (%)", ERROR_FLOOR_PCT,
                ("observed", "fantasized"), colors)
         ax.set_title(ds)
     return _finish(fig, plt, methods, colors,

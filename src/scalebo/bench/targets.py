@@ -5,7 +5,8 @@ target compute: the relative error ``extrapolation_pct``, the law posterior's an
 bootstrap's quantiles and whether they cover the reference (docs/records.md). The default,
 1e25, 1e27 and 1e29 FLOPs, suits grids of today's pretraining runs; a grid of small models
 (say up to 1e20 FLOPs) is better judged a few decades past its largest run, where its user
-will bet next (``scalebo replay --targets 1e21,1e22``; a sweep dataset's ``targets``).
+will bet next (``scalebo replay --target 1e21 --target 1e22``; a sweep dataset's
+``targets: [1e21, 1e22]``).
 
 Targets are kept in ascending order, and the smallest is the **headline**: the one whose
 intervals ``scalebo replay`` prints and whose error and calibration ``bench report``
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 __all__ = ["DEFAULT_KEYS", "DEFAULT_TARGETS", "canonical_targets", "check_targets", "headline",
-           "headline_keys", "target_keys", "target_label", "with_targets"]
+           "headline_gaps", "headline_keys", "shown_key", "target_keys", "target_label",
+           "with_targets"]
 
 #: Target compute values (FLOPs) of a replay unless it is given its own.
 DEFAULT_TARGETS: tuple[float, ...] = (1e25, 1e27, 1e29)
@@ -58,7 +60,14 @@ def check_targets(values: float | Iterable[float] | None) -> tuple[float, ...]:
         out.append(float(v))
     if not out:
         raise ValueError("targets must hold at least one compute value in FLOPs, got none")
-    return tuple(sorted(set(out)))
+    from scalebo.search.law_posterior import target_key
+
+    chosen, keys = tuple(sorted(set(out))), {}
+    for c in chosen:  # records key targets by target_key: two values, one key would clash
+        if (twin := keys.setdefault(target_key(c), c)) != c:
+            raise ValueError(f"targets {twin!r} and {c!r} FLOPs agree to 6 significant digits, "
+                             f"the precision of their record key {target_key(c)!r}: give one")
+    return chosen
 
 
 def canonical_targets(value: Any) -> Any:
@@ -83,7 +92,10 @@ def with_targets(problem: Any, targets: float | Iterable[float] | None) -> Any:
     inside = [c for c in chosen if c <= largest]
     if not inside:
         return replace(problem, targets=chosen)
-    text = (f"{problem.name}: target(s) {', '.join(f'{c:.3g}' for c in inside)} FLOPs lie within "
+    from scalebo.search.law_posterior import target_key
+
+    said = ", ".join(shown_key(target_key(c)) for c in inside)
+    text = (f"{problem.name}: target(s) {said} FLOPs lie within "
             f"the grid's compute (its costliest acquirable run costs {largest:.3g} FLOPs): "
             "the law is scored there by interpolation, not extrapolation")
     warnings.warn(text, stacklevel=3)
@@ -116,11 +128,33 @@ def headline_keys(frame: pd.DataFrame) -> dict[str, str]:
     return {ds: smallest.get(ds, DEFAULT_KEYS[0]) for ds in dict.fromkeys(frame["dataset"])}
 
 
+def shown_key(key: str) -> str:
+    """A target key as headings show it: ``"1e+25"`` → ``"1e25"``, ``"1.5e+21"`` → ``"1.5e21"``."""
+    return key.replace("e+", "e")
+
+
+def headline_gaps(frame: pd.DataFrame, heads: Mapping[str, str]) -> list[str]:
+    """One sentence per dataset whose methods are not all scored at its headline target
+    (records of one dataset label written with other ``targets``): those methods are missing
+    from its calibration, savings and comparison figures."""
+    keys = _keys(frame)
+    found = frame.loc[keys.index].assign(_key=keys)
+    out = []
+    for ds, g in found.groupby("dataset", sort=False):
+        lacking = [m for m, rows in g.groupby("method", sort=False)
+                   if heads.get(ds) not in set(rows["_key"])]
+        if lacking:
+            out.append(f"{ds}: method(s) {', '.join(lacking)} are not scored at its headline "
+                       f"target {shown_key(heads[ds])} FLOPs (their records have other targets): "
+                       "they are left out of its calibration, compute saved and figures")
+    return out
+
+
 def target_label(C: str | Mapping[str, str]) -> str:
-    """``"1e25 FLOPs"`` for one key (or every dataset at the same one), else "each dataset's
-    headline target, its smallest (steplaw 1e25, mine 1e21 FLOPs)"."""
-    pairs = [("", C)] if isinstance(C, str) else list(C.items())
+    """``"1e25 FLOPs"`` for one key (or every dataset at the same one, or none: the default),
+    else "each dataset's headline target, its smallest (steplaw 1e25, mine 1e21 FLOPs)"."""
+    pairs = [("", C)] if isinstance(C, str) else list(C.items()) or [("", DEFAULT_KEYS[0])]
     if len({k for _, k in pairs}) == 1:
-        return f"{pairs[0][1].replace('e+', 'e')} FLOPs"
+        return f"{shown_key(pairs[0][1])} FLOPs"
     return ("each dataset's headline target, its smallest (" + ", ".join(
-        f"{ds} {k.replace('e+', 'e')}" for ds, k in pairs) + " FLOPs)")
+        f"{ds} {shown_key(k)}" for ds, k in pairs) + " FLOPs)")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import warnings
-from dataclasses import replace
 from typing import Any
 
 from scalebo.cli.arg_types import flops
@@ -198,8 +197,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_cost_model_arguments(group)
     target = parser.add_argument_group("target acquisition (--acq target)")
     target.add_argument("--target-compute", type=float, metavar="FLOPS",
-                        help="compute whose law prediction is sharpened (default the "
-                             "smallest --target, else 1e25)")
+                        help="compute whose law prediction is sharpened (default 1e25, "
+                             "whatever --target says: a note tells when they differ)")
     target.add_argument("--target-law", choices=("compute", "chinchilla"),
                         help="law of the target prediction (default compute: L(C) on the "
                              "envelope)")
@@ -242,8 +241,6 @@ def run(args: argparse.Namespace) -> int:
     method = MethodConfig(**{field: getattr(args, option)
                              for option, field in _METHOD_OPTIONS.items()
                              if getattr(args, option) is not None})
-    if args.target and args.target_compute is None and method.acquisition == "target":
-        method = replace(method, target_compute=min(args.target))
     if method.surrogate == "trees":  # before the dataset and its reference fit load
         require_extra("trees", "--surrogate trees")
     check_outputs(args)
@@ -261,6 +258,10 @@ def run(args: argparse.Namespace) -> int:
             raise
     for text in problem.notes:
         note(text)
+    if method.acquisition == "target" and method.target_compute not in problem.targets:
+        note(f"--acq target sharpens the law's prediction at {method.target_compute:.3g} FLOPs "
+             "(--target-compute), a compute the replay is not scored at (--target): give "
+             f"--target-compute {min(problem.targets):.3g} to aim it at the headline target")
     summary = problem.summary()
     if axes is None and args.dataset.removeprefix("dataset:") not in REGISTERED:
         # a file's axes are a guess from its columns: say which
@@ -364,6 +365,9 @@ def _csv_rows(rec: Any, targets: tuple[float, ...]) -> list[dict]:
 
 
 def _table(rec: Any, targets: tuple[float, ...]) -> str:
+    from scalebo.bench.metrics import c_key
+    from scalebo.bench.targets import shown_key
+
     rows = _metric_rows(rec, targets)
     cols = list(rows[0]) if rows else []
     head = (f"{rec.dataset}: {rec.method.label()}, seed {rec.seed}; "
@@ -376,7 +380,7 @@ def _table(rec: Any, targets: tuple[float, ...]) -> str:
                 + format_table(why, list(why[0])))
     intervals = interval_rows(rec)
     if intervals:
-        at = format(min(targets), ".3g").replace("e+", "e")
+        at = shown_key(c_key(min(targets)))
         out += (f"\n\nlaw intervals at {at} FLOPs (loss, nats; source: posterior = the law "
                 "posterior, fits to draws of the untried configurations, bootstrap = fits to "
                 "resamples of the runs trained; covers: whether the full-grid "

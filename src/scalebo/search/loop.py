@@ -19,9 +19,12 @@ One step of :meth:`SearchLoop.ask`:
    smaller budget makes the same picks as a separate run).
 
 With ``anchor = f > 0`` one run of the costliest cell costing at most ``f × budget`` is held
-back until nothing else fits (:mod:`scalebo.search.anchor`). ``polish``: the budget's end tries
-neighbours of the envelope's best runs (:mod:`scalebo.search.polish`). Each pick's trace says
-which rule placed it (:attr:`~scalebo.search.trace.Suggestion.rule`) and why.
+back until nothing else fits, then its lowest posterior mean is returned (dropped while
+observed runs dominate the cell; :mod:`scalebo.search.anchor`). ``polish``: the budget's end
+tries neighbours of the envelope's best runs, by compute² / runs (:mod:`scalebo.search.polish`).
+Each :meth:`~SearchLoop.suggest` names the rule that placed it
+(:attr:`~scalebo.search.trace.Suggestion.rule`) and why; each pick made with the surrogate
+records in the trace how its last hyperparameter fit went.
 
 With ``acquisition="target"`` the score is the expected reduction of the law's variance at
 ``target_compute`` per unit cost, from an ensemble over the current window (Full: the grid),
@@ -148,9 +151,8 @@ class SearchLoop(Admission):
         random_order = self.acquisition is Acquisition.RANDOM
         self.polish = 0.0 if random_order else float(polish)
         if not random_order and not (hasattr(surrogate, "fit") and hasattr(surrogate, "predict")):
-            raise SearchError(
-                f"The surrogate must have fit(X, y) and predict(X); got {type(surrogate).__name__}."
-            )
+            raise SearchError("The surrogate must have fit(X, y) and predict(X); got "
+                              f"{type(surrogate).__name__}.")
         super().__init__(grid, cost_model)
         self.budget = float(budget_fraction) * grid.budget_total  # grid.price_unit
         self.surrogate = surrogate
@@ -160,10 +162,9 @@ class SearchLoop(Admission):
         self.ei_cost_power = float(ei_cost_power)
         self._rng = np.random.default_rng(rng)
         self._initial = [int(i) for i in initial_design(grid, n_initial, self._rng)]
-        # Rank of each row in a seeded permutation: the order of acquisition="random", and
-        # the tie-break of every other acquisition (ties among equal scores, e.g. a tree
-        # ensemble's piecewise-constant predictions, go to the lowest rank), so that no pick
-        # depends on how many candidates there are.
+        # Rank of each row in a seeded permutation: the order of acquisition="random" and the
+        # tie-break of the others (equal scores, e.g. a tree ensemble's piecewise-constant
+        # predictions, go to the lowest rank): no pick depends on how many candidates there are.
         self._rank = np.argsort(self._rng.permutation(grid.n_configs))
         self._random_order = random_order
         self.target = tgt.TargetSettings(float(target_compute), str(target_law), float(cost_power),
@@ -182,7 +183,6 @@ class SearchLoop(Admission):
         self._base: tuple[Any, int, float, float] | None = None  # model, n_obs, mu, sd
         self._since_fit = 0
 
-    # ------------------------------------------------------------------ state
     @property
     def trace(self) -> list[TraceEntry]:
         """Every configuration handed out, in order (a copy)."""
