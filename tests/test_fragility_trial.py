@@ -261,30 +261,54 @@ def test_docs_spread_table_is_the_commands_output(data_dir, capsys):
                                                  rel=10 ** (1 - digits)), (label, stat)
 
 
-def test_a_run_label_shared_by_two_learning_rates_is_warned_about():
+def test_a_run_label_shared_by_two_learning_rates_thins_each_run_on_its_own():
     """Trial: one run label over two learning rates' runs (hyperparameter lr): every-K
     thinned each label's mixed checkpoints before taking each cell's best, so 'every 2nd
-    checkpoint' kept twice the points of a table with a label per run."""
+    checkpoint' kept twice the points of a table with a label per run. Each (run, lr) is a
+    training run of its own now, thinned on its own, and gets no warning."""
     import warnings
 
     from scalebo.analysis.variants import build_variants
     from scalebo.data.runs import load_runs
 
-    grid = _checkpoints(noise=0.0)
+    grid = _checkpoints(noise=0.0)  # 6 models × checkpoints D = 1..6 × 2e9, labels m0..m5
     tuned = grid.assign(lr=1e-3)
     off = grid.assign(lr=1e-2, loss=grid["loss"] * 1.08)
+    # by hand: each of the 12 training runs (6 labels × 2 lr) keeps its checkpoints 2, 4, 6
+    # (ranks k, 2k and the last), and each (N, D) cell's best of the two lr is fitted
+    sizes = [5e7, 1e8, 2e8, 4e8, 8e8, 1.6e9]
+    cells = {(N, 2e9 * j) for N in sizes for j in (2, 4, 6)}
+    assert len(cells) == 18
     shared = load_runs(pd.concat([tuned, off], ignore_index=True), hyperparameters=("lr",))
-    with pytest.warns(UserWarning, match=r"every-k-th checkpoint variants: run 'm0' \(data "
-                      r"rows 1, 2, 3, 4, 5 \(and 7 more\)\) repeats a token count "
-                      r"D .* give each run a label of its own"):
-        variants = {v.name: v.frame for v in build_variants(shared, leave_one_out=False,
-                                                            drop_count=0, every_k=(2,))}
-    assert len(variants["every 2nd checkpoint"]) == 36  # the defect, now warned about: 2 × 18
     own = load_runs(pd.concat([tuned.assign(run=tuned["run"] + "a"),
                                off.assign(run=off["run"] + "b")], ignore_index=True),
                     hyperparameters=("lr",))
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        variants = {v.name: v.frame for v in build_variants(own, leave_one_out=False,
+    for table in (shared, own):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            variants = {v.name: v.frame for v in build_variants(table, leave_one_out=False,
+                                                                drop_count=0, every_k=(2,))}
+        kept = variants["every 2nd checkpoint"]
+        assert len(kept) == len(cells)  # the defect kept 36
+        assert set(zip(kept["N"], kept["D"], strict=True)) == cells
+        assert (kept["lr"] == 1e-3).all()  # every cell's best is the tuned run's
+
+
+def test_a_training_run_that_still_repeats_a_token_count_is_warned_about():
+    """Without hyperparameters to tell them apart (a DataFrame is fitted as given), two rows
+    of one run label at one D are one run's repeated checkpoints: every-K thins them as one
+    run's, and a warning names the label and its data rows."""
+    from scalebo.analysis.variants import build_variants
+
+    grid = _checkpoints(noise=0.0)
+    twice = pd.concat([grid, grid.assign(loss=grid["loss"] * 1.08)], ignore_index=True)
+    with pytest.warns(UserWarning, match=r"every-k-th checkpoint variants: run 'm0' \(data "
+                      r"rows 1, 2, 3, 4, 5 \(and 7 more\)\) repeats a token count D .* "
+                      r"\(the rows that share their 'run'\) .* give each run a label of its own"):
+        variants = {v.name: v.frame for v in build_variants(twice, leave_one_out=False,
                                                             drop_count=0, every_k=(2,))}
-    assert len(variants["every 2nd checkpoint"]) == 18  # 6 models × checkpoints 2, 4, 6
+    # m0's 12 rows ranked by D (ties in file order): ranks 2, 4, ..., 12 are the second row
+    # at each D: 6 rows per label, all from the second copy
+    kept = variants["every 2nd checkpoint"]
+    assert len(kept) == 6 * 6
+    assert (kept.index >= len(grid)).all()

@@ -7,9 +7,11 @@ A :class:`Variant` is one refit: the points ``(N, D, loss)`` it fits and its Hub
   (N, D) cell), δ = ``huber_delta``;
 * ``leave out N=<N>`` — one per distinct model size (every checkpoint of that model removed);
 * ``drop <k> smallest`` / ``drop <k> largest`` — the k smallest / largest model sizes removed;
-* ``every <k>th checkpoint`` — :func:`scalebo.data.checkpoints.every_kth` (needs a ``run``
-  column; a label that repeats a token count D, e.g. one shared by several learning rates'
-  runs, gets a warning);
+* ``every <k>th checkpoint`` — :func:`scalebo.data.checkpoints.every_kth` on each training
+  run: the rows sharing a ``run`` label, every hyperparameter and config column of a
+  :class:`~scalebo.data.runs.RunTable` and ``phase`` (needs a ``run`` column; so one label
+  shared by several learning rates' runs thins each run on its own; a training run that
+  still repeats a token count D gets a warning);
 * ``huber δ=<δ>`` — the base points with another Huber δ;
 * any *extra* table by name (``extra={"half lr": table}``, CLI ``--variant-file NAME=PATH``):
   for Gemstones (:func:`gemstones_extras`) ``cooldown end``, ``cooldown start``, ``half lr``,
@@ -86,13 +88,12 @@ def build_variants(
         huber_delta: δ of the base fit and of every data variant.
         leave_one_out: Add one variant per distinct N.
         drop_count: k of ``drop k smallest / largest`` (0 to skip).
-        every_k: Checkpoint spacings (needs a ``run`` column; skipped otherwise).
+        every_k: Checkpoint spacings, each training run thinned on its own (needs a ``run``
+            column; skipped otherwise).
         huber_deltas: Other δ values, fitted on the base points (a value equal to
             ``huber_delta`` is skipped).
         extra: Further named tables (e.g. cooled-down losses), fitted as given.
     """
-    from scalebo.data.checkpoints import every_kth
-
     base = _points(table)
     variants = [Variant("base", "base", base, huber_delta)]
     sizes = np.unique(base["N"].to_numpy(dtype=np.float64))
@@ -120,18 +121,21 @@ def build_variants(
         warnings.warn(f"no every-k-th checkpoint variant: {mislabelled}", UserWarning,
                       stacklevel=2)
     elif "run" in base.columns:
-        if any(k > 1 for k in every_k) and (shared := _shared_run_label(frame)):
-            warnings.warn(f"every-k-th checkpoint variants: {shared}; each run's checkpoints "
-                          "are thinned by their rank in D, so a label shared by several runs "
-                          "(e.g. one per learning rate) keeps the mixed checkpoints of all of "
-                          "them (every 2nd keeps about twice the points): give each run a "
-                          "label of its own", UserWarning, stacklevel=2)
+        columns = _run_columns(table)
+        if any(k > 1 for k in every_k) and (shared := _shared_run_label(frame, columns)):
+            warnings.warn(f"every-k-th checkpoint variants: {shared}; each training run "
+                          f"(the rows that share their {' and '.join(map(repr, columns))}) "
+                          "is thinned by its checkpoints' rank in D, so these rows are "
+                          "thinned as one run's mixed checkpoints (every 2nd keeps about "
+                          "twice the points): give each run a label of its own",
+                          UserWarning, stacklevel=2)
         for k in every_k:
             if k > 1:  # every 1st checkpoint is the base
-                # thinned per run among all its checkpoints, then (with hyperparameters)
-                # each cell's best: thinning the cell bests mixed runs of one cell
+                # thinned per training run among all its checkpoints, then (with
+                # hyperparameters) each cell's best: thinning the cell bests mixed runs
                 variants.append(Variant(f"every {_ordinal(k)} checkpoint", "every_kth",
-                                        _points(every_kth(table, k)), huber_delta))
+                                        _points(_every_kth_per_run(table, k, columns)),
+                                        huber_delta))
     for delta in huber_deltas:
         if not math.isclose(delta, huber_delta):
             variants.append(Variant(f"huber δ={delta:g}", "huber", base, float(delta)))
@@ -144,14 +148,43 @@ def build_variants(
     return variants
 
 
-def _shared_run_label(frame: pd.DataFrame) -> str | None:
-    """:func:`~scalebo.data.checkpoints.run_label_problem`'s repeated-D finding when one run
-    label repeats a token count D (checkpoints of one run are at distinct D; with a ``phase``
-    column, within each phase), naming the data rows; None otherwise."""
-    if "phase" in frame.columns:
-        frame = frame.assign(run=frame["run"].astype(str) + " (" + frame["phase"].astype(str)
-                             + ")")
-    return run_label_problem(frame, tokens=True)
+def _run_columns(table: RunTable | pd.DataFrame) -> tuple[str, ...]:
+    """The columns whose values together name one training run: ``run``, then a
+    :class:`~scalebo.data.runs.RunTable`'s hyperparameters and config columns (a run label
+    shared by two learning rates' runs names two runs), then ``phase`` when present."""
+    frame = table.frame if isinstance(table, RunTable) else table
+    more = ((*table.hyperparameters, *table.config_columns) if isinstance(table, RunTable)
+            else ())
+    return tuple(dict.fromkeys(c for c in ("run", *more, "phase") if c in frame.columns))
+
+
+def _every_kth_per_run(table: RunTable | pd.DataFrame, k: int,
+                       columns: Sequence[str]) -> RunTable | pd.DataFrame:
+    """:func:`~scalebo.data.checkpoints.every_kth` of each training run (the rows sharing the
+    values of ``columns``, :func:`_run_columns`), the kept rows in the input's order."""
+    from scalebo.data.checkpoints import every_kth
+
+    frame = table.frame if isinstance(table, RunTable) else table
+    runs = frame.groupby(list(columns), sort=False, dropna=False).ngroup().to_numpy()
+    kept = every_kth(pd.DataFrame({"run": runs, "D": frame["D"].to_numpy(),
+                                   "row": np.arange(len(frame))}), k)["row"].to_numpy()
+    keep = np.zeros(len(frame), dtype=bool)
+    keep[kept] = True
+    return table.with_frame(frame.loc[keep]) if isinstance(table, RunTable) else frame.loc[keep]
+
+
+def _shared_run_label(frame: pd.DataFrame, columns: Sequence[str] = ("run",)) -> str | None:
+    """:func:`~scalebo.data.checkpoints.run_label_problem`'s repeated-D finding when one
+    training run (the rows sharing the values of ``columns``, :func:`_run_columns`) repeats a
+    token count D (checkpoints of one run are at distinct D), naming the data rows; None
+    otherwise."""
+    label = frame["run"].astype(str)
+    more = [c for c in columns if c != "run"]
+    if more:
+        said = [", ".join(f"{c}={v}" for c, v in zip(more, values, strict=True))
+                for values in frame[more].astype(str).itertuples(index=False)]
+        label = label + " (" + pd.Series(said, index=frame.index, dtype=str) + ")"
+    return run_label_problem(frame.assign(run=label), tokens=True)
 
 
 #: More distinct model sizes than this, and than half the points, get a warning from

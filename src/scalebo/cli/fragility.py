@@ -49,9 +49,10 @@ variants:
   base                      all points, --huber-delta
   leave out N=<N>           one per model size (--no-leave-one-out to skip)
   drop K smallest/largest   the K smallest / largest model sizes removed (--drop-count K)
-  every Kth checkpoint      per run, every K-th checkpoint and the last (--every-k K,
-                            repeatable; needs a 'run' column, e.g. dataset:gemstones, or
-                            --run COL; one label per run: a label repeating a D is warned)
+  every Kth checkpoint      per training run (run label, hyperparameters, phase), every
+                            K-th checkpoint and the last (--every-k K, repeatable; needs a
+                            'run' column, e.g. dataset:gemstones, or --run COL; a training
+                            run repeating a D is warned)
   huber δ=<δ>               base points, another Huber delta (--huber-deltas 1e-4,1e-2)
   NAME                      any other table, --variant-file NAME=PATH (repeatable; its
                             columns mapped with --variant-map, default --map)
