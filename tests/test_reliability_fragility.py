@@ -10,6 +10,8 @@ import pandas as pd
 import pytest
 
 from scalebo.analysis.fragility import fragility
+from scalebo.analysis.variants import Skipped
+from scalebo.cli.main import main
 from scalebo.fitting.bootstrap import bootstrap_fit
 from scalebo.fitting.robust import fit_law
 from scalebo.laws import CHINCHILLA
@@ -144,6 +146,39 @@ def test_skipped_variants_follow_build_variants_rules():
                                             leave_one_out=False, huber_deltas=())}
     assert kinds == {"base"}  # 4 sizes cannot lose 2 and keep 3; k = 1 is the base
     assert skipped_variants(frame, 2, (1,)) == [
-        "--drop-count 2: 4 model sizes; dropping the 2 smallest or largest needs at least 5, "
-        "so no drop variants", "--every-k 1: every checkpoint is the base itself, so no variant"]
+        Skipped("drop", "note", "--drop-count 2: 4 model sizes; dropping the 2 smallest or "
+                "largest needs at least 5, so no drop variants"),
+        Skipped("every_first", "note",
+                "--every-k 1: every checkpoint is the base itself, so no variant")]
     assert skipped_variants(frame, 1, (2,)) == []  # both add variants
+
+
+def test_skipped_every_k_is_a_warning_only_when_a_column_looks_like_the_run_label():
+    """Without a 'run' column the every-K variants are skipped: a note when nothing in the
+    table is a run label, a warning (with the --run that keeps them) when a column is one."""
+    from scalebo.analysis.variants import skipped_variants
+
+    frame = _table()  # 6 models × 6 checkpoints
+    none, = skipped_variants(frame, 0, (2,))
+    assert (none.kind, none.severity) == ("no_run", "note")
+    # a label per model size, several D each: checkpoints of runs under another name
+    labelled = frame.assign(run_name=frame["N"].map(lambda n: f"model-{n:g}"))
+    named, = skipped_variants(labelled, 0, (2,))
+    assert (named.kind, named.severity) == ("run_column", "warning")
+    assert "--run run_name" in named.text
+
+
+def test_the_cli_says_skipped_variants_by_their_severity(tmp_path, capsys, monkeypatch):
+    """The CLI prints a Skipped as a warning or a note by its severity, not by its wording."""
+    import scalebo.analysis.variants as variants
+
+    path = tmp_path / "points.csv"
+    _table(sizes=(5e7, 2e8, 8e8, 1.6e9)).to_csv(path, index=False)
+    monkeypatch.setattr(variants, "skipped_variants", lambda *a, **k: [
+        Skipped("run_column", "warning", "lost variants, said without the usual words"),
+        Skipped("no_run", "note", "column 'x' looks like each point's training run")])
+    assert main(["fragility", str(path), "--no-leave-one-out", "--drop-count", "0",
+                 "--every-k", "2", "--huber-deltas", "1e-3", "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: lost variants, said without the usual words" in err
+    assert "note: column 'x' looks like each point's training run" in err

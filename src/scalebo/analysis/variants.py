@@ -34,7 +34,7 @@ from scalebo.data.checkpoints import run_label_problem
 from scalebo.data.runs import RunTable
 from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
 
-__all__ = ["Variant", "build_variants", "gemstones_extras"]
+__all__ = ["Skipped", "Variant", "build_variants", "gemstones_extras", "skipped_variants"]
 
 
 @dataclass(frozen=True)
@@ -197,21 +197,40 @@ def drops_possible(n_sizes: int, drop_count: int) -> bool:
     return n_sizes > drop_count + 2
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """Why variants asked for add nothing (:func:`skipped_variants`).
+
+    Attributes:
+        kind: ``drop`` (too few model sizes), ``no_run`` (no ``run`` column),
+            ``run_column`` (no ``run`` column, but a column that looks like one: the variants
+            are lost to its name), ``every_first`` (``--every-k 1`` is the base).
+        severity: ``warning`` for ``run_column`` (the user can get the variants back with
+            ``--run COL``), ``note`` otherwise (the points cannot give them).
+        text: The sentence to print.
+    """
+
+    kind: str
+    severity: str
+    text: str
+
+
 def skipped_variants(frame: pd.DataFrame, drop_count: int, every_k: Sequence[int], *,
-                     every_k_given: bool = True, skip: Sequence[str] = ()) -> list[str]:
+                     every_k_given: bool = True, skip: Sequence[str] = ()) -> list[Skipped]:
     """Why the drop and every-k-th variants add nothing to these points (empty when they all
-    do), by the rules of :func:`build_variants`. ``every_k_given``: whether the user asked for
-    ``every_k`` (False: the default spacings, named as such). Without a ``run`` column, a
-    column that looks like one (:func:`~scalebo.fitting.run_clusters.run_label_column`, not one
-    of the hyperparameters ``skip``) is named with the ``--run`` that would use it."""
+    do), by the rules of :func:`build_variants`, each a :class:`Skipped`. ``every_k_given``:
+    whether the user asked for ``every_k`` (False: the default spacings, named as such).
+    Without a ``run`` column, a column that looks like one
+    (:func:`~scalebo.fitting.run_clusters.run_label_column`, not one of the hyperparameters
+    ``skip``) is named with the ``--run`` that would use it (severity ``warning``)."""
     from scalebo.fitting.run_clusters import run_label_column
 
     out = []
     n_sizes = frame["N"].nunique() if "N" in frame.columns else 0
     if drop_count and not drops_possible(n_sizes, drop_count):
-        out.append(f"--drop-count {drop_count}: {n_sizes} model sizes; dropping the "
-                   f"{drop_count} smallest or largest needs at least {drop_count + 3}, so no "
-                   "drop variants")
+        out.append(Skipped("drop", "note", f"--drop-count {drop_count}: {n_sizes} model sizes; "
+                           f"dropping the {drop_count} smallest or largest needs at least "
+                           f"{drop_count + 3}, so no drop variants"))
     spacing = f"--every-k {','.join(map(str, every_k))}"
     if not every_k_given:
         spacing = f"{spacing} (the default)"
@@ -219,10 +238,13 @@ def skipped_variants(frame: pd.DataFrame, drop_count: int, every_k: Sequence[int
         column = run_label_column(frame, tuple(skip))
         hint = (f"column {column!r} looks like each point's training run: --run {column}"
                 if column else "checkpoints of one run share it; --run COL names yours")
-        out.append(f"{spacing}: the points have no 'run' column ({hint}), so no "
-                   "every-k-th checkpoint variant")
+        out.append(Skipped("run_column" if column else "no_run",
+                           "warning" if column else "note",
+                           f"{spacing}: the points have no 'run' column ({hint}), so no "
+                           "every-k-th checkpoint variant"))
     elif 1 in every_k:
-        out.append("--every-k 1: every checkpoint is the base itself, so no variant")
+        out.append(Skipped("every_first", "note",
+                           "--every-k 1: every checkpoint is the base itself, so no variant"))
     return out
 
 

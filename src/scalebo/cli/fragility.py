@@ -198,10 +198,8 @@ def run(args: argparse.Namespace) -> int:
     for why in skipped_variants(table.frame, args.drop_count or 0, every_k,
                                 every_k_given=bool(args.every_k),
                                 skip=table.hyperparameters):
-        if "looks like each point's training run" in why:  # a variant lost to a misnamed column
-            warn(why)
-        else:
-            note(why)
+        # a warning: variants lost to a misnamed run column; a note: the points lack them
+        (warn if why.severity == "warning" else note)(why.text)
     options = {
         "leave_one_out": not args.no_leave_one_out,
         "drop_count": 3 if args.drop_count is None else args.drop_count,
