@@ -312,3 +312,61 @@ def test_a_training_run_that_still_repeats_a_token_count_is_warned_about():
     kept = variants["every 2nd checkpoint"]
     assert len(kept) == 6 * 6
     assert (kept.index >= len(grid)).all()
+
+
+def test_a_base_fit_at_a_parameter_bound_is_warned_about_and_exits_as_fit_does(tmp_path,
+                                                                              capsys):
+    """Review: a base fit at a parameter bound had every variant compared with it, exit 0,
+    and only a line among the variants' to say so. ``scalebo fit`` on such a table exits 0
+    with a warning naming the parameter and its bound; fragility now does too. The points sit
+    0.3 nats below the law's floor E = 1.9, so E > 0 goes to its lower bound, exp(-10)."""
+    from scalebo.analysis.fragility import fragility
+
+    base = _checkpoints().drop(columns="run")
+    below = base.assign(loss=base["loss"] - 2.2)
+    path = tmp_path / "below.csv"
+    below.to_csv(path, index=False)
+    bound = f"E = {np.exp(-10):.3g} at its lower bound"  # chinchilla's log E >= -10
+    assert main(["fit", str(path), "--law", "chinchilla", "--frontier", "all", "-q"]) == 0
+    assert f"warning: fit status 'bound hit': converged with E at a bound ({bound})" in (
+        capsys.readouterr().err)
+    args = ["fragility", str(path), "--target", "1e22", "--no-leave-one-out", "--drop-count",
+            "0", "--huber-deltas", "1e-4", "--every-k", "2", "-q"]
+    assert main(args) == 0  # as fit
+    err = capsys.readouterr().err
+    assert (f"warning: the base fit's status is 'bound hit': converged with E at a bound "
+            f"({bound}); that value is the bound's") in err
+    assert "'base': bound hit" not in err  # said once, as the base, not as a variant
+    assert "'huber δ=0.0001': bound hit" in err  # the variant at the bound, as before
+    with pytest.warns(UserWarning, match=r"the base fit's status is 'bound hit': converged "
+                                         r"with E at a bound"):
+        report = fragility(below, target=1e22, leave_one_out=False, drop_count=0,
+                           every_k=(), huber_deltas=())
+    assert report.table["status"].tolist() == ["bound hit"]
+
+
+def test_a_base_fit_out_of_iterations_exits_1_as_fit_does(tmp_path, capsys, monkeypatch):
+    """``scalebo fit`` exits 1 when its fit did not converge within the iteration limit (and
+    README says fragility does for its base fit); fragility exited 0."""
+    import dataclasses
+
+    import scalebo.analysis.fragility as frag
+
+    real = frag.fragility
+
+    def out_of_iterations(*args, **kwargs):
+        report = real(*args, **kwargs)
+        base = dataclasses.replace(report.results[0], status="max iterations",
+                                   message="no start converged")
+        return dataclasses.replace(report, results=(base, *report.results[1:]))
+
+    path = tmp_path / "ckpt.csv"
+    _checkpoints().to_csv(path, index=False)
+    args = ["fragility", str(path), "--target", "1e22", "--no-leave-one-out", "--drop-count",
+            "0", "--huber-deltas", "1e-4", "--every-k", "2", "-q"]
+    assert main(args) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(frag, "fragility", out_of_iterations)
+    assert main(args) == 1
+    assert ("error: the base fit is out of iterations: no start converged"
+            in capsys.readouterr().err)

@@ -15,7 +15,8 @@ gemstones_extras`) are re-exported here. A variant whose points cannot identify 
 (e.g. fewer than 3 model sizes left) gets status ``unidentified`` and, like a ``failed``
 one, one that ends at a parameter bound (``bound hit``) or whose starts all stopped at the
 iteration limit (``max iterations``), is left out of the spread and the figure
-(:data:`UNUSABLE_STATUSES`; a row's ``in_spread`` says which).
+(:data:`UNUSABLE_STATUSES`; a row's ``in_spread`` says which). A base fit at a bound gets a
+warning naming the parameter and its bound, as ``fit`` warns of its own.
 
 Starts. The base fit uses the law's full grid (4,500 starts for Chinchilla). Each variant
 starts from (a) the base fit's distinct converged optima (up to ``n_optima``) and (b) the
@@ -59,7 +60,7 @@ from scalebo.analysis.variants import Variant, build_variants, gemstones_extras
 from scalebo.data.runs import RunTable
 from scalebo.errors import FitError
 from scalebo.fitting.arguments import computes, resamples
-from scalebo.fitting.robust import DEFAULT_HUBER_DELTA
+from scalebo.fitting.robust import DEFAULT_HUBER_DELTA, FitStatus
 from scalebo.laws import Law
 
 __all__ = [
@@ -214,6 +215,11 @@ def fragility(
                                         policy=StartPolicy(full=True), starts=base_starts)
     if base_fit is None:
         raise FitError(f"the base fit failed: {base_result.message}")
+    if base_result.status == str(FitStatus.BOUND_HIT):  # as fit warns of its own fit
+        warnings.warn(f"the base fit's status is 'bound hit': {base_result.message}; that "
+                      "value is the bound's, not the data's, and every variant is compared "
+                      "with this base (itself left out of the spread): distrust its "
+                      "estimates and the spread's 'base' column", UserWarning, stacklevel=2)
     if base_fit.success:  # a base that contradicts its runs, or a target far from them,
         # said as fit --predict says it
         from scalebo.fitting.allocation_notes import predicted_ratio_note

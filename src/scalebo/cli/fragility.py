@@ -71,6 +71,10 @@ examples:
   scalebo fragility dataset:gemstones --target 1e24 --plot fragility.png
   scalebo fragility hot.jsonl --map N=params_active_precise,D=tokens,loss=final_loss \\
       --variant-file "cooldown end=cool_end.jsonl" --format json
+
+exit codes (as scalebo fit's, of the base fit): 0 the base fit converged (or a parameter at
+a bound: a warning names it), 1 the base fit failed, is unidentified or did not converge
+within the iteration limit, 2 bad input. A variant without a usable fit is a warning.
 """)
 
 #: ``--every-k`` when not given.
@@ -178,9 +182,10 @@ def _extras(args: argparse.Namespace) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run ``scalebo fragility``; exit 0 when the base fit is usable (a variant that fails,
-    cannot be identified, hits a bound or runs out of iterations is warned about and left out
-    of the spread), 1 when the base fit failed or is unidentified."""
+    """Run ``scalebo fragility``; exit 0 when the base fit has an estimate (a variant that
+    fails, cannot be identified, hits a bound or runs out of iterations is warned about and
+    left out of the spread; a base at a bound is warned about, as ``scalebo fit`` does), 1
+    when the base fit failed, is unidentified or ran out of iterations (``fit``: 1)."""
     from scalebo.analysis.fragility import StartPolicy, check_law, fragility, plot_fragility
 
     check_law(args.law)  # before the data are read and the base fitted
@@ -253,7 +258,7 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "csv" and result.get("bootstrap"):
         note("the bootstrap's intervals are in --format json (or --json PATH), not in the "
              "CSV of variants")
-    failed = [r for r in rows if not r["in_spread"]]
+    failed = [r for r in rows[1:] if not r["in_spread"]]  # the base: its own word
     if failed:  # each with why (a trial saw 'unidentified' with no reason)
         why = "; ".join(f"{r['variant']!r}: {r['status']}" + (f" ({r['message']})" if
                                                              r.get("message") else "")
@@ -262,9 +267,11 @@ def run(args: argparse.Namespace) -> int:
              f"their points, at a parameter bound or out of iterations), left out of the "
              f"spread: {why}")
     # a variant the data cannot identify is a finding of the analysis; without the base
-    # fit there is nothing to compare against
-    if rows and rows[0]["status"] in ("failed", "unidentified"):
-        print(f"error: the base fit is {rows[0]['status']}: {rows[0].get('message') or '?'}",
+    # fit there is nothing to compare against. As in ``scalebo fit``: a base at a bound is
+    # a warning (the library's) and exits 0, one out of iterations exits 1
+    if rows and rows[0]["status"] in ("failed", "unidentified", "max iterations"):
+        said = {"max iterations": "out of iterations"}.get(rows[0]["status"], rows[0]["status"])
+        print(f"error: the base fit is {said}: {rows[0].get('message') or '?'}",
               file=sys.stderr)
         return 1
     return 0
