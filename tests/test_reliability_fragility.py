@@ -182,3 +182,35 @@ def test_the_cli_says_skipped_variants_by_their_severity(tmp_path, capsys, monke
     err = capsys.readouterr().err
     assert "warning: lost variants, said without the usual words" in err
     assert "note: column 'x' looks like each point's training run" in err
+
+
+def test_usable_follows_the_statuses_of_rows_without_in_spread():
+    """A report of results a caller made, whose rows lack 'in_spread', raised KeyError in
+    usable (and so in spread and the figure); it now reads the rows' statuses."""
+    from scalebo.analysis.fragility import FragilityReport, VariantResult
+
+    class Row:  # a caller's result: VariantResult's row without 'in_spread'
+        def __init__(self, result):
+            self.result = result
+
+        def row(self):
+            return {k: v for k, v in self.result.row().items() if k != "in_spread"}
+
+    statuses = ["converged", "bound hit", "converged", "unidentified", "max iterations",
+                "failed"]
+    alphas = [0.30, 9.0, 0.36, 8.0, 7.0, 6.0]  # the unusable ones far off
+    results = [Row(VariantResult(f"v{i}", "extra", 1e-3, 36, 6,
+                                 {"alpha": a, "beta": 0.3, "E": 1.9, "A": 1.0, "B": 1.0},
+                                 0.1, 1e9, 1e10, 10.0, 2.5, status, ""))
+               for i, (status, a) in enumerate(zip(statuses, alphas, strict=True))]
+    report = FragilityReport(law="chinchilla", target=1e22, results=tuple(results),
+                             seconds=0.0)
+    assert "in_spread" not in report.table.columns
+    assert report.usable.tolist() == [True, False, True, False, False, False]
+    spread = report.spread["alpha"]
+    assert (spread["min"], spread["max"]) == (0.30, 0.36)
+    assert (spread["min_variant"], spread["max_variant"]) == ("v0", "v2")
+    # the same results as made by fragility (with 'in_spread') give the same mask
+    made = FragilityReport(law="chinchilla", target=1e22,
+                           results=tuple(r.result for r in results), seconds=0.0)
+    assert made.usable.tolist() == report.usable.tolist()

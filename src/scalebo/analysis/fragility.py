@@ -109,8 +109,12 @@ class FragilityReport:
     @property
     def usable(self) -> np.ndarray:
         """Mask over :attr:`table` rows ``(n_variants,)``: variants with an estimate to compare
-        (status not in :data:`UNUSABLE_STATUSES`)."""
-        return self.table["in_spread"].to_numpy(dtype=bool)
+        (status not in :data:`UNUSABLE_STATUSES`): the rows' ``in_spread``, or, for rows
+        without it (results a caller made), derived from their ``status``."""
+        table = self.table
+        if "in_spread" in table.columns:
+            return table["in_spread"].to_numpy(dtype=bool)
+        return ~table["status"].astype(str).isin(UNUSABLE_STATUSES).to_numpy(dtype=bool)
 
     @property
     def spread(self) -> dict[str, dict[str, float]]:
