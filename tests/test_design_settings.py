@@ -15,7 +15,7 @@ import pytest
 
 from scalebo.cli.main import main
 from scalebo.design import make_pool, make_target
-from scalebo.design.runs_done import column_matches, done_rows
+from scalebo.design.runs_done import column_matches, done_rows, match_columns
 from scalebo.laws.formula import formula_law
 
 FORMULA = "E + A*N**(-a) + B*D**(-b)"
@@ -99,13 +99,59 @@ def test_column_matches_compares_numbers_text_and_blanks():
                            "data": [" web", "", "code"], "loss": [3.0, 2.9, 3.1]})
     pool = make_pool(pool_f, law, "N")
     X = runs_f[["N"]].to_numpy(float)
-    m, shared = column_matches(pool, pool_f, X, runs_f, skip=["N", "loss"])
-    assert shared == ("lr", "data")
-    assert m.tolist() == [[True, False, False, False],   # 1e-3 read from text, " web" stripped
-                          [False, False, False, True],   # a blank matches a blank
-                          [False, False, False, False]]  # 3e-3 is web's, not code's
+    m = column_matches(pool, pool_f, X, runs_f, ["data", "lr", "absent"])
+    assert m.columns == ("lr", "data")  # the pool's order; a column the runs lack is not
+    assert m.matrix.tolist() == [[True, False, False, False],  # 1e-3 from text, " web" stripped
+                                 [False, False, False, True],  # a blank matches a blank
+                                 [False, False, False, False]]  # 3e-3 is web's, not code's
+    assert [m.differing(i) for i in range(3)] == [(), (), ("lr", "data")]  # each, not both
     assert done_rows(pool, X, matches=m).tolist() == [True, False, False, True]
     assert done_rows(pool, X).tolist() == [True, True, True, True]  # inputs alone
+
+
+def _measured_runs(pool: pd.DataFrame) -> pd.DataFrame:
+    """Runs of pool rows 2, 4, 8, 10, 12 (lr 1e-3) whose flops were measured 3 % over plan,
+    a run at lr 2e-3 (no pool row's) in the cell of rows 0 and 1, and a run id the pool
+    lacks."""
+    runs = pool.iloc[[2, 4, 0, 8, 10, 12]].assign(flops=lambda f: 1.03 * f.flops,
+                                                   run=list("abcdef"))
+    runs.iloc[2, runs.columns.get_loc("lr")] = 2e-3
+    return runs.reset_index(drop=True)
+
+
+def test_a_measured_cost_is_not_compared_and_a_differing_setting_is_named(tmp_path, capsys):
+    """A review of 0.4.20: every column the runs shared with the pool was compared, the
+    --cost column too, so runs recording their measured cost (3 % over plan) matched no pool
+    row and were proposed again. Only the pool's settings (lr here) are compared; the
+    warning names the run's data row, its inputs and the column whose value is no pool
+    row's, and says its pool rows may be proposed again."""
+    pool = _pool().assign(flops=lambda f: 6 * f.params * f.tokens)
+    law = formula_law(FORMULA, ("N", "D"), {"E": (0, 5), "A": (1, 1e5), "a": (0.05, 1),
+                                             "B": (1, 1e5), "b": (0.05, 1)})
+    vmap = {"N": "params", "D": "tokens"}
+    runs = _measured_runs(pool)
+    cols = match_columns(pool, ["params", "tokens"], "loss", "flops", None, vmap)
+    assert cols == ("lr",)  # not flops (the cost), not loss; a pool without repeats: none
+    assert match_columns(pool[pool.lr == 1e-3], ["params", "tokens"], "loss", "flops") == ()
+    assert match_columns(pool, ["params", "tokens"], "loss", "6*N*lr", None, vmap) == ()
+    pool_p = make_pool(pool, law, "flops", variable_map=vmap)
+    X = runs[["params", "tokens"]].to_numpy(float)
+    m = column_matches(pool_p, pool, X, runs, cols)
+    assert np.flatnonzero(done_rows(pool_p, X, matches=m)).tolist() == [2, 4, 8, 10, 12]
+    assert m.differing(2) == ("lr",) and m.differing(0) == ()
+    runs.to_csv(tmp_path / "done.csv", index=False)
+    args = [*_args(tmp_path, pool.drop(columns="loss")), "--cost", "flops"]
+    out = tmp_path / "p.json"
+    assert main([*args, "--runs", str(tmp_path / "done.csv"), "--budget", "100%", "--batch",
+                 "18", "--json", str(out)]) == 0
+    err = capsys.readouterr().err
+    rows = [p["row"] for p in json.loads(out.read_text())["proposals"]]
+    assert not {2, 4, 8, 10, 12} & set(rows) and len(rows) == len(set(rows)) >= 10, rows
+    said = " ".join(err.split())
+    assert ("1 of the 6 runs done match no pool row in their inputs (N, D) and lr (data row "
+            "3): data row 3 (N=1e+07, D=2e+08): lr 0.002 is no pool row's of its inputs; they "
+            "are fitted all the same, but no pool row counts as done for them, so the pool "
+            "rows they ran may be proposed again") in said, err
 
 
 def test_target_rows_with_one_input_and_two_responses_are_named(tmp_path, capsys):

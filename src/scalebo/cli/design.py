@@ -47,7 +47,10 @@ Intervals (multi-mode Laplace posterior of the fit, residual noise SSE/(n - p), 
   propose   the table's data_row = the proposed row of --pool (1-based, as errors count),
             then every column of that row but the response, under the pool's own names
             (the JSON's "columns"); a run done counts only for the pool rows it matches in
-            its inputs and every other column --runs shares with the pool;
+            its inputs and in the pool's settings --runs has too (the columns the
+            warning above names; not the --cost columns: a measured cost is no
+            mismatch), and a run done that matches none is named, with the column
+            whose value differs (its pool rows may be proposed again);
             design_lo80/design_hi80 (JSON lo80/hi80) = 80 % band of the law's mean at
             the proposed row under the design's posterior, NOT a calibrated interval: its
             noise is ScaleBench's (shrunk toward the response's spread; sd noise_factor x

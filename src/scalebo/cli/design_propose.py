@@ -89,7 +89,7 @@ def propose(args: argparse.Namespace, law: FormulaLaw, pool_frame: pd.DataFrame,
     from scalebo.data.files import read_table
     from scalebo.design import make_pool, propose_batch, propose_groups
     from scalebo.design.predictions import fit_and_predict
-    from scalebo.design.runs_done import column_matches, done_rows, row_values
+    from scalebo.design.runs_done import column_matches, done_rows, match_columns, row_values
     from scalebo.errors import BudgetExhausted, FitError
 
     pool = make_pool(pool_frame, law, args.cost, variable_map=vmap, source=args.pool)
@@ -98,8 +98,9 @@ def propose(args: argparse.Namespace, law: FormulaLaw, pool_frame: pd.DataFrame,
                      variable_map=vmap, require_response=True, source=args.runs,
                      allow_empty=True)  # a header alone: a campaign's start
     law_columns = [vmap.get(v, v) for v in law.variables]
-    matches, _ = column_matches(pool, pool_frame, done.X, runs_frame,
-                                skip=[*law_columns, args.response])
+    settings = match_columns(pool_frame, law_columns, args.response, args.cost, args.group,
+                             vmap)  # not the cost's columns: a run's measured cost is no typo
+    matches = column_matches(pool, pool_frame, done.X, runs_frame, settings)
     runs_g = None if grouped is None else group_labels(runs_frame, args.group, args.runs)
     stop: BudgetExhausted | None = None
     try:

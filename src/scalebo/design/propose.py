@@ -26,7 +26,7 @@ from scalebo.design.posterior import Posterior, build_posterior
 from scalebo.design.predictions import fit_done as _fit_done
 from scalebo.design.predictions import target_predictions
 from scalebo.design.replay import BUDGET_RTOL, pilot_rows
-from scalebo.design.runs_done import done_rows, input_matches, warn_unmatched
+from scalebo.design.runs_done import RunMatches, done_rows, input_matches, part_of, warn_unmatched
 from scalebo.errors import BudgetExhausted, FitError, SearchError
 from scalebo.laws.formula import FormulaLaw
 from scalebo.search.budget import as_fractions
@@ -90,7 +90,7 @@ def _check_done(X_done: np.ndarray, y_done: np.ndarray, cost_done: np.ndarray) -
 def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.ndarray,
                   y_done: np.ndarray, cost_done: np.ndarray, budget: float, k: int = 1, *,
                   seed: int = 0, n_starts: int = 64, gamma: float = DEFAULT_GAMMA,
-                  matches: np.ndarray | None = None,
+                  matches: np.ndarray | RunMatches | None = None,
                   run_rows: np.ndarray | None = None) -> tuple[Proposal, ...]:
     """Propose up to ``k`` pool rows (fewer when the budget runs out).
 
@@ -104,7 +104,7 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
         k: batch size.
         matches: ``(n_done, n)``, which pool rows each run done is
             (:func:`~scalebo.design.runs_done.column_matches`: equal inputs and equal values
-            in the other columns the runs share with the pool); default: equal inputs.
+            in the pool's settings the runs file has too); default: equal inputs.
         run_rows: each run's 0-based row in its file, for warnings (default its position).
 
     With fewer runs done than the law has parameters (none at all, at a campaign's start)
@@ -148,7 +148,7 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
 
 
 def _pilot(pool: Pool, law: FormulaLaw, X_done: np.ndarray, left: float, k: int,
-           matches: np.ndarray | None = None) -> tuple[Proposal, ...]:
+           matches: np.ndarray | RunMatches | None = None) -> tuple[Proposal, ...]:
     """Up to ``k`` of the cheapest pool rows not done that fit ``left`` (pool units), as long
     as the runs done and these are no more rows than a replay's pilot design holds (see
     :func:`propose_batch`): the proposals of a campaign too young to fit."""
@@ -200,7 +200,7 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
                    cost_done: np.ndarray, done_groups: Any, budget: float, k: int = 1, *,
                    group_budget: str = "per-group", seed: int = 0, n_starts: int = 64,
                    gamma: float = DEFAULT_GAMMA,
-                   matches: np.ndarray | None = None) -> tuple[Proposal, ...]:
+                   matches: np.ndarray | RunMatches | None = None) -> tuple[Proposal, ...]:
     """Proposals for a pool of several groups (module docstring), each with its ``group``.
 
     Args:
@@ -243,7 +243,7 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
                 out += _for_group(g, pool, propose_batch, sub, region, law, X_done[mine],
                                   y_done[mine], cost_done[mine], budget, k, seed=s,
                                   n_starts=n_starts, gamma=gamma,
-                                  matches=matches[mine][:, g.pool],
+                                  matches=part_of(matches, mine, g.pool),
                                   run_rows=np.flatnonzero(mine))
             except (SearchError, FitError) as exc:  # its budget is spent, or too few runs
                 skipped[g.name] = exc
@@ -267,7 +267,7 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
                 break
             try:
                 rows = _for_group(g, pool, _pilot, sub, law, X_done[mine], left, k - len(out),
-                                  matches[mine][:, g.pool])
+                                  part_of(matches, mine, g.pool))
             except BudgetExhausted:
                 continue
             out += rows
@@ -282,7 +282,7 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
             posts.append(_posterior(law, X_done[mine], y_done[mine], region.X, s, n_starts))
         except FitError as exc:
             raise FitError(f"group {g.name!r}: {exc}") from exc
-        mg = matches[mine][:, g.pool]
+        mg = part_of(matches, mine, g.pool)
         warn_unmatched(sub, X_done[mine], f" of group {g.name!r}", mg, np.flatnonzero(mine))
         free.append(~done_rows(sub, X_done[mine], matches=mg))
     while len(out) < k and left > 0:

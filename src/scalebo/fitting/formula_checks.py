@@ -11,7 +11,8 @@ Shared by ``scalebo fit --formula`` (:mod:`scalebo.fitting.formula_summary`) and
 * :func:`first_non_number` — the first cell of an input column that is not a number;
 * :func:`repeated_rows_note` — rows repeated in every column (copies made by mistake?);
 * :func:`pooled_settings_note` — settings (a learning rate) that vary among rows of equal
-  inputs and that the formula does not use: off-optimal rows are fitted with the best.
+  inputs and that the formula does not use (:func:`pooled_settings`): off-optimal rows are
+  fitted with the best.
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ import pandas as pd
 from scalebo.errors import shown
 from scalebo.laws.formula import FormulaLaw
 
-__all__ = ["check_bound_names", "first_non_number", "pooled_settings_note", "repeated_rows_note",
-           "undefined_rows"]
+__all__ = ["check_bound_names", "first_non_number", "pooled_settings", "pooled_settings_note",
+           "repeated_rows_note", "undefined_rows"]
 
 
 def check_bound_names(names: Iterable[str], bounds: Mapping[str, object],
@@ -139,6 +140,29 @@ def repeated_rows_note(frame: pd.DataFrame, source: str, counts_as: str) -> str:
             f"({twins.size} rows): each {counts_as} (drop copies made by mistake)")
 
 
+def pooled_settings(frame: pd.DataFrame, inputs: Sequence[str], response: str, *,
+                    excluded: Sequence[str] = (), numeric_only: bool = True) -> list[str]:
+    """The columns of ``frame`` that differ among rows of equal ``inputs`` (the columns the
+    formula reads) as settings do, in frame order but ``N``/``D`` last: chosen as a run
+    table's hyperparameters are (:func:`~scalebo.data.columns.default_hyperparameters`, the
+    inputs as the cell; derived and measured columns left out), with no more distinct values
+    than half the rows (a measured column takes one per row), plus ``N`` and ``D`` when the
+    formula reads neither (a law in C). ``excluded``, ``numeric_only``: as
+    :func:`pooled_settings_note`'s, which names these columns."""
+    from scalebo.data.columns import default_hyperparameters
+
+    keys = [c for c in inputs if c in frame.columns]
+    if not keys or len(frame) < 2:
+        return []
+    settings = [c for c in default_hyperparameters(frame, excluded=[response, *excluded],
+                                                   keys=keys, numeric_only=numeric_only)
+                if frame[c].nunique() <= len(frame) / 2]  # a measured column: one per row
+    groups = frame.groupby(keys, sort=False)
+    settings += [c for c in ("N", "D") if c in frame.columns and c not in keys  # a law in C
+                 and c not in settings and (groups[c].nunique() > 1).any()]
+    return settings
+
+
 def pooled_settings_note(frame: pd.DataFrame, inputs: Sequence[str], response: str,
                          source: str, *, excluded: Sequence[str] = (),
                          numeric_only: bool = True, remedy: str | None = None) -> str:
@@ -152,20 +176,12 @@ def pooled_settings_note(frame: pd.DataFrame, inputs: Sequence[str], response: s
     columns that are no setting (a group column fitted apart); ``numeric_only=False`` counts
     a text column (a dataset name) too; ``remedy``: what to do, in place of the default
     (keep each cell's best row, or fit a built-in law)."""
-    from scalebo.data.columns import default_hyperparameters
-
-    keys = [c for c in inputs if c in frame.columns]
-    if not keys or len(frame) < 2:
-        return ""
-    settings = [c for c in default_hyperparameters(frame, excluded=[response, *excluded],
-                                                   keys=keys, numeric_only=numeric_only)
-                if frame[c].nunique() <= len(frame) / 2]  # a measured column: one per row
-    groups = frame.groupby(keys, sort=False)
-    settings += [c for c in ("N", "D") if c in frame.columns and c not in keys  # a law in C
-                 and (groups[c].nunique() > 1).any()]
+    settings = pooled_settings(frame, inputs, response, excluded=excluded,
+                               numeric_only=numeric_only)
     if not settings:
         return ""
-    sizes = groups.size()
+    keys = [c for c in inputs if c in frame.columns]
+    sizes = frame.groupby(keys, sort=False).size()
     return (f"{source}: rows with the same {', '.join(keys)} differ in {', '.join(settings)}, "
             f"which the formula does not use ({int((sizes > 1).sum())} of {len(sizes)} "
             f"combinations of {', '.join(keys)} hold several rows): every row is fitted, "
