@@ -128,3 +128,45 @@ def test_the_proposal_band_is_the_design_posterior_and_says_by_how_much(tmp_path
     factor = result["proposals"][0]["noise_factor"]
     assert f"noise sd is {factor:.3g} x the fit's residual sd" in err, err
     assert "not a calibrated interval" in err
+
+
+@pytest.mark.parametrize("group_budget", ["per-group", "shared"])
+def test_a_grouped_proposal_reports_the_fit_it_was_chosen_by(tmp_path, monkeypatch,
+                                                             group_budget):
+    """A review of 0.4.20: propose fitted group i with seed + 1000·i, then the report refitted
+    every group with the seed, so the fit printed and in the JSON was not the one behind the
+    proposals (and each group was fitted twice). Every fit is counted (``fit_rows``) and
+    every fit a posterior is built on is kept: one fit per group, and the JSON's fit of each
+    group is exactly the one its proposals' posterior came from."""
+    import scalebo.design.predictions as predictions
+    import scalebo.design.propose as propose
+
+    made, used = [], []
+    fit_rows, build = predictions.fit_rows, propose.build_posterior
+    monkeypatch.setattr(predictions, "fit_rows",
+                        lambda *a, **k: made.append(fit_rows(*a, **k)) or made[-1])
+    monkeypatch.setattr(propose, "build_posterior",
+                        lambda law, fit, *a, **k: used.append(fit) or build(law, fit, *a, **k))
+    rng = np.random.default_rng(3)
+    x = np.tile(np.geomspace(1, 1000, 12), 2)
+    fam = np.repeat(["g1", "g2"], 12)
+    loss = np.where(fam == "g1", 1.5 + 5 * x**-0.4, 2.5 + 12 * x**-0.7)
+    pool = pd.DataFrame({"x": x, "family": fam, "loss": loss + 0.01 * rng.standard_normal(24)})
+    pool.drop(columns="loss").to_csv(tmp_path / "pool.csv", index=False)
+    pool.iloc[[0, 2, 4, 6, 8, 12, 14, 16, 18, 20]].to_csv(tmp_path / "done.csv", index=False)
+    pd.DataFrame({"x": [3000.0, 3000.0], "family": ["g2", "g1"]}).to_csv(tmp_path / "t.csv",
+                                                                         index=False)
+    out = tmp_path / "p.json"
+    assert main(["design", "--pool", str(tmp_path / "pool.csv"), "--target-region",
+                 str(tmp_path / "t.csv"), "--formula", "a + b*x**(-c)", "--bounds",
+                 "a=0:5,b=0.1:100,c=0.05:2", "--cost", "x", "--group", "family",
+                 "--group-budget", group_budget, "--runs", str(tmp_path / "done.csv"),
+                 "--budget", "0.5", "--batch", "2", "--starts", "6", "--seed", "4",
+                 "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert len(made) == 2 and len(used) == 2, (len(made), len(used))  # one fit per group
+    assert [u is m for u, m in zip(used, made, strict=True)] == [True, True]
+    assert {p["group"] for p in result["proposals"]} == {"g1", "g2"}
+    for g, fit in zip(("g1", "g2"), used, strict=True):  # sorted group order
+        assert result["fit"][g]["params"] == dict(fit.params)  # exact, not approximate
+    assert result["fit"]["g1"]["params"] != result["fit"]["g2"]["params"]

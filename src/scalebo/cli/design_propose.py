@@ -88,7 +88,7 @@ def propose(args: argparse.Namespace, law: FormulaLaw, pool_frame: pd.DataFrame,
     either way."""
     from scalebo.data.files import read_table
     from scalebo.design import make_pool, propose_batch, propose_groups
-    from scalebo.design.predictions import fit_and_predict
+    from scalebo.design.predictions import fit_and_predict, fit_runs
     from scalebo.design.runs_done import column_matches, done_rows, match_columns, row_values
     from scalebo.errors import BudgetExhausted, FitError
 
@@ -102,13 +102,16 @@ def propose(args: argparse.Namespace, law: FormulaLaw, pool_frame: pd.DataFrame,
                              vmap)  # not the cost's columns: a run's measured cost is no typo
     matches = column_matches(pool, pool_frame, done.X, runs_frame, settings)
     runs_g = None if grouped is None else group_labels(runs_frame, args.group, args.runs)
+    # one fit per group, behind both the proposals and the fit and prediction reported
+    fitted = fit_runs(law, done.X, done.y, seed=args.seed, n_starts=args.starts,
+                      target_groups=grouped[1] if grouped else None, done_groups=runs_g)
     stop: BudgetExhausted | None = None
     try:
         if grouped is None:
             log(f"fitting {len(done.cost)} runs done, proposing {args.batch} of {pool.n} rows")
             props = propose_batch(pool, target, law, done.X, done.y, done.cost, args.budget,
                                   args.batch, seed=args.seed, n_starts=args.starts,
-                                  matches=matches)
+                                  matches=matches, fit=fitted[None])
         else:
             each = "per group" if args.group_budget == "per-group" else "in all"
             log(f"fitting {len(done.cost)} runs done, each group of {args.group!r} on its own; "
@@ -116,14 +119,14 @@ def propose(args: argparse.Namespace, law: FormulaLaw, pool_frame: pd.DataFrame,
             props = propose_groups(pool, target, law, *grouped, done.X, done.y, done.cost,
                                    runs_g, args.budget, args.batch,
                                    group_budget=args.group_budget, seed=args.seed,
-                                   n_starts=args.starts, matches=matches)
+                                   n_starts=args.starts, matches=matches, fits=fitted)
     except BudgetExhausted as exc:  # exit 3, but the fit and the prediction still matter
         props, stop = (), exc
     try:
         fits, predicted = fit_and_predict(law, done.X, done.y, target, seed=args.seed,
                                           n_starts=args.starts,
                                           target_groups=grouped[1] if grouped else None,
-                                          done_groups=runs_g)
+                                          done_groups=runs_g, fits=fitted)
     except FitError:
         if stop is None:
             raise

@@ -19,7 +19,9 @@ from scalebo.errors import FitError
 from scalebo.fitting.robust import FitResult, FitStatus
 from scalebo.laws.formula import FormulaLaw
 
-__all__ = ["DoneFit", "fit_and_predict", "fit_done", "target_predictions"]
+__all__ = ["DoneFit", "fit_and_predict", "fit_done", "fit_runs", "target_predictions"]
+
+Fits = dict[str | None, FitResult | FitError]
 
 
 def fit_done(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray, seed: int,
@@ -32,6 +34,28 @@ def fit_done(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray, seed: int,
                        "done" + (f": it needs at least {law.n_params}" if n < law.n_params
                                  else ""))
     return fit
+
+
+def fit_runs(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray, *, seed: int = 0,
+             n_starts: int = 64, target_groups: Any = None, done_groups: Any = None) -> Fits:
+    """The fit of the runs done (:func:`fit_done`) of every group with target rows, each
+    once: ``{group: FitResult, or the FitError saying why there is none}``, ``{None: ...}``
+    without groups. The ``i``-th group in sorted order of its label is fitted with seed
+    ``seed + 1000·i``, as :func:`~scalebo.design.propose.propose_groups` and a per-group
+    replay seed theirs; these fits are the ones both the proposals and the report use."""
+    if target_groups is None:
+        parts = [(None, np.ones(len(y_done), bool))]
+    else:
+        dg = np.asarray(done_groups, dtype=object).astype(str)
+        names = sorted(set(np.asarray(target_groups, dtype=object).astype(str).tolist()))
+        parts = [(g, dg == g) for g in names]
+    out: Fits = {}
+    for i, (g, mine) in enumerate(parts):
+        try:
+            out[g] = fit_done(law, X_done[mine], y_done[mine], seed + 1_000 * i, n_starts)
+        except FitError as exc:
+            out[g] = exc
+    return out
 
 
 @dataclass(frozen=True)
@@ -70,11 +94,13 @@ class DoneFit:
 
 def fit_and_predict(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,
                     target: TargetRegion, *, seed: int = 0, n_starts: int = 64,
-                    target_groups: Any = None, done_groups: Any = None
+                    target_groups: Any = None, done_groups: Any = None,
+                    fits: Fits | None = None
                     ) -> tuple[tuple[DoneFit, ...], list[dict[str, Any]]]:
     """``(fits, predictions)``: the fit of the runs done (one :class:`DoneFit` per group
     with target rows, in the order the target region names them) and
-    :func:`target_predictions`' list, from one fit each."""
+    :func:`target_predictions`' list, from one fit each: ``fits`` (:func:`fit_runs`'s, the
+    ones the proposals were chosen by), else fitted here as :func:`fit_runs` does."""
     n_target = target.X.shape[0]
     if np.shape(X_done)[0] != np.size(y_done):
         raise ValueError(f"the runs done need one input row per response, got "
@@ -85,26 +111,31 @@ def fit_and_predict(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,
         tg = np.asarray(target_groups, dtype=object).astype(str)
         dg = np.asarray(done_groups, dtype=object).astype(str)
         parts = [(g, np.flatnonzero(tg == g), dg == g) for g in dict.fromkeys(tg.tolist())]
+    if fits is None:
+        fits = fit_runs(law, X_done, y_done, seed=seed, n_starts=n_starts,
+                        target_groups=target_groups, done_groups=done_groups)
     out: list[dict[str, Any]] = []
-    fits: list[DoneFit] = []
+    done: list[DoneFit] = []
     failed: list[str] = []
     for g, rows, mine in parts:
         Xt = target.X[rows]
         young = int(mine.sum()) < law.n_params  # a campaign's start: its pilot, no fit yet
         try:
-            fit = fit_done(law, X_done[mine], y_done[mine], seed, n_starts)
+            fit = fits[g]
+            if isinstance(fit, FitError):
+                raise fit
         except FitError as exc:
             if g is None and not young:
                 raise
             why = ("" if g is None else f"group {g!r}: ") + str(exc)
             failed += [] if young else [why]  # too young to fit is no failure: a pilot
-            fits.append(DoneFit(g, int(mine.sum()), message=str(exc)))
+            done.append(DoneFit(g, int(mine.sum()), message=str(exc)))
             out += [{"target_row": int(i), **({"group": g} if g is not None else {}),
                      **dict(zip(law.variables, map(float, Xt[j]), strict=True)), "mean": None,
                      **dict.fromkeys(("lo80", "hi80", "lo95", "hi95")), "note": why}
                     for j, i in enumerate(rows)]
             continue
-        fits.append(DoneFit(g, int(mine.sum()), {k: float(v) for k, v in fit.params.items()},
+        done.append(DoneFit(g, int(mine.sum()), {k: float(v) for k, v in fit.params.items()},
                             str(fit.status), fit.message))
         mean = law.predict(fit.x, Xt)
         bands: dict[str, Any] = dict.fromkeys(("lo80", "hi80", "lo95", "hi95"))
@@ -118,7 +149,7 @@ def fit_and_predict(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,
                         **{k: None if v is None else float(v[j]) for k, v in bands.items()}})
     if failed and len(failed) == len(parts):
         raise FitError("; ".join(failed))
-    return tuple(fits), sorted(out, key=lambda r: r["target_row"])
+    return tuple(done), sorted(out, key=lambda r: r["target_row"])
 
 
 def target_predictions(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray,

@@ -15,6 +15,7 @@ group's candidates scored by its own posterior per ``(cost/C)^γ``.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,6 +29,7 @@ from scalebo.design.predictions import target_predictions
 from scalebo.design.replay import BUDGET_RTOL, pilot_rows
 from scalebo.design.runs_done import RunMatches, done_rows, input_matches, part_of, warn_unmatched
 from scalebo.errors import BudgetExhausted, FitError, SearchError
+from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
 from scalebo.search.budget import as_fractions
 
@@ -91,7 +93,8 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
                   y_done: np.ndarray, cost_done: np.ndarray, budget: float, k: int = 1, *,
                   seed: int = 0, n_starts: int = 64, gamma: float = DEFAULT_GAMMA,
                   matches: np.ndarray | RunMatches | None = None,
-                  run_rows: np.ndarray | None = None) -> tuple[Proposal, ...]:
+                  run_rows: np.ndarray | None = None,
+                  fit: FitResult | FitError | None = None) -> tuple[Proposal, ...]:
     """Propose up to ``k`` pool rows (fewer when the budget runs out).
 
     Args:
@@ -106,6 +109,9 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
             (:func:`~scalebo.design.runs_done.column_matches`: equal inputs and equal values
             in the pool's settings the runs file has too); default: equal inputs.
         run_rows: each run's 0-based row in its file, for warnings (default its position).
+        fit: the fit of the runs done to choose by (:func:`~scalebo.design.predictions.
+            fit_runs`'s, so that the fit reported is this one), or the FitError it gave;
+            default: fitted here with ``seed``.
 
     With fewer runs done than the law has parameters (none at all, at a campaign's start)
     there is no fit to score rows by: the proposals are then the cheapest pool rows not done,
@@ -129,7 +135,7 @@ def propose_batch(pool: Pool, target: TargetRegion, law: FormulaLaw, X_done: np.
     warn_unmatched(pool, X_done, matches=matches, rows=run_rows)
     if len(y_done) < law.n_params:
         return _pilot(pool, law, X_done, left, k, matches)
-    post = _posterior(law, X_done, y_done, target.X, seed, n_starts)
+    post = _posterior(law, X_done, y_done, target.X, seed, n_starts, fit)
     free = ~done_rows(pool, X_done, matches=matches)
     out: list[Proposal] = []
     while len(out) < k:
@@ -173,8 +179,13 @@ def _pilot(pool: Pool, law: FormulaLaw, X_done: np.ndarray, left: float, k: int,
 
 
 def _posterior(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray, X_target: np.ndarray,
-               seed: int, n_starts: int) -> Posterior:
-    fit = _fit_done(law, X_done, y_done, seed, n_starts)
+               seed: int, n_starts: int, fit: FitResult | FitError | None = None
+               ) -> Posterior:
+    """The design posterior of ``fit`` (fitted here with ``seed`` when None)."""
+    if isinstance(fit, FitError):
+        raise FitError(str(fit))
+    if fit is None:
+        fit = _fit_done(law, X_done, y_done, seed, n_starts)
     return build_posterior(law, fit, X_done, y_done, X_target=X_target)
 
 
@@ -200,7 +211,9 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
                    cost_done: np.ndarray, done_groups: Any, budget: float, k: int = 1, *,
                    group_budget: str = "per-group", seed: int = 0, n_starts: int = 64,
                    gamma: float = DEFAULT_GAMMA,
-                   matches: np.ndarray | RunMatches | None = None) -> tuple[Proposal, ...]:
+                   matches: np.ndarray | RunMatches | None = None,
+                   fits: Mapping[Any, FitResult | FitError] | None = None
+                   ) -> tuple[Proposal, ...]:
     """Proposals for a pool of several groups (module docstring), each with its ``group``.
 
     Args:
@@ -210,6 +223,10 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
             cost (``shared``); cost in pool units.
         k: batch size per group (``per-group``) or in all (``shared``).
         matches: ``(n_done, n)`` over the whole pool, as :func:`propose_batch`'s.
+        fits: ``{group: fit}`` (:func:`~scalebo.design.predictions.fit_runs`'s: the ``i``-th
+            group with target rows, in sorted order, fitted with seed ``seed + 1000·i``), so
+            that the fits reported are the ones the proposals were chosen by; default:
+            fitted here by that rule.
         Other arguments as :func:`propose_batch`.
 
     Raises:
@@ -244,7 +261,8 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
                                   y_done[mine], cost_done[mine], budget, k, seed=s,
                                   n_starts=n_starts, gamma=gamma,
                                   matches=part_of(matches, mine, g.pool),
-                                  run_rows=np.flatnonzero(mine))
+                                  run_rows=np.flatnonzero(mine),
+                                  fit=None if fits is None else fits.get(g.name))
             except (SearchError, FitError) as exc:  # its budget is spent, or too few runs
                 skipped[g.name] = exc
         why = "; ".join(f"group {name!r}: {exc}" for name, exc in skipped.items())
@@ -279,7 +297,8 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
     posts, free = [], []
     for g, sub, region, mine, s in parts:
         try:
-            posts.append(_posterior(law, X_done[mine], y_done[mine], region.X, s, n_starts))
+            posts.append(_posterior(law, X_done[mine], y_done[mine], region.X, s, n_starts,
+                                    None if fits is None else fits.get(g.name)))
         except FitError as exc:
             raise FitError(f"group {g.name!r}: {exc}") from exc
         mg = part_of(matches, mine, g.pool)
