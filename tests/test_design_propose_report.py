@@ -170,3 +170,31 @@ def test_a_grouped_proposal_reports_the_fit_it_was_chosen_by(tmp_path, monkeypat
     for g, fit in zip(("g1", "g2"), used, strict=True):  # sorted group order
         assert result["fit"][g]["params"] == dict(fit.params)  # exact, not approximate
     assert result["fit"]["g1"]["params"] != result["fit"]["g2"]["params"]
+
+
+def test_noise_free_runs_say_the_fit_passes_through_them_not_a_huge_factor(tmp_path,
+                                                                           capsys):
+    """A review of 0.4.20: on noise-free runs the legend printed 'noise sd is 8.75e+10 x the
+    fit's residual sd' while --help promised 10–30×. The runs here lie on the law, so the
+    residual is rounding: the legend says the fit passes through them, and --help promises
+    no range."""
+    from types import SimpleNamespace
+
+    from scalebo.cli.design_propose import _log_band_legend
+
+    pool = _pool()
+    code, result = _run(tmp_path, pool.iloc[[0, 6, 12, 18, 24, 4, 20, 2, 10, 14]], "1")
+    assert code == 0 and result["proposals"][0]["noise_factor"] > 1e4
+    err = " ".join(capsys.readouterr().err.split())
+    assert ("whose noise sd is ScaleBench's estimate from the response's spread alone, as the "
+            "fit passes through the runs done (residual sd ~0") in err, err
+    assert "x the fit's residual sd" not in err
+    # by group: the fitted groups' factors, and the exact one said
+    _log_band_legend(tuple(SimpleNamespace(noise_factor=f) for f in (12.0, 31.0, 9e10, None)))
+    err = " ".join(capsys.readouterr().err.split())
+    assert ("noise sd is 12 to 31 (by group) x the fit's residual sd (ScaleBench's estimate; "
+            "JSON noise_factor; in a group where the fit passes through the runs done") in err
+    assert main(["design", "--help"]) == 0
+    helped = " ".join(capsys.readouterr().out.split())
+    assert "noise_factor x the fit's residual sd, printed: no fixed range" in helped
+    assert "10-30" not in helped

@@ -54,7 +54,8 @@ Intervals (multi-mode Laplace posterior of the fit, residual noise SSE/(n - p), 
             design_lo80/design_hi80 (JSON lo80/hi80) = 80 % band of the law's mean at
             the proposed row under the design's posterior, NOT a calibrated interval: its
             noise is ScaleBench's (shrunk toward the response's spread; sd noise_factor x
-            the fit's residual sd, printed, 10-30x on a well-fitted pool) and it is
+            the fit's residual sd, printed: no fixed range, larger the closer the fit
+            passes through the runs, and said in words when it does) and it is
             conditioned on the rows proposed before it; the JSON's
             target_prediction = every target row's prediction with 80 % / 95 % intervals
             for a new observation (none when the runs done are no more than parameters);

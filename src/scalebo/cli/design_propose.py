@@ -17,7 +17,11 @@ if TYPE_CHECKING:
     from scalebo.errors import BudgetExhausted
     from scalebo.laws.formula import FormulaLaw
 
-__all__ = ["group_labels", "propose"]
+__all__ = ["EXACT_FIT_FACTOR", "group_labels", "propose"]
+
+#: a design noise sd this many times the fit's residual sd or more: the residual is
+#: rounding (the fit passes through the runs done), and the legend says so, not the factor
+EXACT_FIT_FACTOR = 1e4
 
 
 def group_labels(frame: pd.DataFrame, column: str, source: str,
@@ -65,16 +69,26 @@ def _report_fits(fits: tuple[DoneFit, ...]) -> None:
 
 def _log_band_legend(props: tuple) -> None:
     """What the table's ``design_lo80``/``design_hi80`` are, with the noise factor of the
-    design's posterior (a trial read them as a Laplace interval 20–40× too wide)."""
+    design's posterior (a trial read them as a Laplace interval 20–40× too wide); when the
+    fit passes through the runs done (residual sd ~0, a factor of 1e10 on noise-free runs),
+    that is said in place of the factor."""
     factors = sorted({round(p.noise_factor, 3) for p in props if p.noise_factor is not None})
     if not factors:
         return
-    f = (f"{factors[0]:.3g}" if len(factors) == 1
-         else f"{factors[0]:.3g} to {factors[-1]:.3g} (by group)")
+    fitted = [f for f in factors if f < EXACT_FIT_FACTOR]
+    exact = ("the fit passes through the runs done (residual sd ~0, under 1/"
+             f"{EXACT_FIT_FACTOR:.0f} of the band's noise sd: JSON noise_factor is no useful "
+             "ratio)")
+    if not fitted:
+        sd = f"ScaleBench's estimate from the response's spread alone, as {exact}"
+    else:
+        f = (f"{fitted[0]:.3g}" if len(fitted) == 1
+             else f"{fitted[0]:.3g} to {fitted[-1]:.3g} (by group)")
+        sd = (f"{f} x the fit's residual sd (ScaleBench's estimate; JSON noise_factor"
+              + (f"; in a group where {exact}" if len(fitted) < len(factors) else "") + ")")
     log(f"design_lo80/design_hi80 (JSON lo80/hi80): 80 % band of the law's mean under the "
-        f"design's posterior, whose noise sd is {f} x the fit's residual sd (ScaleBench's "
-        "estimate, cautious on purpose when choosing rows; JSON noise_factor) and which is "
-        "conditioned on the rows proposed before it: not a calibrated interval "
+        f"design's posterior, whose noise sd is {sd}, cautious on purpose when choosing rows, "
+        "and which is conditioned on the rows proposed before it: not a calibrated interval "
         "(target_prediction's are)")
 
 

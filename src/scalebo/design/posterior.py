@@ -95,7 +95,8 @@ class Posterior:
     def noise_factor(self) -> float | None:
         """``sqrt(sigma2 / residual_sigma2)``: how many times the posterior's noise sd is
         the fit's residual sd (1 for ``noise="residual"``; ScaleBench's ``"design"``
-        estimate is shrunk toward the response's spread, 10–30× on a well-fitted pool),
+        estimate is shrunk toward the response's spread: no fixed range, 10–30× on a
+        trial's noisy pool, huge when the fit passes through the runs),
         ``None`` without a residual (``n ≤ p``) or when it is 0."""
         if not self.residual_sigma2:
             return None

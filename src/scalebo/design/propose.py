@@ -51,8 +51,8 @@ class Proposal:
             under the *design's* posterior (response units): the one that chooses rows,
             with ScaleBench's noise estimate (shrunk toward the response's spread, so
             ``noise_factor`` times the fit's residual sd) and conditioned on the rows
-            proposed before it, so wide on purpose (10–30× a Laplace interval of the fit
-            on a well-fitted pool) and not a calibrated interval; the calibrated ones are
+            proposed before it, so wide on purpose (about ``noise_factor`` times a Laplace
+            interval of the fit) and not a calibrated interval; the calibrated ones are
             :func:`~scalebo.design.predictions.target_predictions`'. ``score``, ``mean``,
             ``lo80``, ``hi80`` and ``noise_factor`` are None for a pilot row, proposed
             before the runs done can be fitted (:func:`propose_batch`).
