@@ -175,3 +175,31 @@ def test_target_rows_with_one_input_and_two_responses_are_named(tmp_path, capsys
         make_target(copies, law, response="loss", source="t.csv")
     assert [str(w.message)[:60] for w in said] == [
         "t.csv: data rows 4, 5 repeat another row in every column (2 "]
+
+
+def test_a_pool_column_named_as_a_table_column_is_shown_under_another_name(tmp_path, capsys):
+    """A review of 0.4.20: a pool column called ``mean`` or ``data_row`` overwrote the
+    proposal table's own (the row dict kept one value, the header named it twice). It is
+    shown as ``pool_<name>`` (``pool_pool_mean`` when the pool has a ``pool_mean`` too),
+    with a warning; the table's ``mean`` is the prediction, the JSON keeps the pool's names."""
+    pool = _pool()
+    pool = pool[pool.lr == 1e-3].drop(columns="lr").reset_index(drop=True)
+    pool = pool.assign(mean=7.0, pool_mean=8.0, data_row=np.arange(100, 109))
+    pool.iloc[[0, 2, 4, 6, 8]].to_csv(tmp_path / "done.csv", index=False)
+    out = tmp_path / "p.json"
+    assert main([*_args(tmp_path, pool.drop(columns="loss")), "--runs",
+                 str(tmp_path / "done.csv"), "--budget", "100%", "--batch", "2", "--json",
+                 str(out)]) == 0
+    printed, err = capsys.readouterr()
+    lines = [line.split() for line in printed.splitlines()]
+    assert lines[0] == ["data_row", "params", "tokens", "pool_pool_mean", "pool_mean",
+                        "pool_data_row", "cost_fraction", "mean", "design_lo80", "design_hi80"]
+    props = json.loads(out.read_text())["proposals"]
+    for line, p in zip(lines[1:], props, strict=True):
+        assert line[0] == str(p["row"] + 1) and line[3:6] == ["7", "8", str(100 + p["row"])]
+        assert float(line[7]) == pytest.approx(p["mean"], rel=1e-3)  # the prediction
+        assert p["mean"] == pytest.approx(pool.loss[p["row"]], abs=0.01)  # noise-free truth
+        assert p["columns"]["mean"] == 7.0 and p["columns"]["data_row"] == 100 + p["row"]
+    said = " ".join(err.split())
+    assert ("pool.csv: columns 'mean', 'data_row' share a name with the proposal table's own "
+            "columns; shown as 'pool_pool_mean', 'pool_data_row'") in said, err

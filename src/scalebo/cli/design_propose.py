@@ -17,7 +17,10 @@ if TYPE_CHECKING:
     from scalebo.errors import BudgetExhausted
     from scalebo.laws.formula import FormulaLaw
 
-__all__ = ["EXACT_FIT_FACTOR", "group_labels", "propose"]
+__all__ = ["EXACT_FIT_FACTOR", "TABLE_KEYS", "group_labels", "propose", "table_names"]
+
+#: the proposal table's own columns (``group`` with groups), around the pool's
+TABLE_KEYS = ("data_row", "group", "cost_fraction", "mean", "design_lo80", "design_hi80")
 
 #: a design noise sd this many times the fit's residual sd or more: the residual is
 #: rounding (the fit passes through the runs done), and the legend says so, not the factor
@@ -36,6 +39,29 @@ def group_labels(frame: pd.DataFrame, column: str, source: str,
         raise ValueError(f"{source}: data row {missing[0] + 1}, column {column!r}: no group "
                          "value")
     return frame[column].astype(str).tolist()
+
+
+def table_names(shown: list[str], grouped: bool, source: str) -> dict[str, str]:
+    """``{pool column: its name in the proposal table}``: its own name, but ``pool_<name>``
+    (``pool_pool_<name>``, … when that is taken too) for a column named as one of the
+    table's own (:data:`TABLE_KEYS`, ``group`` with groups), which it would overwrite; a
+    warning names the renamed columns (the JSON's ``columns`` keep the pool's names)."""
+    own = {k for k in TABLE_KEYS if grouped or k != "group"}
+    taken = own | set(shown)
+    out: dict[str, str] = {}
+    for c in shown:
+        name = c
+        while name in own or (name != c and name in taken):
+            name = f"pool_{name}"
+        taken.add(name)
+        out[c] = name
+    if moved := {c: n for c, n in out.items() if c != n}:
+        warnings.warn(f"{source}: column{'s' if len(moved) > 1 else ''} "
+                      f"{', '.join(map(repr, moved))} share{'' if len(moved) > 1 else 's'} a "
+                      "name with the proposal table's own columns; shown as "
+                      f"{', '.join(map(repr, moved.values()))} (the JSON's columns keep the "
+                      "pool's names)", UserWarning, stacklevel=3)
+    return out
 
 
 def _log_target(preds: list[dict]) -> None:
@@ -169,11 +195,12 @@ def propose(args: argparse.Namespace, law: FormulaLaw, pool_frame: pd.DataFrame,
             f"fit what is left of --budget {args.budget:g}; raise it for more"
             if untried.any() else "are proposed: every other pool row is done"),
             stacklevel=3)
+    names = table_names(shown, grouped is not None, args.pool)
     rows = [{"data_row": p["data_row"], **({"group": p["group"]} if grouped else {}),
-             **{c: p["columns"][c] for c in shown}, "cost_fraction": p["cost_fraction"],
+             **{names[c]: p["columns"][c] for c in shown}, "cost_fraction": p["cost_fraction"],
              "mean": p["mean"], "design_lo80": p["lo80"], "design_hi80": p["hi80"]}
             for p in proposals]
-    columns = ["data_row", *(["group"] if grouped else []), *shown, "cost_fraction",
+    columns = ["data_row", *(["group"] if grouped else []), *names.values(), "cost_fraction",
                "mean", "design_lo80", "design_hi80"]
     _log_band_legend(props)
     return result, rows, columns, stop
