@@ -170,6 +170,19 @@ def test_target_rows_with_one_input_and_two_responses_are_named(tmp_path, capsys
     with warnings.catch_warnings():  # one input in two groups: a row of each group
         warnings.simplefilter("error")
         make_target(t.assign(g=["a"] * 4 + ["b"]), law, response="loss", group="g")
+    assert text.endswith("each is scored as a row of its own, so the input weighs once per "
+                         "row in the R² and the coverage, and one input cannot be predicted "
+                         "to two values of loss (average them, or keep one row per input)")
+    # an ID alone differs: one response, so no 'two values' (a review of 0.4.20)
+    ids = t.iloc[:4].assign(run=list("abcd"))
+    ids = pd.concat([ids, ids.iloc[[0]].assign(run="e")], ignore_index=True)
+    with pytest.warns(UserWarning) as said:
+        make_target(ids, law, response="loss", source="t.csv")
+    (text,) = [str(w.message) for w in said]
+    assert text == ("t.csv: data rows 1, 5 repeat another target row's N, D but differ in run "
+                    "(2 rows): each is scored as a row of its own, so the input weighs once "
+                    "per row in the R² and the coverage, with one value of loss (keep one row "
+                    "per input unless it should weigh more)"), text
     copies = pd.concat([t.iloc[:4], t.iloc[[3]]], ignore_index=True)
     with pytest.warns(UserWarning) as said:
         make_target(copies, law, response="loss", source="t.csv")

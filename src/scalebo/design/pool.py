@@ -232,17 +232,20 @@ def make_target(frame: pd.DataFrame, law: FormulaLaw, *, response: str | None = 
         warnings.warn(said, UserWarning, stacklevel=2)
     X = _check_defined(law, _inputs(law, frame, vmap, source), vmap, source)
     if said := repeated_inputs_note(frame, X, [vmap.get(v, v) for v in law.variables],
-                                    source, group):
+                                    source, group, response):
         warnings.warn(said, UserWarning, stacklevel=2)
     return TargetRegion(X=X, y=_response(frame, response, source, required=False))
 
 
 def repeated_inputs_note(frame: pd.DataFrame, X: np.ndarray, columns: list[str], source: str,
-                         group: str | None = None) -> str:
+                         group: str | None = None, response: str | None = None) -> str:
     """A note naming the target rows (1-based data rows) whose inputs ``X`` (read from
     ``columns``; and ``group`` value, when given) equal another row's while another column
-    differs (two responses for one input: each is scored as a row of its own), or ``""``.
-    Rows that are copies in every column are :func:`repeated_rows_note`'s."""
+    differs, or ``""``: each is scored as a row of its own, so the input weighs once per row;
+    when the ``response`` column is among those that differ, one input also cannot be
+    predicted to both values (said only then: rows that differ in an ID or a label alone
+    have one response). Rows that are copies in every column are
+    :func:`repeated_rows_note`'s."""
     keys = pd.DataFrame(X, columns=[f"_x{i}" for i in range(X.shape[1])], index=frame.index)
     if group is not None and group in frame.columns:
         keys["_g"] = frame[group].astype(str).to_numpy()
@@ -260,10 +263,14 @@ def repeated_inputs_note(frame: pd.DataFrame, X: np.ndarray, columns: list[str],
     if not rows:
         return ""
     names = ", ".join(columns) + (f" and {group}" if group is not None else "")
-    return (f"{source}: {data_rows(sorted(rows))} repeat another target row's {names} but "
+    said = (f"{source}: {data_rows(sorted(rows))} repeat another target row's {names} but "
             f"differ in {', '.join(differ)} ({len(rows)} rows): each is scored as a row of "
-            "its own, and one input cannot be predicted to two values (average them, or "
-            "keep one row per input)")
+            "its own, so the input weighs once per row in the R² and the coverage")
+    if response is not None and response in differ:
+        return (f"{said}, and one input cannot be predicted to two values of {response} "
+                "(average them, or keep one row per input)")
+    same = f", with one value of {response}" if response in frame.columns else ""
+    return f"{said}{same} (keep one row per input unless it should weigh more)"
 
 
 def shared_rows_note(pool: Pool, target: TargetRegion, source: str) -> str | None:
