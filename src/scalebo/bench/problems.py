@@ -39,6 +39,7 @@ from scalebo.bench.diverged import (
 )
 from scalebo.bench.grid_shape import grid_shape_notes
 from scalebo.bench.held_out import held_out_tie
+from scalebo.bench.replay_datasets import check_dataset_name  # re-exported: it lived here
 from scalebo.bench.targets import DEFAULT_TARGETS, with_targets
 from scalebo.data.columns import default_hyperparameters
 from scalebo.data.runs import RunTable, load_runs
@@ -49,7 +50,8 @@ from scalebo.laws import CHINCHILLA, COMPUTE_LAW
 from scalebo.search.grid import Grid
 from scalebo.search.runs_columns import too_low_note
 
-__all__ = ["REGISTERED", "ReplayProblem", "load_problem", "problem_from_table"]
+__all__ = ["REGISTERED", "ReplayProblem", "check_dataset_name", "load_problem",
+           "problem_from_table"]
 
 #: Names accepted by :func:`load_problem` besides file paths.
 REGISTERED = ("steplaw", "steplaw_moe", "oellm_english", "synthetic")
@@ -380,8 +382,6 @@ def _build(name: str, mapping: tuple, axes: tuple | None, n_held: int, data_dir:
         if name in REGISTERED:
             return _build(name, mapping, axes, n_held, data_dir, seed, duplicates,
                           diverged_above)
-    from scalebo.bench.replay_datasets import check_dataset_name
-
     path = Path(name)
     check_dataset_name(name)
     table = load_runs(path, mapping=dict(mapping) or None, hyperparameters=axes,
