@@ -89,7 +89,7 @@ def test_a_search_trains_the_anchor_last_at_its_lowest_predicted_loss(grid):
     at = [k for k, e in enumerate(trace) if e.index in big]
     assert len(at) == 1  # one anchor run
     entry = trace[at[0]]
-    assert "anchor" in runs[0.7]._reasons[at[0]] and entry.cap == np.inf
+    assert runs[0.7]._reasons[at[0]][0] == "anchor" and entry.cap == np.inf
     assert grid.configs["lr"].iloc[entry.index] == 1e-3  # the bowl's bottom, as predicted
     # before it, nothing else fitted the budget less the held-back run
     before = np.array([e.index for e in trace[:at[0]]])
@@ -104,7 +104,7 @@ def _before_the_anchor(grid, loss: np.ndarray) -> tuple[np.ndarray, int]:
     """The runs a 40 % search trains before its anchor run, and the anchor run's row."""
     loop = SearchLoop(grid, 0.4, campaign_gp(grid, 0), schedule="spent", anchor=0.7, rng=0)
     while picks := loop.ask():
-        if "anchor" in loop._reasons[-1]:
+        if loop._reasons[-1][0] == "anchor":
             return loop.observed_indices, picks[0]
         loop.tell(picks, loss[picks])
     raise AssertionError("the search ended without an anchor run")
@@ -248,7 +248,7 @@ def test_a_search_drops_an_anchor_its_runs_dominate(grid):
         while picks := loop.ask():
             loop.tell(picks, loss[picks])
         assert np.isin(loop.observed_indices, big).any() == (level < 0)
-        assert any("anchor" in r for r in loop._reasons) == (level < 0)
+        assert any(rule == "anchor" for rule, _ in loop._reasons) == (level < 0)
         assert loop.held_back() == (0.0, None)
 
 

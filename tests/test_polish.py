@@ -155,9 +155,10 @@ def test_a_search_polishes_only_the_end_of_its_budget(grid):
         while picks := loop.ask():
             loop.tell(picks, loss[picks])
         loops[share] = loop
-    assert not any(r.startswith("polish") for r in loops[0.0]._reasons)
+    assert not any(rule == "polish" for rule, _ in loops[0.0]._reasons)
     trace, reasons = loops[0.3].trace, loops[0.3]._reasons
-    polished = [k for k, r in enumerate(reasons) if r.startswith("polish")]
+    polished = [k for k, (rule, why) in enumerate(reasons) if rule == "polish"]
+    assert all(reasons[k][1].startswith("polish") for k in polished)  # and its reason says so
     assert polished
     budget = 0.2 * grid.budget_total
     first = polished[0]
@@ -176,7 +177,7 @@ def test_a_campaign_re_planning_at_every_call_polishes_like_the_loop(grid):
     loop = SearchLoop(grid, 0.2, campaign_gp(grid, 0), schedule="spent", anchor=0.7,
                       polish=0.3, rng=0)
     while picks := loop.ask():
-        if loop._reasons[-1].startswith("polish"):
+        if loop._reasons[-1][0] == "polish":
             break
         loop.tell(picks, loss[picks])
     done = loop.observed_indices
