@@ -133,7 +133,8 @@ def test_a_measured_cost_is_not_compared_and_a_differing_setting_is_named(tmp_pa
     cols = match_columns(pool, ["params", "tokens"], "loss", "flops", None, vmap)
     assert cols == ("lr",)  # not flops (the cost), not loss; a pool without repeats: none
     assert match_columns(pool[pool.lr == 1e-3], ["params", "tokens"], "loss", "flops") == ()
-    assert match_columns(pool, ["params", "tokens"], "loss", "6*N*lr", None, vmap) == ()
+    # a setting the cost reads (a GPU-hour cost per learning rate) still tells rows apart
+    assert match_columns(pool, ["params", "tokens"], "loss", "6*N*lr", None, vmap) == ("lr",)
     pool_p = make_pool(pool, law, "flops", variable_map=vmap)
     X = runs[["params", "tokens"]].to_numpy(float)
     m = column_matches(pool_p, pool, X, runs, cols)
@@ -152,6 +153,23 @@ def test_a_measured_cost_is_not_compared_and_a_differing_setting_is_named(tmp_pa
             "3): data row 3 (N=1e+07, D=2e+08): lr 0.002 is no pool row's of its inputs; they "
             "are fitted all the same, but no pool row counts as done for them, so the pool "
             "rows they ran may be proposed again") in said, err
+
+
+def test_a_batch_size_the_cost_reads_still_tells_pool_rows_apart():
+    """A GPU-hour cost 6·N·D·bs/256 reads bs: a run at bs 256 is not the bs 512 row (a review
+    saw both marked done once the cost's columns were never compared)."""
+    pool = pd.DataFrame([(n, d, bs, 3.0) for n in (1e8, 2e8) for d in (1e9, 2e9)
+                         for bs in (256, 512)], columns=["N", "D", "bs", "loss"])
+    law = formula_law(FORMULA, ("N", "D"), {"E": (0, 5), "A": (1, 1e5), "a": (0.05, 1),
+                                             "B": (1, 1e5), "b": (0.05, 1)})
+    cost = "6*N*D*bs/256"
+    cols = match_columns(pool, ["N", "D"], "loss", cost)
+    assert cols == ("bs",)
+    runs = pool.iloc[[0]]  # (1e8, 1e9) at bs 256
+    pool_p = make_pool(pool, law, cost)
+    X = runs[["N", "D"]].to_numpy(float)
+    done = done_rows(pool_p, X, matches=column_matches(pool_p, pool, X, runs, cols))
+    assert np.flatnonzero(done).tolist() == [0]
 
 
 def test_target_rows_with_one_input_and_two_responses_are_named(tmp_path, capsys):

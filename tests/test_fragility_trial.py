@@ -294,6 +294,20 @@ def test_a_run_label_shared_by_two_learning_rates_thins_each_run_on_its_own():
         assert (kept["lr"] == 1e-3).all()  # every cell's best is the tuned run's
 
 
+def test_a_column_that_changes_at_every_checkpoint_does_not_name_runs():
+    """A logged step taken as a hyperparameter changes at every checkpoint: keyed on it, each
+    checkpoint was a run of its own and 'every 2nd checkpoint' kept every point (a review).
+    It names checkpoints, not runs, and is left out of the run's key."""
+    from scalebo.analysis.variants import build_variants
+    from scalebo.data.runs import load_runs
+
+    grid = _checkpoints(noise=0.0)  # 6 models × 6 checkpoints, labels m0..m5
+    table = load_runs(grid.assign(step=np.arange(len(grid)) * 1000), hyperparameters=("step",))
+    variants = {v.name: v.frame for v in build_variants(table, leave_one_out=False,
+                                                        drop_count=0, every_k=(2,))}
+    assert len(variants["every 2nd checkpoint"]) == 6 * 3  # checkpoints 2, 4 and 6 of each run
+
+
 def test_a_training_run_that_still_repeats_a_token_count_is_warned_about():
     """Without hyperparameters to tell them apart (a DataFrame is fitted as given), two rows
     of one run label at one D are one run's repeated checkpoints: every-K thins them as one
@@ -370,3 +384,25 @@ def test_a_base_fit_out_of_iterations_exits_1_as_fit_does(tmp_path, capsys, monk
     assert main(args) == 1
     assert ("error: the base fit is out of iterations: no start converged"
             in capsys.readouterr().err)
+
+
+def test_the_library_warns_of_a_base_fit_out_of_iterations(monkeypatch):
+    """The CLI exits 1 on it; fragility() in Python said nothing (a review)."""
+    import dataclasses
+
+    import scalebo.analysis.fragility as frag
+
+    real, calls = frag.fit_variant, []
+
+    def first_out_of_iterations(*args, **kwargs):
+        result, fit = real(*args, **kwargs)
+        calls.append(result)
+        if len(calls) == 1:  # the base
+            result = dataclasses.replace(result, status="max iterations",
+                                         message="no start converged")
+        return result, fit
+
+    monkeypatch.setattr(frag, "fit_variant", first_out_of_iterations)
+    with pytest.warns(UserWarning, match=r"the base fit did not converge \(no start converged\)"):
+        frag.fragility(_checkpoints(), target=1e22, leave_one_out=False, drop_count=0,
+                       huber_deltas=(), every_k=())

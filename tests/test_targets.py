@@ -197,6 +197,7 @@ def test_replay_cli_scores_and_prints_at_the_given_targets(tmp_path):
     assert acq.returncode == 0, acq.stderr
     assert json.loads(acq.stdout)["method"]["target_compute"] == 1e25
     assert "give --target-compute 1e+21 to aim it at the headline target" in acq.stderr
+    assert "sharpens the law's prediction at 1e+25 FLOPs" in acq.stderr
     bad = subprocess.run([*args[:-2], "--target", "0"], cwd=tmp_path, capture_output=True,
                          text=True, timeout=300)
     assert bad.returncode == 2 and "--target" in bad.stderr

@@ -224,6 +224,9 @@ def fragility(
                       "value is the bound's, not the data's, and every variant is compared "
                       "with this base (itself left out of the spread): distrust its "
                       "estimates and the spread's 'base' column", UserWarning, stacklevel=2)
+    elif base_result.status == str(FitStatus.MAX_ITER):  # the CLI exits 1, as fit does
+        warnings.warn(f"the base fit did not converge ({base_result.message}): every variant "
+                      "is compared with a base that is no estimate", UserWarning, stacklevel=2)
     if base_fit.success:  # a base that contradicts its runs, or a target far from them,
         # said as fit --predict says it
         from scalebo.fitting.allocation_notes import predicted_ratio_note

@@ -151,11 +151,16 @@ def build_variants(
 def _run_columns(table: RunTable | pd.DataFrame) -> tuple[str, ...]:
     """The columns whose values together name one training run: ``run``, then a
     :class:`~scalebo.data.runs.RunTable`'s hyperparameters and config columns (a run label
-    shared by two learning rates' runs names two runs), then ``phase`` when present."""
+    shared by two learning rates' runs names two runs), then ``phase`` when present. A
+    column that changes at most checkpoints of a run (a logged step or current learning
+    rate: the median (run, value) group holds one row) names checkpoints, not runs, and is
+    left out (it would make every checkpoint a run of its own, and every-K the base)."""
     frame = table.frame if isinstance(table, RunTable) else table
     more = ((*table.hyperparameters, *table.config_columns) if isinstance(table, RunTable)
             else ())
-    return tuple(dict.fromkeys(c for c in ("run", *more, "phase") if c in frame.columns))
+    cols = [c for c in dict.fromkeys(("run", *more, "phase")) if c in frame.columns]
+    return tuple(c for c in cols if c == "run" or "run" not in frame.columns
+                 or frame.groupby(["run", c], sort=False, dropna=False).size().median() > 1)
 
 
 def _every_kth_per_run(table: RunTable | pd.DataFrame, k: int,

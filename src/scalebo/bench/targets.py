@@ -96,7 +96,7 @@ def with_targets(problem: Any, targets: float | Iterable[float] | None) -> Any:
 
     said = ", ".join(shown_key(target_key(c)) for c in inside)
     text = (f"{problem.name}: target(s) {said} FLOPs lie within "
-            f"the grid's compute (its costliest acquirable run costs {largest:.3g} FLOPs): "
+            f"the grid's compute (its costliest acquirable run costs {largest:.4g} FLOPs): "
             "the law is scored there by interpolation, not extrapolation")
     warnings.warn(text, stacklevel=3)
     return replace(problem, targets=chosen, notes=(*problem.notes, text))

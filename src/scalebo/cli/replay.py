@@ -259,9 +259,9 @@ def run(args: argparse.Namespace) -> int:
     for text in problem.notes:
         note(text)
     if method.acquisition == "target" and method.target_compute not in problem.targets:
-        note(f"--acq target sharpens the law's prediction at {method.target_compute:.3g} FLOPs "
+        note(f"--acq target sharpens the law's prediction at {method.target_compute:g} FLOPs "
              "(--target-compute), a compute the replay is not scored at (--target): give "
-             f"--target-compute {min(problem.targets):.3g} to aim it at the headline target")
+             f"--target-compute {min(problem.targets)!r} to aim it at the headline target")
     summary = problem.summary()
     if axes is None and args.dataset.removeprefix("dataset:") not in REGISTERED:
         # a file's axes are a guess from its columns: say which

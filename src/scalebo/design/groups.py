@@ -67,7 +67,7 @@ from scalebo.fitting.robust import FitResult
 from scalebo.laws.formula import FormulaLaw
 from scalebo.search.budget import as_fractions
 
-__all__ = ["GROUP_BUDGETS", "GroupRows", "GroupedCheckpoint", "GroupedReplay",
+__all__ = ["GROUP_BUDGETS", "GroupRows", "GroupedCheckpoint", "GroupedReplay", "group_seed",
            "grouped_design_replay", "grouped_pilot", "pooled_r2", "separate_group_replays",
            "split_groups"]
 
@@ -90,6 +90,11 @@ class GroupRows:
     name: str
     pool: np.ndarray
     target: np.ndarray
+
+
+def group_seed(seed: int, i: int) -> int:
+    """The seed of the ``i``-th group (sorted order): one rule for replays, proposals, fits."""
+    return int(seed) + 1_000 * int(i)
 
 
 def _labels(values: Any, n: int, what: str) -> np.ndarray:
@@ -362,7 +367,7 @@ def separate_group_replays(pool: Pool, target: TargetRegion, law: FormulaLaw,
                       row_ids=tuple(pool.row_ids[i] for i in g.pool) if pool.row_ids else ())
         region = TargetRegion(target.X[g.target],
                               None if target.y is None else target.y[g.target])
-        reps.append(design_replay(sub, region, law, budgets, method, seed + 1_000 * gi,
+        reps.append(design_replay(sub, region, law, budgets, method, group_seed(seed, gi),
                                   **kwargs))
     checkpoints = []
     for k, b in enumerate(budgets):

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from scalebo.design.groups import group_seed
 from scalebo.design.pool import TargetRegion
 from scalebo.design.replay import fit_rows, observation_bands
 from scalebo.errors import FitError
@@ -52,7 +53,7 @@ def fit_runs(law: FormulaLaw, X_done: np.ndarray, y_done: np.ndarray, *, seed: i
     out: Fits = {}
     for i, (g, mine) in enumerate(parts):
         try:
-            out[g] = fit_done(law, X_done[mine], y_done[mine], seed + 1_000 * i, n_starts)
+            out[g] = fit_done(law, X_done[mine], y_done[mine], group_seed(seed, i), n_starts)
         except FitError as exc:
             out[g] = exc
     return out

@@ -233,7 +233,7 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
         BudgetExhausted (a SearchError): no group has a row that fits its budget;
         FitError: a group with target rows whose runs done cannot be fitted (named).
     """
-    from scalebo.design.groups import GROUP_BUDGETS, split_groups
+    from scalebo.design.groups import GROUP_BUDGETS, group_seed, split_groups
 
     if group_budget not in GROUP_BUDGETS:
         raise ValueError(f"group_budget must be one of {GROUP_BUDGETS}, got {group_budget!r}")
@@ -251,7 +251,7 @@ def propose_groups(pool: Pool, target: TargetRegion, law: FormulaLaw, pool_group
         sub = replace(pool, X=pool.X[g.pool], cost=pool.cost[g.pool], y=None,
                       row_ids=tuple(pool.row_ids[i] for i in g.pool) if pool.row_ids else ())
         mine = dg == g.name
-        parts.append((g, sub, TargetRegion(target.X[g.target], None), mine, seed + 1_000 * gi))
+        parts.append((g, sub, TargetRegion(target.X[g.target], None), mine, group_seed(seed, gi)))
     out: list[Proposal] = []
     if group_budget == "per-group":
         skipped: dict[str, Exception] = {}  # each group said, not dropped (a trial)

@@ -100,16 +100,15 @@ def match_columns(pool_frame: pd.DataFrame, law_columns: Sequence[str], response
                   variable_map: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """The pool's columns a run done must match besides its inputs: those that tell apart
     pool rows of equal inputs (the settings :func:`settings_note` names: a learning rate, a
-    dataset without ``--group``), never the columns the ``cost`` expression reads (a runs
-    file may record a run's measured cost) nor measured columns (one value per row), the
-    response or the ``group`` column (compared as groups)."""
-    from scalebo.design.pool import cost_names
+    batch size even when ``cost`` reads it, a dataset without ``--group``; for a law in C
+    also N and D). Never a measured column (over half the rows' values distinct: a runs
+    file may record a run's measured cost), a column constant within each input
+    combination (a planned cost such as 6·N·D), the response or the ``group`` column
+    (compared as groups). ``cost`` and ``variable_map`` are accepted for the callers and
+    not used: a setting the cost reads still tells pool rows apart."""
     from scalebo.fitting.formula_checks import pooled_settings
 
-    vmap = dict(variable_map or {})
     skip = [response, *([group] if group else [])]
-    if cost is not None:
-        skip += [c for n in cost_names(cost) for c in (n, vmap.get(n, n))]
     return tuple(pooled_settings(pool_frame, list(law_columns), response, excluded=skip,
                                  numeric_only=False))
 
