@@ -129,6 +129,13 @@ def test_cli_report_in_subprocess(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "rep" / "report.md").exists()
     assert not (tmp_path / "rep" / "figures").exists()
+    # --threshold 2%: full's mean error 8 / 1.6 / 0.32 % stays within 2 % from 5 % on
+    proc = subprocess.run([sys.executable, "-m", "scalebo.cli", "bench", "report", str(rec),
+                           "--out", str(tmp_path / "rep2"), "--no-figures", "--no-oracle",
+                           "--threshold", "2%"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    saved = (tmp_path / "rep2" / "report.md").read_text().split("## Compute saved")[1]
+    assert saved.startswith(" to reach ≤ 2 % error") and "| toy | full | 5 % | 20× |" in saved
     empty = tmp_path / "empty"
     empty.mkdir()
     proc = subprocess.run([sys.executable, "-m", "scalebo.cli", "bench", "report", str(empty),

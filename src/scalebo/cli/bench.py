@@ -23,6 +23,7 @@ import json
 import os
 import sys
 
+from scalebo.cli.arg_types import positive_float
 from scalebo.cli.common import add_format_argument, format_table, int_at_least, is_quiet, log
 
 NAME = "bench"
@@ -128,6 +129,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rep.add_argument("--no-figures", action="store_true", help="tables only")
     rep.add_argument("--law", choices=("compute", "chinchilla"), default="compute",
                      help="law whose metrics fill the tables (default compute)")
+    rep.add_argument("--threshold", type=_percent, default=1.0, metavar="PCT",
+                     help="accuracy of the compute-saved table: the mean |error| at the "
+                          "headline target to stay within, in %% (default 1; 2 or 2%%): a "
+                          "grid whose reference law is itself only ±1.4 %% sure never reaches "
+                          "1 %%")
     rep.add_argument("--no-oracle", action="store_true",
                      help="leave out the floor-oracle rows (they load each dataset)")
     rep.add_argument("--data-dir", default=None, metavar="DIR",
@@ -137,6 +143,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="also report records of a dataset/method label written under "
                           "other settings, version or data than its newest (left out and "
                           "said by default: an edited config's old cells)")
+
+
+def _percent(text: str) -> float:
+    """argparse type: a positive percentage, ``2`` or ``2%``."""
+    return positive_float(text.strip().removesuffix("%"))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -200,7 +211,7 @@ def _report(args: argparse.Namespace) -> int:
                                 "'scalebo bench run CONFIG --out DIR')")
 
     path = write_report(args.records, args.out, title=args.title, figures=not args.no_figures,
-                        law=args.law, oracle=not args.no_oracle,
+                        law=args.law, oracle=not args.no_oracle, threshold_pct=args.threshold,
                         data_dir=args.data_dir or os.environ.get("SCALEBO_DATA_DIR"),
                         all_records=args.all_records)
     log(f"report written to {path}")
