@@ -261,6 +261,7 @@ def test_the_reference_notes_and_json_whether_or_not_its_spread_is_known(tmp_pat
         assert (got is None) == (spread is None)
         assert ("reference compute law: fitted on the lower convex hull" in out.stderr) == (
             hull is not None)
+        assert (hull in json.loads(out.stdout)["problem"]["notes"]) == (hull is not None)
         if path == bound:
             assert spread is None and hull is not None  # the case that crashed
         else:

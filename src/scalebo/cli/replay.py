@@ -293,6 +293,7 @@ def run(args: argparse.Namespace) -> int:
         summary = {**summary, "reference_spread": spread.to_dict()}
     if text := reference_frontier_note(problem, headline(problem.targets)):
         note(text)
+        summary = {**summary, "notes": [*summary["notes"], text]}  # kept with the record
     records = list(args.record_budgets)
     log(f"replaying {method.label()} to {args.budget:g} of C_total, seed {args.seed} ...")
     with budget_bar(f"replay seed {args.seed}") as progress:
