@@ -109,6 +109,23 @@ def test_one_target_spelling_is_one_cell_identity():
     assert len(keys) == 1
 
 
+def test_a_sweep_says_when_a_target_acquisition_aims_off_its_datasets_targets():
+    from scalebo.bench.replay_datasets import target_acquisition_notes
+
+    config = SweepConfig.from_dict(
+        {"name": "t", "seeds": 1, "budgets": [0.1],
+         "datasets": {"small": {"targets": [1e21]}, "big": {}},
+         "methods": {"aimed": {"acquisition": "target", "target_compute": 1e21},
+                     "default": {"acquisition": "target"}, "ei": {}}})
+    assert target_acquisition_notes(config) == [
+        "method 'aimed' sharpens the law's prediction at 1e+21 FLOPs (target_compute), which "
+        "dataset(s) 'big' are not scored at (their targets): give the method their headline "
+        "target_compute to aim it there",
+        "method 'default' sharpens the law's prediction at 1e+25 FLOPs (target_compute), which "
+        "dataset(s) 'small' are not scored at (their targets): give the method their headline "
+        "target_compute to aim it there"]
+
+
 def test_a_sweep_dataset_refuses_bad_targets_before_any_cell_runs(tmp_path):
     path = tmp_path / "runs.csv"
     path.write_text("N,D,loss\n1e8,1e9,3.0\n")

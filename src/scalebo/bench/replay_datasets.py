@@ -15,7 +15,7 @@ from typing import Any
 from scalebo.bench.sweep_config import DatasetSpec, _thaw
 from scalebo.errors import closest, with_hints
 
-__all__ = ["check_dataset_name", "check_replay_datasets"]
+__all__ = ["check_dataset_name", "check_replay_datasets", "target_acquisition_notes"]
 
 
 def _dataset_options() -> tuple[str, ...]:
@@ -46,6 +46,28 @@ def check_replay_datasets(datasets: Iterable[DatasetSpec], data_dir: str | None 
                                    "axis": list(opts.get("axes") or [])}, f"dataset {spec.name!r}")
         if spec.content_sha256 is not None:  # a run-table file: its rows, before any cell
             _check_rows(spec, opts)
+
+
+def target_acquisition_notes(config: Any) -> list[str]:
+    """One note per method with ``acquisition: target`` whose ``target_compute`` is not a
+    compute a dataset of the sweep ``config`` is scored at (its ``targets``; default 1e25,
+    1e27, 1e29): the search then sharpens a prediction its replay does not score."""
+    from scalebo.bench.targets import check_targets
+
+    out = []
+    for method in config.methods:
+        settings = method.resolved_kwargs()
+        if settings.get("acquisition") != "target":
+            continue
+        at = float(settings.get("target_compute", 1e25))
+        off = [d.name for d in config.datasets
+               if at not in check_targets((_thaw(d.options) or {}).get("targets"))]
+        if off:
+            out.append(f"method {method.name!r} sharpens the law's prediction at {at:g} FLOPs "
+                       f"(target_compute), which dataset(s) {', '.join(map(repr, off))} are "
+                       "not scored at (their targets): give the method their headline "
+                       "target_compute to aim it there")
+    return out
 
 
 def _check_rows(spec: DatasetSpec, opts: Mapping[str, Any]) -> None:

@@ -24,7 +24,14 @@ import os
 import sys
 
 from scalebo.cli.arg_types import positive_float
-from scalebo.cli.common import add_format_argument, format_table, int_at_least, is_quiet, log
+from scalebo.cli.common import (
+    add_format_argument,
+    format_table,
+    int_at_least,
+    is_quiet,
+    log,
+    note,
+)
 
 NAME = "bench"
 HELP = "benchmark search strategies over datasets, budgets and seeds (run a sweep, report)"
@@ -151,7 +158,7 @@ def _percent(text: str) -> float:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from scalebo.bench.replay_datasets import check_replay_datasets
+    from scalebo.bench.replay_datasets import check_replay_datasets, target_acquisition_notes
     from scalebo.bench.sweep import SweepConfig, run_sweep
     from scalebo.extras import require_extra
 
@@ -171,6 +178,8 @@ def _run(args: argparse.Namespace) -> int:
         check_replay_datasets(config.datasets, data_dir)
     except ValueError as exc:
         raise ValueError(f"{args.config}: datasets: {exc}") from None
+    for text in target_acquisition_notes(config):
+        note(text)
     n = len(config.cells())
     log(f"sweep {config.name}: {len(config.datasets)} datasets × {len(config.methods)} methods "
         f"× {len(config.seeds)} seeds × {len(config.budgets)} budgets = {n} cells → {args.out}")
