@@ -129,7 +129,8 @@ def test_compute_law_recovered_on_envelope(compute_csv: Path) -> None:
     out = json.loads(proc.stdout)
     assert out["law"]["name"] == "compute"
     assert out["frontier"] == "envelope"
-    assert out["runs"] == {"loaded": 60, "used": 12, "excluded": 0, "excluded_by_reason": {}}
+    assert out["runs"] == {"read": 60, "loaded": 60, "used": 12, "excluded": 0,
+                           "excluded_by_reason": {}}
     assert sorted(p["run_id"] for p in out["points"]) == sorted(f"c{k}n0" for k in range(12))
     assert out["fit"]["status"] == "converged"
     assert_params_close(out["fit"]["params"], COMPUTE_TRUTH, rel=1e-5)
@@ -273,6 +274,8 @@ def test_epoch_chinchilla_reference_fit(data_dir: Path) -> None:
     out = json.loads(proc.stdout)
     assert out["runs"]["used"] == 240
     assert out["runs"]["excluded_by_reason"] == {"dropped": 5}
+    # the file's 245 rows: 240 valid ("loaded") and the 5 dropped (a trial read 240 as read)
+    assert (out["runs"]["read"], out["runs"]["loaded"], out["runs"]["excluded"]) == (245, 240, 5)
     reference = {"A": 477.84, "B": 2143.86, "E": 1.8172, "alpha": 0.34731, "beta": 0.36718}
     assert_params_close(out["fit"]["params"], reference, rel=1e-3)
     assert out["fit"]["objective"] == pytest.approx(1.0183e-3, rel=1e-3)

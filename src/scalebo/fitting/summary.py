@@ -281,8 +281,9 @@ class FitSummary:
                     "variables": list(law.variables), "target": self.target,
                     "units": {v: UNITS.get(v, "") for v in (*law.variables, self.target)}},
             "frontier": self.frontier,
-            "runs": {"loaded": len(table), "used": len(self.points),
-                     "excluded": table.n_excluded, "excluded_by_reason": reasons},
+            "runs": {"read": len(table) + table.n_excluded, "loaded": len(table),
+                     "used": len(self.points), "excluded": table.n_excluded,
+                     "excluded_by_reason": reasons},  # read = loaded (valid) + excluded
             "fit": self.fit.to_dict(),
             "bootstrap": self.bootstrap.to_dict() if self.bootstrap is not None else None,
             "predictions": self.predictions,
