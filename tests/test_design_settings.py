@@ -130,11 +130,9 @@ def test_a_measured_cost_is_not_compared_and_a_differing_setting_is_named(tmp_pa
                                              "B": (1, 1e5), "b": (0.05, 1)})
     vmap = {"N": "params", "D": "tokens"}
     runs = _measured_runs(pool)
-    cols = match_columns(pool, ["params", "tokens"], "loss", "flops", None, vmap)
+    cols = match_columns(pool, ["params", "tokens"], "loss")
     assert cols == ("lr",)  # not flops (the cost), not loss; a pool without repeats: none
-    assert match_columns(pool[pool.lr == 1e-3], ["params", "tokens"], "loss", "flops") == ()
-    # a setting the cost reads (a GPU-hour cost per learning rate) still tells rows apart
-    assert match_columns(pool, ["params", "tokens"], "loss", "6*N*lr", None, vmap) == ("lr",)
+    assert match_columns(pool[pool.lr == 1e-3], ["params", "tokens"], "loss") == ()
     pool_p = make_pool(pool, law, "flops", variable_map=vmap)
     X = runs[["params", "tokens"]].to_numpy(float)
     m = column_matches(pool_p, pool, X, runs, cols)
@@ -163,7 +161,7 @@ def test_a_batch_size_the_cost_reads_still_tells_pool_rows_apart():
     law = formula_law(FORMULA, ("N", "D"), {"E": (0, 5), "A": (1, 1e5), "a": (0.05, 1),
                                              "B": (1, 1e5), "b": (0.05, 1)})
     cost = "6*N*D*bs/256"
-    cols = match_columns(pool, ["N", "D"], "loss", cost)
+    cols = match_columns(pool, ["N", "D"], "loss")
     assert cols == ("bs",)
     runs = pool.iloc[[0]]  # (1e8, 1e9) at bs 256
     pool_p = make_pool(pool, law, cost)

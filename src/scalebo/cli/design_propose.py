@@ -138,8 +138,7 @@ def propose(args: argparse.Namespace, law: FormulaLaw, pool_frame: pd.DataFrame,
                      variable_map=vmap, require_response=True, source=args.runs,
                      allow_empty=True)  # a header alone: a campaign's start
     law_columns = [vmap.get(v, v) for v in law.variables]
-    settings = match_columns(pool_frame, law_columns, args.response, args.cost, args.group,
-                             vmap)  # not the cost's columns: a run's measured cost is no typo
+    settings = match_columns(pool_frame, law_columns, args.response, args.group)
     matches = column_matches(pool, pool_frame, done.X, runs_frame, settings)
     runs_g = None if grouped is None else group_labels(runs_frame, args.group, args.runs)
     # one fit per group, behind both the proposals and the fit and prediction reported

@@ -96,16 +96,14 @@ class RunMatches:
 
 
 def match_columns(pool_frame: pd.DataFrame, law_columns: Sequence[str], response: str,
-                  cost: str | None = None, group: str | None = None,
-                  variable_map: Mapping[str, str] | None = None) -> tuple[str, ...]:
+                  group: str | None = None) -> tuple[str, ...]:
     """The pool's columns a run done must match besides its inputs: those that tell apart
     pool rows of equal inputs (the settings :func:`settings_note` names: a learning rate, a
-    batch size even when ``cost`` reads it, a dataset without ``--group``; for a law in C
-    also N and D). Never a measured column (over half the rows' values distinct: a runs
-    file may record a run's measured cost), a column constant within each input
+    batch size even when the cost expression reads it, a dataset without ``--group``; for a
+    law in C also N and D). Never a measured column (over half the rows' values distinct: a
+    runs file may record a run's measured cost), a column constant within each input
     combination (a planned cost such as 6·N·D), the response or the ``group`` column
-    (compared as groups). ``cost`` and ``variable_map`` are accepted for the callers and
-    not used: a setting the cost reads still tells pool rows apart."""
+    (compared as groups)."""
     from scalebo.fitting.formula_checks import pooled_settings
 
     skip = [response, *([group] if group else [])]
