@@ -44,7 +44,6 @@ from scalebo.outputs import save_figure
 
 __all__ = ["DemoResult", "LawRow", "WarningCount", "plot_demo", "run_demo", "true_compute_law"]
 
-EXTRAPOLATION_C = DEFAULT_TARGETS  # the compute values a replay is scored at by default
 #: Relative tolerance under which two fitted laws count as identical: far above the fitter's
 #: own (~1e-8 on the same points), far below what the table prints (5 digits).
 SAME_FIT_RTOL = 1e-6
@@ -239,7 +238,7 @@ def run_demo(*, quick: bool = False, budget: float = 0.05, seed: int = 0,
     ]
     if m.fantasized is not None:
         laws.append(_row("BO + fantasize", m, m.fantasized["compute"]))
-    Cs = np.array(EXTRAPOLATION_C)
+    Cs = np.array(DEFAULT_TARGETS)
 
     def rel(a: LawRow, b: LawRow) -> dict[float, float]:
         return {float(c): float(v) for c, v in zip(Cs, 100 * (a(Cs) - b(Cs)) / b(Cs),
